@@ -1,0 +1,36 @@
+# The two commands: `make demo` and `make test`. Everything they need is provisioned by scripts/.
+SHELL := /bin/bash
+
+.PHONY: test demo unit lint fmt env-up env-down env-purge crds
+
+## make test: start the real servers, run unit + integration tests, stop the servers.
+test:
+	./scripts/test.sh
+
+## make demo: the local kube-apiserver + LocalStack, then sweeper against them.
+demo:
+	./scripts/demo.sh
+
+## make unit: the fast unit tests only, no servers.
+unit:
+	cargo test --workspace
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+	cargo fmt --all
+
+env-up:
+	./scripts/env-up.sh
+
+env-down:
+	./scripts/env-down.sh
+
+env-purge:
+	./scripts/env-down.sh --purge
+
+## deploy/crds is generated: never edit it by hand.
+crds:
+	cargo run --quiet --bin sweeper -- crds > deploy/crds/crds.yaml

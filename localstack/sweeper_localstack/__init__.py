@@ -1,0 +1,1 @@
+"""LocalStack extension used by sweeper's integration tests and demo."""

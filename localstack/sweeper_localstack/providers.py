@@ -1,0 +1,36 @@
+"""elb and elbv2 providers for LocalStack's open-source build.
+
+LocalStack 4.x ships moto's elb/elbv2 backends but registers no provider for them. These providers
+declare every operation of the service and hand each request to moto unchanged, so classic and v2
+load balancers, listeners and target groups work, and the tagging API (also moto) returns their
+ARNs. Nothing here emulates behaviour of its own.
+"""
+
+from localstack.services.plugins import Service, aws_provider
+
+
+def _moto_service(name: str) -> Service:
+    from localstack.aws.spec import load_service
+    from localstack.services.moto import call_moto
+
+    model = load_service(name)
+
+    def to_moto(context, _request):
+        return call_moto(context)
+
+    table = {operation: to_moto for operation in model.operation_names}
+
+    class _Provider:
+        service = name
+
+    return Service.for_provider(_Provider(), dispatch_table_factory=lambda _provider: table)
+
+
+@aws_provider(api="elb")
+def elb() -> Service:
+    return _moto_service("elb")
+
+
+@aws_provider(api="elbv2")
+def elbv2() -> Service:
+    return _moto_service("elbv2")

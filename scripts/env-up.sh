@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Starts the test environment on loopback: etcd, kube-apiserver 1.20 (token auth, RBAC),
+# kube-controller-manager (namespace controller only: sweeper is the only garbage collector) and
+# LocalStack. Provisions what is missing first. Idempotent: running it twice is fine.
+# Writes $SWEEPER_STATE/env (source it) with KUBECONFIG and the AWS_* variables.
+source "$(dirname "$0")/lib.sh"
+
+"$REPO_ROOT/scripts/provision-kubernetes.sh"
+"$REPO_ROOT/scripts/provision-localstack.sh"
+
+mkdir -p "$SWEEPER_STATE"/{logs,pki,run}
+PKI="$SWEEPER_STATE/pki"
+
+running() { local p="$SWEEPER_STATE/run/$1.pid"; [ -f "$p" ] && kill -0 "$(cat "$p")" 2>/dev/null; }
+start() { # name, command...
+  local name="$1"; shift
+  if running "$name"; then log "$name already running (pid $(cat "$SWEEPER_STATE/run/$name.pid"))"; return 0; fi
+  log "starting $name (log: $SWEEPER_STATE/logs/$name.log)"
+  setsid "$@" >"$SWEEPER_STATE/logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$SWEEPER_STATE/run/$name.pid"
+}
+wait_for() { # what, seconds, command...
+  local what="$1" secs="$2"; shift 2
+  for _ in $(seq "$((secs * 2))"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
+  log "$what did not become healthy within ${secs}s; see $SWEEPER_STATE/logs"; exit 1
+}
+
+# --- credentials: a CA, a serving cert for 127.0.0.1/localhost, a service-account key, tokens ---
+if [ ! -f "$PKI/serving.crt" ]; then
+  log "generating certificates and tokens"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=sweeper-test-ca" \
+    -keyout "$PKI/ca.key" -out "$PKI/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+    -keyout "$PKI/serving.key" -out "$PKI/serving.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' > "$PKI/serving.ext"
+  openssl x509 -req -in "$PKI/serving.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$PKI/serving.ext" -out "$PKI/serving.crt" 2>/dev/null
+  openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  admin_token="$(openssl rand -hex 24)"
+  # admin: system:masters (tests, kcm). The sweeper service account's own RBAC is in deploy/.
+  printf '%s,admin,admin-uid,"system:masters"\n' "$admin_token" > "$PKI/tokens.csv"
+  echo "$admin_token" > "$PKI/admin.token"
+fi
+admin_token="$(cat "$PKI/admin.token")"
+KUBECONFIG_FILE="$SWEEPER_STATE/kubeconfig"
+cat > "$KUBECONFIG_FILE" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: sweeper-test
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $PKI/ca.crt
+users:
+- name: admin
+  user:
+    token: $admin_token
+contexts:
+- name: sweeper-test
+  context: {cluster: sweeper-test, user: admin}
+current-context: sweeper-test
+KC
+
+# --- etcd ---
+start etcd etcd --name sweeper-test --data-dir "$SWEEPER_STATE/etcd" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "sweeper-test=http://127.0.0.1:$ETCD_PEER_PORT" --quota-backend-bytes 4294967296
+wait_for etcd 30 curl -fsS "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
+
+# --- kube-apiserver ---
+start kube-apiserver "$K8S_BIN_DIR/kube-apiserver" \
+  --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" --insecure-port 0 \
+  --tls-cert-file "$PKI/serving.crt" --tls-private-key-file "$PKI/serving.key" --cert-dir "$PKI/generated" \
+  --client-ca-file "$PKI/ca.crt" --token-auth-file "$PKI/tokens.csv" \
+  --authorization-mode RBAC --anonymous-auth=false \
+  --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+  --service-account-issuer https://kubernetes.default.svc --api-audiences https://kubernetes.default.svc \
+  --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=true \
+  --disable-admission-plugins ServiceAccount \
+  --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
+  --enable-priority-and-fairness=false
+wait_for kube-apiserver 90 curl -fsS --cacert "$PKI/ca.crt" -H "Authorization: Bearer $admin_token" \
+  "https://127.0.0.1:$APISERVER_PORT/readyz"
+
+# --- kube-controller-manager: the namespace controller only ---
+start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
+  --kubeconfig "$KUBECONFIG_FILE" --controllers namespace --leader-elect=false \
+  --secure-port 0 --port 0 --use-service-account-credentials=false \
+  --concurrent-namespace-syncs 10 --kube-api-qps 100 --kube-api-burst 200
+
+# --- LocalStack ---
+start localstack env GATEWAY_LISTEN="127.0.0.1:$LOCALSTACK_PORT" \
+  SERVICES=ec2,elb,elbv2,resourcegroupstaggingapi,sts,iam \
+  LOCALSTACK_VOLUME_DIR="$SWEEPER_STATE/localstack" DNS_ADDRESS=0 SKIP_SSL_CERT_DOWNLOAD=1 \
+  DISABLE_EVENTS=1 LOCALSTACK_CLI=0 \
+  "$LOCALSTACK_VENV/bin/python" -m localstack.runtime.main
+ls_healthy() {
+  curl -fsS "http://127.0.0.1:$LOCALSTACK_PORT/_localstack/health" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["services"]
+sys.exit(0 if all(s.get(k) in ("available", "running") for k in ("ec2", "elb", "elbv2", "resourcegroupstaggingapi")) else 1)'
+}
+wait_for localstack 120 ls_healthy
+
+cat > "$SWEEPER_STATE/env" <<ENV
+export KUBECONFIG=$KUBECONFIG_FILE
+export SWEEPER_TEST_ENV=$SWEEPER_STATE
+export AWS_ENDPOINT_URL=http://127.0.0.1:$LOCALSTACK_PORT
+export AWS_REGION=us-east-1
+export AWS_ACCESS_KEY_ID=test
+export AWS_SECRET_ACCESS_KEY=test
+export SWEEPER_K8S_BIN=$K8S_BIN_DIR
+ENV
+log "environment up: source $SWEEPER_STATE/env"

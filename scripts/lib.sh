@@ -1,0 +1,37 @@
+# Shared settings for the environment scripts. Sourced, never run.
+# Everything expensive lives in SWEEPER_CACHE (outside the clone, reused across clones and CI runs);
+# everything about one running environment lives in SWEEPER_STATE (pids, logs, certs, env file).
+set -euo pipefail
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SWEEPER_CACHE="${SWEEPER_CACHE:-$HOME/.cache/sweeper}"
+SWEEPER_STATE="${SWEEPER_STATE:-$REPO_ROOT/.state}"
+
+# Pinned versions: the cache is keyed by them, so bumping one rebuilds only that part.
+K8S_DEB_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
+# "+reflect2-1.0.2": the tree vendors modern-go/reflect2 1.0.1, which crashes (SIGSEGV in map
+# iteration, e.g. on every custom-resource create) when built with Go >= 1.18; the build swaps in
+# Debian's reflect2 1.0.2. The suffix keeps binaries built without the fix out of use.
+K8S_BUILD_KEY="$K8S_DEB_VERSION+reflect2-1.0.2"
+K8S_BIN_DIR="$SWEEPER_CACHE/kubernetes/$K8S_BUILD_KEY/bin"
+LOCALSTACK_VERSION="4.13.1"
+LOCALSTACK_VENV="$SWEEPER_CACHE/localstack/$LOCALSTACK_VERSION/venv"
+
+# Loopback only; ports chosen away from the defaults so a stray local etcd/apiserver doesn't collide.
+ETCD_CLIENT_PORT="${ETCD_CLIENT_PORT:-32379}"
+ETCD_PEER_PORT="${ETCD_PEER_PORT:-32380}"
+APISERVER_PORT="${APISERVER_PORT:-36443}"
+LOCALSTACK_PORT="${LOCALSTACK_PORT:-4566}"
+
+log() { printf '[sweeper-env] %s\n' "$*" >&2; }
+
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  if [ ! -f "$SWEEPER_CACHE/.apt-updated" ] || [ -n "$(find "$SWEEPER_CACHE/.apt-updated" -mmin +1440 2>/dev/null)" ]; then
+    apt-get update -q >&2
+    mkdir -p "$SWEEPER_CACHE" && touch "$SWEEPER_CACHE/.apt-updated"
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+}

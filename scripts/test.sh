@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `make test`: provision + start the environment, run unit and integration tests, stop what this
+# script started. Exits non-zero on any failure.
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+
+already_up=1
+for name in etcd kube-apiserver kube-controller-manager localstack; do
+  p="$SWEEPER_STATE/run/$name.pid"
+  { [ -f "$p" ] && kill -0 "$(cat "$p")" 2>/dev/null; } || already_up=0
+done
+if [ "$already_up" = 0 ]; then
+  trap '"$REPO_ROOT/scripts/env-down.sh"' EXIT
+fi
+# Build while nothing else competes for the 2 cores, then start the servers.
+log "building the workspace and its tests"
+cargo build --workspace --all-targets --locked
+"$REPO_ROOT/scripts/env-up.sh"
+# shellcheck disable=SC1091
+source "$SWEEPER_STATE/env"
+log "running unit and integration tests"
+# --run-ignored all: integration tests are #[ignore]d so plain `cargo test` stays fast and offline.
+cargo nextest run --workspace --locked --run-ignored all --no-fail-fast "$@"
+# nextest runs no doctests; run them too so examples in docs can't rot.
+cargo test --workspace --locked --doc

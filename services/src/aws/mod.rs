@@ -1,0 +1,19 @@
+//! AWS: configuration, ARN parsing and discovery through the Resource Groups Tagging API.
+
+pub mod arn;
+pub mod tagging;
+
+/// Re-exports so the binary and the tests reach the SDK without depending on it themselves.
+pub mod sdk {
+    pub use aws_config;
+    pub use aws_sdk_ec2 as ec2;
+    pub use aws_sdk_elasticloadbalancing as elb;
+    pub use aws_sdk_elasticloadbalancingv2 as elbv2;
+    pub use aws_sdk_resourcegroupstagging as tagging;
+}
+
+/// Loads the shared SDK configuration from the standard environment (`AWS_REGION`,
+/// `AWS_ENDPOINT_URL`, credentials chain), so LocalStack needs no code change.
+pub async fn load_config() -> aws_config::SdkConfig {
+    aws_config::load_from_env().await
+}

@@ -1,0 +1,81 @@
+//! Discovery through the Resource Groups Tagging API. Reads ALL pages (CAPA's gc service read only
+//! the first one and leaked the rest); an ARN that doesn't parse is returned as a failure beside
+//! the good ones rather than aborting discovery or being guessed at.
+
+use super::arn::{Arn, ArnError};
+use aws_sdk_resourcegroupstagging::Client;
+use aws_sdk_resourcegroupstagging::types::TagFilter;
+use std::collections::BTreeMap;
+
+/// One resource the tagging API returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaggedResource {
+    pub arn: Arn,
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default)]
+pub struct TaggedResources {
+    pub resources: Vec<TaggedResource>,
+    /// ARNs the API returned that could not be parsed; reported, never deleted.
+    pub malformed: Vec<ArnError>,
+    /// Pages read, for metrics and the API-call budget.
+    pub pages: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TaggingError {
+    #[error("tagging API GetResources for tag {key}={values:?} failed: {message}")]
+    GetResources {
+        key: String,
+        values: Vec<String>,
+        message: String,
+    },
+}
+
+/// Every resource carrying tag `key` with one of `values`, across all pages.
+/// `page_size` (1..=100) is mostly for tests; `None` lets the service choose.
+pub async fn resources_with_tag(
+    client: &Client,
+    key: &str,
+    values: &[&str],
+    page_size: Option<i32>,
+) -> Result<TaggedResources, TaggingError> {
+    let filter = TagFilter::builder()
+        .key(key)
+        .set_values(Some(values.iter().map(|v| v.to_string()).collect()))
+        .build();
+    let mut req = client.get_resources().tag_filters(filter);
+    if let Some(n) = page_size {
+        req = req.resources_per_page(n);
+    }
+    let mut pages = req.into_paginator().send();
+    let mut out = TaggedResources::default();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| TaggingError::GetResources {
+            key: key.to_string(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+            message: aws_sdk_resourcegroupstagging::error::DisplayErrorContext(&e).to_string(),
+        })?;
+        out.pages += 1;
+        for mapping in page.resource_tag_mapping_list.unwrap_or_default() {
+            let Some(raw) = mapping.resource_arn else {
+                continue;
+            };
+            let tags = mapping
+                .tags
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| (t.key, t.value))
+                .collect();
+            match raw.parse::<Arn>() {
+                Ok(arn) => out.resources.push(TaggedResource { arn, tags }),
+                Err(e) => {
+                    tracing::warn!(arn = %raw, error = %e, "tagging API returned a malformed ARN; it will not be touched");
+                    out.malformed.push(e);
+                }
+            }
+        }
+    }
+    Ok(out)
+}

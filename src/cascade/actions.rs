@@ -1,0 +1,185 @@
+//! The API calls the cascade collector makes, each optimistic: deletes carry uid and
+//! resourceVersion preconditions from the watched state, patches carry the resourceVersion, so a
+//! stale view can never delete or rewrite the wrong thing; it gets a conflict and re-classifies.
+
+use super::classify::Propagation;
+use crate::engine::graph::kinds::ResolvedKind;
+use kube::api::{
+    DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams, Preconditions,
+};
+use kube::{Api, Client};
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    #[error("{verb} {kind} {name}: conflict (the object changed since it was observed)")]
+    Conflict {
+        verb: &'static str,
+        kind: String,
+        name: String,
+    },
+    #[error("{verb} {kind} {name}: {source}")]
+    Api {
+        verb: &'static str,
+        kind: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The target of an action: a resolved resource, a namespace (None for cluster-scoped), a name.
+pub struct Target<'a> {
+    pub resource: &'a ResolvedKind,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+}
+
+impl Target<'_> {
+    fn api(&self, client: &Client) -> Api<DynamicObject> {
+        match (self.resource.namespaced, self.namespace) {
+            (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &self.resource.resource),
+            _ => Api::all_with(client.clone(), &self.resource.resource),
+        }
+    }
+
+    fn meta_api(&self, client: &Client) -> Api<PartialObjectMeta<DynamicObject>> {
+        match (self.resource.namespaced, self.namespace) {
+            (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &self.resource.resource),
+            _ => Api::all_with(client.clone(), &self.resource.resource),
+        }
+    }
+
+    fn err(&self, verb: &'static str, e: kube::Error) -> ActionError {
+        let kind = self.resource.resource.kind.clone();
+        let name = match self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.to_string(),
+        };
+        if is_status(&e, 409) {
+            ActionError::Conflict { verb, kind, name }
+        } else {
+            ActionError::Api {
+                verb,
+                kind,
+                name,
+                source: e,
+            }
+        }
+    }
+}
+
+pub fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// The object was already gone (404): nothing to do.
+    Gone,
+}
+
+/// DELETE with uid (and, when known, resourceVersion) preconditions.
+pub async fn delete(
+    client: &Client,
+    t: &Target<'_>,
+    uid: &str,
+    resource_version: u64,
+    policy: Propagation,
+) -> Result<Outcome, ActionError> {
+    let dp = DeleteParams {
+        propagation_policy: Some(match policy {
+            Propagation::Background => kube::api::PropagationPolicy::Background,
+            Propagation::Foreground => kube::api::PropagationPolicy::Foreground,
+            Propagation::Orphan => kube::api::PropagationPolicy::Orphan,
+        }),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: (resource_version > 0).then(|| resource_version.to_string()),
+        }),
+        ..Default::default()
+    };
+    match t.api(client).delete(t.name, &dp).await {
+        Ok(_) => Ok(Outcome::Done),
+        Err(e) if is_status(&e, 404) => Ok(Outcome::Gone),
+        Err(e) => Err(t.err("delete", e)),
+    }
+}
+
+/// Replaces `metadata.ownerReferences` (merge patch; lists are replaced whole), guarded by the
+/// resourceVersion the new list was computed from.
+pub async fn set_owner_references(
+    client: &Client,
+    t: &Target<'_>,
+    resource_version: u64,
+    refs: serde_json::Value,
+) -> Result<Outcome, ActionError> {
+    let mut meta = json!({ "ownerReferences": refs });
+    if resource_version > 0 {
+        meta["resourceVersion"] = json!(resource_version.to_string());
+    }
+    let patch = json!({ "metadata": meta });
+    match t
+        .api(client)
+        .patch(t.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(Outcome::Done),
+        Err(e) if is_status(&e, 404) => Ok(Outcome::Gone),
+        Err(e) => Err(t.err("patch ownerReferences of", e)),
+    }
+}
+
+/// Removes `finalizers` from the object if present: reads the current list (finalizers of
+/// other controllers must survive untouched) and writes it back guarded by resourceVersion.
+/// `expected_uid` guards against a recreated object with the same name.
+pub async fn remove_finalizers(
+    client: &Client,
+    t: &Target<'_>,
+    expected_uid: &str,
+    finalizers: &[&str],
+) -> Result<Outcome, ActionError> {
+    let current = match t.meta_api(client).get_opt(t.name).await {
+        Ok(Some(m)) => m.metadata,
+        Ok(None) => return Ok(Outcome::Gone),
+        Err(e) => return Err(t.err("read", e)),
+    };
+    if current.uid.as_deref() != Some(expected_uid) {
+        return Ok(Outcome::Gone);
+    }
+    let list = current.finalizers.unwrap_or_default();
+    if !list.iter().any(|f| finalizers.contains(&f.as_str())) {
+        return Ok(Outcome::Done);
+    }
+    let kept: Vec<&String> = list
+        .iter()
+        .filter(|f| !finalizers.contains(&f.as_str()))
+        .collect();
+    let patch = json!({ "metadata": {
+        "finalizers": kept,
+        "resourceVersion": current.resource_version,
+    }});
+    match t
+        .api(client)
+        .patch(t.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(Outcome::Done),
+        Err(e) if is_status(&e, 404) => Ok(Outcome::Gone),
+        Err(e) => Err(t.err("remove finalizer from", e)),
+    }
+}
+
+/// Whether the object exists with `uid` (a live lookup for a virtual owner).
+pub async fn exists_with_uid(
+    client: &Client,
+    t: &Target<'_>,
+    uid: &str,
+) -> Result<bool, ActionError> {
+    match t.meta_api(client).get_opt(t.name).await {
+        Ok(Some(m)) => Ok(m.metadata.uid.as_deref() == Some(uid)),
+        Ok(None) => Ok(false),
+        Err(e) => Err(t.err("look up", e)),
+    }
+}

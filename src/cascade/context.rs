@@ -1,0 +1,126 @@
+//! What the cascade collector's tasks share.
+
+use super::absent::AbsentOwners;
+use super::metrics::CascadeMetrics;
+use crate::engine::graph::uid::Uid;
+use crate::engine::graph::{Graph, Work};
+use crate::engine::queue::WorkQueue;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+#[derive(Clone, Debug)]
+pub struct CascadeConfig {
+    /// Workers per queue (kube-controller-manager's --concurrent-gc-syncs defaults to 20).
+    pub workers: usize,
+    /// Report what would be deleted; delete and patch nothing.
+    pub dry_run: bool,
+    /// How long workers wait for the first list of every resource before starting anyway.
+    pub sync_timeout: Duration,
+    /// Page size of the initial lists.
+    pub page_size: u32,
+}
+
+impl Default for CascadeConfig {
+    fn default() -> Self {
+        CascadeConfig {
+            workers: 20,
+            dry_run: false,
+            sync_timeout: Duration::from_secs(60),
+            page_size: 500,
+        }
+    }
+}
+
+pub struct Ctx {
+    pub client: Client,
+    pub config: CascadeConfig,
+    pub graph: RwLock<Graph>,
+    pub absent: AbsentOwners,
+    pub delete_q: Arc<WorkQueue<Uid>>,
+    pub orphan_q: Arc<WorkQueue<Uid>>,
+    /// Workers tell the writer about virtual owners verified absent.
+    pub absent_tx: mpsc::UnboundedSender<Uid>,
+    pub metrics: CascadeMetrics,
+    pub recorder: Recorder,
+    /// Owners deleted in the background under `sweeper.dev/cascade-complete`: when first seen,
+    /// and how many dependents they had then (for the completion Event).
+    pub cascades: Mutex<HashMap<Uid, (Instant, usize)>>,
+    /// (object, reason) pairs already reported by Event, so a retried problem is reported once.
+    reported: Mutex<HashSet<(Uid, &'static str)>>,
+}
+
+impl Ctx {
+    pub fn new(
+        client: Client,
+        config: CascadeConfig,
+        metrics: CascadeMetrics,
+        absent_tx: mpsc::UnboundedSender<Uid>,
+    ) -> Self {
+        let reporter = kube::runtime::events::Reporter {
+            controller: "sweeper-cascade".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Ctx {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            config,
+            graph: RwLock::new(Graph::new()),
+            absent: AbsentOwners::new(16_384),
+            delete_q: WorkQueue::new(Duration::from_millis(5), Duration::from_secs(300)),
+            orphan_q: WorkQueue::new(Duration::from_millis(5), Duration::from_secs(300)),
+            absent_tx,
+            metrics,
+            cascades: Mutex::new(HashMap::new()),
+            reported: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub fn read(&self) -> RwLockReadGuard<'_, Graph> {
+        self.graph.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn write(&self) -> RwLockWriteGuard<'_, Graph> {
+        self.graph.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn route(&self, work: Vec<Work>) {
+        for w in work {
+            match w {
+                Work::AttemptToDelete(u) => self.delete_q.add(u),
+                Work::AttemptToOrphan(u) => self.orphan_q.add(u),
+            }
+        }
+    }
+
+    /// Publishes an Event on `reference`, once per (object, reason) for Warnings.
+    pub async fn event(
+        &self,
+        uid: Uid,
+        reference: ObjectReference,
+        type_: EventType,
+        reason: &'static str,
+        note: String,
+    ) {
+        if type_ == EventType::Warning {
+            let mut seen = self.reported.lock().unwrap_or_else(|p| p.into_inner());
+            if !seen.insert((uid, reason)) {
+                return;
+            }
+        }
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "GarbageCollect".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+            tracing::warn!(error = %e, reason, "cannot publish Event");
+        }
+    }
+}

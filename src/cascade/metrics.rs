@@ -1,0 +1,88 @@
+//! `sweeper_cascade_*` metrics.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    /// `group/version/kind` (empty group for core).
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub queue: String,
+}
+
+#[derive(Clone, Default)]
+pub struct CascadeMetrics {
+    pub objects_tracked: Gauge,
+    pub virtual_nodes: Gauge,
+    pub queue_depth: Family<QueueLabels, Gauge>,
+    pub deleted: Family<ResourceLabels, Counter>,
+    pub would_delete: Family<ResourceLabels, Counter>,
+    pub orphaned: Family<ResourceLabels, Counter>,
+    pub owner_refs_removed: Family<ResourceLabels, Counter>,
+    pub errors: Family<ResourceLabels, Counter>,
+    pub watch_events: Counter,
+}
+
+impl CascadeMetrics {
+    pub fn register(&self, r: &mut Registry) {
+        let r = r.sub_registry_with_prefix("cascade");
+        r.register(
+            "objects_tracked",
+            "Objects observed in the dependency graph",
+            self.objects_tracked.clone(),
+        );
+        r.register(
+            "virtual_nodes",
+            "Owners referenced but not observed (virtual nodes)",
+            self.virtual_nodes.clone(),
+        );
+        r.register(
+            "queue_depth",
+            "Items waiting in each work queue (attempt_to_delete, attempt_to_orphan)",
+            self.queue_depth.clone(),
+        );
+        r.register(
+            "deleted",
+            "Dependents deleted, by resource",
+            self.deleted.clone(),
+        );
+        r.register(
+            "would_delete",
+            "Dependents a dry run would have deleted, by resource",
+            self.would_delete.clone(),
+        );
+        r.register(
+            "orphaned",
+            "Dependents whose owner reference was removed by orphan deletion, by resource",
+            self.orphaned.clone(),
+        );
+        r.register(
+            "owner_refs_removed",
+            "Dependents whose dangling owner references were removed, by resource",
+            self.owner_refs_removed.clone(),
+        );
+        r.register(
+            "errors",
+            "Failed attempts (retried with backoff), by resource",
+            self.errors.clone(),
+        );
+        r.register(
+            "watch_events",
+            "Watch events applied to the graph",
+            self.watch_events.clone(),
+        );
+    }
+
+    pub fn resource(r: &str) -> ResourceLabels {
+        ResourceLabels {
+            resource: r.to_string(),
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The cascade collector: the ownerReference garbage collector on the shared engine.
+//!
+//! Data flow: discovery -> one metadata watch per resource -> ONE graph writer -> two work queues
+//! (attempt-to-delete, attempt-to-orphan) -> N workers making optimistic API calls.
+
+pub mod absent;
+pub mod actions;
+pub mod classify;
+pub mod collector;
+pub mod context;
+pub mod metrics;
+pub mod orphan;
+pub mod query;
+pub mod snapshot;
+pub mod worker;
+pub mod writer;

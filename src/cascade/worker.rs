@@ -1,0 +1,318 @@
+//! attempt-to-delete: verify virtual owners, finish foreground and cascade-complete deletions,
+//! and collect objects whose owners are gone.
+
+use super::actions::{self, ActionError, Outcome, Target};
+use super::classify::{Decision, OwnerStatus, decide};
+use super::context::Ctx;
+use super::metrics::CascadeMetrics;
+use super::snapshot::Snapshot;
+use crate::engine::graph::node::{CLUSTER, flag};
+use crate::engine::graph::uid::Uid;
+use crate::engine::meta::{FINALIZER_CASCADE_COMPLETE, FINALIZER_FOREGROUND};
+use kube::runtime::events::EventType;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkError {
+    #[error("{object}: owner kind {kind} is not served by the API server (retrying)")]
+    UnknownOwnerKind { object: String, kind: String },
+    #[error("{object}: kind {kind} is not served by the API server (retrying)")]
+    UnknownKind { object: String, kind: String },
+    #[error(transparent)]
+    Action(#[from] ActionError),
+}
+
+/// Runs one worker until the queue shuts down.
+pub async fn run(ctx: Arc<Ctx>) {
+    while let Some(uid) = ctx.delete_q.get().await {
+        match attempt_to_delete(&ctx, uid).await {
+            Ok(()) => ctx.delete_q.forget(&uid),
+            Err((gvk, e)) => {
+                ctx.metrics
+                    .errors
+                    .get_or_create(&CascadeMetrics::resource(&gvk))
+                    .inc();
+                let failures = ctx.delete_q.failures(&uid);
+                if matches!(e, WorkError::Action(ActionError::Conflict { .. })) {
+                    tracing::debug!(error = %e, "conflict; re-classifying");
+                } else {
+                    tracing::warn!(error = %e, failures, "attempt to delete failed; retrying with backoff");
+                }
+                ctx.delete_q.add_rate_limited(uid);
+            }
+        }
+        ctx.delete_q.done(&uid);
+    }
+}
+
+type Failure = (String, WorkError);
+
+#[tracing::instrument(skip(ctx), fields(object))]
+async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure> {
+    let Some(snap) = Snapshot::take(&ctx.read(), &ctx.absent, &uid) else {
+        return Ok(()); // gone from the graph: nothing left to do
+    };
+    let object = format!(
+        "{} {}{}",
+        snap.kind,
+        snap.namespace
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default(),
+        snap.name
+    );
+    tracing::Span::current().record("object", object.as_str());
+    let fail = |e: WorkError| (snap.gvk.clone(), e);
+
+    if !snap.node.observed() {
+        return verify_virtual(ctx, &snap, &object).await.map_err(fail);
+    }
+    if snap.node.deleting_dependents() {
+        return finish_foreground(ctx, &snap).await.map_err(fail);
+    }
+    if snap.node.completing_cascade() {
+        return finish_cascade(ctx, &snap).await.map_err(fail);
+    }
+    if snap.node.has(flag::DELETING) {
+        return Ok(()); // someone else's deletion in progress
+    }
+
+    let owners: Vec<(Uid, OwnerStatus)> = snap.owners.iter().map(|(l, s)| (l.uid, *s)).collect();
+    if !snap.invalid_namespace.is_empty() {
+        let note = format!(
+            "ownerRef [{}] does not exist in namespace {:?}",
+            snap.invalid_namespace.join(", "),
+            snap.namespace.as_deref().unwrap_or("")
+        );
+        ctx.event(
+            uid,
+            snap.reference(),
+            EventType::Warning,
+            "OwnerRefInvalidNamespace",
+            note,
+        )
+        .await;
+    }
+    let Some(resolved) = snap.resolved.clone() else {
+        return Err(fail(WorkError::UnknownKind {
+            object,
+            kind: snap.gvk.clone(),
+        }));
+    };
+    let target = Target {
+        resource: &resolved,
+        namespace: snap.namespace.as_deref(),
+        name: &snap.name,
+    };
+    match decide(snap.subject(), &owners) {
+        Decision::Keep => Ok(()),
+        Decision::Never => {
+            let note = "cluster-scoped object has an owner reference to a namespaced kind; it is never garbage-collected".to_string();
+            tracing::warn!("{note}");
+            ctx.event(
+                uid,
+                snap.reference(),
+                EventType::Warning,
+                "OwnerRefInvalidNamespace",
+                note,
+            )
+            .await;
+            Ok(())
+        }
+        Decision::Retry => {
+            let kind = snap
+                .owners
+                .iter()
+                .find(|(_, s)| *s == OwnerStatus::UnknownKind)
+                .map(|(l, _)| ctx.read().kinds.info(l.kind).kind.clone())
+                .unwrap_or_default();
+            Err(fail(WorkError::UnknownOwnerKind { object, kind }))
+        }
+        Decision::RemoveOwnerRefs(drop) => {
+            let keep: Vec<serde_json::Value> = snap
+                .owners
+                .iter()
+                .zip(&snap.owner_refs)
+                .filter(|((l, _), _)| !drop.contains(&l.uid))
+                .map(|(_, r)| r.clone())
+                .collect();
+            if ctx.config.dry_run {
+                tracing::info!(
+                    removed = drop.len(),
+                    "dry run: would remove dangling owner references"
+                );
+                return Ok(());
+            }
+            actions::set_owner_references(
+                &ctx.client,
+                &target,
+                snap.node.resource_version,
+                keep.into(),
+            )
+            .await
+            .map_err(|e| fail(e.into()))?;
+            ctx.metrics
+                .owner_refs_removed
+                .get_or_create(&CascadeMetrics::resource(&snap.gvk))
+                .inc();
+            tracing::info!(
+                removed = drop.len(),
+                "removed owner references to absent or waiting owners; a solid owner remains"
+            );
+            Ok(())
+        }
+        Decision::Delete {
+            policy,
+            unblock_first,
+        } => {
+            if ctx.config.dry_run {
+                tracing::info!(policy = policy.as_str(), "dry run: would delete");
+                ctx.metrics
+                    .would_delete
+                    .get_or_create(&CascadeMetrics::resource(&snap.gvk))
+                    .inc();
+                return Ok(());
+            }
+            let mut rv = snap.node.resource_version;
+            if unblock_first {
+                // Break a potential foreground cycle: our owners must not wait on us.
+                let refs: Vec<serde_json::Value> = snap
+                    .owner_refs
+                    .iter()
+                    .map(|r| {
+                        let mut r = r.clone();
+                        r["blockOwnerDeletion"] = false.into();
+                        r
+                    })
+                    .collect();
+                actions::set_owner_references(&ctx.client, &target, rv, refs.into())
+                    .await
+                    .map_err(|e| fail(e.into()))?;
+                rv = 0; // the patch moved the version on; the uid precondition still guards
+            }
+            let outcome = actions::delete(&ctx.client, &target, &snap.uid_text, rv, policy)
+                .await
+                .map_err(|e| fail(e.into()))?;
+            if outcome == Outcome::Done {
+                ctx.metrics
+                    .deleted
+                    .get_or_create(&CascadeMetrics::resource(&snap.gvk))
+                    .inc();
+                tracing::info!(policy = policy.as_str(), "deleted: every owner is gone");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A virtual node: does the owner exist? If not, its dependents are collected.
+async fn verify_virtual(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result<(), WorkError> {
+    let Some(resolved) = snap.resolved.clone() else {
+        return Err(WorkError::UnknownOwnerKind {
+            object: object.to_string(),
+            kind: snap.kind.clone(),
+        });
+    };
+    // A namespaced owner is looked up in its dependents' namespace; a cluster-scoped one in none.
+    let namespace = if resolved.namespaced {
+        match snap.namespace.as_deref() {
+            Some(ns) => Some(ns),
+            // Referenced only from cluster-scoped objects: invalid, never collected (reported there).
+            None => return Ok(()),
+        }
+    } else {
+        None
+    };
+    let target = Target {
+        resource: &resolved,
+        namespace,
+        name: &snap.name,
+    };
+    if !actions::exists_with_uid(&ctx.client, &target, &snap.uid_text).await? {
+        tracing::info!("owner is absent; its dependents will be collected");
+        let _ = ctx.absent_tx.send(snap.uid);
+    }
+    Ok(())
+}
+
+/// Foreground deletion: remove `foregroundDeletion` once no blocking dependent remains, else
+/// make sure every blocking dependent is being collected.
+async fn finish_foreground(ctx: &Ctx, snap: &Snapshot) -> Result<(), WorkError> {
+    let blocking: Vec<&super::snapshot::Dependent> =
+        snap.dependents.iter().filter(|d| d.blocks).collect();
+    if blocking.is_empty() {
+        if ctx.config.dry_run {
+            return Ok(());
+        }
+        let mut finalizers = vec![FINALIZER_FOREGROUND];
+        if snap.dependents.is_empty() {
+            finalizers.push(FINALIZER_CASCADE_COMPLETE);
+        }
+        remove(ctx, snap, &finalizers).await?;
+        tracing::info!(
+            non_blocking = snap.dependents.len(),
+            "foreground deletion complete: no blocking dependents remain"
+        );
+        return Ok(());
+    }
+    for d in blocking {
+        if !d.deleting_dependents {
+            ctx.delete_q.add(d.uid);
+        }
+    }
+    Ok(())
+}
+
+/// Background deletion held by `sweeper.dev/cascade-complete`: release it when every dependent is gone.
+async fn finish_cascade(ctx: &Ctx, snap: &Snapshot) -> Result<(), WorkError> {
+    let (started, initial) = {
+        let mut c = ctx.cascades.lock().unwrap_or_else(|p| p.into_inner());
+        *c.entry(snap.uid)
+            .or_insert((Instant::now(), snap.dependents.len()))
+    };
+    if !snap.dependents.is_empty() {
+        for d in &snap.dependents {
+            ctx.delete_q.add(d.uid);
+        }
+        return Ok(());
+    }
+    if ctx.config.dry_run {
+        return Ok(());
+    }
+    remove(ctx, snap, &[FINALIZER_CASCADE_COMPLETE]).await?;
+    ctx.cascades
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&snap.uid);
+    let secs = started.elapsed().as_secs_f64();
+    tracing::info!(dependents = initial, seconds = secs, "cascade complete");
+    ctx.event(
+        snap.uid,
+        snap.reference(),
+        EventType::Normal,
+        "CascadeComplete",
+        format!("garbage collection of {initial} dependents finished in {secs:.1}s"),
+    )
+    .await;
+    Ok(())
+}
+
+async fn remove(ctx: &Ctx, snap: &Snapshot, finalizers: &[&str]) -> Result<(), WorkError> {
+    let Some(resolved) = snap.resolved.clone() else {
+        return Err(WorkError::UnknownKind {
+            object: snap.name.clone(),
+            kind: snap.gvk.clone(),
+        });
+    };
+    let namespace = (snap.node.namespace != CLUSTER)
+        .then_some(snap.namespace.as_deref())
+        .flatten();
+    let target = Target {
+        resource: &resolved,
+        namespace,
+        name: &snap.name,
+    };
+    actions::remove_finalizers(&ctx.client, &target, &snap.uid_text, finalizers).await?;
+    Ok(())
+}

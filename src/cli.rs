@@ -1,0 +1,209 @@
+//! Command-line interface: one typed struct per subcommand. Every `run` flag can also be set from
+//! an environment variable (`SWEEPER_*`), so the Deployment and the Helm chart need no args list.
+
+use crate::config::{FeatureGates, LogFormat};
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sweeper",
+    version,
+    about = "Garbage-collects what Kubernetes-managed systems leave behind"
+)]
+pub struct Cli {
+    /// Log output format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "SWEEPER_LOG_FORMAT")]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the service: connect to the cluster, run the enabled collectors, serve HTTP.
+    Run(RunArgs),
+    /// Print the CustomResourceDefinitions sweeper ships, as YAML.
+    Crds,
+    /// Query the dependency graph of a running `sweeper run`.
+    Graph(GraphArgs),
+    /// Print the version.
+    Version,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Feature gates, e.g. CascadeGC=true,TenantGC=true,ExternalResourceGC=true,AlternativeGCStrategy=false.
+    /// Unset gates keep their defaults (CascadeGC=true, the others false).
+    #[arg(long, default_value = "", env = "SWEEPER_FEATURE_GATES", value_parser = parse_gates)]
+    pub feature_gates: FeatureGates,
+
+    /// Address of the HTTP server (/healthz, /readyz, /metrics and the query API).
+    #[arg(long, default_value = "0.0.0.0:8080", env = "SWEEPER_HTTP_ADDR")]
+    pub http_addr: SocketAddr,
+
+    /// How often API discovery is refreshed, so new CRDs are collected without a restart.
+    #[arg(long, default_value = "30s", env = "SWEEPER_DISCOVERY_INTERVAL", value_parser = parse_duration)]
+    pub discovery_interval: Duration,
+
+    /// Client-side rate limit for API calls (queries per second; 0 = unlimited). Same meaning and
+    /// default as kube-controller-manager's --kube-api-qps.
+    #[arg(long, default_value_t = 20.0, env = "SWEEPER_KUBE_API_QPS")]
+    pub kube_api_qps: f64,
+
+    /// Burst allowed above --kube-api-qps (kube-controller-manager's --kube-api-burst).
+    #[arg(long, default_value_t = 30, env = "SWEEPER_KUBE_API_BURST")]
+    pub kube_api_burst: u32,
+
+    /// Workers per cascade queue (kube-controller-manager's --concurrent-gc-syncs).
+    #[arg(long, default_value_t = 20, env = "SWEEPER_CASCADE_WORKERS", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub cascade_workers: u32,
+
+    /// Report what the cascade collector would delete or rewrite; change nothing.
+    #[arg(long, default_value_t = false, env = "SWEEPER_CASCADE_DRY_RUN")]
+    pub cascade_dry_run: bool,
+
+    /// How long the cascade workers wait for every resource's first list before starting anyway.
+    #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
+    pub cascade_sync_timeout: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GraphArgs {
+    /// Base URL of the running service's HTTP port.
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:8080",
+        env = "SWEEPER_SERVER",
+        global = true
+    )]
+    pub server: String,
+    #[command(subcommand)]
+    pub query: GraphQuery,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum GraphQuery {
+    /// Objects that name the given object as an owner.
+    Dependents(ObjectArgs),
+    /// The owners of the given object.
+    Dependencies(ObjectArgs),
+    /// The whole graph.
+    Dump {
+        /// json or dot (Graphviz).
+        #[arg(long, default_value = "json")]
+        format: String,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ObjectArgs {
+    /// group/version/kind, e.g. apps/v1/Deployment (v1/ConfigMap for the core group).
+    pub gvk: String,
+    /// [namespace] name: give the namespace for namespaced objects.
+    #[arg(num_args = 1..=2, required = true)]
+    pub namespace_and_name: Vec<String>,
+    /// Follow edges all the way (all descendants or all ancestors).
+    #[arg(long)]
+    pub transitive: bool,
+}
+
+impl ObjectArgs {
+    pub fn namespace(&self) -> Option<&str> {
+        (self.namespace_and_name.len() == 2).then(|| self.namespace_and_name[0].as_str())
+    }
+    pub fn name(&self) -> &str {
+        self.namespace_and_name
+            .last()
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+}
+
+fn parse_gates(s: &str) -> Result<FeatureGates, String> {
+    s.parse()
+        .map_err(|e: crate::config::FeatureGateError| e.to_string())
+}
+
+/// Parses `250ms`, `30s`, `5m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 30s, 5m)"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
+        assert!(parse_duration("7d").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn unknown_feature_gate_fails_parsing_with_its_name() {
+        let err = Cli::try_parse_from(["sweeper", "run", "--feature-gates", "Bogus=true"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("Bogus"), "{err}");
+    }
+
+    #[test]
+    fn graph_takes_optional_namespace() {
+        let cli =
+            Cli::try_parse_from(["sweeper", "graph", "dependents", "v1/ConfigMap", "ns", "a"])
+                .unwrap();
+        let Command::Graph(GraphArgs {
+            query: GraphQuery::Dependents(o),
+            ..
+        }) = cli.command
+        else {
+            panic!("expected graph dependents")
+        };
+        assert_eq!((o.namespace(), o.name()), (Some("ns"), "a"));
+        let cli =
+            Cli::try_parse_from(["sweeper", "graph", "dependencies", "v1/Namespace", "a"]).unwrap();
+        let Command::Graph(GraphArgs {
+            query: GraphQuery::Dependencies(o),
+            ..
+        }) = cli.command
+        else {
+            panic!("expected graph dependencies")
+        };
+        assert_eq!((o.namespace(), o.name()), (None, "a"));
+    }
+
+    #[test]
+    fn run_defaults() {
+        let cli = Cli::try_parse_from(["sweeper", "run"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("expected run")
+        };
+        assert_eq!(args.feature_gates, FeatureGates::default());
+        assert_eq!(args.discovery_interval, Duration::from_secs(30));
+    }
+}

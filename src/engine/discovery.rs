@@ -1,0 +1,153 @@
+//! Discovery of every resource the collectors may have to watch and delete.
+//!
+//! Like the upstream garbage collector we take each group's preferred version and keep the
+//! resources that support list, watch and delete. Unlike `kube::Discovery::run`, one failing group
+//! (an aggregated API whose backend is down, a group we may not read) does not fail the whole
+//! refresh: it is reported in [`DiscoveryReport::failed`] and retried on the next refresh.
+
+use kube::Client;
+use kube::core::GroupVersion;
+use kube::discovery::{self, ApiCapabilities, ApiResource, Scope, verbs};
+
+/// Groups and kinds never collected: events are high-churn and short-lived (upstream ignores them).
+const IGNORED: [(&str, &str); 2] = [("", "Event"), ("events.k8s.io", "Event")];
+
+/// One deletable resource type.
+#[derive(Clone, Debug)]
+pub struct DeletableResource {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+impl DeletableResource {
+    /// `group/version/kind` with an empty group for core, the form used in logs and queries.
+    pub fn gvk_string(&self) -> String {
+        format!(
+            "{}/{}/{}",
+            self.resource.group, self.resource.version, self.resource.kind
+        )
+    }
+}
+
+/// A group that could not be discovered this time.
+#[derive(Debug, Clone)]
+pub struct FailedGroup {
+    pub group_version: String,
+    pub error: String,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct DiscoveryReport {
+    pub resources: Vec<DeletableResource>,
+    pub failed: Vec<FailedGroup>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// Without the group list nothing can be discovered; this one is fatal for the refresh.
+    #[error("cannot list API groups from the API server: {0}")]
+    ListGroups(#[source] kube::Error),
+}
+
+/// Whether a resource with these capabilities is something a collector can handle.
+pub fn is_deletable(resource: &ApiResource, caps: &ApiCapabilities) -> bool {
+    caps.supports_operation(verbs::LIST)
+        && caps.supports_operation(verbs::WATCH)
+        && caps.supports_operation(verbs::DELETE)
+        && !IGNORED
+            .iter()
+            .any(|(g, k)| resource.group == *g && resource.kind == *k)
+}
+
+/// Runs one discovery pass: one call for the group list, one per group version.
+pub async fn discover_deletable(client: &Client) -> Result<DiscoveryReport, DiscoveryError> {
+    let groups = client
+        .list_api_groups()
+        .await
+        .map_err(DiscoveryError::ListGroups)?;
+    let mut targets: Vec<GroupVersion> = vec![GroupVersion::gv("", "v1")];
+    for g in groups.groups {
+        let version = g
+            .preferred_version
+            .as_ref()
+            .map(|v| v.version.clone())
+            .or_else(|| g.versions.first().map(|v| v.version.clone()));
+        if let Some(version) = version {
+            targets.push(GroupVersion::gv(&g.name, &version));
+        }
+    }
+
+    let mut report = DiscoveryReport::default();
+    for gv in targets {
+        match discovery::pinned_group(client, &gv).await {
+            Ok(group) => {
+                for (resource, caps) in group.recommended_resources() {
+                    if is_deletable(&resource, &caps) {
+                        report.resources.push(DeletableResource {
+                            namespaced: caps.scope == Scope::Namespaced,
+                            resource,
+                        });
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(group_version = %gv.api_version(), error = %e, "API group failed discovery; skipped until the next refresh");
+                report.failed.push(FailedGroup {
+                    group_version: gv.api_version(),
+                    error: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::discovery::ApiCapabilities;
+
+    fn caps(verbs: &[&str]) -> ApiCapabilities {
+        ApiCapabilities {
+            scope: Scope::Namespaced,
+            subresources: vec![],
+            operations: verbs.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn ar(group: &str, kind: &str) -> ApiResource {
+        ApiResource {
+            group: group.into(),
+            version: "v1".into(),
+            api_version: if group.is_empty() {
+                "v1".into()
+            } else {
+                format!("{group}/v1")
+            },
+            kind: kind.into(),
+            plural: format!("{}s", kind.to_lowercase()),
+        }
+    }
+
+    #[test]
+    fn needs_list_watch_and_delete() {
+        let all = caps(&["list", "watch", "delete", "get"]);
+        assert!(is_deletable(&ar("", "ConfigMap"), &all));
+        assert!(!is_deletable(
+            &ar("", "ConfigMap"),
+            &caps(&["list", "watch", "get"])
+        ));
+        assert!(!is_deletable(
+            &ar("", "ConfigMap"),
+            &caps(&["list", "delete"])
+        ));
+    }
+
+    #[test]
+    fn events_are_ignored_in_both_groups() {
+        let all = caps(&["list", "watch", "delete"]);
+        assert!(!is_deletable(&ar("", "Event"), &all));
+        assert!(!is_deletable(&ar("events.k8s.io", "Event"), &all));
+        assert!(is_deletable(&ar("example.com", "Event"), &all));
+    }
+}

@@ -1,0 +1,151 @@
+//! The writer's logic as a pure function of watch events.
+
+use super::node::{MetaLite, OwnerRefLite, flag};
+use super::uid::Uid;
+use super::{Graph, Work};
+
+fn uid(n: u64) -> Uid {
+    Uid([0, n])
+}
+
+fn meta(n: u64, name: &str, owners: &[(u64, bool)]) -> MetaLite {
+    MetaLite {
+        uid: uid(n),
+        odd_uid: None,
+        name: name.into(),
+        namespace: Some("ns".into()),
+        resource_version: n,
+        flags: 0,
+        owners: owners
+            .iter()
+            .map(|&(o, block)| OwnerRefLite {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: format!("owner-{o}"),
+                uid: uid(o),
+                controller: false,
+                block_owner_deletion: block,
+            })
+            .collect(),
+    }
+}
+
+fn graph() -> (Graph, u16) {
+    let mut g = Graph::new();
+    let k = g.kinds.intern("v1", "ConfigMap");
+    (g, k)
+}
+
+#[test]
+fn unseen_owner_becomes_a_virtual_node_queued_for_verification() {
+    let (mut g, k) = graph();
+    let work = g.apply(k, &meta(2, "dep", &[(1, false)]));
+    assert_eq!(work, vec![Work::AttemptToDelete(uid(1))]);
+    let owner = g.get(&uid(1)).unwrap();
+    assert!(!owner.observed());
+    assert_eq!(g.dependents(owner).count(), 1);
+}
+
+#[test]
+fn observing_a_virtual_owner_makes_it_real_and_rechecks_dependents() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(2, "dep", &[(1, false)]));
+    let work = g.apply(k, &meta(1, "owner-1", &[]));
+    assert!(work.contains(&Work::AttemptToDelete(uid(2))));
+    assert!(g.get(&uid(1)).unwrap().observed());
+    assert_eq!(g.len(), 2);
+}
+
+#[test]
+fn deleting_an_owner_queues_its_dependents() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(1, "owner-1", &[]));
+    g.apply(k, &meta(2, "a", &[(1, false)]));
+    g.apply(k, &meta(3, "b", &[(1, false)]));
+    let work = g.remove(&uid(1));
+    assert!(work.contains(&Work::AttemptToDelete(uid(2))));
+    assert!(work.contains(&Work::AttemptToDelete(uid(3))));
+    // The stand-in stays while dependents point at it, then goes with the last of them.
+    assert!(!g.get(&uid(1)).unwrap().observed());
+    g.remove(&uid(2));
+    g.remove(&uid(3));
+    assert!(g.get(&uid(1)).is_none());
+    assert!(g.is_empty());
+}
+
+#[test]
+fn foreground_deletion_queues_owner_and_dependents() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(1, "owner-1", &[]));
+    g.apply(k, &meta(2, "a", &[(1, true)]));
+    let mut m = meta(1, "owner-1", &[]);
+    m.flags = flag::DELETING | flag::FOREGROUND;
+    let work = g.apply(k, &m);
+    assert!(work.contains(&Work::AttemptToDelete(uid(1))));
+    assert!(work.contains(&Work::AttemptToDelete(uid(2))));
+}
+
+#[test]
+fn orphan_finalizer_queues_orphaning_once() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(1, "owner-1", &[]));
+    let mut m = meta(1, "owner-1", &[]);
+    m.flags = flag::DELETING | flag::ORPHAN;
+    assert_eq!(g.apply(k, &m), vec![Work::AttemptToOrphan(uid(1))]);
+    assert!(
+        g.apply(k, &m).is_empty(),
+        "no second orphan pass for an unchanged object"
+    );
+}
+
+#[test]
+fn dropping_an_owner_reference_releases_a_waiting_owner() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(1, "owner-1", &[]));
+    g.apply(k, &meta(2, "a", &[(1, true)]));
+    let mut m = meta(1, "owner-1", &[]);
+    m.flags = flag::DELETING | flag::FOREGROUND;
+    g.apply(k, &m);
+    let work = g.apply(k, &meta(2, "a", &[]));
+    assert!(work.contains(&Work::AttemptToDelete(uid(1))));
+    assert_eq!(g.dependents(g.get(&uid(1)).unwrap()).count(), 0);
+}
+
+#[test]
+fn clearing_block_owner_deletion_re_examines_the_owner() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(1, "owner-1", &[]));
+    g.apply(k, &meta(2, "a", &[(1, true)]));
+    let mut m = meta(1, "owner-1", &[]);
+    m.flags = flag::DELETING | flag::FOREGROUND;
+    g.apply(k, &m);
+    let work = g.apply(k, &meta(2, "a", &[(1, false)]));
+    assert!(work.contains(&Work::AttemptToDelete(uid(1))));
+    let owner = g.get(&uid(1)).unwrap();
+    assert_eq!(
+        g.dependents(owner).count(),
+        1,
+        "still a dependent, just not blocking"
+    );
+    assert!(!g.get(&uid(2)).unwrap().owners[0].blocks());
+}
+
+#[test]
+fn resync_removes_objects_missing_from_the_relist() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(1, "owner-1", &[]));
+    g.apply(k, &meta(2, "a", &[(1, false)]));
+    let seen = [uid(2)].into_iter().collect();
+    let (gone, work) = g.resync(k, &seen);
+    assert_eq!(gone, vec![uid(1)]);
+    assert!(work.contains(&Work::AttemptToDelete(uid(2))));
+}
+
+#[test]
+fn find_by_coordinates() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(1, "owner-1", &[]));
+    assert!(g.find("", "ConfigMap", Some("ns"), "owner-1").is_some());
+    assert!(g.find("", "ConfigMap", Some("other"), "owner-1").is_none());
+    assert!(g.find("apps", "ConfigMap", Some("ns"), "owner-1").is_none());
+}

@@ -1,0 +1,156 @@
+//! Converting watched metadata into the graph's compact form ([`MetaLite`]).
+
+use crate::engine::graph::node::{MetaLite, OwnerRefLite, flag};
+use crate::engine::graph::uid::Uid;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+pub const FINALIZER_ORPHAN: &str = "orphan";
+pub const FINALIZER_CASCADE_COMPLETE: &str = "sweeper.dev/cascade-complete";
+
+/// A uid as the graph keys it: canonical UUIDs parsed, anything else hashed (text kept).
+pub fn uid_key(text: &str) -> (Uid, Option<String>) {
+    match Uid::parse_uuid(text) {
+        Some(u) => (u, None),
+        None => (Uid::hash_of(text), Some(text.to_string())),
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MetaError {
+    #[error("object {name:?} has no metadata.uid")]
+    NoUid { name: String },
+    #[error("object {name:?} has an owner reference with an empty {field}")]
+    BadOwnerRef { name: String, field: &'static str },
+}
+
+/// Reduces `meta` to what the graph needs. An owner reference missing its uid, kind, apiVersion
+/// or name is dropped with an error reported for the object (it can never be resolved); the
+/// object itself is still tracked with its valid references.
+pub fn lite(meta: &ObjectMeta) -> Result<(MetaLite, Vec<MetaError>), MetaError> {
+    let name = meta.name.clone().unwrap_or_default();
+    let uid_text = meta
+        .uid
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| MetaError::NoUid { name: name.clone() })?;
+    let (uid, odd_uid) = uid_key(uid_text);
+    let mut flags = 0;
+    if meta.deletion_timestamp.is_some() {
+        flags |= flag::DELETING;
+    }
+    for f in meta.finalizers.iter().flatten() {
+        flags |= match f.as_str() {
+            FINALIZER_FOREGROUND => flag::FOREGROUND,
+            FINALIZER_ORPHAN => flag::ORPHAN,
+            FINALIZER_CASCADE_COMPLETE => flag::CASCADE_COMPLETE,
+            _ => 0,
+        };
+    }
+    let mut problems = Vec::new();
+    let mut owners = Vec::new();
+    for r in meta.owner_references.iter().flatten() {
+        let missing = [
+            ("uid", r.uid.is_empty()),
+            ("kind", r.kind.is_empty()),
+            ("apiVersion", r.api_version.is_empty()),
+            ("name", r.name.is_empty()),
+        ]
+        .into_iter()
+        .find(|(_, empty)| *empty);
+        if let Some((field, _)) = missing {
+            problems.push(MetaError::BadOwnerRef {
+                name: name.clone(),
+                field,
+            });
+            continue;
+        }
+        owners.push(OwnerRefLite {
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+            uid: uid_key(&r.uid).0,
+            controller: r.controller.unwrap_or(false),
+            block_owner_deletion: r.block_owner_deletion.unwrap_or(false),
+        });
+    }
+    let resource_version = meta
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Ok((
+        MetaLite {
+            uid,
+            odd_uid,
+            name,
+            namespace: meta.namespace.clone().filter(|n| !n.is_empty()),
+            resource_version,
+            flags,
+            owners,
+        },
+        problems,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn owner(uid: &str, kind: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            name: "o".into(),
+            uid: uid.into(),
+            block_owner_deletion: Some(true),
+            controller: None,
+        }
+    }
+
+    #[test]
+    fn reads_flags_owners_and_version() {
+        let meta = ObjectMeta {
+            name: Some("a".into()),
+            namespace: Some("ns".into()),
+            uid: Some("0a1b2c3d-4e5f-4061-8a9b-0c1d2e3f4a5b".into()),
+            resource_version: Some("42".into()),
+            finalizers: Some(vec!["foregroundDeletion".into(), "example.com/x".into()]),
+            owner_references: Some(vec![owner(
+                "11111111-2222-4333-8444-555555555555",
+                "ConfigMap",
+            )]),
+            ..Default::default()
+        };
+        let (m, problems) = lite(&meta).unwrap();
+        assert!(problems.is_empty());
+        assert_eq!(m.resource_version, 42);
+        assert_eq!(m.flags, flag::FOREGROUND);
+        assert_eq!(m.owners.len(), 1);
+        assert!(m.owners[0].block_owner_deletion);
+        assert!(m.odd_uid.is_none());
+    }
+
+    #[test]
+    fn malformed_owner_reference_is_reported_and_skipped_not_fatal() {
+        let meta = ObjectMeta {
+            name: Some("a".into()),
+            uid: Some("not-a-uuid".into()),
+            owner_references: Some(vec![owner("", "ConfigMap"), owner("u2", "")]),
+            ..Default::default()
+        };
+        let (m, problems) = lite(&meta).unwrap();
+        assert!(m.owners.is_empty());
+        assert_eq!(problems.len(), 2);
+        assert_eq!(m.odd_uid.as_deref(), Some("not-a-uuid"));
+    }
+
+    #[test]
+    fn object_without_uid_is_an_error() {
+        assert!(matches!(
+            lite(&ObjectMeta::default()),
+            Err(MetaError::NoUid { .. })
+        ));
+    }
+}

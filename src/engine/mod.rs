@@ -1,0 +1,9 @@
+//! The shared engine every collector stands on: discovery of deletable resources, the shared
+//! rate-limited client, the dependency graph, work queues and the finalizer framework.
+
+pub mod client;
+pub mod discovery;
+pub mod graph;
+pub mod meta;
+pub mod queue;
+pub mod watch;

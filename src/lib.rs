@@ -1,0 +1,18 @@
+//! sweeper: one service, three collectors (cascade, tenant, external) on one shared engine.
+
+pub mod api;
+pub mod cascade;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod metrics;
+pub mod run;
+pub mod server;
+pub mod telemetry;
+
+/// Picks rustls' crypto provider once per process. kube and the AWS SDK both link rustls; with
+/// more than one provider compiled in, rustls refuses to guess, so we choose aws-lc-rs (the SDK's).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+pub mod http_get;

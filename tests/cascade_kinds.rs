@@ -1,0 +1,417 @@
+//! The cascade collector across kinds and scopes: custom resources, CRD deletion, cross-namespace
+//! and cluster-scoped owner references, unknown owner kinds, new CRDs without a restart, the
+//! `sweeper.dev/cascade-complete` finalizer, and the graph queries.
+
+mod support;
+
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::PropagationPolicy::Background;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::{Api, Client, ResourceExt};
+use std::time::Duration;
+use support::TestScope;
+use support::objects::*;
+use support::sweeper::{Sweeper, eventually};
+
+const T: Duration = Duration::from_secs(30);
+const SETTLE: Duration = Duration::from_secs(3);
+
+async fn widget_crd(client: &Client, group: &str, scope: &str) -> ApiResource {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {"group": group, "scope": scope,
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    let name = format!("widgets.{group}");
+    let established = kube::runtime::wait::await_condition(
+        crds,
+        &name,
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(T, established)
+        .await
+        .expect("CRD established")
+        .expect("watch CRD");
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets")
+}
+
+async fn delete_crd(client: &Client, group: &str) {
+    let _ = Api::<CustomResourceDefinition>::all(client.clone())
+        .delete(&format!("widgets.{group}"), &Default::default())
+        .await;
+}
+
+fn widget_ref(
+    w: &DynamicObject,
+    ar: &ApiResource,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    fake_ref(&ar.kind, &ar.api_version, &w.name_any(), &w.uid().unwrap())
+}
+
+async fn widget(
+    api: &Api<DynamicObject>,
+    ar: &ApiResource,
+    name: &str,
+    owners: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+) -> DynamicObject {
+    let mut w = DynamicObject::new(name, ar);
+    if !owners.is_empty() {
+        w.metadata.owner_references = Some(owners);
+    }
+    api.create(&PostParams::default(), &w)
+        .await
+        .expect("create widget")
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn custom_resources_and_mixed_relationships_cascade() {
+    let mut s = TestScope::new("crmix").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    let group = format!("{}.test.sweeper.dev", s.name);
+    let ar = widget_crd(&c, &group, "Namespaced").await;
+    let _gc = Sweeper::start(&[]).await; // started after the CRD: it is discovered at start
+    let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), &ns, &ar);
+    let owner = widget(&widgets, &ar, "owner", vec![]).await;
+    // custom resource -> core dependent, and core -> custom resource dependent
+    let cm_dep = configmap(&c, &ns, "cm-of-widget", vec![widget_ref(&owner, &ar)]).await;
+    widget(
+        &widgets,
+        &ar,
+        "widget-of-cm",
+        vec![owner_ref(&cm_dep, None)],
+    )
+    .await;
+    widget(
+        &widgets,
+        &ar,
+        "widget-of-widget",
+        vec![widget_ref(&owner, &ar)],
+    )
+    .await;
+    let keep = widget(&widgets, &ar, "keep", vec![]).await;
+    widgets.delete("owner", &Default::default()).await.unwrap();
+    assert!(cm_gone(&c, &ns, "cm-of-widget", T).await);
+    let gone = eventually(T, || async {
+        widgets.get_opt("widget-of-cm").await.unwrap().is_none()
+            && widgets.get_opt("widget-of-widget").await.unwrap().is_none()
+    })
+    .await;
+    assert!(gone, "dependents of both kinds collected, two levels deep");
+    assert!(
+        widgets
+            .get_opt("keep")
+            .await
+            .unwrap()
+            .is_some_and(|k| k.uid() == keep.uid())
+    );
+    delete_crd(&c, &group).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn crd_deletion_cascades_to_dependents_of_its_custom_resources() {
+    let mut s = TestScope::new("crddel").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    let _gc = Sweeper::start(&[]).await;
+    let group = format!("{}.test.sweeper.dev", s.name);
+    // Created after sweeper started: collected only if discovery picks the new CRD up.
+    let ar = widget_crd(&c, &group, "Namespaced").await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), &ns, &ar);
+    let owner = widget(&widgets, &ar, "owner", vec![]).await;
+    configmap(&c, &ns, "dep", vec![widget_ref(&owner, &ar)]).await;
+    configmap(&c, &ns, "bystander", vec![]).await;
+    tokio::time::sleep(Duration::from_secs(5)).await; // two discovery refreshes: the widget is watched
+    delete_crd(&c, &group).await;
+    assert!(
+        cm_gone(&c, &ns, "dep", T).await,
+        "the custom resource went with its CRD; its dependent follows"
+    );
+    assert!(cm(&c, &ns, "bystander").await.is_some());
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn cross_namespace_references_present_at_start_are_treated_as_absent() {
+    let mut a = TestScope::new("xns-a").await;
+    let mut b = TestScope::new("xns-b").await;
+    let (ns_a, ns_b) = (a.namespace().await, b.namespace().await);
+    let c = a.client.clone();
+    // Invalid references created BEFORE sweeper starts.
+    let owner = configmap(&c, &ns_a, "owner", vec![]).await;
+    configmap(&c, &ns_a, "valid-dep", vec![owner_ref(&owner, None)]).await;
+    configmap(&c, &ns_b, "invalid-dep", vec![owner_ref(&owner, None)]).await;
+    let _gc = Sweeper::start(&[]).await;
+    assert!(
+        cm_gone(&c, &ns_b, "invalid-dep", T).await,
+        "an owner in another namespace counts as absent"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns_b);
+    let warned = eventually(T, || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("OwnerRefInvalidNamespace"))
+    })
+    .await;
+    assert!(
+        warned,
+        "a Warning Event OwnerRefInvalidNamespace is recorded"
+    );
+    tokio::time::sleep(SETTLE).await;
+    assert!(
+        cm(&c, &ns_a, "valid-dep").await.is_some(),
+        "the valid dependent survives"
+    );
+    assert!(cm(&c, &ns_a, "owner").await.is_some());
+    drop(b);
+}
+
+fn cluster_role(
+    name: &str,
+    owners: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+) -> ClusterRole {
+    let mut r = ClusterRole::default();
+    r.metadata.name = Some(name.into());
+    r.metadata.owner_references = (!owners.is_empty()).then_some(owners);
+    r
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn cluster_scoped_owners_missing_collected_unknown_kept_valid_kept() {
+    let s = TestScope::new("clusterscoped").await;
+    let c = s.client.clone();
+    let roles: Api<ClusterRole> = Api::all(c.clone());
+    let p = &s.name;
+    let _gc = Sweeper::start(&[]).await;
+    let owner = roles
+        .create(
+            &PostParams::default(),
+            &cluster_role(&format!("{p}-owner"), vec![]),
+        )
+        .await
+        .unwrap();
+    let valid = owner_ref(&owner, None);
+    let missing = fake_ref(
+        "ClusterRole",
+        "rbac.authorization.k8s.io/v1",
+        "gone",
+        "21111111-2222-4333-8444-555555555555",
+    );
+    let unknown = fake_ref(
+        "Nope",
+        "nope.example.com/v1",
+        "x",
+        "31111111-2222-4333-8444-555555555555",
+    );
+    let namespaced = fake_ref(
+        "ConfigMap",
+        "v1",
+        "cm",
+        "41111111-2222-4333-8444-555555555555",
+    );
+    for (n, o) in [
+        ("valid", valid),
+        ("missing", missing),
+        ("unknown", unknown),
+        ("nsowner", namespaced),
+    ] {
+        roles
+            .create(
+                &PostParams::default(),
+                &cluster_role(&format!("{p}-{n}"), vec![o]),
+            )
+            .await
+            .unwrap();
+    }
+    let missing_gone = eventually(T, || async {
+        roles
+            .get_opt(&format!("{p}-missing"))
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
+    assert!(missing_gone, "missing cluster-scoped owner: collected");
+    tokio::time::sleep(SETTLE).await;
+    assert!(
+        roles
+            .get_opt(&format!("{p}-valid"))
+            .await
+            .unwrap()
+            .is_some(),
+        "valid owner: kept"
+    );
+    assert!(
+        roles
+            .get_opt(&format!("{p}-unknown"))
+            .await
+            .unwrap()
+            .is_some(),
+        "unknown owner kind: kept"
+    );
+    assert!(
+        roles
+            .get_opt(&format!("{p}-nsowner"))
+            .await
+            .unwrap()
+            .is_some(),
+        "namespaced owner of a cluster-scoped object: never collected"
+    );
+    for n in ["owner", "valid", "unknown", "nsowner"] {
+        let _ = roles.delete(&format!("{p}-{n}"), &Default::default()).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn unknown_owner_kind_does_not_block_other_collection() {
+    let mut s = TestScope::new("unknownkind").await;
+    let ns = s.namespace().await;
+    let c = &s.client;
+    let gc = Sweeper::start(&[]).await;
+    let unknown = fake_ref(
+        "Nope",
+        "nope.example.com/v1",
+        "x",
+        "51111111-2222-4333-8444-555555555555",
+    );
+    configmap(c, &ns, "kept", vec![unknown]).await;
+    let owner = configmap(c, &ns, "owner", vec![]).await;
+    configmap(c, &ns, "dep", vec![owner_ref(&owner, None)]).await;
+    delete_cm(c, &ns, "owner", Background).await;
+    assert!(
+        cm_gone(c, &ns, "dep", T).await,
+        "collection goes on beside the unresolvable owner"
+    );
+    assert!(
+        cm(c, &ns, "kept").await.is_some(),
+        "a dependent of an unknown kind is kept"
+    );
+    let retried = eventually(T, || async {
+        gc.metric("sweeper_cascade_errors_total{resource=\"/v1/Nope\"}")
+            .await
+            >= 1.0
+    })
+    .await;
+    assert!(retried, "the unknown owner is retried (counted as errors)");
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn cascade_complete_finalizer_is_released_after_the_last_dependent() {
+    let mut s = TestScope::new("complete").await;
+    let ns = s.namespace().await;
+    let c = &s.client;
+    let _gc = Sweeper::start(&[]).await;
+    let owner = configmap_with(
+        c,
+        &ns,
+        "owner",
+        vec![],
+        vec!["sweeper.dev/cascade-complete".into()],
+    )
+    .await;
+    for i in 0..20 {
+        configmap(c, &ns, &format!("dep-{i}"), vec![owner_ref(&owner, None)]).await;
+    }
+    delete_cm(c, &ns, "owner", Background).await;
+    assert!(
+        cm_gone(c, &ns, "owner", T).await,
+        "the owner disappears when the cascade is done"
+    );
+    for i in 0..20 {
+        assert!(
+            cm(c, &ns, &format!("dep-{i}")).await.is_none(),
+            "dep-{i} was gone before the owner"
+        );
+    }
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
+    let ev = events.list(&Default::default()).await.unwrap().items;
+    let done = ev
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("CascadeComplete"))
+        .expect("CascadeComplete Event");
+    assert!(
+        done.note.as_deref().unwrap_or("").contains("20 dependents"),
+        "{:?}",
+        done.note
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn graph_queries_answer_dependents_and_dependencies() {
+    let mut s = TestScope::new("graphq").await;
+    let ns = s.namespace().await;
+    let c = &s.client;
+    let gc = Sweeper::start(&[]).await;
+    let root = configmap(c, &ns, "root", vec![]).await;
+    let mid = configmap(c, &ns, "mid", vec![owner_ref(&root, Some(true))]).await;
+    configmap(c, &ns, "leaf", vec![owner_ref(&mid, None)]).await;
+    let run = |args: Vec<String>| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"))
+            .arg("graph")
+            .args(["--server", &gc.base])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let args = |q: &str, name: &str, t: bool| {
+        let mut v = vec![
+            q.to_string(),
+            "v1/ConfigMap".into(),
+            ns.clone(),
+            name.into(),
+        ];
+        if t {
+            v.push("--transitive".into());
+        }
+        v
+    };
+    let ok = eventually(T, || {
+        let (ok, out, _) = run(args("dependents", "root", true));
+        async move { ok && out.contains("\"name\":\"mid\"") && out.contains("\"name\":\"leaf\"") }
+    })
+    .await;
+    assert!(ok, "transitive dependents of root: mid and leaf");
+    let (ok, out, _) = run(args("dependents", "root", false));
+    assert!(
+        ok && out.contains("\"mid\"") && !out.contains("\"leaf\""),
+        "direct dependents only: {out}"
+    );
+    let (ok, out, _) = run(args("dependencies", "leaf", true));
+    assert!(
+        ok && out.contains("\"mid\"") && out.contains("\"root\""),
+        "{out}"
+    );
+    let (ok, out, _) = run(vec!["dump".into(), "--format".into(), "dot".into()]);
+    assert!(
+        ok && out.starts_with("digraph") && out.contains(&mid.uid().unwrap()),
+        "dot dump"
+    );
+    let (ok, _, err) = run(args("dependents", "nope", false));
+    assert!(
+        !ok && err.contains("404"),
+        "unknown object: a clear error: {err}"
+    );
+}

@@ -1,0 +1,187 @@
+//! Test support for integration tests against the real servers that `make env-up` starts.
+//!
+//! Connection facts come from the environment `scripts/env-up.sh` exports (`source .state/env`),
+//! or, when those variables are unset, from the env file it writes in `.state/`. A missing server
+//! is a test FAILURE that says how to start it — never a silent pass.
+//!
+//! Each test takes a [`TestScope`]: a unique name (namespace, name prefix, AWS tag value) so tests
+//! running in parallel never see each other's objects. Dropping it deletes its namespace.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+pub mod objects;
+pub mod sweeper;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use sweeper_services::aws::sdk::aws_config;
+
+const HOW_TO_START: &str =
+    "start the test environment with `make env-up` and `source .state/env` (or run `make test`)";
+
+/// The variables env-up.sh exports; process environment first, then the env file.
+#[derive(Debug, Clone)]
+pub struct EnvFacts(HashMap<String, String>);
+
+impl EnvFacts {
+    pub fn load() -> Self {
+        let mut vars = HashMap::new();
+        let state = std::env::var("SWEEPER_STATE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".state"));
+        if let Ok(text) = std::fs::read_to_string(state.join("env")) {
+            for line in text.lines() {
+                if let Some((k, v)) = line.trim().trim_start_matches("export ").split_once('=') {
+                    vars.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
+        for key in [
+            "KUBECONFIG",
+            "AWS_ENDPOINT_URL",
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "SWEEPER_K8S_BIN",
+        ] {
+            if let Ok(v) = std::env::var(key) {
+                vars.insert(key.to_string(), v);
+            }
+        }
+        EnvFacts(vars)
+    }
+
+    pub fn get(&self, key: &str) -> String {
+        self.0
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| panic!("{key} is not set: {HOW_TO_START}"))
+    }
+}
+
+/// A kube config for the test apiserver (fails the test with instructions if it isn't set up).
+pub async fn kube_config() -> Config {
+    ::sweeper::install_crypto_provider();
+    let path = EnvFacts::load().get("KUBECONFIG");
+    let kubeconfig = Kubeconfig::read_from(&path)
+        .unwrap_or_else(|e| panic!("cannot read kubeconfig {path}: {e}; {HOW_TO_START}"));
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("bad kubeconfig {path}: {e}"))
+}
+
+/// A client connected to the test kube-apiserver; fails the test if the server doesn't answer.
+pub async fn kube_client() -> Client {
+    let config = kube_config().await;
+    let url = config.cluster_url.clone();
+    let client = Client::try_from(config).expect("kube client");
+    if let Err(e) = client.apiserver_version().await {
+        panic!("kube-apiserver at {url} is not reachable ({e:?}): {HOW_TO_START}");
+    }
+    client
+}
+
+/// AWS SDK config pointing at LocalStack; fails the test if LocalStack doesn't answer.
+pub async fn aws_config() -> aws_config::SdkConfig {
+    let facts = EnvFacts::load();
+    let endpoint = facts.get("AWS_ENDPOINT_URL");
+    let health = format!("{endpoint}/_localstack/health");
+    let reachable = tokio::net::TcpStream::connect(
+        endpoint
+            .trim_start_matches("http://")
+            .trim_start_matches("https://"),
+    )
+    .await
+    .is_ok();
+    assert!(
+        reachable,
+        "LocalStack at {health} is not reachable: {HOW_TO_START}"
+    );
+    let creds = sweeper_services::aws::sdk::ec2::config::Credentials::new(
+        facts.get("AWS_ACCESS_KEY_ID"),
+        facts.get("AWS_SECRET_ACCESS_KEY"),
+        None,
+        None,
+        "sweeper-tests",
+    );
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new(facts.get("AWS_REGION")))
+        .credentials_provider(creds)
+        .load()
+        .await
+}
+
+/// A unique, DNS-1123-safe name for one test: `<prefix>-<pid>-<counter>-<random>`.
+pub fn unique_name(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let r: u32 = rand::random::<u32>() % 0xffff;
+    format!("{prefix}-{}-{n}-{r:04x}", std::process::id() % 100_000)
+}
+
+/// One test's private corner of the servers: a namespace (created on demand), a name prefix and an
+/// AWS tag value. Dropping it deletes the namespace (the namespace controller removes its content).
+pub struct TestScope {
+    pub name: String,
+    pub client: Client,
+    config: Config,
+    namespace_created: bool,
+}
+
+impl TestScope {
+    pub async fn new(prefix: &str) -> Self {
+        let config = kube_config().await;
+        let client = kube_client().await;
+        TestScope {
+            name: unique_name(prefix),
+            client,
+            config,
+            namespace_created: false,
+        }
+    }
+
+    /// The test's namespace, created on first use.
+    pub async fn namespace(&mut self) -> String {
+        if !self.namespace_created {
+            let api: Api<Namespace> = Api::all(self.client.clone());
+            let ns: Namespace = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": self.name, "labels": {"sweeper.dev/test": "true"}}
+            }))
+            .unwrap();
+            api.create(&Default::default(), &ns)
+                .await
+                .unwrap_or_else(|e| panic!("create namespace {}: {e}", self.name));
+            self.namespace_created = true;
+        }
+        self.name.clone()
+    }
+}
+
+impl Drop for TestScope {
+    fn drop(&mut self) {
+        if !self.namespace_created {
+            return;
+        }
+        // Drop can't be async; use a fresh runtime and client on a side thread (a client's
+        // connections belong to the runtime that made them).
+        let config = self.config.clone();
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                if let Ok(client) = Client::try_from(config) {
+                    let api: Api<Namespace> = Api::all(client);
+                    let _ = api.delete(&name, &Default::default()).await;
+                }
+            });
+        })
+        .join();
+    }
+}

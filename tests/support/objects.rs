@@ -1,0 +1,104 @@
+//! Building and checking objects for collector tests.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, PostParams, PropagationPolicy};
+use kube::{Api, Client, Resource, ResourceExt};
+use std::time::Duration;
+
+pub fn owner_ref<K: Resource<DynamicType = ()>>(owner: &K, block: Option<bool>) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).to_string(),
+        kind: K::kind(&()).to_string(),
+        name: owner.name_any(),
+        uid: owner.uid().expect("owner has a uid"),
+        block_owner_deletion: block,
+        controller: None,
+    }
+}
+
+pub fn fake_ref(kind: &str, api_version: &str, name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: uid.into(),
+        block_owner_deletion: None,
+        controller: None,
+    }
+}
+
+pub async fn configmap(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    owners: Vec<OwnerReference>,
+) -> ConfigMap {
+    configmap_with(client, ns, name, owners, vec![]).await
+}
+
+pub async fn configmap_with(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    owners: Vec<OwnerReference>,
+    finalizers: Vec<String>,
+) -> ConfigMap {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    if !owners.is_empty() {
+        cm.metadata.owner_references = Some(owners);
+    }
+    if !finalizers.is_empty() {
+        cm.metadata.finalizers = Some(finalizers);
+    }
+    api.create(&PostParams::default(), &cm)
+        .await
+        .unwrap_or_else(|e| panic!("create configmap {ns}/{name}: {e}"))
+}
+
+pub async fn delete_cm(client: &Client, ns: &str, name: &str, policy: PropagationPolicy) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let dp = DeleteParams {
+        propagation_policy: Some(policy),
+        ..Default::default()
+    };
+    api.delete(name, &dp)
+        .await
+        .unwrap_or_else(|e| panic!("delete configmap {ns}/{name}: {e}"));
+}
+
+pub async fn cm(client: &Client, ns: &str, name: &str) -> Option<ConfigMap> {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .expect("get configmap")
+}
+
+/// Waits until the configmap is gone; false on timeout.
+pub async fn cm_gone(client: &Client, ns: &str, name: &str, timeout: Duration) -> bool {
+    super::sweeper::eventually(timeout, || async { cm(client, ns, name).await.is_none() }).await
+}
+
+/// Removes every finalizer from the configmap (so a test can let it go).
+pub async fn clear_finalizers(client: &Client, ns: &str, name: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({"metadata": {"finalizers": null}});
+    let _ = api
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await;
+}
+
+pub fn owner_uids(cm: &ConfigMap) -> Vec<String> {
+    cm.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|r| r.uid.clone())
+        .collect()
+}

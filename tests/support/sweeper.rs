@@ -1,0 +1,112 @@
+//! Runs the real `sweeper` binary against the test environment, for tests of whole collectors.
+
+use super::EnvFacts;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Sweeper {
+    child: Option<Child>,
+    pub base: String,
+    pub port: u16,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Sweeper {
+    /// Starts `sweeper run <args>` and waits until /readyz says ready (all collectors synced).
+    pub async fn start(args: &[&str]) -> Sweeper {
+        let s = Sweeper::spawn(args);
+        s.wait_ready(Duration::from_secs(60)).await;
+        s
+    }
+
+    pub fn spawn(args: &[&str]) -> Sweeper {
+        let facts = EnvFacts::load();
+        let port = free_port();
+        let log = std::env::var("SWEEPER_TEST_LOG").unwrap_or_else(|_| "info".into());
+        let child = Command::new(env!("CARGO_BIN_EXE_sweeper"))
+            .arg("run")
+            .args(["--http-addr", &format!("127.0.0.1:{port}")])
+            .args(["--discovery-interval", "2s"])
+            .args(args)
+            .env("KUBECONFIG", facts.get("KUBECONFIG"))
+            .env("RUST_LOG", log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sweeper");
+        Sweeper {
+            child: Some(child),
+            base: format!("http://127.0.0.1:{port}"),
+            port,
+        }
+    }
+
+    pub async fn wait_ready(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok((200, _)) = ::sweeper::http_get::get(&format!("{}/readyz", self.base)).await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("sweeper on {} not ready within {timeout:?}", self.base);
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        ::sweeper::http_get::get(&format!("{}{path}", self.base))
+            .await
+            .expect("sweeper answers")
+    }
+
+    /// The value of one metric line, e.g. `sweeper_cascade_deleted_total{resource="/v1/ConfigMap"}`.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let (_, body) = self.get("/metrics").await;
+        body.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// SIGKILL: the crash case.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+}
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `check` until it returns true or `timeout` passes; returns whether it did.
+pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
