@@ -303,7 +303,7 @@ async fn unknown_owner_kind_does_not_block_other_collection() {
         "a dependent of an unknown kind is kept"
     );
     let retried = eventually(T, || async {
-        gc.metric("sweeper_cascade_errors_total{resource=\"/v1/Nope\"}")
+        gc.metric("sweeper_cascade_errors_total{resource=\"nope.example.com/v1/Nope\"}")
             .await
             >= 1.0
     })

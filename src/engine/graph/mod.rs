@@ -143,6 +143,10 @@ impl Graph {
                     i
                 }
             };
+            let dep_uid = self.uid_at(dep);
+            let same_kind = self
+                .at(oi)
+                .is_some_and(|n| self.kinds.same_group_kind(n.kind, o.kind));
             if let Some(owner) = self.at_mut(oi) {
                 if !owner.dependents.contains(&dep) {
                     owner.dependents.push(dep);
@@ -151,6 +155,15 @@ impl Graph {
                 // must be collected too (or, for foreground, waited for).
                 if owner.deleting_dependents() || owner.completing_cascade() {
                     work.push(Work::AttemptToDelete(o.uid));
+                }
+                // A reference that does not match the observed owner (another namespace, kind or
+                // name under the same uid) is invalid: the dependent is classified now.
+                let mismatch = owner.observed()
+                    && (!same_kind
+                        || *owner.name != *o.name
+                        || (ns != CLUSTER && owner.namespace != CLUSTER && owner.namespace != ns));
+                if mismatch {
+                    work.push(Work::AttemptToDelete(dep_uid));
                 }
             }
         }
