@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Everything they need is provisioned by scripts/.
 SHELL := /bin/bash
 
-.PHONY: test demo unit lint fmt env-up env-down env-purge crds
+.PHONY: test demo unit lint fmt env-up env-down env-purge crds bench-cascade
 
 ## make test: start the real servers, run unit + integration tests, stop the servers.
 test:
@@ -34,3 +34,7 @@ env-purge:
 ## deploy/crds is generated: never edit it by hand.
 crds:
 	cargo run --quiet --bin sweeper -- crds > deploy/crds/crds.yaml
+
+## make bench-cascade: sweeper vs kube-controller-manager's garbage collector (about 25 minutes).
+bench-cascade:
+	./scripts/bench-cascade.sh

@@ -65,6 +65,25 @@ pub struct RunArgs {
     #[arg(long, default_value_t = false, env = "SWEEPER_CASCADE_DRY_RUN")]
     pub cascade_dry_run: bool,
 
+    /// How the tenant collector finds a tenant's cluster-scoped objects: `label` (label-selected
+    /// lists plus a prefix scan of --tenant-scan-kinds) or `scan` (list everything).
+    #[arg(long, value_enum, default_value_t = crate::tenant::inventory::Strategy::Label, env = "SWEEPER_TENANT_GC_STRATEGY")]
+    pub tenant_gc_strategy: crate::tenant::inventory::Strategy,
+
+    /// Cluster-scoped kinds (plural resource names) scanned by name prefix even with the label
+    /// strategy, because tenant objects there may be unlabelled.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "namespaces",
+        env = "SWEEPER_TENANT_SCAN_KINDS"
+    )]
+    pub tenant_scan_kinds: Vec<String>,
+
+    /// Report what a tenant teardown would delete; delete nothing and add no finalizers.
+    #[arg(long, default_value_t = false, env = "SWEEPER_TENANT_DRY_RUN")]
+    pub tenant_dry_run: bool,
+
     /// How long the cascade workers wait for every resource's first list before starting anyway.
     #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
     pub cascade_sync_timeout: Duration,

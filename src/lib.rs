@@ -16,3 +16,4 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 pub mod http_get;
+pub mod tenant;

@@ -33,6 +33,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     );
     let cascade_metrics = CascadeMetrics::default();
     cascade_metrics.register(metrics.registry_mut());
+    let tenant_metrics = crate::tenant::metrics::TenantMetrics::default();
+    tenant_metrics.register(metrics.registry_mut());
 
     let config = kube::Config::infer()
         .await
@@ -80,6 +82,24 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             absent_rx,
             disc_rx.clone(),
             state.clone(),
+            shutdown.clone(),
+        )));
+    }
+
+    if args.feature_gates.tenant_gc {
+        let settings = crate::tenant::teardown::TeardownSettings {
+            strategy: args.tenant_gc_strategy,
+            scan_kinds: args.tenant_scan_kinds.clone(),
+            dry_run: args.tenant_dry_run,
+        };
+        let ctx = Arc::new(crate::tenant::controller::TenantCtx::new(
+            client.clone(),
+            settings,
+            tenant_metrics,
+            disc_rx.clone(),
+        ));
+        collectors.push(tokio::spawn(crate::tenant::controller::run(
+            ctx,
             shutdown.clone(),
         )));
     }

@@ -119,8 +119,6 @@ impl Ctx {
             action: "GarbageCollect".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &reference).await {
-            tracing::warn!(error = %e, reason, "cannot publish Event");
-        }
+        crate::engine::events::publish(&self.recorder, &ev, &reference).await;
     }
 }

@@ -3,6 +3,8 @@
 
 pub mod client;
 pub mod discovery;
+pub mod events;
+pub mod finalizer;
 pub mod graph;
 pub mod meta;
 pub mod queue;

@@ -1,0 +1,483 @@
+//! `make bench-cascade`: sweeper's cascade collector against kube-controller-manager's garbage
+//! collector (`--controllers=garbagecollector`), same apiserver, same workloads, same client
+//! rate limits. Prints `BENCH cascade.*` lines last (see README, "Benchmarks").
+//!
+//! Environment: the test environment (`make env-up`), `SWEEPER_BIN` (a release `sweeper`),
+//! `SWEEPER_K8S_BIN` (where kube-controller-manager is). `BENCH_SCALE` (default 1.0) shrinks the
+//! workloads for a quick run.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, ListParams, PartialObjectMeta, PostParams, PropagationPolicy};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, ResourceExt};
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Gc {
+    Sweeper,
+    Kcm,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Limit {
+    name: &'static str,
+    qps: u32,
+    burst: u32,
+}
+
+const LIMITS: [Limit; 2] = [
+    Limit {
+        name: "qps20",
+        qps: 20,
+        burst: 30,
+    },
+    Limit {
+        name: "unthrottled",
+        qps: 0,
+        burst: 0,
+    },
+];
+
+struct Running {
+    child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn env(k: &str) -> String {
+    std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set: run through `make bench-cascade`"))
+}
+
+fn start(gc: Gc, limit: Limit) -> Running {
+    let kubeconfig = env("KUBECONFIG");
+    let log = std::fs::File::create(format!(
+        "{}/bench-{gc:?}-{}.log",
+        std::env::temp_dir().display(),
+        limit.name
+    ))
+    .unwrap();
+    let child = match gc {
+        Gc::Sweeper => {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            Command::new(env("SWEEPER_BIN"))
+                .args([
+                    "run",
+                    "--http-addr",
+                    &format!("127.0.0.1:{port}"),
+                    "--feature-gates",
+                    "CascadeGC=true",
+                ])
+                .args([
+                    "--kube-api-qps",
+                    &limit.qps.to_string(),
+                    "--kube-api-burst",
+                    &limit.burst.max(1).to_string(),
+                ])
+                .env("KUBECONFIG", &kubeconfig)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start sweeper")
+        }
+        Gc::Kcm => {
+            // client-go has no "unlimited": a limit far above what the apiserver can serve.
+            let (qps, burst) = if limit.qps == 0 {
+                (100_000, 100_000)
+            } else {
+                (limit.qps, limit.burst)
+            };
+            Command::new(format!(
+                "{}/kube-controller-manager",
+                env("SWEEPER_K8S_BIN")
+            ))
+            .args([
+                "--kubeconfig",
+                &kubeconfig,
+                "--controllers",
+                "garbagecollector",
+                "--leader-elect=false",
+            ])
+            .args([
+                "--secure-port",
+                "0",
+                "--port",
+                "0",
+                "--use-service-account-credentials=false",
+            ])
+            .args([
+                "--kube-api-qps",
+                &qps.to_string(),
+                "--kube-api-burst",
+                &burst.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start kube-controller-manager")
+        }
+    };
+    Running { child }
+}
+
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+/// RSS once it has stopped moving (three samples 2 s apart within 1%).
+async fn stable_rss(pid: u32) -> u64 {
+    let mut last = Vec::new();
+    for _ in 0..90 {
+        last.push(rss_bytes(pid));
+        if last.len() >= 3 {
+            let w = &last[last.len() - 3..];
+            let (lo, hi) = (
+                *w.iter().min().unwrap() as f64,
+                *w.iter().max().unwrap() as f64,
+            );
+            if hi - lo <= hi * 0.01 {
+                return w[2];
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    *last.last().unwrap()
+}
+
+fn oref(cm: &ConfigMap, block: bool) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: cm.name_any(),
+        uid: cm.uid().unwrap(),
+        block_owner_deletion: Some(block),
+        controller: None,
+    }
+}
+
+async fn create(
+    api: &Api<ConfigMap>,
+    name: String,
+    label: &str,
+    owner: Option<OwnerReference>,
+) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name);
+    cm.metadata.labels = Some(BTreeMap::from([("bench".to_string(), label.to_string())]));
+    cm.metadata.owner_references = owner.map(|o| vec![o]);
+    api.create(&PostParams::default(), &cm)
+        .await
+        .expect("create configmap")
+}
+
+async fn create_many(
+    api: &Api<ConfigMap>,
+    prefix: &str,
+    n: usize,
+    label: &str,
+    owner: Option<OwnerReference>,
+) -> Vec<ConfigMap> {
+    futures::stream::iter(0..n)
+        .map(|i| create(api, format!("{prefix}-{i}"), label, owner.clone()))
+        .buffer_unordered(64)
+        .collect()
+        .await
+}
+
+async fn namespace(client: &Client, name: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(name.into());
+    let _ = api.create(&PostParams::default(), &ns).await;
+}
+
+async fn drop_namespace(client: &Client, name: &str) {
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await;
+}
+
+/// Sum of the GC-relevant requests on configmaps the apiserver has served (its own counters).
+async fn configmap_calls(client: &Client) -> f64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.expect("apiserver /metrics");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{") && l.contains("resource=\"configmaps\"")
+        })
+        .filter(|l| {
+            ["DELETE", "GET", "PATCH", "PUT", "POST"]
+                .iter()
+                .any(|v| l.contains(&format!("verb=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Waits until `n` objects labelled `label` in `ns` have been deleted (counted from a watch,
+/// so measuring does not load the apiserver), after running `trigger`.
+async fn time_deletions<F: std::future::Future<Output = ()>>(
+    client: &Client,
+    ns: &str,
+    label: &str,
+    n: usize,
+    trigger: F,
+) -> Duration {
+    let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client.clone(), ns);
+    let cfg = watcher::Config::default().labels(&format!("bench={label}"));
+    let mut stream = watcher::watcher(api, cfg).boxed();
+    while let Some(ev) = stream.try_next().await.expect("watch") {
+        if matches!(ev, Event::InitDone) {
+            break;
+        }
+    }
+    let t0 = Instant::now();
+    trigger.await;
+    let mut deleted = 0;
+    while deleted < n {
+        match tokio::time::timeout(Duration::from_secs(1200), stream.try_next()).await {
+            Ok(Ok(Some(Event::Delete(_)))) => deleted += 1,
+            Ok(Ok(Some(_))) => {}
+            _ => panic!("timed out after {deleted} of {n} deletions"),
+        }
+    }
+    t0.elapsed()
+}
+
+/// Waits until the GC collects a probe dependent: it is synced and working.
+async fn probe(client: &Client, ns: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let owner = create(&api, "probe-owner".into(), "probe", None).await;
+    create(&api, "probe-dep".into(), "probe", Some(oref(&owner, false))).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t = time_deletions(client, ns, "probe", 2, async {
+        api.delete("probe-owner", &DeleteParams::default())
+            .await
+            .unwrap();
+    });
+    tokio::time::timeout(Duration::from_secs(180), t)
+        .await
+        .expect("GC never collected the probe");
+}
+
+struct Figures {
+    background: f64,
+    foreground: f64,
+    calls_per_dependent: f64,
+    idle_rss: u64,
+}
+
+async fn run_workloads(
+    client: &Client,
+    gc: Gc,
+    limit: Limit,
+    scale: f64,
+    tag: &str,
+) -> (Figures, Running) {
+    let ns = format!("bench-{tag}");
+    namespace(client, &ns).await;
+    let running = start(gc, limit);
+    probe(client, &ns).await;
+    let idle_rss = stable_rss(running.child.id()).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    // background: one owner, 5,000 dependents.
+    let n = ((5000.0 * scale) as usize).max(10);
+    let owner = create(&api, "bg-owner".into(), "bg-owner", None).await;
+    create_many(&api, "bg", n, "bg", Some(oref(&owner, false))).await;
+    tokio::time::sleep(Duration::from_secs(5)).await; // let the GC observe everything
+    let calls_before = configmap_calls(client).await;
+    let bg = time_deletions(client, &ns, "bg", n, async {
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
+        api.delete("bg-owner", &dp).await.unwrap();
+    })
+    .await;
+    // The owner delete is ours, not the GC's.
+    let calls = configmap_calls(client).await - calls_before - 1.0;
+
+    // foreground: 1 -> 50 -> 20 each, until the root is gone.
+    let (mids, leaves) = (
+        ((50.0 * scale) as usize).max(2),
+        ((20.0 * scale.sqrt()) as usize).max(2),
+    );
+    let root = create(&api, "fg-root".into(), "fg", None).await;
+    let mid_objs = create_many(&api, "fg-mid", mids, "fg", Some(oref(&root, true))).await;
+    for m in &mid_objs {
+        create_many(
+            &api,
+            &format!("{}-leaf", m.name_any()),
+            leaves,
+            "fg",
+            Some(oref(m, true)),
+        )
+        .await;
+    }
+    let total = 1 + mids + mids * leaves;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let fg = time_deletions(client, &ns, "fg", total, async {
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Foreground),
+            ..Default::default()
+        };
+        api.delete("fg-root", &dp).await.unwrap();
+    })
+    .await;
+    drop_namespace(client, &ns).await;
+    eprintln!(
+        "{gc:?} {}: background {n} in {:.1}s, foreground {total} in {:.1}s, {calls} calls, idle RSS {} MiB",
+        limit.name,
+        bg.as_secs_f64(),
+        fg.as_secs_f64(),
+        idle_rss >> 20
+    );
+    let figures = Figures {
+        background: n as f64 / bg.as_secs_f64(),
+        foreground: total as f64 / fg.as_secs_f64(),
+        calls_per_dependent: calls / n as f64,
+        idle_rss,
+    };
+    (figures, running)
+}
+
+#[tokio::main]
+async fn main() {
+    sweeper::install_crypto_provider();
+    let scale: f64 = std::env::var("BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let client = Client::try_default()
+        .await
+        .expect("kube client (KUBECONFIG)");
+    let run_id = std::process::id();
+    let mut results: BTreeMap<(&str, &str), (Figures, Figures)> = BTreeMap::new();
+    for limit in LIMITS {
+        let (s, r1) = run_workloads(
+            &client,
+            Gc::Sweeper,
+            limit,
+            scale,
+            &format!("s-{}-{run_id}", limit.name),
+        )
+        .await;
+        drop(r1);
+        let (k, r2) = run_workloads(
+            &client,
+            Gc::Kcm,
+            limit,
+            scale,
+            &format!("k-{}-{run_id}", limit.name),
+        )
+        .await;
+        drop(r2);
+        results.insert(("x", limit.name), (s, k));
+    }
+
+    // memory: 100,000 extra objects tracked.
+    let extra = ((100_000.0 * scale) as usize).max(100);
+    let ns = format!("bench-mem-{run_id}");
+    namespace(&client, &ns).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let t0 = Instant::now();
+    for chunk in 0..extra.div_ceil(10_000) {
+        let n = (extra - chunk * 10_000).min(10_000);
+        create_many(&api, &format!("m{chunk}"), n, "mem", None).await;
+    }
+    eprintln!(
+        "created {extra} objects in {:.0}s",
+        t0.elapsed().as_secs_f64()
+    );
+    let listed = api
+        .list_metadata(&ListParams::default().labels("bench=mem").limit(1))
+        .await
+        .unwrap();
+    let _ = listed;
+    let mut memory = Vec::new();
+    for limit in LIMITS {
+        let mut per = Vec::new();
+        for gc in [Gc::Sweeper, Gc::Kcm] {
+            let r = start(gc, limit);
+            probe(&client, &ns).await;
+            let full = stable_rss(r.child.id()).await;
+            let idle = {
+                let (s, k) = &results[&("x", limit.name)];
+                if gc == Gc::Sweeper {
+                    s.idle_rss
+                } else {
+                    k.idle_rss
+                }
+            };
+            let per_object = full.saturating_sub(idle) as f64 / extra as f64;
+            eprintln!(
+                "{gc:?} {}: RSS {} MiB with {extra} extra objects, idle {} MiB: {per_object:.0} B/object",
+                limit.name,
+                full >> 20,
+                idle >> 20
+            );
+            per.push(per_object);
+        }
+        memory.push((limit.name, per[0], per[1]));
+    }
+    drop_namespace(&client, &ns).await;
+
+    let line = |name: String, s: f64, k: f64, unit: &str| {
+        println!(
+            "BENCH cascade.{name} sweeper={s:.2} kcm={k:.2} ratio={:.2} unit={unit}",
+            s / k
+        );
+    };
+    for limit in LIMITS {
+        let (s, k) = &results[&("x", limit.name)];
+        line(
+            format!("background.{}", limit.name),
+            s.background,
+            k.background,
+            "objects/s",
+        );
+        line(
+            format!("foreground.{}", limit.name),
+            s.foreground,
+            k.foreground,
+            "objects/s",
+        );
+    }
+    for (name, s, k) in memory {
+        line(format!("memory.{name}"), s, k, "bytes/object");
+    }
+    let (s_calls, k_calls): (Vec<f64>, Vec<f64>) = LIMITS
+        .iter()
+        .map(|l| {
+            let (s, k) = &results[&("x", l.name)];
+            (s.calls_per_dependent, k.calls_per_dependent)
+        })
+        .unzip();
+    let avg = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    line(
+        "calls_per_dependent".into(),
+        avg(&s_calls),
+        avg(&k_calls),
+        "calls",
+    );
+}

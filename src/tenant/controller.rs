@@ -1,0 +1,305 @@
+//! The tenant controller: `kubezoo.io/tenant` finalizer on every valid Tenant; on deletion,
+//! teardown passes until nothing of the tenant is left, then the finalizer goes.
+
+use super::id::{TenantId, TenantIdError};
+use super::metrics::TenantMetrics;
+use super::teardown::{self, PassReport, TeardownSettings};
+use crate::api::tenant::{Condition, Tenant, TenantStatus};
+use crate::engine::discovery::DiscoveryReport;
+use crate::engine::finalizer::{self, Stage};
+use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// KubeZoo's finalizer name, kept exactly for compatibility.
+pub const FINALIZER: &str = "kubezoo.io/tenant";
+
+pub struct TenantCtx {
+    pub client: Client,
+    pub settings: TeardownSettings,
+    pub metrics: TenantMetrics,
+    pub discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
+    recorder: Recorder,
+    started: Mutex<HashMap<String, Instant>>,
+}
+
+impl TenantCtx {
+    pub fn new(
+        client: Client,
+        settings: TeardownSettings,
+        metrics: TenantMetrics,
+        discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "sweeper-tenant".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        TenantCtx {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            settings,
+            metrics,
+            discovery,
+            started: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TenantError {
+    #[error(transparent)]
+    Finalizer(#[from] finalizer::FinalizerError),
+    #[error("cannot update the status of tenant {name}: {source}")]
+    Status {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+pub async fn run(ctx: Arc<TenantCtx>, shutdown: CancellationToken) {
+    let api: Api<Tenant> = Api::all(ctx.client.clone());
+    Controller::new(api, watcher::Config::default())
+        .graceful_shutdown_on(async move { shutdown.cancelled().await })
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "tenant reconcile");
+            }
+        })
+        .await;
+    tracing::info!("tenant collector stopped");
+}
+
+fn error_policy(_t: Arc<Tenant>, e: &TenantError, _ctx: Arc<TenantCtx>) -> Action {
+    tracing::warn!(error = %e, "tenant reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+fn condition(type_: &str, ok: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: Some(reason.into()),
+        message: Some(message),
+        last_transition_time: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
+    }
+}
+
+/// Writes `status` unless it says what the object already says (status writes re-trigger the
+/// controller: writing unchanged status would loop). Conditions keep their transition time while
+/// their status holds.
+async fn set_status(
+    api: &Api<Tenant>,
+    t: &Tenant,
+    mut status: TenantStatus,
+) -> Result<bool, TenantError> {
+    let current = t.status.clone().unwrap_or_default();
+    for c in &mut status.conditions {
+        if let Some(old) = current
+            .conditions
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status)
+        {
+            c.last_transition_time = old.last_transition_time.clone();
+        }
+    }
+    if serde_json::to_value(&current).ok() == serde_json::to_value(&status).ok() {
+        return Ok(false);
+    }
+    let name = t.name_any();
+    let patch = serde_json::json!({ "status": status });
+    match api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(source) => Err(TenantError::Status { name, source }),
+    }
+}
+
+async fn event(ctx: &TenantCtx, t: &Tenant, type_: EventType, reason: &str, note: String) {
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: "TenantGC".into(),
+        secondary: None,
+    };
+    crate::engine::events::publish(&ctx.recorder, &ev, &t.object_ref(&())).await;
+}
+
+#[tracing::instrument(skip_all, fields(tenant = %t.name_any()))]
+async fn reconcile(t: Arc<Tenant>, ctx: Arc<TenantCtx>) -> Result<Action, TenantError> {
+    let name = t.name_any();
+    let api: Api<Tenant> = Api::all(ctx.client.clone());
+    let stage = finalizer::stage(&*t, FINALIZER);
+    let id = match TenantId::parse(&name, t.spec.id.as_deref()) {
+        Ok(id) => id,
+        Err(e) => return invalid(&ctx, &api, &t, stage, e).await,
+    };
+    match stage {
+        Stage::AddFinalizer if !ctx.settings.dry_run => {
+            finalizer::add(&api, &t, FINALIZER).await?;
+            Ok(Action::await_change())
+        }
+        Stage::AddFinalizer | Stage::Live | Stage::NotOurs => {
+            if stage == Stage::Live {
+                let status = TenantStatus {
+                    phase: Some("Active".into()),
+                    conditions: vec![condition(
+                        "IdValid",
+                        true,
+                        "Valid",
+                        format!("objects of this tenant are named {}", id.prefix()),
+                    )],
+                    ..Default::default()
+                };
+                set_status(&api, &t, status).await?;
+            }
+            Ok(Action::await_change())
+        }
+        Stage::Cleanup => cleanup(&ctx, &api, &t, &id).await,
+    }
+}
+
+/// An invalid id is never used as a prefix: nothing is deleted. A tenant that carries our
+/// finalizer anyway is released, so it does not hang.
+async fn invalid(
+    ctx: &TenantCtx,
+    api: &Api<Tenant>,
+    t: &Tenant,
+    stage: Stage,
+    e: TenantIdError,
+) -> Result<Action, TenantError> {
+    let status = TenantStatus {
+        phase: Some("Invalid".into()),
+        last_error: Some(e.to_string()),
+        conditions: vec![condition("IdValid", false, "InvalidId", e.to_string())],
+        ..Default::default()
+    };
+    if set_status(api, t, status).await? {
+        // Reported once per change, not on every resync.
+        tracing::warn!(error = %e, "invalid tenant: nothing will be deleted for it");
+        ctx.metrics.invalid_tenants.inc();
+        event(ctx, t, EventType::Warning, "InvalidTenantId", e.to_string()).await;
+    }
+    if stage == Stage::Cleanup {
+        finalizer::remove(api, t, FINALIZER).await?;
+    }
+    Ok(Action::await_change())
+}
+
+async fn cleanup(
+    ctx: &TenantCtx,
+    api: &Api<Tenant>,
+    t: &Tenant,
+    id: &TenantId,
+) -> Result<Action, TenantError> {
+    let name = t.name_any();
+    let Some(discovery) = ctx.discovery.borrow().clone() else {
+        return Ok(Action::requeue(Duration::from_secs(1))); // first discovery not done yet
+    };
+    let started = {
+        let mut s = ctx.started.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = !s.contains_key(&name);
+        let at = *s.entry(name.clone()).or_insert_with(Instant::now);
+        if fresh {
+            ctx.metrics.teardowns_in_progress.inc();
+        }
+        at
+    };
+    let mut report = teardown::pass(
+        &ctx.client,
+        id,
+        &discovery.resources,
+        &ctx.settings,
+        &ctx.metrics,
+    )
+    .await;
+    // A group we could not discover may hold tenant objects: the finalizer stays until it is back.
+    let failed_groups: Vec<String> = discovery
+        .failed
+        .iter()
+        .map(|f| f.group_version.clone())
+        .collect();
+    if !failed_groups.is_empty() {
+        report.done = false;
+    }
+    if report.done {
+        finalizer::remove(api, t, FINALIZER).await?;
+        let secs = started.elapsed().as_secs_f64();
+        ctx.started
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&name);
+        ctx.metrics.teardowns_in_progress.dec();
+        ctx.metrics.teardowns_completed.inc();
+        ctx.metrics.teardown_seconds.observe(secs);
+        tracing::info!(
+            seconds = secs,
+            "tenant teardown complete; finalizer released"
+        );
+        event(
+            ctx,
+            t,
+            EventType::Normal,
+            "TeardownComplete",
+            format!("every object of tenant {id} is gone ({secs:.1}s)"),
+        )
+        .await;
+        return Ok(Action::await_change());
+    }
+    let mut errors: Vec<String> = report.errors.iter().map(|e| e.to_string()).collect();
+    errors.extend(
+        failed_groups
+            .iter()
+            .map(|g| format!("API group {g} failed discovery; its objects cannot be checked")),
+    );
+    let status = status_of(&report, &errors, ctx.settings.dry_run);
+    let changed = set_status(api, t, status).await?;
+    if let Some(first) = errors.first() {
+        if changed {
+            event(ctx, t, EventType::Warning, "TeardownBlocked", first.clone()).await;
+        }
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
+    if ctx.settings.dry_run {
+        tracing::info!(would_delete = ?report.would_delete, "dry run: tenant teardown plan");
+        return Ok(Action::requeue(Duration::from_secs(60)));
+    }
+    Ok(Action::requeue(Duration::from_secs(
+        if report.deleted > 0 { 1 } else { 2 },
+    )))
+}
+
+fn status_of(report: &PassReport, errors: &[String], dry_run: bool) -> TenantStatus {
+    let phase = if dry_run {
+        "DryRun"
+    } else if errors.is_empty() {
+        "Deleting"
+    } else {
+        "Blocked"
+    };
+    let message = if dry_run {
+        format!("dry run: would delete {}", report.would_delete.join(", "))
+    } else {
+        format!("{} objects remain", report.remaining.values().sum::<u64>())
+    };
+    TenantStatus {
+        phase: Some(phase.into()),
+        remaining: Some(report.remaining.clone()),
+        last_error: errors.first().cloned(),
+        stuck: report.stuck.clone(),
+        conditions: vec![condition("TeardownComplete", false, phase, message)],
+    }
+}

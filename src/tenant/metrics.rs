@@ -1,0 +1,104 @@
+//! `sweeper_tenant_*` metrics.
+
+use super::inventory::Strategy;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StrategyLabels {
+    pub strategy: String,
+}
+
+#[derive(Clone)]
+pub struct TenantMetrics {
+    pub teardowns_in_progress: Gauge,
+    pub teardowns_completed: Counter,
+    pub deleted_objects: Family<KindLabels, Counter>,
+    pub errors: Family<KindLabels, Counter>,
+    pub listed_objects: Family<StrategyLabels, Counter>,
+    pub teardown_seconds: Histogram,
+    pub invalid_tenants: Counter,
+}
+
+impl Default for TenantMetrics {
+    fn default() -> Self {
+        TenantMetrics {
+            teardowns_in_progress: Gauge::default(),
+            teardowns_completed: Counter::default(),
+            deleted_objects: Family::default(),
+            errors: Family::default(),
+            listed_objects: Family::default(),
+            teardown_seconds: Histogram::new([0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0]),
+            invalid_tenants: Counter::default(),
+        }
+    }
+}
+
+impl TenantMetrics {
+    pub fn register(&self, r: &mut Registry) {
+        let r = r.sub_registry_with_prefix("tenant");
+        r.register(
+            "teardowns_in_progress",
+            "Deleted tenants whose teardown is not finished",
+            self.teardowns_in_progress.clone(),
+        );
+        r.register(
+            "teardowns_completed",
+            "Tenant teardowns finished (finalizer released)",
+            self.teardowns_completed.clone(),
+        );
+        r.register(
+            "deleted_objects",
+            "Tenant objects deleted, by kind",
+            self.deleted_objects.clone(),
+        );
+        r.register(
+            "errors",
+            "Failed lists or deletes during tenant teardown, by kind",
+            self.errors.clone(),
+        );
+        r.register(
+            "listed_objects",
+            "Objects listed to find tenant objects, by strategy",
+            self.listed_objects.clone(),
+        );
+        r.register(
+            "teardown_seconds",
+            "Time from the first teardown pass to the released finalizer",
+            self.teardown_seconds.clone(),
+        );
+        r.register(
+            "invalid_tenants",
+            "Tenants refused for an invalid id",
+            self.invalid_tenants.clone(),
+        );
+    }
+
+    pub fn listed(&self, s: Strategy, n: u64) {
+        let strategy = format!("{s:?}").to_lowercase();
+        self.listed_objects
+            .get_or_create(&StrategyLabels { strategy })
+            .inc_by(n);
+    }
+
+    pub fn deleted(&self, kind: &str) {
+        self.deleted_objects
+            .get_or_create(&KindLabels { kind: kind.into() })
+            .inc();
+    }
+
+    pub fn error(&self, kind: &str) {
+        self.errors
+            .get_or_create(&KindLabels { kind: kind.into() })
+            .inc();
+    }
+}

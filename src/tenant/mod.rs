@@ -1,0 +1,8 @@
+//! The tenant collector: when a KubeZoo `Tenant` is deleted, remove every CRD, cluster-scoped
+//! object and namespace of that tenant, then release the `kubezoo.io/tenant` finalizer.
+
+pub mod controller;
+pub mod id;
+pub mod inventory;
+pub mod metrics;
+pub mod teardown;

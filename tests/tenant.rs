@@ -1,0 +1,385 @@
+//! The tenant collector against the real kube-apiserver, with the namespace controller on.
+
+mod support;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DynamicObject, PostParams};
+use kube::{Api, Client, ResourceExt};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use support::TestScope;
+use support::sweeper::{Sweeper, eventually};
+use sweeper::api::tenant::Tenant;
+
+const T: Duration = Duration::from_secs(60);
+const TENANT_GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,TenantGC=true"];
+
+/// A random 6-character tenant id and a sibling sharing its first five characters.
+fn ids() -> (String, String) {
+    let r: u32 = rand::random();
+    let base = format!("t{:04x}", r % 0xffff);
+    (format!("{base}a"), format!("{base}b"))
+}
+
+async fn install_tenant_crd(c: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    for crd in sweeper::api::all_crds() {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("install CRD: {e}"),
+        }
+        let name = crd.name_any();
+        let est = kube::runtime::wait::await_condition(
+            crds.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(T, est).await.unwrap().unwrap();
+    }
+}
+
+async fn tenant(c: &Client, id: &str) -> Tenant {
+    let api: Api<Tenant> = Api::all(c.clone());
+    let t = Tenant::new(
+        id,
+        sweeper::api::tenant::TenantSpec {
+            id: Some(id.into()),
+        },
+    );
+    api.create(&PostParams::default(), &t)
+        .await
+        .expect("create tenant")
+}
+
+fn labels(id: Option<&str>) -> Option<BTreeMap<String, String>> {
+    id.map(|i| BTreeMap::from([("kubezoo.io/tenant".to_string(), i.to_string())]))
+}
+
+async fn cluster_role(c: &Client, name: &str, label: Option<&str>) {
+    let mut r = ClusterRole::default();
+    r.metadata.name = Some(name.into());
+    r.metadata.labels = labels(label);
+    Api::<ClusterRole>::all(c.clone())
+        .create(&PostParams::default(), &r)
+        .await
+        .expect("create clusterrole");
+}
+
+async fn priority_class(c: &Client, name: &str, label: Option<&str>) {
+    let mut p = PriorityClass {
+        value: 10,
+        ..Default::default()
+    };
+    p.metadata.name = Some(name.into());
+    p.metadata.labels = labels(label);
+    Api::<PriorityClass>::all(c.clone())
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("create priorityclass");
+}
+
+async fn namespace_with_content(c: &Client, name: &str) {
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(name.into());
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("content".into());
+    Api::<ConfigMap>::namespaced(c.clone(), name)
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create content");
+}
+
+/// A cluster-scoped CRD in group `<prefix>.example.com` with one custom resource.
+async fn crd_with_resource(c: &Client, group: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Cluster",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    let crd_name = format!("gadgets.{group}");
+    let est = kube::runtime::wait::await_condition(
+        crds,
+        &crd_name,
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(T, est).await.unwrap().unwrap();
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(group, "v1", "Gadget"),
+        "gadgets",
+    );
+    let api: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
+    let obj = DynamicObject::new("g1", &ar);
+    // The new resource may take a moment to be served.
+    let created = eventually(T, || async {
+        api.create(&PostParams::default(), &obj).await.is_ok()
+    })
+    .await;
+    assert!(created, "custom resource created");
+}
+
+async fn exists<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.expect("get").is_some()
+}
+
+async fn has_finalizer(c: &Client, id: &str) -> bool {
+    Api::<Tenant>::all(c.clone())
+        .get_opt(id)
+        .await
+        .unwrap()
+        .is_some_and(|t| t.finalizers().contains(&"kubezoo.io/tenant".to_string()))
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
+    let scope = TestScope::new("tenant").await;
+    let c = scope.client.clone();
+    install_tenant_crd(&c).await;
+    let (a, b) = ids();
+    // Tenant a: labelled and unlabelled objects of several kinds, a CRD with a resource, namespaces.
+    cluster_role(&c, &format!("{a}-reader"), Some(&a)).await;
+    cluster_role(&c, &format!("{a}-unlabelled"), None).await;
+    priority_class(&c, &format!("{a}-high"), Some(&a)).await;
+    namespace_with_content(&c, &format!("{a}-ns1")).await;
+    namespace_with_content(&c, &format!("{a}-ns2")).await;
+    crd_with_resource(&c, &format!("{a}-shop.example.com")).await;
+    // Must survive: the sibling tenant, a name sharing the prefix without the separator, a
+    // system object, a mislabelled object.
+    cluster_role(&c, &format!("{b}-reader"), Some(&b)).await;
+    namespace_with_content(&c, &format!("{b}-ns1")).await;
+    crd_with_resource(&c, &format!("{b}-shop.example.com")).await;
+    cluster_role(&c, &format!("{a}x-reader"), None).await;
+    cluster_role(&c, &format!("system-{a}-reader"), None).await;
+    cluster_role(&c, &format!("mislabelled-{a}"), Some(&a)).await;
+
+    // The unlabelled ClusterRole needs the prefix scan of clusterroles too.
+    let _gc = Sweeper::start(&[
+        "--feature-gates",
+        "CascadeGC=false,TenantGC=true",
+        "--tenant-scan-kinds",
+        "namespaces,clusterroles",
+    ])
+    .await;
+    tenant(&c, &a).await;
+    tenant(&c, &b).await;
+    assert!(
+        eventually(T, || has_finalizer(&c, &a)).await,
+        "finalizer added to {a}"
+    );
+    assert!(
+        eventually(T, || has_finalizer(&c, &b)).await,
+        "finalizer added to {b}"
+    );
+
+    Api::<Tenant>::all(c.clone())
+        .delete(&a, &Default::default())
+        .await
+        .unwrap();
+    let released = eventually(T, || async {
+        !exists(&Api::<Tenant>::all(c.clone()), &a).await
+    })
+    .await;
+    assert!(released, "tenant {a} torn down and its finalizer released");
+
+    let roles: Api<ClusterRole> = Api::all(c.clone());
+    let nss: Api<Namespace> = Api::all(c.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    let pcs: Api<PriorityClass> = Api::all(c.clone());
+    assert!(!exists(&roles, &format!("{a}-reader")).await);
+    assert!(!exists(&roles, &format!("{a}-unlabelled")).await);
+    assert!(!exists(&pcs, &format!("{a}-high")).await);
+    assert!(
+        !exists(&nss, &format!("{a}-ns1")).await,
+        "namespaces are gone before the finalizer goes"
+    );
+    assert!(!exists(&nss, &format!("{a}-ns2")).await);
+    assert!(!exists(&crds, &format!("gadgets.{a}-shop.example.com")).await);
+
+    assert!(
+        exists(&roles, &format!("{b}-reader")).await,
+        "the sibling tenant is untouched"
+    );
+    assert!(exists(&nss, &format!("{b}-ns1")).await);
+    assert!(exists(&crds, &format!("gadgets.{b}-shop.example.com")).await);
+    assert!(
+        exists(&roles, &format!("{a}x-reader")).await,
+        "a shared prefix without the separator is not the tenant's"
+    );
+    assert!(exists(&roles, &format!("system-{a}-reader")).await);
+    assert!(
+        exists(&roles, &format!("mislabelled-{a}")).await,
+        "a label alone never makes an object deletable"
+    );
+    assert!(has_finalizer(&c, &b).await);
+
+    // Tear down the rest through the collector too.
+    Api::<Tenant>::all(c.clone())
+        .delete(&b, &Default::default())
+        .await
+        .unwrap();
+    let gone = eventually(T, || async {
+        !exists(&Api::<Tenant>::all(c.clone()), &b).await
+    })
+    .await;
+    assert!(gone);
+    assert!(!exists(&crds, &format!("gadgets.{b}-shop.example.com")).await);
+    for n in [
+        format!("{a}x-reader"),
+        format!("system-{a}-reader"),
+        format!("mislabelled-{a}"),
+    ] {
+        let _ = roles.delete(&n, &Default::default()).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn invalid_tenant_id_gets_an_event_and_a_condition_and_deletes_nothing() {
+    let scope = TestScope::new("tenantbad").await;
+    let c = scope.client.clone();
+    install_tenant_crd(&c).await;
+    let (a, _) = ids();
+    let bad = a[..5].to_string(); // five characters: invalid
+    cluster_role(&c, &format!("{bad}-reader"), Some(&bad)).await;
+    let _gc = Sweeper::start(&TENANT_GATES).await;
+    let api: Api<Tenant> = Api::all(c.clone());
+    api.create(
+        &PostParams::default(),
+        &Tenant::new(&bad, Default::default()),
+    )
+    .await
+    .unwrap();
+    let flagged = eventually(T, || async {
+        api.get_opt(&bad)
+            .await
+            .unwrap()
+            .and_then(|t| t.status)
+            .is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "IdValid"
+                        && c.status == "False"
+                        && c.message.as_deref().unwrap_or("").contains(&bad)
+                })
+            })
+    })
+    .await;
+    assert!(flagged, "status condition IdValid=False names the bad id");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), "default");
+    let evented = eventually(T, || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("InvalidTenantId")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad.as_str())
+            })
+    })
+    .await;
+    assert!(evented, "a Warning Event InvalidTenantId");
+    assert!(
+        !has_finalizer(&c, &bad).await,
+        "no finalizer on an invalid tenant"
+    );
+    api.delete(&bad, &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let roles: Api<ClusterRole> = Api::all(c.clone());
+    assert!(
+        exists(&roles, &format!("{bad}-reader")).await,
+        "an invalid id is never used as a prefix"
+    );
+    let _ = roles
+        .delete(&format!("{bad}-reader"), &Default::default())
+        .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn killed_mid_teardown_then_restarted_finishes_it() {
+    let scope = TestScope::new("tenantcrash").await;
+    let c = scope.client.clone();
+    install_tenant_crd(&c).await;
+    let (a, b) = ids();
+    let roles: Api<ClusterRole> = Api::all(c.clone());
+    futures::stream::iter(0..300)
+        .map(|i| {
+            let c = c.clone();
+            let a = a.clone();
+            async move { cluster_role(&c, &format!("{a}-r{i}"), Some(&a)).await }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    cluster_role(&c, &format!("{b}-keep"), Some(&b)).await;
+    let count = || async {
+        roles
+            .list_metadata(
+                &kube::api::ListParams::default().labels(&format!("kubezoo.io/tenant={a}")),
+            )
+            .await
+            .unwrap()
+            .items
+            .len()
+    };
+    let mut gc = Sweeper::start(&[
+        "--feature-gates",
+        "CascadeGC=false,TenantGC=true",
+        "--kube-api-qps",
+        "20",
+        "--kube-api-burst",
+        "20",
+    ])
+    .await;
+    tenant(&c, &a).await;
+    assert!(eventually(T, || has_finalizer(&c, &a)).await);
+    Api::<Tenant>::all(c.clone())
+        .delete(&a, &Default::default())
+        .await
+        .unwrap();
+    assert!(
+        eventually(T, || async { count().await < 290 }).await,
+        "teardown started"
+    );
+    gc.kill();
+    let left = count().await;
+    assert!(left > 0, "killed mid-way ({left} left)");
+    assert!(
+        has_finalizer(&c, &a).await,
+        "the finalizer holds while objects remain"
+    );
+    let _gc = Sweeper::start(&TENANT_GATES).await;
+    let done = eventually(T, || async {
+        !exists(&Api::<Tenant>::all(c.clone()), &a).await
+    })
+    .await;
+    assert!(
+        done,
+        "the restarted collector finished and released the tenant"
+    );
+    assert_eq!(count().await, 0);
+    assert!(exists(&roles, &format!("{b}-keep")).await);
+    let _ = roles
+        .delete(&format!("{b}-keep"), &Default::default())
+        .await;
+}
