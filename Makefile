@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Everything they need is provisioned by scripts/.
 SHELL := /bin/bash
 
-.PHONY: test demo unit lint fmt env-up env-down env-purge crds bench-cascade
+.PHONY: test demo unit lint fmt env-up env-down env-purge crds bench-cascade bench-tenant
 
 ## make test: start the real servers, run unit + integration tests, stop the servers.
 test:
@@ -38,3 +38,7 @@ crds:
 ## make bench-cascade: sweeper vs kube-controller-manager's garbage collector (about 25 minutes).
 bench-cascade:
 	./scripts/bench-cascade.sh
+
+## make bench-tenant: label vs scan strategy for one tenant among 50 (a few minutes).
+bench-tenant:
+	./scripts/bench-tenant.sh

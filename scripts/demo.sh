@@ -30,6 +30,31 @@ for _ in $(seq 60); do curl -fsS "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && bre
 printf '\n== /readyz: %s\n' "$(curl -fsS "127.0.0.1:$PORT/readyz")"
 printf '== /metrics (sweeper_*):\n'; curl -fsS "127.0.0.1:$PORT/metrics" | grep '^sweeper_' || true
 
+log "cascade: an owner with three dependents, queried through the graph, then deleted"
+"$KUBECTL" create namespace sweeper-demo --dry-run=client -o yaml | "$KUBECTL" apply -f - >&2
+"$KUBECTL" -n sweeper-demo delete configmap --all >/dev/null 2>&1 || true
+"$KUBECTL" -n sweeper-demo create configmap owner >&2
+OWNER_UID="$("$KUBECTL" -n sweeper-demo get configmap owner -o jsonpath='{.metadata.uid}')"
+for i in 1 2 3; do
+  cat <<CM | "$KUBECTL" apply -f - >&2
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dependent-$i
+  namespace: sweeper-demo
+  ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: owner, uid: "$OWNER_UID"}]
+CM
+done
+sleep 2
+printf '== sweeper graph dependents v1/ConfigMap sweeper-demo owner:\n'
+"$BIN" graph --server "http://127.0.0.1:$PORT" dependents v1/ConfigMap sweeper-demo owner
+"$KUBECTL" -n sweeper-demo delete configmap owner >&2
+for _ in $(seq 40); do
+  [ -z "$("$KUBECTL" -n sweeper-demo get configmap -o name 2>/dev/null | grep dependent)" ] && break; sleep 0.25
+done
+printf '== configmaps left in sweeper-demo after deleting the owner: %s\n' "$("$KUBECTL" -n sweeper-demo get configmap -o name 2>/dev/null | grep -c dependent || true)"
+curl -fsS "127.0.0.1:$PORT/metrics" | grep -E '^sweeper_(cascade_deleted|kube_api_calls)' || true
+
 log "creating a new CRD; the next discovery refresh picks it up without a restart"
 cat <<'CRD' | "$KUBECTL" apply -f - >&2
 apiVersion: apiextensions.k8s.io/v1

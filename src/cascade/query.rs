@@ -137,17 +137,19 @@ pub fn to_dot(d: &Dump) -> String {
     s
 }
 
-fn find<'a>(g: &'a Graph, q: &ObjectQuery) -> Result<&'a Node, Response> {
-    let (group, kind) = parse_gvk(&q.gvk).ok_or_else(|| {
-        (
-            StatusCode::BAD_REQUEST,
-            format!(
-                "bad gvk {:?}: use group/version/kind (version/kind for core)",
-                q.gvk
-            ),
-        )
-            .into_response()
-    })?;
+fn find<'a>(g: &'a Graph, q: &ObjectQuery) -> Result<&'a Node, Box<Response>> {
+    let (group, kind) = parse_gvk(&q.gvk)
+        .ok_or_else(|| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "bad gvk {:?}: use group/version/kind (version/kind for core)",
+                    q.gvk
+                ),
+            )
+                .into_response()
+        })
+        .map_err(Box::new)?;
     g.find(&group, &kind, q.namespace.as_deref(), &q.name)
         .ok_or_else(|| {
             (
@@ -161,13 +163,14 @@ fn find<'a>(g: &'a Graph, q: &ObjectQuery) -> Result<&'a Node, Response> {
             )
                 .into_response()
         })
+        .map_err(Box::new)
 }
 
 async fn get_dependents(State(ctx): State<Arc<Ctx>>, Query(q): Query<ObjectQuery>) -> Response {
     let g = ctx.read();
     match find(&g, &q) {
         Ok(n) => axum::Json(dependents(&g, n, q.transitive)).into_response(),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -175,7 +178,7 @@ async fn get_dependencies(State(ctx): State<Arc<Ctx>>, Query(q): Query<ObjectQue
     let g = ctx.read();
     match find(&g, &q) {
         Ok(n) => axum::Json(dependencies(&g, n, q.transitive)).into_response(),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 

@@ -31,13 +31,11 @@ impl TenantId {
                 id: name.to_string(),
             });
         }
-        if let Some(id) = spec_id.filter(|s| !s.is_empty()) {
-            if id != name {
-                return Err(TenantIdError::Mismatch {
-                    name: name.to_string(),
-                    id: id.to_string(),
-                });
-            }
+        if let Some(id) = spec_id.filter(|s| !s.is_empty() && *s != name) {
+            return Err(TenantIdError::Mismatch {
+                name: name.to_string(),
+                id: id.to_string(),
+            });
         }
         Ok(TenantId(name.to_string()))
     }

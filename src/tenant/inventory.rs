@@ -157,7 +157,7 @@ pub async fn find(
     }
     let selector = format!("{TENANT_LABEL}={id}");
     for r in candidate_kinds(resources, id) {
-        let scan = strategy == Strategy::Scan || scan_kinds.iter().any(|k| *k == r.resource.plural);
+        let scan = strategy == Strategy::Scan || scan_kinds.contains(&r.resource.plural);
         let result = list_names(client, &r.resource, (!scan).then_some(selector.as_str())).await;
         match result {
             Ok((items, listed)) => {

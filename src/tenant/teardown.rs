@@ -13,7 +13,11 @@ use super::metrics::TenantMetrics;
 use crate::engine::discovery::DeletableResource;
 use kube::api::{DeleteParams, DynamicObject, Preconditions};
 use kube::{Api, Client};
+use futures::StreamExt;
 use std::collections::BTreeMap;
+
+/// Deletes in flight at once within a teardown stage.
+const DELETE_CONCURRENCY: usize = 8;
 
 #[derive(Clone, Debug)]
 pub struct TeardownSettings {
@@ -71,43 +75,47 @@ pub async fn pass(
     };
     metrics.listed(settings.strategy, inv.listed);
     // CRDs before everything else; namespaces last, so RBAC and webhooks they may need go first.
-    let mut ordered: Vec<&Found> = inv.crds.iter().collect();
-    let (namespaces, others): (Vec<&Found>, Vec<&Found>) = inv
-        .objects
-        .iter()
-        .partition(|f| f.resource.group.is_empty() && f.resource.kind == "Namespace");
-    ordered.extend(others);
-    ordered.extend(namespaces);
-
-    for f in ordered {
-        *report.remaining.entry(f.kind_key()).or_default() += 1;
-        if f.deleting {
-            if !f.finalizers.is_empty() {
-                report.stuck.push(format!(
-                    "{} {} [{}]",
-                    f.kind_key(),
-                    f.name,
-                    f.finalizers.join(", ")
-                ));
+    // Within a stage, deletes run concurrently (bounded).
+    let (namespaces, others): (Vec<&Found>, Vec<&Found>) =
+        inv.objects.iter().partition(|f| f.resource.group.is_empty() && f.resource.kind == "Namespace");
+    for stage in [inv.crds.iter().collect::<Vec<_>>(), others, namespaces] {
+        let mut todo = Vec::new();
+        for f in stage {
+            *report.remaining.entry(f.kind_key()).or_default() += 1;
+            if f.deleting {
+                if !f.finalizers.is_empty() {
+                    report.stuck.push(format!("{} {} [{}]", f.kind_key(), f.name, f.finalizers.join(", ")));
+                }
+            } else if settings.dry_run {
+                report.would_delete.push(format!("{} {}", f.kind_key(), f.name));
+            } else {
+                todo.push(f.clone());
             }
-            continue;
         }
-        if settings.dry_run {
-            report
-                .would_delete
-                .push(format!("{} {}", f.kind_key(), f.name));
-            continue;
-        }
-        match delete(client, f).await {
-            Ok(()) => {
-                report.deleted += 1;
-                metrics.deleted(&f.kind_key());
-                tracing::info!(tenant = %id, kind = %f.kind_key(), name = %f.name, "deleted");
-            }
-            Err(e) => {
-                metrics.error(&f.kind_key());
-                tracing::warn!(tenant = %id, error = %e, "delete failed; the teardown goes on and retries it");
-                report.errors.push(e);
+        // Owned items and client: the futures must not borrow (they run inside the controller).
+        let results: Vec<(Found, Result<(), TeardownError>)> = futures::stream::iter(todo)
+            .map(|f| {
+                let client = client.clone();
+                async move {
+                    let r = delete(&client, &f).await;
+                    (f, r)
+                }
+            })
+            .buffer_unordered(DELETE_CONCURRENCY)
+            .collect()
+            .await;
+        for (f, result) in results {
+            match result {
+                Ok(()) => {
+                    report.deleted += 1;
+                    metrics.deleted(&f.kind_key());
+                    tracing::info!(tenant = %id, kind = %f.kind_key(), name = %f.name, "deleted");
+                }
+                Err(e) => {
+                    metrics.error(&f.kind_key());
+                    tracing::warn!(tenant = %id, error = %e, "delete failed; the teardown goes on and retries it");
+                    report.errors.push(e);
+                }
             }
         }
     }

@@ -208,7 +208,7 @@ impl Graph {
                 uid: o.uid,
                 name: self
                     .get(&o.uid)
-                    .filter(|n| &*n.name == o.name)
+                    .filter(|n| *n.name == o.name)
                     .map(|n| n.name.clone())
                     .unwrap_or_else(|| Arc::from(o.name.as_str())),
                 kind: self.kinds.intern(&o.api_version, &o.kind),
@@ -296,14 +296,15 @@ impl Graph {
     }
 
     fn enqueue_dependents(&self, i: NodeIdx, work: &mut Vec<Work>) {
-        if let Some(n) = self.at(i) {
-            if n.deleting_dependents() || n.completing_cascade() {
-                work.extend(
-                    n.dependents
-                        .iter()
-                        .map(|&d| Work::AttemptToDelete(self.uid_at(d))),
-                );
-            }
+        if let Some(n) = self
+            .at(i)
+            .filter(|n| n.deleting_dependents() || n.completing_cascade())
+        {
+            work.extend(
+                n.dependents
+                    .iter()
+                    .map(|&d| Work::AttemptToDelete(self.uid_at(d))),
+            );
         }
     }
 
