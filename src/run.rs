@@ -173,12 +173,15 @@ async fn discovery_loop(
     }
 }
 
+/// Whether two reports say the same thing (same resources, same failed groups): an unchanged
+/// report is not republished, so watches are not reconciled for nothing.
 fn same_resources(a: &DiscoveryReport, b: &DiscoveryReport) -> bool {
     let key = |r: &DiscoveryReport| {
         let mut v: Vec<String> = r
             .resources
             .iter()
             .map(|d| format!("{}/{}", d.gvk_string(), d.resource.plural))
+            .chain(r.failed.iter().map(|f| format!("failed:{}", f.group_version)))
             .collect();
         v.sort();
         v

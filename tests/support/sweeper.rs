@@ -26,8 +26,18 @@ impl Sweeper {
         s
     }
 
+    /// Like [`Sweeper::start`], connecting with another kubeconfig (e.g. an impersonating one).
+    pub async fn start_with_kubeconfig(args: &[&str], kubeconfig: &str) -> Sweeper {
+        let s = Sweeper::spawn_with(args, kubeconfig);
+        s.wait_ready(Duration::from_secs(60)).await;
+        s
+    }
+
     pub fn spawn(args: &[&str]) -> Sweeper {
-        let facts = EnvFacts::load();
+        Sweeper::spawn_with(args, &EnvFacts::load().get("KUBECONFIG"))
+    }
+
+    fn spawn_with(args: &[&str], kubeconfig: &str) -> Sweeper {
         let port = free_port();
         let log = std::env::var("SWEEPER_TEST_LOG").unwrap_or_else(|_| "info".into());
         let child = Command::new(env!("CARGO_BIN_EXE_sweeper"))
@@ -35,7 +45,7 @@ impl Sweeper {
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
             .args(["--discovery-interval", "2s"])
             .args(args)
-            .env("KUBECONFIG", facts.get("KUBECONFIG"))
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", log)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
