@@ -29,6 +29,9 @@ pub enum Command {
     Crds,
     /// Query the dependency graph of a running `sweeper run`.
     Graph(GraphArgs),
+    /// Per-cluster external resource GC settings (like clusterawsadm's gc commands).
+    #[command(subcommand)]
+    Gc(GcCommand),
     /// Print the version.
     Version,
 }
@@ -87,6 +90,32 @@ pub struct RunArgs {
     /// How long the cascade workers wait for every resource's first list before starting anyway.
     #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
     pub cascade_sync_timeout: Duration,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum GcCommand {
+    /// Collect the cluster's external AWS resources on deletion (annotation "true").
+    Enable(GcCluster),
+    /// Opt the cluster out of external resource GC (annotation "false"); phases 1 and 3 still run.
+    Disable(GcCluster),
+    /// Limit external GC to these tasks; no --gc-task removes the limit (all tasks).
+    Configure {
+        #[command(flatten)]
+        cluster: GcCluster,
+        /// load-balancer, target-group or security-group; repeat for several.
+        #[arg(long = "gc-task")]
+        tasks: Vec<crate::external::annotations::Task>,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GcCluster {
+    /// The CAPI Cluster's name.
+    #[arg(long)]
+    pub cluster_name: String,
+    /// The CAPI Cluster's namespace.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -214,6 +243,41 @@ mod tests {
             panic!("expected graph dependencies")
         };
         assert_eq!((o.namespace(), o.name()), (None, "a"));
+    }
+
+    #[test]
+    fn gc_configure_validates_tasks() {
+        let cli = Cli::try_parse_from([
+            "sweeper",
+            "gc",
+            "configure",
+            "--cluster-name",
+            "c1",
+            "--gc-task",
+            "load-balancer",
+            "--gc-task",
+            "target-group",
+        ])
+        .unwrap();
+        let Command::Gc(GcCommand::Configure { cluster, tasks }) = cli.command else {
+            panic!("expected gc configure")
+        };
+        assert_eq!(
+            (cluster.cluster_name.as_str(), cluster.namespace.as_str()),
+            ("c1", "default")
+        );
+        assert_eq!(tasks.len(), 2);
+        let err = Cli::try_parse_from([
+            "sweeper",
+            "gc",
+            "configure",
+            "--cluster-name",
+            "c1",
+            "--gc-task",
+            "nat",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("nat"), "{err}");
     }
 
     #[test]

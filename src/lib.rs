@@ -15,5 +15,6 @@ pub mod telemetry;
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
+pub mod external;
 pub mod http_get;
 pub mod tenant;

@@ -29,6 +29,16 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Gc(cmd) => match gc(cmd).await {
+            Ok(msg) => {
+                println!("{msg}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Run(args) => match sweeper::run::run(args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -70,4 +80,43 @@ async fn graph(args: sweeper::cli::GraphArgs) -> Result<(), String> {
     }
     println!("{}", body.trim_end());
     Ok(())
+}
+
+async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
+    use sweeper::cli::GcCommand;
+    use sweeper::external::annotations::{GC_ANNOTATION, TASKS_ANNOTATION};
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let (cluster, values, what) = match cmd {
+        GcCommand::Enable(c) => (
+            c,
+            vec![(GC_ANNOTATION, Some("true".to_string()))],
+            "external resource GC enabled".to_string(),
+        ),
+        GcCommand::Disable(c) => (
+            c,
+            vec![(GC_ANNOTATION, Some("false".to_string()))],
+            "external resource GC disabled".to_string(),
+        ),
+        GcCommand::Configure { cluster, tasks } => {
+            let list: Vec<String> = tasks.iter().map(|t| t.to_string()).collect();
+            let what = if list.is_empty() {
+                "all GC tasks selected".to_string()
+            } else {
+                format!("GC tasks: {}", list.join(","))
+            };
+            let value = (!list.is_empty()).then(|| list.join(","));
+            (cluster, vec![(TASKS_ANNOTATION, value)], what)
+        }
+    };
+    let target = sweeper::external::cluster::annotate(
+        &client,
+        &cluster.namespace,
+        &cluster.cluster_name,
+        &values,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(format!("{target}: {what}"))
 }

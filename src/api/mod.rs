@@ -1,6 +1,7 @@
 //! Kubernetes API types sweeper owns or reads. CRD YAML is generated from these types
 //! (`sweeper crds`), never written by hand.
 
+pub mod capa;
 pub mod tenant;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -8,7 +9,12 @@ use kube::CustomResourceExt;
 
 /// Every CRD sweeper ships, in a stable order.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
-    vec![tenant::Tenant::crd()]
+    vec![
+        tenant::Tenant::crd(),
+        capa::AWSCluster::crd(),
+        capa::AWSManagedControlPlane::crd(),
+        capa::Cluster::crd(),
+    ]
 }
 
 /// The CRDs as one multi-document YAML stream, as `sweeper crds` prints it.

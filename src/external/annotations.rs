@@ -1,0 +1,165 @@
+//! The per-cluster switches, with CAPA's names kept exactly:
+//! - `aws.cluster.x-k8s.io/external-resource-gc`: absent or "true" = collect external resources
+//!   (phase 2), "false" = opt out (phases 1 and 3 still run). Anything else is an error.
+//! - `aws.cluster.x-k8s.io/external-resource-tasks-gc`: comma list of `load-balancer`,
+//!   `target-group`, `security-group` limiting phase 2; absent = all. An unknown or empty task is
+//!   an error.
+//!
+//! An error here means: a Warning Event and a condition naming the bad value, and nothing is
+//! deleted until it is fixed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+pub const GC_ANNOTATION: &str = "aws.cluster.x-k8s.io/external-resource-gc";
+pub const TASKS_ANNOTATION: &str = "aws.cluster.x-k8s.io/external-resource-tasks-gc";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Task {
+    LoadBalancer,
+    TargetGroup,
+    SecurityGroup,
+}
+
+impl Task {
+    pub const ALL: [Task; 3] = [Task::LoadBalancer, Task::TargetGroup, Task::SecurityGroup];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Task::LoadBalancer => "load-balancer",
+            Task::TargetGroup => "target-group",
+            Task::SecurityGroup => "security-group",
+        }
+    }
+}
+
+impl fmt::Display for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+pub enum AnnotationError {
+    #[error("annotation {GC_ANNOTATION} has value {0:?}: use \"true\" or \"false\"")]
+    BadSwitch(String),
+    #[error(
+        "annotation {TASKS_ANNOTATION} has unknown task {0:?}: use load-balancer, target-group, security-group"
+    )]
+    UnknownTask(String),
+    #[error("annotation {TASKS_ANNOTATION} has an empty task in {0:?}")]
+    EmptyTask(String),
+}
+
+impl FromStr for Task {
+    type Err = AnnotationError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Task::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| AnnotationError::UnknownTask(s.to_string()))
+    }
+}
+
+/// What the annotations ask for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GcSettings {
+    /// Phase 2 (external resources) runs.
+    pub external_gc: bool,
+    /// Phase 2 cleaners selected; `None` = all.
+    pub tasks: Option<Vec<Task>>,
+}
+
+pub fn parse(annotations: &BTreeMap<String, String>) -> Result<GcSettings, AnnotationError> {
+    let external_gc = match annotations.get(GC_ANNOTATION).map(|v| v.as_str()) {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(other) => return Err(AnnotationError::BadSwitch(other.to_string())),
+    };
+    let tasks = match annotations.get(TASKS_ANNOTATION) {
+        None => None,
+        Some(list) => {
+            let mut tasks = Vec::new();
+            for part in list.split(',') {
+                let part = part.trim();
+                if part.is_empty() {
+                    return Err(AnnotationError::EmptyTask(list.clone()));
+                }
+                let t: Task = part.parse()?;
+                if !tasks.contains(&t) {
+                    tasks.push(t);
+                }
+            }
+            Some(tasks)
+        }
+    };
+    Ok(GcSettings { external_gc, tasks })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn absent_means_collect_everything() {
+        assert_eq!(
+            parse(&ann(&[])).unwrap(),
+            GcSettings {
+                external_gc: true,
+                tasks: None
+            }
+        );
+    }
+
+    #[test]
+    fn false_opts_out_of_phase_two() {
+        assert!(
+            !parse(&ann(&[(GC_ANNOTATION, "false")]))
+                .unwrap()
+                .external_gc
+        );
+        assert!(parse(&ann(&[(GC_ANNOTATION, "true")])).unwrap().external_gc);
+    }
+
+    #[test]
+    fn any_other_switch_value_is_an_error_naming_it() {
+        for bad in ["False", "yes", "", "1"] {
+            let e = parse(&ann(&[(GC_ANNOTATION, bad)])).unwrap_err();
+            assert_eq!(e, AnnotationError::BadSwitch(bad.into()));
+            assert!(e.to_string().contains(&format!("{bad:?}")));
+        }
+    }
+
+    #[test]
+    fn tasks_parse_and_deduplicate() {
+        let s = parse(&ann(&[(
+            TASKS_ANNOTATION,
+            "load-balancer, target-group,load-balancer",
+        )]))
+        .unwrap();
+        assert_eq!(s.tasks, Some(vec![Task::LoadBalancer, Task::TargetGroup]));
+    }
+
+    #[test]
+    fn unknown_or_empty_tasks_are_errors() {
+        assert_eq!(
+            parse(&ann(&[(TASKS_ANNOTATION, "load-balancer,nat-gateway")])).unwrap_err(),
+            AnnotationError::UnknownTask("nat-gateway".into())
+        );
+        assert!(matches!(
+            parse(&ann(&[(TASKS_ANNOTATION, "")])),
+            Err(AnnotationError::EmptyTask(_))
+        ));
+        assert!(matches!(
+            parse(&ann(&[(TASKS_ANNOTATION, "target-group,,")])),
+            Err(AnnotationError::EmptyTask(_))
+        ));
+    }
+}

@@ -1,0 +1,201 @@
+//! `sweeper gc enable|disable|configure` against the real apiserver: resolves the CAPI Cluster's
+//! control-plane or infrastructure reference and sets CAPA's annotations on it.
+
+mod support;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::PostParams;
+use kube::{Api, Client, ResourceExt};
+use std::time::Duration;
+use support::TestScope;
+use sweeper::api::capa::{AWSCluster, AWSManagedControlPlane, Cluster, ClusterSpec, ObjectRef};
+
+async fn install_crds(c: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    for crd in sweeper::api::all_crds() {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("install CRD: {e}"),
+        }
+        let name = crd.name_any();
+        let est = kube::runtime::wait::await_condition(
+            crds.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(Duration::from_secs(60), est)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn sweeper_gc(args: &[&str]) -> (bool, String) {
+    let facts = support::EnvFacts::load();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"))
+        .arg("gc")
+        .args(args)
+        .env("KUBECONFIG", facts.get("KUBECONFIG"))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn enable_disable_configure_annotate_the_aws_cluster() {
+    let mut s = TestScope::new("gccli").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    install_crds(&c).await;
+    let infra: Api<AWSCluster> = Api::namespaced(c.clone(), &ns);
+    // Unknown fields (as real CAPA objects have) are accepted and kept.
+    let mut ac: AWSCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSCluster",
+        "metadata": {"name": "c1-infra"},
+        "spec": {"region": "us-east-1", "sshKeyName": "default", "network": {"vpc": {"cidrBlock": "10.0.0.0/16"}}}
+    }))
+    .unwrap();
+    ac.metadata.namespace = Some(ns.clone());
+    infra.create(&PostParams::default(), &ac).await.unwrap();
+    let cluster = Cluster::new(
+        "c1",
+        ClusterSpec {
+            infrastructure_ref: Some(ObjectRef {
+                api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
+                kind: Some("AWSCluster".into()),
+                name: Some("c1-infra".into()),
+                namespace: None,
+            }),
+            control_plane_ref: None,
+        },
+    );
+    Api::<Cluster>::namespaced(c.clone(), &ns)
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    let ann = |k: &'static str| {
+        let infra = infra.clone();
+        async move {
+            infra
+                .get("c1-infra")
+                .await
+                .unwrap()
+                .annotations()
+                .get(k)
+                .cloned()
+        }
+    };
+
+    let (ok, out) = sweeper_gc(&["disable", "--cluster-name", "c1", "-n", &ns]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        ann("aws.cluster.x-k8s.io/external-resource-gc")
+            .await
+            .as_deref(),
+        Some("false")
+    );
+    let (ok, out) = sweeper_gc(&["enable", "--cluster-name", "c1", "-n", &ns]);
+    assert!(ok && out.contains("AWSCluster"), "{out}");
+    assert_eq!(
+        ann("aws.cluster.x-k8s.io/external-resource-gc")
+            .await
+            .as_deref(),
+        Some("true")
+    );
+    let (ok, out) = sweeper_gc(&[
+        "configure",
+        "--cluster-name",
+        "c1",
+        "-n",
+        &ns,
+        "--gc-task",
+        "load-balancer",
+        "--gc-task",
+        "security-group",
+    ]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        ann("aws.cluster.x-k8s.io/external-resource-tasks-gc")
+            .await
+            .as_deref(),
+        Some("load-balancer,security-group")
+    );
+    let (ok, out) = sweeper_gc(&["configure", "--cluster-name", "c1", "-n", &ns]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        ann("aws.cluster.x-k8s.io/external-resource-tasks-gc").await,
+        None,
+        "no task removes the annotation"
+    );
+    let kept = infra.get("c1-infra").await.unwrap();
+    assert_eq!(kept.spec.region.as_deref(), Some("us-east-1"));
+
+    let (ok, out) = sweeper_gc(&["enable", "--cluster-name", "nope", "-n", &ns]);
+    assert!(
+        !ok && out.contains("nope"),
+        "a missing cluster is a clear error: {out}"
+    );
+    let (ok, out) = sweeper_gc(&[
+        "configure",
+        "--cluster-name",
+        "c1",
+        "-n",
+        &ns,
+        "--gc-task",
+        "nat-gateway",
+    ]);
+    assert!(!ok && out.contains("nat-gateway"), "{out}");
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn eks_clusters_are_annotated_on_the_managed_control_plane() {
+    let mut s = TestScope::new("gccli-eks").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    install_crds(&c).await;
+    let cps: Api<AWSManagedControlPlane> = Api::namespaced(c.clone(), &ns);
+    let mut cp = AWSManagedControlPlane::new("c2-cp", Default::default());
+    cp.spec.eks_cluster_name = Some("eks-c2".into());
+    cp.metadata.namespace = Some(ns.clone());
+    cps.create(&PostParams::default(), &cp).await.unwrap();
+    let cluster = Cluster::new(
+        "c2",
+        ClusterSpec {
+            infrastructure_ref: Some(ObjectRef {
+                api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
+                kind: Some("AWSManagedCluster".into()),
+                name: Some("c2".into()),
+                namespace: None,
+            }),
+            control_plane_ref: Some(ObjectRef {
+                api_version: Some("controlplane.cluster.x-k8s.io/v1beta2".into()),
+                kind: Some("AWSManagedControlPlane".into()),
+                name: Some("c2-cp".into()),
+                namespace: None,
+            }),
+        },
+    );
+    Api::<Cluster>::namespaced(c.clone(), &ns)
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    let (ok, out) = sweeper_gc(&["disable", "--cluster-name", "c2", "-n", &ns]);
+    assert!(ok && out.contains("AWSManagedControlPlane"), "{out}");
+    let got = cps.get("c2-cp").await.unwrap();
+    assert_eq!(
+        got.annotations()
+            .get("aws.cluster.x-k8s.io/external-resource-gc")
+            .map(String::as_str),
+        Some("false")
+    );
+}
