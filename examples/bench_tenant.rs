@@ -123,10 +123,15 @@ async fn create_tenant_objects(c: &Client, id: &str) {
 
 async fn teardown(c: &Client, id: &str, strategy: Strategy) -> (f64, u64) {
     let id = TenantId::parse(id, None).unwrap();
+    let delete_concurrency = std::env::var("BENCH_DELETE_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
     let settings = TeardownSettings {
         strategy,
         scan_kinds: vec!["namespaces".into()],
         dry_run: false,
+        delete_concurrency,
     };
     let metrics = TenantMetrics::default();
     let t0 = Instant::now();
@@ -178,6 +183,31 @@ async fn main() {
         t0.elapsed().as_secs_f64()
     );
 
+    // How the time splits: finding alone, per strategy (no deletes).
+    {
+        let id = TenantId::parse(&ids[0], None).unwrap();
+        let resources = sweeper::engine::discovery::discover_deletable(&c)
+            .await
+            .unwrap()
+            .resources;
+        for strategy in [Strategy::Label, Strategy::Scan] {
+            let t = Instant::now();
+            let inv = sweeper::tenant::inventory::find(
+                &c,
+                &id,
+                &resources,
+                strategy,
+                &["namespaces".to_string()],
+            )
+            .await;
+            eprintln!(
+                "find {strategy:?}: {:.3}s, {} listed, {} found",
+                t.elapsed().as_secs_f64(),
+                inv.listed,
+                inv.objects.len() + inv.crds.len()
+            );
+        }
+    }
     let (label_s, label_listed) = teardown(&c, &ids[0], Strategy::Label).await;
     assert_eq!(count_labelled(&c, &ids[0]).await, 0);
     create_tenant_objects(&c, &ids[0]).await; // same population for the second run

@@ -83,6 +83,10 @@ pub struct RunArgs {
     )]
     pub tenant_scan_kinds: Vec<String>,
 
+    /// Deletes in flight at once during a tenant teardown (the client rate limit still applies).
+    #[arg(long, default_value_t = 16, env = "SWEEPER_TENANT_DELETE_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub tenant_delete_concurrency: u32,
+
     /// Report what a tenant teardown would delete; delete nothing and add no finalizers.
     #[arg(long, default_value_t = false, env = "SWEEPER_TENANT_DRY_RUN")]
     pub tenant_dry_run: bool,

@@ -91,6 +91,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             strategy: args.tenant_gc_strategy,
             scan_kinds: args.tenant_scan_kinds.clone(),
             dry_run: args.tenant_dry_run,
+            delete_concurrency: args.tenant_delete_concurrency as usize,
         };
         let ctx = Arc::new(crate::tenant::controller::TenantCtx::new(
             client.clone(),

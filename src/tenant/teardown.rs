@@ -16,14 +16,13 @@ use kube::api::{DeleteParams, DynamicObject, Preconditions};
 use kube::{Api, Client};
 use std::collections::BTreeMap;
 
-/// Deletes in flight at once within a teardown stage.
-const DELETE_CONCURRENCY: usize = 8;
-
 #[derive(Clone, Debug)]
 pub struct TeardownSettings {
     pub strategy: Strategy,
     pub scan_kinds: Vec<String>,
     pub dry_run: bool,
+    /// Deletes in flight at once within a teardown stage.
+    pub delete_concurrency: usize,
 }
 
 #[derive(Debug, thiserror::Error, Clone)]
@@ -51,6 +50,8 @@ pub struct PassReport {
     pub errors: Vec<TeardownError>,
     /// Dry run: what would be deleted.
     pub would_delete: Vec<String>,
+    /// Deletes the API server completed at once (no finalizer held the object).
+    pub gone_now: u64,
 }
 
 pub async fn pass(
@@ -102,7 +103,7 @@ pub async fn pass(
             }
         }
         // Owned items and client: the futures must not borrow (they run inside the controller).
-        let results: Vec<(Found, Result<(), TeardownError>)> = futures::stream::iter(todo)
+        let results: Vec<(Found, Result<bool, TeardownError>)> = futures::stream::iter(todo)
             .map(|f| {
                 let client = client.clone();
                 async move {
@@ -110,13 +111,16 @@ pub async fn pass(
                     (f, r)
                 }
             })
-            .buffer_unordered(DELETE_CONCURRENCY)
+            .buffer_unordered(settings.delete_concurrency.max(1))
             .collect()
             .await;
         for (f, result) in results {
             match result {
-                Ok(()) => {
+                Ok(gone) => {
                     report.deleted += 1;
+                    if gone {
+                        report.gone_now += 1;
+                    }
                     metrics.deleted(&f.kind_key());
                     tracing::info!(tenant = %id, kind = %f.kind_key(), name = %f.name, "deleted");
                 }
@@ -128,11 +132,18 @@ pub async fn pass(
             }
         }
     }
-    report.done = inv.is_empty() && report.errors.is_empty() && !settings.dry_run;
+    // Done when nothing was found, or when everything found was deleted outright by this pass
+    // (the API server answered with a Status, not an object still held by finalizers): no need
+    // to list everything once more just to see it gone.
+    let found = (inv.crds.len() + inv.objects.len()) as u64;
+    report.done = report.errors.is_empty()
+        && !settings.dry_run
+        && (inv.is_empty() || report.gone_now == found);
     report
 }
 
-async fn delete(client: &Client, f: &Found) -> Result<(), TeardownError> {
+/// Deletes `f`; `Ok(true)` when the object is gone now, `Ok(false)` when finalizers hold it.
+async fn delete(client: &Client, f: &Found) -> Result<bool, TeardownError> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &f.resource);
     // uid precondition: a same-named object created after we listed is not ours to delete.
     let dp = DeleteParams {
@@ -143,8 +154,11 @@ async fn delete(client: &Client, f: &Found) -> Result<(), TeardownError> {
         ..Default::default()
     };
     match api.delete(&f.name, &dp).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Ok(either) => Ok(either.is_right()),
+        // 404: already gone. 409: the uid precondition failed, a new object took the name; it is
+        // not the one we found, so this pass leaves it to the next one to judge.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(e) => Err(TeardownError::Delete {
             kind: f.kind_key(),
             name: f.name.clone(),
