@@ -20,6 +20,5 @@ cargo build --workspace --all-targets --locked
 source "$SWEEPER_STATE/env"
 log "running unit and integration tests"
 # --run-ignored all: integration tests are #[ignore]d so plain `cargo test` stays fast and offline.
+# nextest's summary is the last thing printed (there are no doctests; nextest does not run them).
 cargo nextest run --workspace --locked --run-ignored all --no-fail-fast "$@"
-# nextest runs no doctests; run them too so examples in docs can't rot.
-cargo test --workspace --locked --doc
