@@ -150,6 +150,12 @@ pub trait Cleaner: Send + Sync {
     fn task(&self) -> Option<GcTask> {
         None
     }
+    /// True for "delete, then wait until deleted" kinds: while such a cleaner leaves anything
+    /// remaining, the later cleaners of its phase wait for the next pass (AWS would refuse them
+    /// anyway, and an emulator that doesn't could orphan what depends on this kind).
+    fn gates_later(&self) -> bool {
+        false
+    }
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError>;
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError>;
 }
@@ -232,8 +238,14 @@ pub async fn run_phase(
         let parts =
             futures::future::join_all(group.iter().map(|c| run_cleaner(*c, ctx, phase, dry_run)))
                 .await;
+        let gated = group.iter().zip(&parts).any(|(c, p)| {
+            c.gates_later() && !dry_run && (!p.remaining.is_empty() || !p.errors.is_empty())
+        });
         for p in parts {
             report.merge(p);
+        }
+        if gated {
+            break;
         }
     }
     report

@@ -20,6 +20,9 @@ impl Cleaner for NatGateways {
     fn order(&self) -> u32 {
         10
     }
+    fn gates_later(&self) -> bool {
+        true
+    }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
         if ctx.vpc_ids.is_empty() {

@@ -93,6 +93,12 @@ pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, Clean
 
 /// Every v2 (application, network, gateway) load balancer ARN, with tags.
 pub async fn v2_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, CleanError> {
+    let arns = v2_load_balancer_arns(c).await?;
+    v2_tags(c, arns, "load-balancer").await
+}
+
+/// Every v2 load balancer ARN, without tags.
+pub async fn v2_load_balancer_arns(c: &AwsClients) -> Result<Vec<String>, CleanError> {
     let mut arns = Vec::new();
     let mut marker: Option<String> = None;
     loop {
@@ -118,7 +124,7 @@ pub async fn v2_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, CleanError
             break;
         }
     }
-    v2_tags(c, arns, "load-balancer").await
+    Ok(arns)
 }
 
 /// A v2 target group: its ARN and the load balancers still using it.

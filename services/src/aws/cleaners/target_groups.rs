@@ -6,7 +6,7 @@ use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tag_
 use crate::aws::errors::call;
 use crate::aws::teardown::GcTask;
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 pub struct TargetGroups;
 
@@ -33,11 +33,25 @@ impl Cleaner for TargetGroups {
             return Ok(Vec::new());
         }
         // Runs after the load balancer cleaner, so attachments reflect this pass's deletes.
-        let users: HashMap<String, Vec<String>> = tag_scan::target_groups(ctx.clients)
+        let mut users: HashMap<String, Vec<String>> = tag_scan::target_groups(ctx.clients)
             .await?
             .into_iter()
             .map(|t| (t.arn, t.load_balancer_arns))
             .collect();
+        // LocalStack (and briefly AWS) keeps listing a deleted load balancer in LoadBalancerArns:
+        // only load balancers that still exist count as users. One bulk call, and only when needed.
+        let attached = ours
+            .iter()
+            .any(|arn| users.get(arn).is_some_and(|l| !l.is_empty()));
+        if attached {
+            let live: HashSet<String> = tag_scan::v2_load_balancer_arns(ctx.clients)
+                .await?
+                .into_iter()
+                .collect();
+            for lbs in users.values_mut() {
+                lbs.retain(|l| live.contains(l));
+            }
+        }
         Ok(ours
             .iter()
             // Not listed any more: already deleted, nothing to do.
