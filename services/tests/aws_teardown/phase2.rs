@@ -248,6 +248,27 @@ async fn paginates_over_160_security_groups() {
         .collect()
         .await;
     let keep = sg(&c, &v, &format!("{n}-shared"), &[cloud(&n, "shared")]).await;
+    let found = sweeper_services::aws::tagging::resources_with_tag(
+        &c.tagging,
+        &format!("kubernetes.io/cluster/{n}"),
+        &["owned"],
+        None,
+    )
+    .await
+    .unwrap();
+    let mut seen: Vec<String> = found
+        .resources
+        .iter()
+        .map(|r| r.arn.resource_id().to_string())
+        .collect();
+    seen.sort();
+    seen.dedup();
+    eprintln!(
+        "tagging: {} resources ({} unique) in {} pages",
+        found.resources.len(),
+        seen.len(),
+        found.pages
+    );
     let reports = until_done(&c, &TeardownRequest::new(&n), 10).await;
     let deleted: usize = reports.iter().map(|r| r.phases[1].deleted.len()).sum();
     assert_eq!(deleted, 160);

@@ -82,6 +82,12 @@ pub enum Detail {
         route_table_id: String,
         associations: Vec<String>,
     },
+    /// An Elastic IP; `stale_association` is an association left on it by a NAT gateway that
+    /// is already deleted (LocalStack keeps it), removed before the release.
+    Address {
+        allocation_id: String,
+        stale_association: Option<String>,
+    },
     InternetGateway {
         gateway_id: String,
         vpc_ids: Vec<String>,

@@ -84,7 +84,12 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         }
     }
 
-    let done = phases.iter().all(|p| p.is_clear() && p.planned.is_empty());
+    // Done only when a pass found nothing at all: the pass that deletes the last resources is not
+    // done yet, the next one verifies. This catches resources a discovery missed (an eventually
+    // consistent tagging API; LocalStack's tagging pagination dropping items under load).
+    let done = phases
+        .iter()
+        .all(|p| p.is_clear() && p.planned.is_empty() && p.deleted.is_empty());
     tracing::info!(
         done,
         deleted = phases.iter().map(|p| p.deleted.len()).sum::<usize>(),
