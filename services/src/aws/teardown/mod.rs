@@ -23,6 +23,28 @@ pub async fn teardown_pass(clients: &AwsClients, req: &TeardownRequest) -> Teard
     pass(clients, req).instrument(span).await
 }
 
+/// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
+/// [`teardown_pass`] and by the benchmark.
+pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseReport {
+    let cluster = req.cluster_name.as_str();
+    let inv = inventory::discover(clients, cluster, req.alternative_discovery).await;
+    let ctx = CleanCtx {
+        clients,
+        cluster,
+        inventory: &inv,
+        vpc_ids: &[],
+    };
+    let mut p2 = run_phase(
+        2,
+        &registry::phase2(req.tasks.as_deref()),
+        &ctx,
+        req.dry_run,
+    )
+    .await;
+    p2.errors.extend(inv.errors.iter().cloned());
+    p2
+}
+
 async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
     let cluster = req.cluster_name.as_str();
     let empty = Inventory::default();
@@ -44,22 +66,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
         phases.push(PhaseReport::started(2));
     } else {
-        let inv = inventory::discover(clients, cluster, req.alternative_discovery).await;
-        let ctx = CleanCtx {
-            clients,
-            cluster,
-            inventory: &inv,
-            vpc_ids: &[],
-        };
-        let mut p2 = run_phase(
-            2,
-            &registry::phase2(req.tasks.as_deref()),
-            &ctx,
-            req.dry_run,
-        )
-        .await;
-        p2.errors.extend(inv.errors.iter().cloned());
-        phases.push(p2);
+        phases.push(phase2_pass(clients, req).await);
     }
 
     let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
