@@ -253,6 +253,37 @@ pub async fn volume(c: &AwsClients, tags: &[(String, String)]) -> String {
         .to_string()
 }
 
+pub async fn eni(c: &AwsClients, subnet: &str, group: &str) -> String {
+    let out = c
+        .ec2
+        .create_network_interface()
+        .subnet_id(subnet)
+        .groups(group)
+        .send()
+        .await
+        .unwrap();
+    out.network_interface()
+        .unwrap()
+        .network_interface_id()
+        .unwrap()
+        .to_string()
+}
+
+pub async fn eni_exists(c: &AwsClients, id: &str) -> bool {
+    let f = ec2::types::Filter::builder()
+        .name("network-interface-id")
+        .values(id)
+        .build();
+    !c.ec2
+        .describe_network_interfaces()
+        .filters(f)
+        .send()
+        .await
+        .unwrap()
+        .network_interfaces()
+        .is_empty()
+}
+
 pub async fn sg_exists(c: &AwsClients, id: &str) -> bool {
     let f = ec2::types::Filter::builder()
         .name("group-id")

@@ -14,6 +14,8 @@ struct World {
     keep_classic: String,
     keep_tg: String,
     vol: String,
+    eni: String,
+    keep_eni: String,
     vpc: String,
     subnets: Vec<String>,
 }
@@ -60,7 +62,12 @@ async fn world(c: &sweeper_services::aws::teardown::AwsClients, n: &str) -> Worl
     classic_lb(c, &keep_classic, &subnets[0], &[cloud(&other, "owned")]).await;
     let keep_tg = crate::fixtures::tg(c, &format!("{n}-tgs"), &v, &[cloud(n, "shared")]).await;
     let vol = volume(c, &owned).await;
+    // A detached interface in the cluster's group goes; one in an untagged group stays.
+    let eni = eni(c, &subnets[0], &sg).await;
+    let keep_eni = crate::fixtures::eni(c, &subnets[0], &keep_sgs[2]).await;
     World {
+        eni,
+        keep_eni,
         classic,
         alb,
         nlb,
@@ -82,6 +89,7 @@ async fn assert_survivors(c: &sweeper_services::aws::teardown::AwsClients, w: &W
     assert!(classic_exists(c, &w.keep_classic).await);
     assert!(tg_exists(c, &w.keep_tg).await);
     assert!(volume_exists(c, &w.vol).await);
+    assert!(eni_exists(c, &w.keep_eni).await);
     assert!(vpc_exists(c, &w.vpc).await);
     for s in &w.subnets {
         assert!(subnet_exists(c, s).await);
@@ -102,6 +110,7 @@ async fn check_external(alternative: bool) {
     assert!(!v2_exists(&c, &w.nlb).await);
     assert!(!tg_exists(&c, &w.tg).await);
     assert!(!sg_exists(&c, &w.sg).await);
+    assert!(!eni_exists(&c, &w.eni).await);
     assert_survivors(&c, &w).await;
     let calls = rec.calls();
     // The target group is deleted only after the load balancer that used it.
@@ -152,6 +161,7 @@ async fn phase2_opted_out_keeps_external_resources() {
     assert!(v2_exists(&c, &w.alb).await);
     assert!(tg_exists(&c, &w.tg).await);
     assert!(sg_exists(&c, &w.sg).await);
+    assert!(eni_exists(&c, &w.eni).await);
     assert_survivors(&c, &w).await;
 }
 
@@ -171,13 +181,24 @@ async fn task_selection_limits_phase2() {
     )
     .await;
     let t = tg(&c, &format!("{n}-tg"), &v, &owned).await;
+    let used = tg(&c, &format!("{n}-used"), &v, &owned).await;
+    listener(&c, &lb, &used).await;
     let s = sg(&c, &v, &format!("{n}-sg"), &owned).await;
     let req = TeardownRequest {
         tasks: Some(vec![GcTask::TargetGroup]),
         ..TeardownRequest::new(&n)
     };
-    until_done(&c, &req, 10).await;
+    let report = teardown_pass(&c, &req).await;
+    let p2 = &report.phases[1];
+    let deleted: Vec<String> = p2.deleted.iter().map(|r| r.id.clone()).collect();
+    assert_eq!(deleted, vec![t.clone()], "{p2:#?}");
+    // Still attached to a live load balancer that this selection does not delete: in use.
+    assert_eq!(p2.remaining.len(), 1, "{p2:#?}");
+    assert_eq!(p2.remaining[0].0.id, used);
+    assert!(p2.remaining[0].1.contains("in use"), "{p2:#?}");
+    assert!(!report.done && !report.phases[2].started);
     assert!(!tg_exists(&c, &t).await);
+    assert!(tg_exists(&c, &used).await);
     assert!(v2_exists(&c, &lb).await);
     assert!(sg_exists(&c, &s).await);
 }

@@ -214,7 +214,10 @@ pub async fn run_cleaner(
         .await;
     for (t, res) in results {
         match res {
-            Ok(Outcome::Deleted | Outcome::Gone) => report.deleted.push(rref(&t.id)),
+            Ok(Outcome::Deleted) => report.deleted.push(rref(&t.id)),
+            // Not deleted by this pass, so not reported: a discovery that keeps listing a gone
+            // resource (eventual consistency) must not keep the teardown from being done.
+            Ok(Outcome::Gone) => tracing::debug!(arn = %t.id, "already gone"),
             Ok(Outcome::Remaining(reason)) => {
                 tracing::info!(arn = %t.id, %reason, "not deleted yet");
                 report.remaining.push((rref(&t.id), reason));

@@ -25,7 +25,8 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
     };
     let mut record =
         |kind: &str, id: &str, res: Result<Outcome, crate::aws::cleaners::CleanError>| match res {
-            Ok(Outcome::Deleted | Outcome::Gone) => report.deleted.push(rref(kind, id)),
+            Ok(Outcome::Deleted) => report.deleted.push(rref(kind, id)),
+            Ok(Outcome::Gone) => {}
             Ok(Outcome::Remaining(r)) => report.remaining.push((rref(kind, id), r)),
             Err(e) => report.errors.push(e.to_string()),
         };
