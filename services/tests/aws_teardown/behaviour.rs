@@ -125,3 +125,22 @@ async fn dry_run_plans_every_phase_and_deletes_nothing() {
     assert!(v2_exists(&c, &lb).await && tg_exists(&c, &t).await && sg_exists(&c, &s).await);
     assert!(vpc_exists(&c, &v).await && subnet_exists(&c, &sn).await);
 }
+
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn production_clients_finish_a_cluster() {
+    let sdk = sdk().await;
+    let (setup, _rec) = env().await;
+    let n = cluster("prod");
+    let (v, _subnets) = byo_network(&setup).await;
+    let s = sg(&setup, &v, &format!("{n}-sg"), &[cloud(&n, "owned")]).await;
+    let c = sweeper_services::aws::teardown::AwsClients::new(&sdk);
+    let reports = until_done(&c, &TeardownRequest::new(&n), 5).await;
+    assert_eq!(
+        reports.len(),
+        2,
+        "one pass deletes, the next verifies: {reports:#?}"
+    );
+    assert!(!sg_exists(&c, &s).await);
+    assert!(vpc_exists(&c, &v).await);
+}

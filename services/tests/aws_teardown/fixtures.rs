@@ -16,7 +16,7 @@ fn endpoint() -> String {
 }
 
 /// Connects to LocalStack or panics with how to start it: a missing server must fail the test.
-pub async fn env() -> (AwsClients, Recorder) {
+pub async fn sdk() -> SdkConfig {
     let url = endpoint();
     let hostport = url
         .trim_start_matches("http://")
@@ -32,7 +32,7 @@ pub async fn env() -> (AwsClients, Recorder) {
         reachable,
         "LocalStack is not reachable at {url}: start it with `make env-up` (then `source .state/env`) and rerun"
     );
-    let sdk: SdkConfig = aws_config::defaults(BehaviorVersion::latest())
+    aws_config::defaults(BehaviorVersion::latest())
         .endpoint_url(url)
         .region(Region::new(
             std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
@@ -41,7 +41,12 @@ pub async fn env() -> (AwsClients, Recorder) {
             "test", "test", None, None, "tests",
         ))
         .load()
-        .await;
+        .await
+}
+
+/// Clients that record every call (see `Recorder`), for LocalStack.
+pub async fn env() -> (AwsClients, Recorder) {
+    let sdk = sdk().await;
     let rec = Recorder::new();
     (rec.clients(&sdk), rec)
 }

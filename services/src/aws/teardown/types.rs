@@ -14,12 +14,32 @@ pub struct AwsClients {
 }
 
 impl AwsClients {
+    /// Clients with the SDK's own retries turned off: every call already goes through
+    /// `errors::call` (short backoff, then "remaining" and the next pass), and stacking the SDK's
+    /// standard retry (up to 20 s backoff) under it would hold a pass for minutes when throttled.
     pub fn new(sdk: &SdkConfig) -> Self {
+        let retry = aws_config::retry::RetryConfig::disabled();
         AwsClients {
-            ec2: aws_sdk_ec2::Client::new(sdk),
-            elb: aws_sdk_elasticloadbalancing::Client::new(sdk),
-            elbv2: aws_sdk_elasticloadbalancingv2::Client::new(sdk),
-            tagging: aws_sdk_resourcegroupstagging::Client::new(sdk),
+            ec2: aws_sdk_ec2::Client::from_conf(
+                aws_sdk_ec2::config::Builder::from(sdk)
+                    .retry_config(retry.clone())
+                    .build(),
+            ),
+            elb: aws_sdk_elasticloadbalancing::Client::from_conf(
+                aws_sdk_elasticloadbalancing::config::Builder::from(sdk)
+                    .retry_config(retry.clone())
+                    .build(),
+            ),
+            elbv2: aws_sdk_elasticloadbalancingv2::Client::from_conf(
+                aws_sdk_elasticloadbalancingv2::config::Builder::from(sdk)
+                    .retry_config(retry.clone())
+                    .build(),
+            ),
+            tagging: aws_sdk_resourcegroupstagging::Client::from_conf(
+                aws_sdk_resourcegroupstagging::config::Builder::from(sdk)
+                    .retry_config(retry)
+                    .build(),
+            ),
         }
     }
 }
