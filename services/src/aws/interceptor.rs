@@ -238,3 +238,43 @@ fn throttling_response(service: &str) -> Result<HttpResponse, ConnectorError> {
     resp.headers_mut().insert("content-type", content_type);
     Ok(resp)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_names_drop_the_spaces_of_the_service() {
+        let m = Metadata::new("DeleteLoadBalancer", "Elastic Load Balancing v2");
+        assert_eq!(
+            operation_name(&m),
+            "ElasticLoadBalancingv2.DeleteLoadBalancer"
+        );
+    }
+
+    #[test]
+    fn injected_throttling_speaks_each_protocol() {
+        for (service, code) in [
+            ("EC2", "RequestLimitExceeded"),
+            ("Elastic Load Balancing", "Throttling"),
+            ("Elastic Load Balancing v2", "Throttling"),
+            ("Resource Groups Tagging API", "ThrottledException"),
+        ] {
+            let r = throttling_response(service).unwrap();
+            let body = std::str::from_utf8(r.body().bytes().unwrap()).unwrap();
+            assert!(body.contains(code), "{service}: {body}");
+            assert!(r.status().as_u16() >= 400);
+        }
+    }
+
+    #[test]
+    fn throttle_plan_counts_down_and_the_log_clears() {
+        let rec = Recorder::new();
+        rec.throttle_first("EC2.DeleteVpc", 2);
+        assert_eq!(rec.throttle.lock().unwrap()["EC2.DeleteVpc"], 2);
+        rec.calls.lock().unwrap().push("EC2.DeleteVpc".into());
+        assert_eq!(rec.calls(), ["EC2.DeleteVpc"]);
+        rec.clear();
+        assert!(rec.calls().is_empty());
+    }
+}

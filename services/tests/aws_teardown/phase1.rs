@@ -64,15 +64,17 @@ async fn phase2_waits_while_phase1_has_work() {
     instance(&c, &subnets[0], &[capa(&n)]).await;
     let ext = sg(&c, &v, &format!("{n}-ext"), &[cloud(&n, "owned")]).await;
     let first = sweeper_services::aws::teardown::teardown_pass(&c, &TeardownRequest::new(&n)).await;
-    // Whatever the server reports for a just-terminated instance, phase 2 must only start once
-    // phase 1 is clear; either phase 1 is clear and phase 2 ran, or phase 2 was not started.
-    if !first.phases[0].is_clear() {
-        assert!(
-            !first.phases[1].started && !first.phases[2].started,
-            "{first:#?}"
-        );
-        assert!(sg_exists(&c, &ext).await);
-    }
+    // TerminateInstances answers `shutting-down`: the instance is reported waiting, and phase 2
+    // (and 3) must not start in the same pass.
+    let p1 = &first.phases[0];
+    assert_eq!(p1.remaining.len(), 1, "{first:#?}");
+    assert!(p1.remaining[0].1.contains("terminating"), "{first:#?}");
+    assert!(!first.done);
+    assert!(
+        !first.phases[1].started && !first.phases[2].started,
+        "{first:#?}"
+    );
+    assert!(sg_exists(&c, &ext).await);
     until_done(&c, &TeardownRequest::new(&n), 20).await;
     assert!(!sg_exists(&c, &ext).await);
 }
