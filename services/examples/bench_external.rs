@@ -160,7 +160,14 @@ struct Run {
 async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos();
     let cluster = format!("bench-{:x}", nanos % 0xffff_ffff);
-    let plain = Recorder::new().clients(sdk);
+    // Setup keeps the SDK's standard retries: LocalStack answers concurrent creates with an
+    // occasional 500 InternalError ("dictionary changed size during iteration").
+    let plain = AwsClients {
+        ec2: ec2::Client::new(sdk),
+        elb: elb::Client::new(sdk),
+        elbv2: elbv2::Client::new(sdk),
+        tagging: sweeper_services::aws::sdk::tagging::Client::new(sdk),
+    };
     let resources = world(&plain, &cluster).await?;
     let rec = Recorder::new().with_latency(latency);
     let clients = rec.clients(sdk);

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sweeper_services::aws::interceptor::Recorder;
 use sweeper_services::aws::sdk::aws_config::{self, BehaviorVersion, Region, SdkConfig};
+use sweeper_services::aws::sdk::ec2::error::ProvideErrorMetadata;
 use sweeper_services::aws::sdk::{ec2, elb, elbv2};
 use sweeper_services::aws::teardown::{AwsClients, TeardownReport, TeardownRequest, teardown_pass};
 
@@ -49,6 +50,17 @@ pub async fn env() -> (AwsClients, Recorder) {
     let sdk = sdk().await;
     let rec = Recorder::new();
     (rec.clients(&sdk), rec)
+}
+
+/// Plain SDK clients with the SDK's standard retries, for creating fixtures concurrently.
+pub async fn retrying_clients() -> AwsClients {
+    let sdk = sdk().await;
+    AwsClients {
+        ec2: ec2::Client::new(&sdk),
+        elb: elb::Client::new(&sdk),
+        elbv2: elbv2::Client::new(&sdk),
+        tagging: sweeper_services::aws::sdk::tagging::Client::new(&sdk),
+    }
 }
 
 /// A cluster name no other test (or earlier run) uses.
@@ -304,25 +316,51 @@ pub async fn sg_exists(c: &AwsClients, id: &str) -> bool {
         .is_empty()
 }
 
+// By name/ARN, not by listing: listings are paginated and LocalStack accumulates resources.
 pub async fn classic_exists(c: &AwsClients, name: &str) -> bool {
-    let all = c.elb.describe_load_balancers().send().await.unwrap();
-    all.load_balancer_descriptions()
-        .iter()
-        .any(|d| d.load_balancer_name() == Some(name))
+    match c
+        .elb
+        .describe_load_balancers()
+        .load_balancer_names(name)
+        .send()
+        .await
+    {
+        Ok(out) => !out.load_balancer_descriptions().is_empty(),
+        Err(e) if is_not_found(&e) => false,
+        Err(e) => panic!("DescribeLoadBalancers {name}: {e:?}"),
+    }
 }
 
 pub async fn v2_exists(c: &AwsClients, arn: &str) -> bool {
-    let all = c.elbv2.describe_load_balancers().send().await.unwrap();
-    all.load_balancers()
-        .iter()
-        .any(|l| l.load_balancer_arn() == Some(arn))
+    match c
+        .elbv2
+        .describe_load_balancers()
+        .load_balancer_arns(arn)
+        .send()
+        .await
+    {
+        Ok(out) => !out.load_balancers().is_empty(),
+        Err(e) if is_not_found(&e) => false,
+        Err(e) => panic!("DescribeLoadBalancers {arn}: {e:?}"),
+    }
 }
 
 pub async fn tg_exists(c: &AwsClients, arn: &str) -> bool {
-    let all = c.elbv2.describe_target_groups().send().await.unwrap();
-    all.target_groups()
-        .iter()
-        .any(|t| t.target_group_arn() == Some(arn))
+    match c
+        .elbv2
+        .describe_target_groups()
+        .target_group_arns(arn)
+        .send()
+        .await
+    {
+        Ok(out) => !out.target_groups().is_empty(),
+        Err(e) if is_not_found(&e) => false,
+        Err(e) => panic!("DescribeTargetGroups {arn}: {e:?}"),
+    }
+}
+
+fn is_not_found<E: ProvideErrorMetadata>(e: &E) -> bool {
+    e.code().is_some_and(|c| c.contains("NotFound"))
 }
 
 pub async fn vpc_exists(c: &AwsClients, id: &str) -> bool {

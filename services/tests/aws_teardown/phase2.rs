@@ -260,9 +260,12 @@ async fn paginates_over_160_security_groups() {
     let n = cluster("p2pg");
     let (v, _subnets) = byo_network(&c).await;
     let owned = [cloud(&n, "owned")];
+    // Concurrent creates through clients with the SDK's retries: LocalStack sometimes answers
+    // concurrent writes with a 500 InternalError.
+    let setup = retrying_clients().await;
     let ids: Vec<String> = futures::stream::iter(0..160)
         .map(|i| {
-            let (c, v, n, owned) = (&c, &v, &n, &owned);
+            let (c, v, n, owned) = (&setup, &v, &n, &owned);
             async move { sg(c, v, &format!("{n}-{i}"), owned).await }
         })
         .buffer_unordered(16)
