@@ -20,17 +20,11 @@ const TENANTS: usize = 50;
 const PER_KIND: usize = 50; // x 4 kinds = 200 per tenant
 
 fn labels(id: &str) -> Option<BTreeMap<String, String>> {
-    Some(BTreeMap::from([(
-        "kubezoo.io/tenant".to_string(),
-        id.to_string(),
-    )]))
+    Some(BTreeMap::from([("kubezoo.io/tenant".to_string(), id.to_string())]))
 }
 
 fn gadgets() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("bench.sweeper.dev", "v1", "Gadget"),
-        "gadgets",
-    )
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("bench.sweeper.dev", "v1", "Gadget"), "gadgets")
 }
 
 async fn install_gadget_crd(c: &Client) {
@@ -44,15 +38,8 @@ async fn install_gadget_crd(c: &Client) {
     }))
     .unwrap();
     let _ = crds.create(&PostParams::default(), &crd).await;
-    let est = kube::runtime::wait::await_condition(
-        crds,
-        "gadgets.bench.sweeper.dev",
-        kube::runtime::wait::conditions::is_crd_established(),
-    );
-    tokio::time::timeout(Duration::from_secs(60), est)
-        .await
-        .unwrap()
-        .unwrap();
+    let est = kube::runtime::wait::await_condition(crds, "gadgets.bench.sweeper.dev", kube::runtime::wait::conditions::is_crd_established());
+    tokio::time::timeout(Duration::from_secs(60), est).await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
 }
 
@@ -71,44 +58,21 @@ async fn create_tenant_objects(c: &Client, id: &str) {
                 let mut cr = ClusterRole::default();
                 cr.metadata.name = Some(format!("{id}-role-{i}"));
                 cr.metadata.labels = labels(&id);
-                let r1 = Api::<ClusterRole>::all(c.clone())
-                    .create(&pp, &cr)
-                    .await
-                    .map(|_| ());
+                let r1 = Api::<ClusterRole>::all(c.clone()).create(&pp, &cr).await.map(|_| ());
                 let crb = ClusterRoleBinding {
-                    metadata: kube::api::ObjectMeta {
-                        name: Some(format!("{id}-binding-{i}")),
-                        labels: labels(&id),
-                        ..Default::default()
-                    },
-                    role_ref: RoleRef {
-                        api_group: "rbac.authorization.k8s.io".into(),
-                        kind: "ClusterRole".into(),
-                        name: format!("{id}-role-{i}"),
-                    },
+                    metadata: kube::api::ObjectMeta { name: Some(format!("{id}-binding-{i}")), labels: labels(&id), ..Default::default() },
+                    role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name: format!("{id}-role-{i}") },
                     subjects: None,
                 };
-                let r2 = Api::<ClusterRoleBinding>::all(c.clone())
-                    .create(&pp, &crb)
-                    .await
-                    .map(|_| ());
-                let mut pc = PriorityClass {
-                    value: 1000,
-                    ..Default::default()
-                };
+                let r2 = Api::<ClusterRoleBinding>::all(c.clone()).create(&pp, &crb).await.map(|_| ());
+                let mut pc = PriorityClass { value: 1000, ..Default::default() };
                 pc.metadata.name = Some(format!("{id}-prio-{i}"));
                 pc.metadata.labels = labels(&id);
-                let r3 = Api::<PriorityClass>::all(c.clone())
-                    .create(&pp, &pc)
-                    .await
-                    .map(|_| ());
+                let r3 = Api::<PriorityClass>::all(c.clone()).create(&pp, &pc).await.map(|_| ());
                 let ar = gadgets();
                 let mut g = DynamicObject::new(&format!("{id}-gadget-{i}"), &ar);
                 g.metadata.labels = labels(&id);
-                let r4 = Api::<DynamicObject>::all_with(c.clone(), &ar)
-                    .create(&pp, &g)
-                    .await
-                    .map(|_| ());
+                let r4 = Api::<DynamicObject>::all_with(c.clone(), &ar).create(&pp, &g).await.map(|_| ());
                 [r1, r2, r3, r4]
             }
         })
@@ -123,19 +87,12 @@ async fn create_tenant_objects(c: &Client, id: &str) {
 
 async fn teardown(c: &Client, id: &str, strategy: Strategy) -> (f64, u64) {
     let id = TenantId::parse(id, None).unwrap();
-    let settings = TeardownSettings {
-        strategy,
-        scan_kinds: vec!["namespaces".into()],
-        dry_run: false,
-    };
+    let settings = TeardownSettings { strategy, scan_kinds: vec!["namespaces".into()], dry_run: false };
     let metrics = TenantMetrics::default();
     let t0 = Instant::now();
     // Discovery is part of every real pass's input; it is refreshed by the service anyway, so it
     // is done once here, outside the timing, for both strategies alike.
-    let resources = sweeper::engine::discovery::discover_deletable(c)
-        .await
-        .unwrap()
-        .resources;
+    let resources = sweeper::engine::discovery::discover_deletable(c).await.unwrap().resources;
     let t0 = t0.max(Instant::now());
     let mut listed = 0;
     for _ in 0..100 {
@@ -161,45 +118,27 @@ async fn count_labelled(c: &Client, id: &str) -> usize {
 #[tokio::main]
 async fn main() {
     sweeper::install_crypto_provider();
-    let c = Client::try_default()
-        .await
-        .expect("kube client (KUBECONFIG)");
+    let c = Client::try_default().await.expect("kube client (KUBECONFIG)");
     install_gadget_crd(&c).await;
     let run: u32 = rand::random::<u32>() % 0xfff;
     let ids: Vec<String> = (0..TENANTS).map(|i| format!("b{run:03x}{i:02}")).collect();
     let t0 = Instant::now();
-    futures::stream::iter(ids.iter())
-        .for_each_concurrent(4, |id| create_tenant_objects(&c, id))
-        .await;
-    eprintln!(
-        "created {} tenants x {} objects in {:.0}s",
-        TENANTS,
-        PER_KIND * 4,
-        t0.elapsed().as_secs_f64()
-    );
+    futures::stream::iter(ids.iter()).for_each_concurrent(4, |id| create_tenant_objects(&c, id)).await;
+    eprintln!("created {} tenants x {} objects in {:.0}s", TENANTS, PER_KIND * 4, t0.elapsed().as_secs_f64());
 
     let (label_s, label_listed) = teardown(&c, &ids[0], Strategy::Label).await;
     assert_eq!(count_labelled(&c, &ids[0]).await, 0);
     create_tenant_objects(&c, &ids[0]).await; // same population for the second run
     let (scan_s, scan_listed) = teardown(&c, &ids[0], Strategy::Scan).await;
     assert_eq!(count_labelled(&c, &ids[0]).await, 0);
-    assert_eq!(
-        count_labelled(&c, &ids[1]).await,
-        PER_KIND,
-        "other tenants untouched"
-    );
-    eprintln!(
-        "label: {label_s:.2}s, {label_listed} listed; scan: {scan_s:.2}s, {scan_listed} listed"
-    );
+    assert_eq!(count_labelled(&c, &ids[1]).await, PER_KIND, "other tenants untouched");
+    eprintln!("label: {label_s:.2}s, {label_listed} listed; scan: {scan_s:.2}s, {scan_listed} listed");
 
     // Clean up the rest through the same code path (label strategy).
     for id in &ids[1..] {
         teardown(&c, id, Strategy::Label).await;
     }
-    println!(
-        "BENCH tenant.teardown label={label_s:.3} scan={scan_s:.3} ratio={:.2} unit=s",
-        scan_s / label_s
-    );
+    println!("BENCH tenant.teardown label={label_s:.3} scan={scan_s:.3} ratio={:.2} unit=s", scan_s / label_s);
     println!(
         "BENCH tenant.listed label={label_listed} scan={scan_listed} ratio={:.2} unit=objects",
         scan_listed as f64 / label_listed as f64

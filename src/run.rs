@@ -181,11 +181,7 @@ fn same_resources(a: &DiscoveryReport, b: &DiscoveryReport) -> bool {
             .resources
             .iter()
             .map(|d| format!("{}/{}", d.gvk_string(), d.resource.plural))
-            .chain(
-                r.failed
-                    .iter()
-                    .map(|f| format!("failed:{}", f.group_version)),
-            )
+            .chain(r.failed.iter().map(|f| format!("failed:{}", f.group_version)))
             .collect();
         v.sort();
         v

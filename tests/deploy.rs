@@ -2,11 +2,8 @@
 
 #[test]
 fn deploy_crds_match_sweeper_crds() {
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/crds/crds.yaml"
-    ))
-    .expect("deploy/crds/crds.yaml exists");
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds/crds.yaml"))
+        .expect("deploy/crds/crds.yaml exists");
     let generated = sweeper::api::crds_yaml().expect("render CRDs");
     assert!(
         shipped == generated,

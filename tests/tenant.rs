@@ -387,16 +387,11 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
 /// Grants `user` everything except `list` on priorityclasses (unless `allow_priorityclasses`).
 async fn restricted_role(c: &Client, user: &str, allow_priorityclasses: bool) {
     use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
-    let report = sweeper::engine::discovery::discover_deletable(c)
-        .await
-        .unwrap();
+    let report = sweeper::engine::discovery::discover_deletable(c).await.unwrap();
     let mut rules = vec![PolicyRule {
         api_groups: Some(vec!["*".into()]),
         resources: Some(vec!["*".into()]),
-        verbs: vec!["get", "watch", "create", "update", "patch", "delete"]
-            .into_iter()
-            .map(String::from)
-            .collect(),
+        verbs: vec!["get", "watch", "create", "update", "patch", "delete"].into_iter().map(String::from).collect(),
         ..Default::default()
     }];
     for r in report.resources {
@@ -411,41 +406,20 @@ async fn restricted_role(c: &Client, user: &str, allow_priorityclasses: bool) {
         });
     }
     let role = ClusterRole {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{user}-role")),
-            ..Default::default()
-        },
+        metadata: kube::api::ObjectMeta { name: Some(format!("{user}-role")), ..Default::default() },
         rules: Some(rules),
         ..Default::default()
     };
     let roles: Api<ClusterRole> = Api::all(c.clone());
-    let _ = roles
-        .delete(&format!("{user}-role"), &Default::default())
-        .await;
+    let _ = roles.delete(&format!("{user}-role"), &Default::default()).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    roles
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("create restricted role");
+    roles.create(&PostParams::default(), &role).await.expect("create restricted role");
     let binding = k8s_openapi::api::rbac::v1::ClusterRoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{user}-binding")),
-            ..Default::default()
-        },
-        role_ref: k8s_openapi::api::rbac::v1::RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: format!("{user}-role"),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: user.into(),
-            ..Default::default()
-        }]),
+        metadata: kube::api::ObjectMeta { name: Some(format!("{user}-binding")), ..Default::default() },
+        role_ref: k8s_openapi::api::rbac::v1::RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name: format!("{user}-role") },
+        subjects: Some(vec![Subject { kind: "User".into(), name: user.into(), ..Default::default() }]),
     };
-    let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(c.clone())
-        .create(&PostParams::default(), &binding)
-        .await;
+    let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(c.clone()).create(&PostParams::default(), &binding).await;
 }
 
 /// A kubeconfig that impersonates `user` (the admin may impersonate anyone).
@@ -473,50 +447,24 @@ async fn a_kind_that_cannot_be_listed_is_reported_and_holds_the_finalizer_until_
     let _gc = Sweeper::start_with_kubeconfig(&TENANT_GATES, &kubeconfig).await;
     tenant(&c, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
-    Api::<Tenant>::all(c.clone())
-        .delete(&a, &Default::default())
-        .await
-        .unwrap();
+    Api::<Tenant>::all(c.clone()).delete(&a, &Default::default()).await.unwrap();
     let roles: Api<ClusterRole> = Api::all(c.clone());
-    assert!(
-        eventually(T, || async {
-            !exists(&roles, &format!("{a}-reader")).await
-        })
-        .await,
-        "the rest is still deleted"
-    );
+    assert!(eventually(T, || async { !exists(&roles, &format!("{a}-reader")).await }).await, "the rest is still deleted");
     let reported = eventually(T, || async {
-        Api::<Tenant>::all(c.clone())
-            .get_opt(&a)
-            .await
-            .unwrap()
-            .and_then(|t| t.status)
-            .is_some_and(|s| {
-                s.phase.as_deref() == Some("Blocked")
-                    && s.last_error
-                        .as_deref()
-                        .unwrap_or("")
-                        .contains("priorityclasses")
-            })
+        Api::<Tenant>::all(c.clone()).get_opt(&a).await.unwrap().and_then(|t| t.status).is_some_and(|s| {
+            s.phase.as_deref() == Some("Blocked") && s.last_error.as_deref().unwrap_or("").contains("priorityclasses")
+        })
     })
     .await;
     assert!(reported, "the forbidden kind is named in the status");
-    assert!(
-        has_finalizer(&c, &a).await,
-        "the finalizer stays while a kind cannot be checked"
-    );
+    assert!(has_finalizer(&c, &a).await, "the finalizer stays while a kind cannot be checked");
     assert!(exists(&Api::<PriorityClass>::all(c.clone()), &format!("{a}-high")).await);
 
     restricted_role(&c, &user, true).await;
-    let released = eventually(T, || async {
-        !exists(&Api::<Tenant>::all(c.clone()), &a).await
-    })
-    .await;
+    let released = eventually(T, || async { !exists(&Api::<Tenant>::all(c.clone()), &a).await }).await;
     assert!(released, "once allowed, the teardown completes");
     assert!(!exists(&Api::<PriorityClass>::all(c.clone()), &format!("{a}-high")).await);
-    let _ = roles
-        .delete(&format!("{user}-role"), &Default::default())
-        .await;
+    let _ = roles.delete(&format!("{user}-role"), &Default::default()).await;
 }
 
 #[tokio::test]
@@ -530,10 +478,7 @@ async fn a_group_failing_discovery_holds_the_finalizer_but_not_the_deletes() {
     let group = format!("{a}.broken.sweeper.dev");
     let apiservices: Api<DynamicObject> = Api::all_with(
         c.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-            "apiservices",
-        ),
+        &kube::api::ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"), "apiservices"),
     );
     let svc: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
@@ -542,46 +487,22 @@ async fn a_group_failing_discovery_holds_the_finalizer_but_not_the_deletes() {
                  "insecureSkipTLSVerify": true, "service": {"namespace": "default", "name": "does-not-exist"}}
     }))
     .unwrap();
-    apiservices
-        .create(&PostParams::default(), &svc)
-        .await
-        .unwrap();
+    apiservices.create(&PostParams::default(), &svc).await.unwrap();
     let _gc = Sweeper::start(&TENANT_GATES).await;
     tenant(&c, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
-    Api::<Tenant>::all(c.clone())
-        .delete(&a, &Default::default())
-        .await
-        .unwrap();
+    Api::<Tenant>::all(c.clone()).delete(&a, &Default::default()).await.unwrap();
     let roles: Api<ClusterRole> = Api::all(c.clone());
-    assert!(
-        eventually(T, || async {
-            !exists(&roles, &format!("{a}-reader")).await
-        })
-        .await,
-        "discoverable kinds are torn down"
-    );
+    assert!(eventually(T, || async { !exists(&roles, &format!("{a}-reader")).await }).await, "discoverable kinds are torn down");
     let reported = eventually(T, || async {
-        Api::<Tenant>::all(c.clone())
-            .get_opt(&a)
-            .await
-            .unwrap()
-            .and_then(|t| t.status)
-            .is_some_and(|s| s.last_error.as_deref().unwrap_or("").contains(&group))
+        Api::<Tenant>::all(c.clone()).get_opt(&a).await.unwrap().and_then(|t| t.status).is_some_and(|s| {
+            s.last_error.as_deref().unwrap_or("").contains(&group)
+        })
     })
     .await;
     assert!(reported, "the failing group is named in the status");
     assert!(has_finalizer(&c, &a).await);
-    apiservices
-        .delete(&format!("v1.{group}"), &Default::default())
-        .await
-        .unwrap();
-    let released = eventually(T, || async {
-        !exists(&Api::<Tenant>::all(c.clone()), &a).await
-    })
-    .await;
-    assert!(
-        released,
-        "with the group back (gone), the finalizer is released"
-    );
+    apiservices.delete(&format!("v1.{group}"), &Default::default()).await.unwrap();
+    let released = eventually(T, || async { !exists(&Api::<Tenant>::all(c.clone()), &a).await }).await;
+    assert!(released, "with the group back (gone), the finalizer is released");
 }

@@ -11,9 +11,9 @@ use super::id::TenantId;
 use super::inventory::{self, Found, Inventory, Strategy};
 use super::metrics::TenantMetrics;
 use crate::engine::discovery::DeletableResource;
-use futures::StreamExt;
 use kube::api::{DeleteParams, DynamicObject, Preconditions};
 use kube::{Api, Client};
+use futures::StreamExt;
 use std::collections::BTreeMap;
 
 /// Deletes in flight at once within a teardown stage.
@@ -76,27 +76,18 @@ pub async fn pass(
     metrics.listed(settings.strategy, inv.listed);
     // CRDs before everything else; namespaces last, so RBAC and webhooks they may need go first.
     // Within a stage, deletes run concurrently (bounded).
-    let (namespaces, others): (Vec<&Found>, Vec<&Found>) = inv
-        .objects
-        .iter()
-        .partition(|f| f.resource.group.is_empty() && f.resource.kind == "Namespace");
+    let (namespaces, others): (Vec<&Found>, Vec<&Found>) =
+        inv.objects.iter().partition(|f| f.resource.group.is_empty() && f.resource.kind == "Namespace");
     for stage in [inv.crds.iter().collect::<Vec<_>>(), others, namespaces] {
         let mut todo = Vec::new();
         for f in stage {
             *report.remaining.entry(f.kind_key()).or_default() += 1;
             if f.deleting {
                 if !f.finalizers.is_empty() {
-                    report.stuck.push(format!(
-                        "{} {} [{}]",
-                        f.kind_key(),
-                        f.name,
-                        f.finalizers.join(", ")
-                    ));
+                    report.stuck.push(format!("{} {} [{}]", f.kind_key(), f.name, f.finalizers.join(", ")));
                 }
             } else if settings.dry_run {
-                report
-                    .would_delete
-                    .push(format!("{} {}", f.kind_key(), f.name));
+                report.would_delete.push(format!("{} {}", f.kind_key(), f.name));
             } else {
                 todo.push(f.clone());
             }
