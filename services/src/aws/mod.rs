@@ -1,7 +1,12 @@
-//! AWS: configuration, ARN parsing and discovery through the Resource Groups Tagging API.
+//! AWS: configuration, ARN parsing, discovery through the Resource Groups Tagging API, and the
+//! three-phase teardown of a CAPA cluster's AWS resources.
 
 pub mod arn;
+pub mod cleaners;
+pub mod errors;
+pub mod interceptor;
 pub mod tagging;
+pub mod teardown;
 
 /// Re-exports so the binary and the tests reach the SDK without depending on it themselves.
 pub mod sdk {

@@ -3,6 +3,7 @@
 //! the good ones rather than aborting discovery or being guessed at.
 
 use super::arn::{Arn, ArnError};
+use super::errors::call;
 use aws_sdk_resourcegroupstagging::Client;
 use aws_sdk_resourcegroupstagging::types::TagFilter;
 use std::collections::BTreeMap;
@@ -45,19 +46,29 @@ pub async fn resources_with_tag(
         .key(key)
         .set_values(Some(values.iter().map(|v| v.to_string()).collect()))
         .build();
-    let mut req = client.get_resources().tag_filters(filter);
-    if let Some(n) = page_size {
-        req = req.resources_per_page(n);
-    }
-    let mut pages = req.into_paginator().send();
     let mut out = TaggedResources::default();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| TaggingError::GetResources {
+    let mut token: Option<String> = None;
+    loop {
+        // Page by page through the shared retry, so one throttled page does not fail discovery.
+        let page = call("tagging.GetResources", || {
+            client
+                .get_resources()
+                .tag_filters(filter.clone())
+                .set_resources_per_page(page_size)
+                .set_pagination_token(token.clone())
+                .send()
+        })
+        .await
+        .map_err(|e| TaggingError::GetResources {
             key: key.to_string(),
             values: values.iter().map(|v| v.to_string()).collect(),
-            message: aws_sdk_resourcegroupstagging::error::DisplayErrorContext(&e).to_string(),
+            message: e.to_string(),
         })?;
         out.pages += 1;
+        token = page
+            .pagination_token()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
         for mapping in page.resource_tag_mapping_list.unwrap_or_default() {
             let Some(raw) = mapping.resource_arn else {
                 continue;
@@ -75,6 +86,9 @@ pub async fn resources_with_tag(
                     out.malformed.push(e);
                 }
             }
+        }
+        if token.is_none() {
+            break;
         }
     }
     Ok(out)

@@ -1,0 +1,145 @@
+//! Phase 3: Elastic IPs of the cluster's NAT gateways: those CAPA tagged for the cluster plus
+//! those the VPC's NAT gateways (in any state, deleted included) hold. Released once no live NAT
+//! gateway holds them; while one does, they are reported waiting.
+
+use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use crate::aws::errors::{ApiFailure, call};
+use async_trait::async_trait;
+use std::collections::{BTreeMap, HashMap};
+
+pub struct Addresses;
+
+const KIND: &str = "elastic-ip";
+
+fn discover_err(op: &'static str) -> impl Fn(ApiFailure) -> CleanError {
+    move |source| CleanError::Discover {
+        kind: KIND,
+        op,
+        source,
+    }
+}
+
+#[async_trait]
+impl Cleaner for Addresses {
+    fn service(&self) -> &'static str {
+        "ec2"
+    }
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    fn order(&self) -> u32 {
+        20
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+        // Only with a CAPA-managed VPC: EIPs belong to the network phase.
+        if ctx.vpc_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let nats = call("ec2.DescribeNatGateways", || {
+            ctx.clients
+                .ec2
+                .describe_nat_gateways()
+                .filter(tags::ec2_filter("vpc-id", ctx.vpc_ids))
+                .send()
+        })
+        .await
+        .map_err(discover_err("DescribeNatGateways"))?;
+        // allocation id -> is its NAT gateway gone?
+        let mut nat_of: HashMap<String, bool> = HashMap::new();
+        for n in nats.nat_gateways() {
+            let gone = n.state().map(|s| s.as_str()) == Some("deleted");
+            for a in n.nat_gateway_addresses() {
+                if let Some(id) = a.allocation_id() {
+                    let e = nat_of.entry(id.to_string()).or_insert(true);
+                    *e = *e && gone;
+                }
+            }
+        }
+        let mut filters = vec![vec![tags::ec2_tag_filter(
+            &tags::capa_key(ctx.cluster),
+            tags::OWNED,
+        )]];
+        if !nat_of.is_empty() {
+            let ids: Vec<String> = nat_of.keys().cloned().collect();
+            filters.push(vec![tags::ec2_filter("allocation-id", &ids)]);
+        }
+        let mut found = BTreeMap::new();
+        for f in filters {
+            let out = call("ec2.DescribeAddresses", || {
+                ctx.clients
+                    .ec2
+                    .describe_addresses()
+                    .set_filters(Some(f.clone()))
+                    .send()
+            })
+            .await
+            .map_err(discover_err("DescribeAddresses"))?;
+            for a in out.addresses() {
+                if let Some(id) = a.allocation_id() {
+                    found.insert(id.to_string(), a.association_id().map(str::to_string));
+                }
+            }
+        }
+        Ok(found
+            .into_iter()
+            .map(|(allocation_id, assoc)| {
+                let nat_gone = nat_of.get(&allocation_id).copied();
+                let (blocked, stale_association) = match (assoc, nat_gone) {
+                    (None, _) => (None, None),
+                    (Some(a), Some(true)) => (None, Some(a)),
+                    (Some(a), _) => (
+                        Some(format!(
+                            "still associated ({a}); waiting for its NAT gateway"
+                        )),
+                        None,
+                    ),
+                };
+                let mut t = Target::new(
+                    allocation_id.clone(),
+                    Detail::Address {
+                        allocation_id,
+                        stale_association,
+                    },
+                );
+                t.blocked = blocked;
+                t
+            })
+            .collect())
+    }
+
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+        let Detail::Address {
+            allocation_id,
+            stale_association,
+        } = &t.detail
+        else {
+            return Ok(Outcome::Remaining(format!(
+                "internal: address target with {:?}",
+                t.detail
+            )));
+        };
+        if let Some(assoc) = stale_association {
+            let res = call("ec2.DisassociateAddress", || {
+                ctx.clients
+                    .ec2
+                    .disassociate_address()
+                    .association_id(assoc)
+                    .send()
+            })
+            .await;
+            if let Outcome::Remaining(r) = settle(res, KIND, &t.id, "DisassociateAddress")? {
+                return Ok(Outcome::Remaining(r));
+            }
+        }
+        let res = call("ec2.ReleaseAddress", || {
+            ctx.clients
+                .ec2
+                .release_address()
+                .allocation_id(allocation_id)
+                .send()
+        })
+        .await;
+        settle(res, KIND, &t.id, "ReleaseAddress")
+    }
+}

@@ -1,0 +1,55 @@
+//! Phase 3: the subnets of the CAPA-managed VPC.
+
+use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use crate::aws::errors::call;
+use async_trait::async_trait;
+
+pub struct Subnets;
+
+const KIND: &str = "subnet";
+
+#[async_trait]
+impl Cleaner for Subnets {
+    fn service(&self) -> &'static str {
+        "ec2"
+    }
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    fn order(&self) -> u32 {
+        50
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+        if ctx.vpc_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = call("ec2.DescribeSubnets", || {
+            ctx.clients
+                .ec2
+                .describe_subnets()
+                .filters(tags::ec2_filter("vpc-id", ctx.vpc_ids))
+                .send()
+        })
+        .await
+        .map_err(|source| CleanError::Discover {
+            kind: KIND,
+            op: "DescribeSubnets",
+            source,
+        })?;
+        Ok(out
+            .subnets()
+            .iter()
+            .filter_map(|s| s.subnet_id())
+            .map(|id| Target::new(id, Detail::Plain))
+            .collect())
+    }
+
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+        let res = call("ec2.DeleteSubnet", || {
+            ctx.clients.ec2.delete_subnet().subnet_id(&t.id).send()
+        })
+        .await;
+        settle(res, KIND, &t.id, "DeleteSubnet")
+    }
+}

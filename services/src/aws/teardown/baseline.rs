@@ -1,0 +1,103 @@
+//! The baseline the benchmark compares against: what CAPA's gc service does for phase 2. One flat
+//! list from the tagging API, then one resource at a time in order (load balancers, target groups,
+//! security groups), describing each security group before deleting it.
+
+use super::types::{AwsClients, PhaseReport, ResourceRef};
+use crate::aws::cleaners::inventory::{self};
+use crate::aws::cleaners::{Detail, Outcome, settle};
+use crate::aws::errors::call;
+
+/// Phase 2, sequentially. Same retry policy and reporting as sweeper's mode, so only the
+/// scheduling differs.
+pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseReport {
+    let inv = inventory::discover(clients, cluster_name, false).await;
+    let mut report = PhaseReport::started(2);
+    report.errors.extend(inv.errors.iter().cloned());
+    let rref = |kind: &str, id: &str| ResourceRef {
+        service: if kind == "security-group" {
+            "ec2"
+        } else {
+            "elasticloadbalancing"
+        }
+        .to_string(),
+        kind: kind.to_string(),
+        id: id.to_string(),
+    };
+    let mut record =
+        |kind: &str, id: &str, res: Result<Outcome, crate::aws::cleaners::CleanError>| match res {
+            Ok(Outcome::Deleted) => report.deleted.push(rref(kind, id)),
+            Ok(Outcome::Gone) => {}
+            Ok(Outcome::Remaining(r)) => report.remaining.push((rref(kind, id), r)),
+            Err(e) => report.errors.push(e.to_string()),
+        };
+    for lb in &inv.load_balancers {
+        let res = match &lb.detail {
+            Detail::ClassicLoadBalancer { name } => settle(
+                call("elb.DeleteLoadBalancer", || {
+                    clients
+                        .elb
+                        .delete_load_balancer()
+                        .load_balancer_name(name)
+                        .send()
+                })
+                .await,
+                "load-balancer",
+                &lb.id,
+                "DeleteLoadBalancer",
+            ),
+            _ => settle(
+                call("elbv2.DeleteLoadBalancer", || {
+                    clients
+                        .elbv2
+                        .delete_load_balancer()
+                        .load_balancer_arn(&lb.id)
+                        .send()
+                })
+                .await,
+                "load-balancer",
+                &lb.id,
+                "DeleteLoadBalancer",
+            ),
+        };
+        record("load-balancer", &lb.id, res);
+    }
+    for tg in &inv.target_groups {
+        let res = call("elbv2.DeleteTargetGroup", || {
+            clients
+                .elbv2
+                .delete_target_group()
+                .target_group_arn(tg)
+                .send()
+        })
+        .await;
+        record(
+            "target-group",
+            tg,
+            settle(res, "target-group", tg, "DeleteTargetGroup"),
+        );
+    }
+    for (arn, id) in &inv.security_groups {
+        let described = call("ec2.DescribeSecurityGroups", || {
+            clients.ec2.describe_security_groups().group_ids(id).send()
+        })
+        .await;
+        if let Err(f) = described {
+            record(
+                "security-group",
+                arn,
+                settle::<()>(Err(f), "security-group", arn, "DescribeSecurityGroups"),
+            );
+            continue;
+        }
+        let res = call("ec2.DeleteSecurityGroup", || {
+            clients.ec2.delete_security_group().group_id(id).send()
+        })
+        .await;
+        record(
+            "security-group",
+            arn,
+            settle(res, "security-group", arn, "DeleteSecurityGroup"),
+        );
+    }
+    report
+}

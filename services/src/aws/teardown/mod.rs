@@ -1,0 +1,108 @@
+//! One idempotent teardown pass for a deleted CAPA `AWSCluster`: phase 1 (CAPA-owned instances and
+//! API-server load balancer), phase 2 (what the cloud provider created, opt-out), phase 3 (the
+//! CAPA-managed network). Everything is re-discovered from AWS on every pass, so the controller
+//! just calls again until `done`.
+
+mod baseline;
+mod types;
+
+pub use baseline::baseline_phase2;
+pub use types::{
+    AwsClients, GcTask, PhaseReport, ResourceRef, TeardownReport, TeardownRequest, UnknownGcTask,
+};
+
+use super::cleaners::inventory::{self, Inventory};
+use super::cleaners::{CleanCtx, registry, run_phase, vpcs};
+use tracing::Instrument;
+
+/// Runs one pass. Phase k+1 starts only when phase k left nothing and reported no error; later
+/// phases are reported as not started. A dry run discovers all three phases and deletes nothing.
+pub async fn teardown_pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
+    let span =
+        tracing::info_span!("teardown_pass", cluster = %req.cluster_name, dry_run = req.dry_run);
+    pass(clients, req).instrument(span).await
+}
+
+/// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
+/// [`teardown_pass`] and by the benchmark.
+pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseReport {
+    let cluster = req.cluster_name.as_str();
+    let inv = inventory::discover(clients, cluster, req.alternative_discovery).await;
+    let ctx = CleanCtx {
+        clients,
+        cluster,
+        inventory: &inv,
+        vpc_ids: &[],
+    };
+    let mut p2 = run_phase(
+        2,
+        &registry::phase2(req.tasks.as_deref()),
+        &ctx,
+        req.dry_run,
+    )
+    .await;
+    p2.errors.extend(inv.errors.iter().cloned());
+    p2
+}
+
+async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
+    let cluster = req.cluster_name.as_str();
+    let empty = Inventory::default();
+    let mut phases = Vec::with_capacity(3);
+
+    let ctx = CleanCtx {
+        clients,
+        cluster,
+        inventory: &empty,
+        vpc_ids: &[],
+    };
+    let p1 = run_phase(1, &registry::phase1(), &ctx, req.dry_run).await;
+    let go_on = req.dry_run || p1.is_clear();
+    phases.push(p1);
+
+    if !go_on {
+        phases.push(PhaseReport::not_started(2));
+    } else if !req.external_gc {
+        // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
+        phases.push(PhaseReport::started(2));
+    } else {
+        phases.push(phase2_pass(clients, req).await);
+    }
+
+    let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
+    if !go_on {
+        phases.push(PhaseReport::not_started(3));
+    } else {
+        match vpcs::capa_vpcs(clients, cluster).await {
+            Ok(vpc_ids) => {
+                let ctx = CleanCtx {
+                    clients,
+                    cluster,
+                    inventory: &empty,
+                    vpc_ids: &vpc_ids,
+                };
+                phases.push(run_phase(3, &registry::phase3(), &ctx, req.dry_run).await);
+            }
+            Err(e) => {
+                let mut p3 = PhaseReport::started(3);
+                p3.errors.push(e.to_string());
+                phases.push(p3);
+            }
+        }
+    }
+
+    // Done only when a pass found nothing at all: the pass that deletes the last resources is not
+    // done yet, the next one verifies. This catches resources a discovery missed (an eventually
+    // consistent tagging API; LocalStack's tagging pagination dropping items under load).
+    let done = phases
+        .iter()
+        .all(|p| p.is_clear() && p.planned.is_empty() && p.deleted.is_empty());
+    tracing::info!(
+        done,
+        deleted = phases.iter().map(|p| p.deleted.len()).sum::<usize>(),
+        remaining = phases.iter().map(|p| p.remaining.len()).sum::<usize>(),
+        errors = phases.iter().map(|p| p.errors.len()).sum::<usize>(),
+        "teardown pass finished"
+    );
+    TeardownReport { done, phases }
+}

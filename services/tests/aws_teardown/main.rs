@@ -1,0 +1,8 @@
+//! Integration tests of the AWS teardown against LocalStack. Each test uses its own cluster name
+//! and its own VPC, and asserts what is deleted and what must survive in the same run.
+
+mod behaviour;
+mod fixtures;
+mod phase1;
+mod phase2;
+mod phase3;

@@ -1,0 +1,80 @@
+use crate::fixtures::*;
+use sweeper_services::aws::sdk::elbv2::types::LoadBalancerTypeEnum;
+use sweeper_services::aws::teardown::TeardownRequest;
+
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn phase1_terminates_capa_instances_and_the_api_server_lb() {
+    let (c, _rec) = env().await;
+    let n = cluster("p1");
+    let other = format!("{n}-b");
+    let (v, subnets) = byo_network(&c).await;
+
+    let mine = instance(&c, &subnets[0], &[capa(&n)]).await;
+    let api_lb = format!("{n}-apiserver");
+    classic_lb(&c, &api_lb, &subnets[0], &[capa(&n)]).await;
+    let api_v2 = v2_lb(
+        &c,
+        &format!("{n}-api2"),
+        LoadBalancerTypeEnum::Network,
+        &subnets,
+        &[capa(&n)],
+    )
+    .await;
+
+    let other_inst = instance(&c, &subnets[0], &[capa(&other)]).await;
+    let untagged = instance(&c, &subnets[0], &[]).await;
+    let other_lb = format!("{other}-apiserver");
+    classic_lb(&c, &other_lb, &subnets[0], &[capa(&other)]).await;
+    let vol = volume(&c, &[capa(&n), cloud(&n, "owned")]).await;
+
+    let reports = until_done(&c, &TeardownRequest::new(&n), 20).await;
+    let p1_deleted: Vec<_> = reports
+        .iter()
+        .flat_map(|r| r.phases[0].deleted.iter().map(|d| d.id.clone()))
+        .collect();
+    assert!(p1_deleted.contains(&api_lb), "{p1_deleted:?}");
+
+    assert_eq!(instance_state(&c, &mine).await, "terminated");
+    assert!(!classic_exists(&c, &api_lb).await);
+    assert!(!v2_exists(&c, &api_v2).await);
+
+    assert_ne!(instance_state(&c, &other_inst).await, "terminated");
+    assert_ne!(instance_state(&c, &untagged).await, "terminated");
+    assert!(classic_exists(&c, &other_lb).await);
+    assert!(
+        volume_exists(&c, &vol).await,
+        "EBS volumes are not a cleaner kind"
+    );
+    assert!(
+        vpc_exists(&c, &v).await,
+        "a bring-your-own VPC is never touched"
+    );
+    for s in &subnets {
+        assert!(subnet_exists(&c, s).await);
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn phase2_waits_while_phase1_has_work() {
+    let (c, _rec) = env().await;
+    let n = cluster("p1w");
+    let (v, subnets) = byo_network(&c).await;
+    instance(&c, &subnets[0], &[capa(&n)]).await;
+    let ext = sg(&c, &v, &format!("{n}-ext"), &[cloud(&n, "owned")]).await;
+    let first = sweeper_services::aws::teardown::teardown_pass(&c, &TeardownRequest::new(&n)).await;
+    // TerminateInstances answers `shutting-down`: the instance is reported waiting, and phase 2
+    // (and 3) must not start in the same pass.
+    let p1 = &first.phases[0];
+    assert_eq!(p1.remaining.len(), 1, "{first:#?}");
+    assert!(p1.remaining[0].1.contains("terminating"), "{first:#?}");
+    assert!(!first.done);
+    assert!(
+        !first.phases[1].started && !first.phases[2].started,
+        "{first:#?}"
+    );
+    assert!(sg_exists(&c, &ext).await);
+    until_done(&c, &TeardownRequest::new(&n), 20).await;
+    assert!(!sg_exists(&c, &ext).await);
+}
