@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Everything they need is provisioned by scripts/.
 SHELL := /bin/bash
 
-.PHONY: test demo unit lint fmt env-up env-down env-purge crds bench-cascade bench-tenant
+.PHONY: test demo unit lint fmt env-up env-down env-purge crds bench-cascade bench-tenant bench-external
 
 ## make test: start the real servers, run unit + integration tests, stop the servers.
 test:
@@ -42,3 +42,8 @@ bench-cascade:
 ## make bench-tenant: label vs scan strategy for one tenant among 50 (a few minutes).
 bench-tenant:
 	./scripts/bench-tenant.sh
+
+## make bench-external: sweeper's phase 2 vs a CAPA-like baseline against LocalStack, with added latency.
+bench-external:
+	./scripts/env-up.sh
+	source .state/env && cargo run --locked --release -p sweeper-services --example bench_external

@@ -102,6 +102,15 @@ pub enum GcCommand {
     Enable(GcCluster),
     /// Opt the cluster out of external resource GC (annotation "false"); phases 1 and 3 still run.
     Disable(GcCluster),
+    /// Print, per phase and cleaner, what a teardown would delete; delete nothing. Uses the AWS
+    /// credentials and endpoint of the environment (AWS_REGION, AWS_ENDPOINT_URL, ...).
+    Plan {
+        #[command(flatten)]
+        cluster: GcCluster,
+        /// Discover with describe calls instead of the Resource Groups Tagging API.
+        #[arg(long)]
+        alternative_discovery: bool,
+    },
     /// Limit external GC to these tasks; no --gc-task removes the limit (all tasks).
     Configure {
         #[command(flatten)]

@@ -88,7 +88,25 @@ async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
+    if let GcCommand::Plan {
+        cluster,
+        alternative_discovery,
+    } = &cmd
+    {
+        let aws = sweeper_services::aws::teardown::AwsClients::new(
+            &sweeper_services::aws::load_config().await,
+        );
+        return sweeper::external::plan::plan(
+            &client,
+            &aws,
+            &cluster.namespace,
+            &cluster.cluster_name,
+            *alternative_discovery,
+        )
+        .await;
+    }
     let (cluster, values, what) = match cmd {
+        GcCommand::Plan { .. } => unreachable!("handled above"),
         GcCommand::Enable(c) => (
             c,
             vec![(GC_ANNOTATION, Some("true".to_string()))],

@@ -35,6 +35,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     cascade_metrics.register(metrics.registry_mut());
     let tenant_metrics = crate::tenant::metrics::TenantMetrics::default();
     tenant_metrics.register(metrics.registry_mut());
+    let external_metrics = crate::external::metrics::ExternalMetrics::default();
+    external_metrics.register(metrics.registry_mut());
 
     let config = kube::Config::infer()
         .await
@@ -100,6 +102,28 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             disc_rx.clone(),
         ));
         collectors.push(tokio::spawn(crate::tenant::controller::run(
+            ctx,
+            shutdown.clone(),
+        )));
+    }
+
+    if args.feature_gates.external_resource_gc {
+        use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
+        use crate::external::controller::{self as ext, ExternalCtx};
+        let aws = sweeper_services::aws::teardown::AwsClients::new(
+            &sweeper_services::aws::load_config().await,
+        );
+        let ctx = Arc::new(ExternalCtx::new(
+            client.clone(),
+            aws,
+            external_metrics,
+            args.feature_gates.alternative_gc_strategy,
+        ));
+        collectors.push(tokio::spawn(ext::run::<AWSCluster>(
+            ctx.clone(),
+            shutdown.clone(),
+        )));
+        collectors.push(tokio::spawn(ext::run::<AWSManagedControlPlane>(
             ctx,
             shutdown.clone(),
         )));

@@ -4,3 +4,7 @@
 
 pub mod annotations;
 pub mod cluster;
+pub mod conditions;
+pub mod controller;
+pub mod metrics;
+pub mod plan;

@@ -54,6 +54,10 @@ impl EnvFacts {
         EnvFacts(vars)
     }
 
+    pub fn try_get(&self, key: &str) -> Option<String> {
+        self.0.get(key).cloned()
+    }
+
     pub fn get(&self, key: &str) -> String {
         self.0
             .get(key)

@@ -40,7 +40,20 @@ impl Sweeper {
     fn spawn_with(args: &[&str], kubeconfig: &str) -> Sweeper {
         let port = free_port();
         let log = std::env::var("SWEEPER_TEST_LOG").unwrap_or_else(|_| "info".into());
-        let child = Command::new(env!("CARGO_BIN_EXE_sweeper"))
+        let facts = EnvFacts::load();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sweeper"));
+        // LocalStack's coordinates, for the external collector.
+        for key in [
+            "AWS_ENDPOINT_URL",
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
+            if let Some(v) = facts.try_get(key) {
+                cmd.env(key, v);
+            }
+        }
+        let child = cmd
             .arg("run")
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
             .args(["--discovery-interval", "2s"])

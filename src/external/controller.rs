@@ -1,0 +1,304 @@
+//! The external controller, one instance per kind (AWSCluster, AWSManagedControlPlane): our
+//! finalizer while the object lives; on deletion, teardown passes (services/src/aws) until every
+//! phase is empty, then the finalizer goes (FR5: the cluster cannot finish deleting first).
+//! Bad input (annotation, cluster name) is an Event + condition and blocks deletion until fixed.
+
+use super::annotations;
+use super::cluster::{self, ClusterNameError};
+use super::conditions;
+use super::metrics::ExternalMetrics;
+use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
+use crate::engine::finalizer::{self, Stage};
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
+use tokio_util::sync::CancellationToken;
+
+pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
+
+/// The kinds the external collector handles.
+pub trait GcKind:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + serde::Serialize
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The `<name>` in the cluster's AWS tags.
+    fn tag_name(&self) -> Result<String, ClusterNameError>;
+}
+
+impl GcKind for AWSCluster {
+    fn tag_name(&self) -> Result<String, ClusterNameError> {
+        cluster::for_aws_cluster(self)
+    }
+}
+
+impl GcKind for AWSManagedControlPlane {
+    fn tag_name(&self) -> Result<String, ClusterNameError> {
+        cluster::for_control_plane(self)
+    }
+}
+
+pub struct ExternalCtx {
+    pub client: Client,
+    pub aws: AwsClients,
+    pub metrics: ExternalMetrics,
+    /// AlternativeGCStrategy: discover with describe calls instead of the tagging API.
+    pub alternative_discovery: bool,
+    recorder: Recorder,
+    started: Mutex<HashMap<String, Instant>>,
+}
+
+impl ExternalCtx {
+    pub fn new(
+        client: Client,
+        aws: AwsClients,
+        metrics: ExternalMetrics,
+        alternative_discovery: bool,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "sweeper-external".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        ExternalCtx {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            aws,
+            metrics,
+            alternative_discovery,
+            started: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExternalError {
+    #[error(transparent)]
+    Finalizer(#[from] finalizer::FinalizerError),
+    #[error(
+        "cannot set the {} condition on {object}: {source}",
+        conditions::CONDITION
+    )]
+    Condition {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+pub async fn run<K: GcKind>(ctx: Arc<ExternalCtx>, shutdown: CancellationToken) {
+    let api: Api<K> = Api::all(ctx.client.clone());
+    Controller::new(api, watcher::Config::default())
+        .graceful_shutdown_on(async move { shutdown.cancelled().await })
+        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+fn error_policy<K: GcKind>(_o: Arc<K>, e: &ExternalError, _ctx: Arc<ExternalCtx>) -> Action {
+    tracing::warn!(error = %e, "external reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(10))
+}
+
+struct Obj<'a, K> {
+    obj: &'a K,
+    api: Api<K>,
+    dynamic: Api<DynamicObject>,
+    label: String,
+}
+
+impl<K: GcKind> Obj<'_, K> {
+    /// Sets our condition; true when it changed.
+    async fn condition(
+        &self,
+        ok: bool,
+        reason: &str,
+        message: &str,
+    ) -> Result<bool, ExternalError> {
+        conditions::set(&self.dynamic, &self.obj.name_any(), ok, reason, message)
+            .await
+            .map_err(|source| ExternalError::Condition {
+                object: self.label.clone(),
+                source,
+            })
+    }
+}
+
+async fn event<K: GcKind>(
+    ctx: &ExternalCtx,
+    obj: &K,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: "ExternalResourceGC".into(),
+        secondary: None,
+    };
+    crate::engine::events::publish(&ctx.recorder, &ev, &obj.object_ref(&())).await;
+}
+
+#[tracing::instrument(skip_all, fields(object = %format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())))]
+async fn reconcile<K: GcKind>(o: Arc<K>, ctx: Arc<ExternalCtx>) -> Result<Action, ExternalError> {
+    let ns = o.namespace().unwrap_or_default();
+    let this = Obj {
+        obj: &*o,
+        api: Api::namespaced(ctx.client.clone(), &ns),
+        dynamic: Api::namespaced_with(ctx.client.clone(), &ns, &ApiResource::erase::<K>(&())),
+        label: format!("{} {ns}/{}", K::kind(&()), o.name_any()),
+    };
+    let stage = finalizer::stage(&*o, FINALIZER);
+    match stage {
+        Stage::NotOurs => return Ok(Action::await_change()),
+        Stage::AddFinalizer => {
+            finalizer::add(&this.api, &*o, FINALIZER).await?;
+            return Ok(Action::await_change());
+        }
+        Stage::Live | Stage::Cleanup => {}
+    }
+    // Validate before anything is deleted; report bad input while the object lives, too.
+    let parsed = annotations::parse(o.annotations()).map_err(|e| e.to_string());
+    let name = o.tag_name().map_err(|e| e.to_string());
+    let (settings, cluster_name) = match (parsed, name) {
+        (Ok(s), Ok(n)) => (s, n),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!(error = %e, "invalid GC configuration: nothing is deleted until it is fixed");
+            if this.condition(false, "InvalidConfiguration", &e).await? {
+                ctx.metrics.invalid_objects.inc();
+                event(&ctx, &*o, EventType::Warning, "InvalidConfiguration", e).await;
+            }
+            return Ok(Action::await_change());
+        }
+    };
+    if stage == Stage::Live {
+        return Ok(Action::await_change());
+    }
+    cleanup(&ctx, &this, settings, cluster_name).await
+}
+
+async fn cleanup<K: GcKind>(
+    ctx: &ExternalCtx,
+    this: &Obj<'_, K>,
+    settings: annotations::GcSettings,
+    cluster_name: String,
+) -> Result<Action, ExternalError> {
+    let started = {
+        let mut s = ctx.started.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = !s.contains_key(&this.label);
+        if fresh {
+            ctx.metrics.teardowns_in_progress.inc();
+        }
+        *s.entry(this.label.clone()).or_insert_with(Instant::now)
+    };
+    let req = TeardownRequest {
+        cluster_name: cluster_name.clone(),
+        external_gc: settings.external_gc,
+        tasks: settings.tasks.map(|ts| {
+            ts.iter()
+                .filter_map(|t| t.as_str().parse::<GcTask>().ok())
+                .collect()
+        }),
+        dry_run: false,
+        alternative_discovery: ctx.alternative_discovery,
+    };
+    let report = teardown_pass(&ctx.aws, &req).await;
+    let mut deleted = 0usize;
+    let mut remaining = Vec::new();
+    let mut errors = Vec::new();
+    for p in &report.phases {
+        for d in &p.deleted {
+            deleted += 1;
+            ctx.metrics
+                .deleted
+                .get_or_create(&ExternalMetrics::labels(&d.service, &d.kind))
+                .inc();
+        }
+        for (r, why) in &p.remaining {
+            ctx.metrics
+                .errors
+                .get_or_create(&ExternalMetrics::labels(&r.service, &r.kind))
+                .inc();
+            remaining.push(format!("phase {}: {} {} ({why})", p.phase, r.kind, r.id));
+        }
+        errors.extend(p.errors.iter().map(|e| format!("phase {}: {e}", p.phase)));
+    }
+    tracing::info!(cluster = %cluster_name, deleted, remaining = remaining.len(), errors = errors.len(), done = report.done, "teardown pass");
+    if report.done {
+        this.condition(
+            true,
+            "Deleted",
+            &format!("all AWS resources of cluster {cluster_name} are deleted"),
+        )
+        .await?;
+        finalizer::remove(&this.api, this.obj, FINALIZER).await?;
+        let secs = started.elapsed().as_secs_f64();
+        ctx.started
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&this.label);
+        ctx.metrics.teardowns_in_progress.dec();
+        ctx.metrics.teardown_seconds.observe(secs);
+        event(
+            ctx,
+            this.obj,
+            EventType::Normal,
+            "ExternalResourcesDeleted",
+            format!("AWS teardown of {cluster_name} finished in {secs:.0}s"),
+        )
+        .await;
+        return Ok(Action::await_change());
+    }
+    let mut left: Vec<String> = errors
+        .iter()
+        .chain(remaining.iter())
+        .take(10)
+        .cloned()
+        .collect();
+    let more = errors.len() + remaining.len();
+    if more > left.len() {
+        left.push(format!("… and {} more", more - left.len()));
+    }
+    let message = if left.is_empty() {
+        "teardown in progress".to_string()
+    } else {
+        left.join("; ")
+    };
+    let reason = if errors.is_empty() {
+        "Deleting"
+    } else {
+        "DeletionFailed"
+    };
+    let changed = this.condition(false, reason, &message).await?;
+    if !errors.is_empty() && changed {
+        event(
+            ctx,
+            this.obj,
+            EventType::Warning,
+            "ExternalResourcesDeletionFailed",
+            message,
+        )
+        .await;
+    }
+    Ok(Action::requeue(Duration::from_secs(if deleted > 0 {
+        1
+    } else {
+        5
+    })))
+}

@@ -1,0 +1,75 @@
+//! `sweeper_external_*` metrics.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    pub service: String,
+    pub kind: String,
+}
+
+#[derive(Clone)]
+pub struct ExternalMetrics {
+    pub deleted: Family<ResourceLabels, Counter>,
+    pub errors: Family<ResourceLabels, Counter>,
+    pub teardowns_in_progress: Gauge,
+    pub teardown_seconds: Histogram,
+    pub invalid_objects: Counter,
+}
+
+impl Default for ExternalMetrics {
+    fn default() -> Self {
+        ExternalMetrics {
+            deleted: Family::default(),
+            errors: Family::default(),
+            teardowns_in_progress: Gauge::default(),
+            teardown_seconds: Histogram::new([
+                1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0,
+            ]),
+            invalid_objects: Counter::default(),
+        }
+    }
+}
+
+impl ExternalMetrics {
+    pub fn register(&self, r: &mut Registry) {
+        let r = r.sub_registry_with_prefix("external");
+        r.register(
+            "deleted",
+            "AWS resources deleted, by service and kind",
+            self.deleted.clone(),
+        );
+        r.register(
+            "errors",
+            "AWS resources that failed to delete in a pass, by service and kind",
+            self.errors.clone(),
+        );
+        r.register(
+            "teardowns_in_progress",
+            "Deleted clusters whose AWS teardown is not finished",
+            self.teardowns_in_progress.clone(),
+        );
+        r.register(
+            "teardown_seconds",
+            "First pass to released finalizer",
+            self.teardown_seconds.clone(),
+        );
+        r.register(
+            "invalid_objects",
+            "Passes refused for a bad annotation or cluster name",
+            self.invalid_objects.clone(),
+        );
+    }
+
+    pub fn labels(service: &str, kind: &str) -> ResourceLabels {
+        ResourceLabels {
+            service: service.into(),
+            kind: kind.into(),
+        }
+    }
+}

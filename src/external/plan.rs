@@ -1,0 +1,74 @@
+//! `sweeper gc plan`: what a teardown of the cluster would delete, per phase, deleting nothing.
+//! The same passes as the real teardown, in dry-run mode, against the same discovery.
+
+use super::annotations;
+use super::cluster;
+use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
+use kube::{Api, Client, ResourceExt};
+use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
+
+/// Renders the plan for the CAPI Cluster `name` in `namespace`.
+pub async fn plan(
+    client: &Client,
+    aws: &AwsClients,
+    namespace: &str,
+    name: &str,
+    alternative: bool,
+) -> Result<String, String> {
+    let (ar, target) = cluster::gc_target(client, namespace, name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (tag_name, ann) = if ar.kind == "AWSManagedControlPlane" {
+        let cp = Api::<AWSManagedControlPlane>::namespaced(client.clone(), namespace)
+            .get(&target)
+            .await
+            .map_err(|e| e.to_string())?;
+        (
+            cluster::for_control_plane(&cp).map_err(|e| e.to_string())?,
+            cp.annotations().clone(),
+        )
+    } else {
+        let c = Api::<AWSCluster>::namespaced(client.clone(), namespace)
+            .get(&target)
+            .await
+            .map_err(|e| e.to_string())?;
+        (
+            cluster::for_aws_cluster(&c).map_err(|e| e.to_string())?,
+            c.annotations().clone(),
+        )
+    };
+    let settings = annotations::parse(&ann).map_err(|e| e.to_string())?;
+    let req = TeardownRequest {
+        cluster_name: tag_name.clone(),
+        external_gc: settings.external_gc,
+        tasks: settings.tasks.map(|ts| {
+            ts.iter()
+                .filter_map(|t| t.as_str().parse::<GcTask>().ok())
+                .collect()
+        }),
+        dry_run: true,
+        alternative_discovery: alternative,
+    };
+    let report = teardown_pass(aws, &req).await;
+    let mut out = format!(
+        "plan for cluster {namespace}/{name} ({} {target}, AWS tag name {tag_name}); nothing is deleted\n",
+        ar.kind
+    );
+    if !settings.external_gc {
+        out.push_str("external resource GC is disabled for this cluster: phase 2 is skipped\n");
+    }
+    for p in &report.phases {
+        out.push_str(&format!(
+            "phase {}: {} resource(s)\n",
+            p.phase,
+            p.planned.len()
+        ));
+        for r in &p.planned {
+            out.push_str(&format!("  {} {} {}\n", r.service, r.kind, r.id));
+        }
+        for e in &p.errors {
+            out.push_str(&format!("  error: {e}\n"));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,461 @@
+//! The external collector end to end: CAPA objects on the real apiserver, AWS resources in
+//! LocalStack, `sweeper run` with ExternalResourceGC on.
+
+mod support;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use std::time::Duration;
+use support::sweeper::{Sweeper, eventually};
+use support::{TestScope, aws_config, unique_name};
+use sweeper::api::capa::{AWSCluster, Cluster, ClusterSpec, ObjectRef};
+use sweeper_services::aws::sdk::{ec2, elbv2};
+
+const T: Duration = Duration::from_secs(60);
+const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];
+
+async fn install_crds(c: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    for crd in sweeper::api::all_crds() {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("install CRD: {e}"),
+        }
+        let name = crd.name_any();
+        let est = kube::runtime::wait::await_condition(
+            crds.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(T, est).await.unwrap().unwrap();
+    }
+}
+
+/// An AWSCluster owned (by label) by CAPI cluster `cluster`, plus the Cluster pointing at it.
+async fn aws_cluster(
+    c: &Client,
+    ns: &str,
+    cluster: &str,
+    annotations: &[(&str, &str)],
+) -> Api<AWSCluster> {
+    let api: Api<AWSCluster> = Api::namespaced(c.clone(), ns);
+    let mut ac = AWSCluster::new(&format!("{cluster}-infra"), Default::default());
+    ac.metadata.labels = Some(
+        [(
+            "cluster.x-k8s.io/cluster-name".to_string(),
+            cluster.to_string(),
+        )]
+        .into(),
+    );
+    ac.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    api.create(&PostParams::default(), &ac)
+        .await
+        .expect("create AWSCluster");
+    let cl = Cluster::new(
+        cluster,
+        ClusterSpec {
+            infrastructure_ref: Some(ObjectRef {
+                api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
+                kind: Some("AWSCluster".into()),
+                name: Some(format!("{cluster}-infra")),
+                namespace: None,
+            }),
+            control_plane_ref: None,
+        },
+    );
+    Api::<Cluster>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &cl)
+        .await
+        .expect("create Cluster");
+    api
+}
+
+async fn has_finalizer(api: &Api<AWSCluster>, name: &str) -> bool {
+    api.get_opt(name).await.unwrap().is_some_and(|o| {
+        o.finalizers()
+            .contains(&"sweeper.dev/external-resource-gc".to_string())
+    })
+}
+
+struct Net {
+    vpc: String,
+    subnet: String,
+}
+
+async fn network(e: &ec2::Client) -> Net {
+    let vpc = e
+        .create_vpc()
+        .cidr_block("10.30.0.0/16")
+        .send()
+        .await
+        .unwrap()
+        .vpc
+        .unwrap()
+        .vpc_id
+        .unwrap();
+    let subnet = e
+        .create_subnet()
+        .vpc_id(&vpc)
+        .cidr_block("10.30.1.0/24")
+        .availability_zone("us-east-1a")
+        .send()
+        .await
+        .unwrap()
+        .subnet
+        .unwrap()
+        .subnet_id
+        .unwrap();
+    Net { vpc, subnet }
+}
+
+async fn sg(e: &ec2::Client, net: &Net, name: &str, tag: Option<(&str, &str)>) -> String {
+    let mut req = e
+        .create_security_group()
+        .group_name(name)
+        .description("sweeper test")
+        .vpc_id(&net.vpc);
+    if let Some((k, v)) = tag {
+        req = req.tag_specifications(
+            ec2::types::TagSpecification::builder()
+                .resource_type(ec2::types::ResourceType::SecurityGroup)
+                .tags(ec2::types::Tag::builder().key(k).value(v).build())
+                .build(),
+        );
+    }
+    req.send().await.expect("create sg").group_id.unwrap()
+}
+
+async fn sg_exists(e: &ec2::Client, id: &str) -> bool {
+    e.describe_security_groups()
+        .group_ids(id)
+        .send()
+        .await
+        .is_ok_and(|o| !o.security_groups().is_empty())
+}
+
+async fn lb(l: &elbv2::Client, net: &Net, name: &str, key: &str) -> String {
+    l.create_load_balancer()
+        .name(name)
+        .subnets(&net.subnet)
+        .r#type(elbv2::types::LoadBalancerTypeEnum::Network)
+        .tags(elbv2::types::Tag::builder().key(key).value("owned").build())
+        .send()
+        .await
+        .expect("create lb")
+        .load_balancers()[0]
+        .load_balancer_arn()
+        .unwrap()
+        .to_string()
+}
+
+async fn lb_exists(l: &elbv2::Client, arn: &str) -> bool {
+    l.describe_load_balancers()
+        .load_balancer_arns(arn)
+        .send()
+        .await
+        .is_ok_and(|o| !o.load_balancers().is_empty())
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_finalizer() {
+    let mut s = TestScope::new("ext").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    install_crds(&c).await;
+    let conf = aws_config().await;
+    let (e, l) = (ec2::Client::new(&conf), elbv2::Client::new(&conf));
+    let cluster = unique_name("c");
+    let key = format!("kubernetes.io/cluster/{cluster}");
+    let net = network(&e).await;
+    let owned_sg = sg(&e, &net, &format!("{cluster}-owned"), Some((&key, "owned"))).await;
+    let owned_lb = lb(
+        &l,
+        &net,
+        &format!("lb-{}", &cluster[cluster.len() - 6..]),
+        &key,
+    )
+    .await;
+    // Must survive: `shared`, untagged, and a cluster whose name extends this one.
+    let shared_sg = sg(
+        &e,
+        &net,
+        &format!("{cluster}-shared"),
+        Some((&key, "shared")),
+    )
+    .await;
+    let untagged_sg = sg(&e, &net, &format!("{cluster}-untagged"), None).await;
+    let other_key = format!("kubernetes.io/cluster/{cluster}-b");
+    let other_sg = sg(
+        &e,
+        &net,
+        &format!("{cluster}-b-owned"),
+        Some((&other_key, "owned")),
+    )
+    .await;
+
+    let _gc = Sweeper::start(&GATES).await;
+    let api = aws_cluster(&c, &ns, &cluster, &[]).await;
+    let name = format!("{cluster}-infra");
+    assert!(
+        eventually(T, || has_finalizer(&api, &name)).await,
+        "finalizer added while the cluster lives"
+    );
+    assert!(
+        lb_exists(&l, &owned_lb).await,
+        "nothing deleted before the object is"
+    );
+
+    api.delete(&name, &Default::default()).await.unwrap();
+    let released = eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await;
+    assert!(released, "finalizer released once the teardown succeeded");
+    assert!(
+        !lb_exists(&l, &owned_lb).await,
+        "owned load balancer deleted"
+    );
+    assert!(
+        !sg_exists(&e, &owned_sg).await,
+        "owned security group deleted"
+    );
+    assert!(
+        sg_exists(&e, &shared_sg).await,
+        "a `shared` resource survives"
+    );
+    assert!(
+        sg_exists(&e, &untagged_sg).await,
+        "an untagged resource survives"
+    );
+    assert!(
+        sg_exists(&e, &other_sg).await,
+        "another cluster's resource (shared name prefix) survives"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixed() {
+    let mut s = TestScope::new("extbad").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    install_crds(&c).await;
+    let conf = aws_config().await;
+    let e = ec2::Client::new(&conf);
+    let cluster = unique_name("c");
+    let net = network(&e).await;
+    let owned_sg = sg(
+        &e,
+        &net,
+        &format!("{cluster}-owned"),
+        Some((&format!("kubernetes.io/cluster/{cluster}"), "owned")),
+    )
+    .await;
+    let _gc = Sweeper::start(&GATES).await;
+    let api = aws_cluster(
+        &c,
+        &ns,
+        &cluster,
+        &[("aws.cluster.x-k8s.io/external-resource-gc", "maybe")],
+    )
+    .await;
+    let name = format!("{cluster}-infra");
+    assert!(eventually(T, || has_finalizer(&api, &name)).await);
+    api.delete(&name, &Default::default()).await.unwrap();
+    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        &ns,
+        &kube::api::ApiResource::erase::<AWSCluster>(&()),
+    );
+    let flagged = eventually(T, || async {
+        dynamic.get(&name).await.is_ok_and(|o| {
+            o.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["type"] == "ExternalResourcesDeleted"
+                        && c["status"] == "False"
+                        && c["message"].as_str().unwrap_or("").contains("\"maybe\"")
+                })
+            })
+        })
+    })
+    .await;
+    assert!(flagged, "condition names the bad value");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
+    let evented = eventually(T, || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("InvalidConfiguration"))
+    })
+    .await;
+    assert!(evented, "a Warning Event");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        sg_exists(&e, &owned_sg).await,
+        "nothing deleted while the annotation is bad"
+    );
+    assert!(has_finalizer(&api, &name).await, "the finalizer holds");
+
+    let fix = serde_json::json!({"metadata": {"annotations": {"aws.cluster.x-k8s.io/external-resource-gc": "true"}}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&fix))
+        .await
+        .unwrap();
+    let released = eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await;
+    assert!(released, "fixed: the teardown runs and the finalizer goes");
+    assert!(!sg_exists(&e, &owned_sg).await);
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn an_opted_out_cluster_keeps_its_external_resources() {
+    let mut s = TestScope::new("extopt").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    install_crds(&c).await;
+    let conf = aws_config().await;
+    let e = ec2::Client::new(&conf);
+    let cluster = unique_name("c");
+    let net = network(&e).await;
+    let owned_sg = sg(
+        &e,
+        &net,
+        &format!("{cluster}-owned"),
+        Some((&format!("kubernetes.io/cluster/{cluster}"), "owned")),
+    )
+    .await;
+    let _gc = Sweeper::start(&GATES).await;
+    let api = aws_cluster(
+        &c,
+        &ns,
+        &cluster,
+        &[("aws.cluster.x-k8s.io/external-resource-gc", "false")],
+    )
+    .await;
+    let name = format!("{cluster}-infra");
+    assert!(eventually(T, || has_finalizer(&api, &name)).await);
+
+    // The plan says what a teardown would do, and deletes nothing.
+    let facts = support::EnvFacts::load();
+    let mut plan = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"));
+    plan.args(["gc", "plan", "--cluster-name", &cluster, "-n", &ns])
+        .env("KUBECONFIG", facts.get("KUBECONFIG"));
+    for k in [
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    ] {
+        plan.env(k, facts.get(k));
+    }
+    let out = plan.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("phase 2 is skipped"), "{text}");
+
+    api.delete(&name, &Default::default()).await.unwrap();
+    let released = eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await;
+    assert!(
+        released,
+        "phases 1 and 3 ran (nothing there); the finalizer goes"
+    );
+    assert!(
+        sg_exists(&e, &owned_sg).await,
+        "phase 2 was skipped: the opted-out cluster's resources survive"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn gc_plan_lists_what_would_be_deleted_and_deletes_nothing() {
+    let mut s = TestScope::new("extplan").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    install_crds(&c).await;
+    let conf = aws_config().await;
+    let e = ec2::Client::new(&conf);
+    let cluster = unique_name("c");
+    let net = network(&e).await;
+    let owned_sg = sg(
+        &e,
+        &net,
+        &format!("{cluster}-owned"),
+        Some((&format!("kubernetes.io/cluster/{cluster}"), "owned")),
+    )
+    .await;
+    aws_cluster(&c, &ns, &cluster, &[]).await;
+    let facts = support::EnvFacts::load();
+    let mut plan = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"));
+    plan.args(["gc", "plan", "--cluster-name", &cluster, "-n", &ns])
+        .env("KUBECONFIG", facts.get("KUBECONFIG"));
+    for k in [
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    ] {
+        plan.env(k, facts.get(k));
+    }
+    let out = plan.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&owned_sg),
+        "the plan names the security group: {text}"
+    );
+    assert!(
+        text.contains("phase 1") && text.contains("phase 2") && text.contains("phase 3"),
+        "{text}"
+    );
+    assert!(sg_exists(&e, &owned_sg).await, "a plan deletes nothing");
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn with_the_feature_gate_off_nothing_is_touched() {
+    let mut s = TestScope::new("extoff").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    install_crds(&c).await;
+    let conf = aws_config().await;
+    let e = ec2::Client::new(&conf);
+    let cluster = unique_name("c");
+    let net = network(&e).await;
+    let owned_sg = sg(
+        &e,
+        &net,
+        &format!("{cluster}-owned"),
+        Some((&format!("kubernetes.io/cluster/{cluster}"), "owned")),
+    )
+    .await;
+    // Off by default, as in the CAPA proposal.
+    let _gc = Sweeper::start(&["--feature-gates", "CascadeGC=false"]).await;
+    let api = aws_cluster(&c, &ns, &cluster, &[]).await;
+    let name = format!("{cluster}-infra");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !has_finalizer(&api, &name).await,
+        "no finalizer without ExternalResourceGC"
+    );
+    api.delete(&name, &Default::default()).await.unwrap();
+    assert!(eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await);
+    assert!(
+        sg_exists(&e, &owned_sg).await,
+        "nothing deleted with the gate off"
+    );
+}
