@@ -341,16 +341,21 @@ async fn cascade_complete_finalizer_is_released_after_the_last_dependent() {
         );
     }
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
-    let ev = events.list(&Default::default()).await.unwrap().items;
-    let done = ev
-        .iter()
-        .find(|e| e.reason.as_deref() == Some("CascadeComplete"))
-        .expect("CascadeComplete Event");
-    assert!(
-        done.note.as_deref().unwrap_or("").contains("20 dependents"),
-        "{:?}",
-        done.note
-    );
+    // The Event is published just after the finalizer goes: poll for it.
+    let reported = eventually(T, || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("CascadeComplete")
+                    && e.note.as_deref().unwrap_or("").contains("20 dependents")
+            })
+    })
+    .await;
+    assert!(reported, "a CascadeComplete Event with the dependent count");
 }
 
 #[tokio::test]

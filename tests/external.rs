@@ -3,7 +3,6 @@
 
 mod support;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use std::time::Duration;
@@ -14,24 +13,6 @@ use sweeper_services::aws::sdk::{ec2, elbv2};
 
 const T: Duration = Duration::from_secs(60);
 const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];
-
-async fn install_crds(c: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
-    for crd in sweeper::api::all_crds() {
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => panic!("install CRD: {e}"),
-        }
-        let name = crd.name_any();
-        let est = kube::runtime::wait::await_condition(
-            crds.clone(),
-            &name,
-            kube::runtime::wait::conditions::is_crd_established(),
-        );
-        tokio::time::timeout(T, est).await.unwrap().unwrap();
-    }
-}
 
 /// An AWSCluster owned (by label) by CAPI cluster `cluster`, plus the Cluster pointing at it.
 async fn aws_cluster(
@@ -82,6 +63,30 @@ async fn has_finalizer(api: &Api<AWSCluster>, name: &str) -> bool {
         o.finalizers()
             .contains(&"sweeper.dev/external-resource-gc".to_string())
     })
+}
+
+/// Runs `sweeper gc plan` for the cluster; returns its output, failing the test if it fails.
+fn gc_plan(cluster: &str, ns: &str) -> String {
+    let facts = support::EnvFacts::load();
+    let mut plan = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"));
+    plan.args(["gc", "plan", "--cluster-name", cluster, "-n", ns])
+        .env("KUBECONFIG", facts.get("KUBECONFIG"));
+    for k in [
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    ] {
+        plan.env(k, facts.get(k));
+    }
+    let out = plan.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }
 
 struct Net {
@@ -169,7 +174,7 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
     let mut s = TestScope::new("ext").await;
     let ns = s.namespace().await;
     let c = s.client.clone();
-    install_crds(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let conf = aws_config().await;
     let (e, l) = (ec2::Client::new(&conf), elbv2::Client::new(&conf));
     let cluster = unique_name("c");
@@ -244,7 +249,7 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
     let mut s = TestScope::new("extbad").await;
     let ns = s.namespace().await;
     let c = s.client.clone();
-    install_crds(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let conf = aws_config().await;
     let e = ec2::Client::new(&conf);
     let cluster = unique_name("c");
@@ -319,7 +324,7 @@ async fn an_opted_out_cluster_keeps_its_external_resources() {
     let mut s = TestScope::new("extopt").await;
     let ns = s.namespace().await;
     let c = s.client.clone();
-    install_crds(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let conf = aws_config().await;
     let e = ec2::Client::new(&conf);
     let cluster = unique_name("c");
@@ -343,25 +348,7 @@ async fn an_opted_out_cluster_keeps_its_external_resources() {
     assert!(eventually(T, || has_finalizer(&api, &name)).await);
 
     // The plan says what a teardown would do, and deletes nothing.
-    let facts = support::EnvFacts::load();
-    let mut plan = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"));
-    plan.args(["gc", "plan", "--cluster-name", &cluster, "-n", &ns])
-        .env("KUBECONFIG", facts.get("KUBECONFIG"));
-    for k in [
-        "AWS_ENDPOINT_URL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-    ] {
-        plan.env(k, facts.get(k));
-    }
-    let out = plan.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = gc_plan(&cluster, &ns);
     assert!(text.contains("phase 2 is skipped"), "{text}");
 
     api.delete(&name, &Default::default()).await.unwrap();
@@ -382,7 +369,7 @@ async fn gc_plan_lists_what_would_be_deleted_and_deletes_nothing() {
     let mut s = TestScope::new("extplan").await;
     let ns = s.namespace().await;
     let c = s.client.clone();
-    install_crds(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let conf = aws_config().await;
     let e = ec2::Client::new(&conf);
     let cluster = unique_name("c");
@@ -395,25 +382,7 @@ async fn gc_plan_lists_what_would_be_deleted_and_deletes_nothing() {
     )
     .await;
     aws_cluster(&c, &ns, &cluster, &[]).await;
-    let facts = support::EnvFacts::load();
-    let mut plan = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"));
-    plan.args(["gc", "plan", "--cluster-name", &cluster, "-n", &ns])
-        .env("KUBECONFIG", facts.get("KUBECONFIG"));
-    for k in [
-        "AWS_ENDPOINT_URL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-    ] {
-        plan.env(k, facts.get(k));
-    }
-    let out = plan.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = gc_plan(&cluster, &ns);
     assert!(
         text.contains(&owned_sg),
         "the plan names the security group: {text}"
@@ -431,7 +400,7 @@ async fn with_the_feature_gate_off_nothing_is_touched() {
     let mut s = TestScope::new("extoff").await;
     let ns = s.namespace().await;
     let c = s.client.clone();
-    install_crds(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let conf = aws_config().await;
     let e = ec2::Client::new(&conf);
     let cluster = unique_name("c");

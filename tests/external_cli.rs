@@ -3,33 +3,10 @@
 
 mod support;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::PostParams;
-use kube::{Api, Client, ResourceExt};
-use std::time::Duration;
+use kube::{Api, ResourceExt};
 use support::TestScope;
 use sweeper::api::capa::{AWSCluster, AWSManagedControlPlane, Cluster, ClusterSpec, ObjectRef};
-
-async fn install_crds(c: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
-    for crd in sweeper::api::all_crds() {
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => panic!("install CRD: {e}"),
-        }
-        let name = crd.name_any();
-        let est = kube::runtime::wait::await_condition(
-            crds.clone(),
-            &name,
-            kube::runtime::wait::conditions::is_crd_established(),
-        );
-        tokio::time::timeout(Duration::from_secs(60), est)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-}
 
 fn sweeper_gc(args: &[&str]) -> (bool, String) {
     let facts = support::EnvFacts::load();
@@ -55,7 +32,7 @@ async fn enable_disable_configure_annotate_the_aws_cluster() {
     let mut s = TestScope::new("gccli").await;
     let ns = s.namespace().await;
     let c = s.client.clone();
-    install_crds(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let infra: Api<AWSCluster> = Api::namespaced(c.clone(), &ns);
     // Unknown fields (as real CAPA objects have) are accepted and kept.
     let mut ac: AWSCluster = serde_json::from_value(serde_json::json!({
@@ -162,7 +139,7 @@ async fn eks_clusters_are_annotated_on_the_managed_control_plane() {
     let mut s = TestScope::new("gccli-eks").await;
     let ns = s.namespace().await;
     let c = s.client.clone();
-    install_crds(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let cps: Api<AWSManagedControlPlane> = Api::namespaced(c.clone(), &ns);
     let mut cp = AWSManagedControlPlane::new("c2-cp", Default::default());
     cp.spec.eks_cluster_name = Some("eks-c2".into());

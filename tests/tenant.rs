@@ -25,24 +25,6 @@ fn ids() -> (String, String) {
     (format!("{base}a"), format!("{base}b"))
 }
 
-async fn install_tenant_crd(c: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
-    for crd in sweeper::api::all_crds() {
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => panic!("install CRD: {e}"),
-        }
-        let name = crd.name_any();
-        let est = kube::runtime::wait::await_condition(
-            crds.clone(),
-            &name,
-            kube::runtime::wait::conditions::is_crd_established(),
-        );
-        tokio::time::timeout(T, est).await.unwrap().unwrap();
-    }
-}
-
 async fn tenant(c: &Client, id: &str) -> Tenant {
     let api: Api<Tenant> = Api::all(c.clone());
     let t = Tenant::new(
@@ -153,7 +135,7 @@ async fn has_finalizer(c: &Client, id: &str) -> bool {
 async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
     let scope = TestScope::new("tenant").await;
     let c = scope.client.clone();
-    install_tenant_crd(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let (a, b) = ids();
     // Tenant a: labelled and unlabelled objects of several kinds, a CRD with a resource, namespaces.
     cluster_role(&c, &format!("{a}-reader"), Some(&a)).await;
@@ -256,7 +238,7 @@ async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
 async fn invalid_tenant_id_gets_an_event_and_a_condition_and_deletes_nothing() {
     let scope = TestScope::new("tenantbad").await;
     let c = scope.client.clone();
-    install_tenant_crd(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let (a, _) = ids();
     let bad = a[..5].to_string(); // five characters: invalid
     cluster_role(&c, &format!("{bad}-reader"), Some(&bad)).await;
@@ -319,7 +301,7 @@ async fn invalid_tenant_id_gets_an_event_and_a_condition_and_deletes_nothing() {
 async fn killed_mid_teardown_then_restarted_finishes_it() {
     let scope = TestScope::new("tenantcrash").await;
     let c = scope.client.clone();
-    install_tenant_crd(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let (a, b) = ids();
     let roles: Api<ClusterRole> = Api::all(c.clone());
     futures::stream::iter(0..300)
@@ -463,7 +445,7 @@ fn impersonating_kubeconfig(user: &str) -> String {
 async fn a_kind_that_cannot_be_listed_is_reported_and_holds_the_finalizer_until_allowed() {
     let scope = TestScope::new("tenantforbid").await;
     let c = scope.client.clone();
-    install_tenant_crd(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let (a, _) = ids();
     let user = format!("restricted-{a}");
     restricted_role(&c, &user, false).await;
@@ -524,7 +506,7 @@ async fn a_kind_that_cannot_be_listed_is_reported_and_holds_the_finalizer_until_
 async fn a_group_failing_discovery_holds_the_finalizer_but_not_the_deletes() {
     let scope = TestScope::new("tenantdisc").await;
     let c = scope.client.clone();
-    install_tenant_crd(&c).await;
+    support::objects::install_sweeper_crds(&c).await;
     let (a, _) = ids();
     cluster_role(&c, &format!("{a}-reader"), Some(&a)).await;
     let group = format!("{a}.broken.sweeper.dev");

@@ -102,3 +102,32 @@ pub fn owner_uids(cm: &ConfigMap) -> Vec<String> {
         .map(|r| r.uid.clone())
         .collect()
 }
+
+/// Waits until the CRD `name` is established (its resources are served).
+pub async fn wait_established(client: &Client, name: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let est = kube::runtime::wait::await_condition(
+        crds,
+        name,
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(Duration::from_secs(60), est)
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not established in 60s"))
+        .expect("watch CRD");
+}
+
+/// Installs every CRD sweeper ships (as `sweeper crds` prints them); already present is fine.
+pub async fn install_sweeper_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in ::sweeper::api::all_crds() {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("install CRD {}: {e}", crd.name_any()),
+        }
+        wait_established(client, &crd.name_any()).await;
+    }
+}
