@@ -33,7 +33,7 @@ struct Edit {
     refs: Vec<serde_json::Value>,
 }
 
-#[tracing::instrument(skip(ctx))]
+#[tracing::instrument(skip(ctx, owner), fields(owner = %owner))]
 async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), WorkError> {
     // Collect the rewrites under the read lock; make the calls without it.
     let (edits, owner_target) = {

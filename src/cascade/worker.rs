@@ -48,7 +48,7 @@ pub async fn run(ctx: Arc<Ctx>) {
 
 type Failure = (String, WorkError);
 
-#[tracing::instrument(skip(ctx), fields(object))]
+#[tracing::instrument(skip(ctx, uid), fields(uid = %uid, object))]
 async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure> {
     let Some(snap) = Snapshot::take(&ctx.read(), &ctx.absent, &uid) else {
         return Ok(()); // gone from the graph: nothing left to do
