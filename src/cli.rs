@@ -29,6 +29,15 @@ pub enum Command {
     Crds,
     /// Query the dependency graph of a running `sweeper run`.
     Graph(GraphArgs),
+    /// What each collector of a running `sweeper run` is doing.
+    Status {
+        /// Base URL of the running service's HTTP port.
+        #[arg(long, default_value = "http://127.0.0.1:8080", env = "SWEEPER_SERVER")]
+        server: String,
+        /// Print the JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Per-cluster external resource GC settings (like clusterawsadm's gc commands).
     #[command(subcommand)]
     Gc(GcCommand),

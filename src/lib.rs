@@ -17,4 +17,5 @@ pub fn install_crypto_provider() {
 }
 pub mod external;
 pub mod http_get;
+pub mod status;
 pub mod tenant;

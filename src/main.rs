@@ -29,6 +29,33 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Status { server, json } => {
+            let url = format!("{}/status", server.trim_end_matches('/'));
+            match sweeper::http_get::get(&url).await {
+                Ok((200, body)) => {
+                    if json {
+                        println!("{}", body.trim_end());
+                    } else {
+                        match serde_json::from_str::<sweeper::status::Status>(&body) {
+                            Ok(s) => print!("{}", sweeper::status::render(&s)),
+                            Err(e) => {
+                                eprintln!("error: {url}: unexpected answer: {e}");
+                                return ExitCode::FAILURE;
+                            }
+                        }
+                    }
+                    ExitCode::SUCCESS
+                }
+                Ok((code, body)) => {
+                    eprintln!("error: {url}: HTTP {code}: {}", body.trim());
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Gc(cmd) => match gc(cmd).await {
             Ok(msg) => {
                 println!("{msg}");

@@ -66,7 +66,13 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         shutdown.clone(),
     ));
 
-    let mut app = server::router(state.clone());
+    let mut app =
+        server::router(state.clone()).merge(crate::status::router(crate::status::StatusSources {
+            app: state.clone(),
+            cascade: cascade_metrics.clone(),
+            tenant: tenant_metrics.clone(),
+            external: external_metrics.clone(),
+        }));
     let mut collectors = Vec::new();
     if args.feature_gates.cascade_gc {
         let cfg = CascadeConfig {

@@ -55,6 +55,10 @@ async fn run_serves_health_ready_and_metrics_then_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let healthz = get(&format!("{base}/healthz")).await;
+    let status_out = Command::new(env!("CARGO_BIN_EXE_sweeper"))
+        .args(["status", "--server", &base])
+        .output()
+        .unwrap();
     let metrics = get(&format!("{base}/metrics")).await;
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -88,6 +92,12 @@ async fn run_serves_health_ready_and_metrics_then_stops_on_sigterm() {
     assert!(
         discovered > 20,
         "a 1.20 apiserver has well over 20 deletable resources, got {discovered}"
+    );
+    let status_text = String::from_utf8_lossy(&status_out.stdout);
+    assert!(status_out.status.success(), "sweeper status: {status_text}");
+    assert!(
+        status_text.contains("ready: true") && status_text.contains("objects tracked"),
+        "sweeper status shows readiness and the cascade collector: {status_text}"
     );
     let exit = exit.expect("sweeper exits within 15s of SIGTERM");
     assert!(exit.success(), "graceful shutdown exits 0, got {exit:?}");
