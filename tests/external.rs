@@ -428,3 +428,103 @@ async fn with_the_feature_gate_off_nothing_is_touched() {
         "nothing deleted with the gate off"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn killed_mid_teardown_then_restarted_finishes_it() {
+    let mut s = TestScope::new("extcrash").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    support::objects::install_sweeper_crds(&c).await;
+    let conf = aws_config().await;
+    let (e, l) = (ec2::Client::new(&conf), elbv2::Client::new(&conf));
+    let cluster = unique_name("c");
+    let key = format!("kubernetes.io/cluster/{cluster}");
+    let net = network(&e).await;
+    let owned_sg = sg(&e, &net, &format!("{cluster}-owned"), Some((&key, "owned"))).await;
+    // An owned target group still used by a load balancer that is NOT the cluster's: the teardown
+    // cannot finish while it is attached, so the process is surely killed mid-teardown.
+    let tg = l
+        .create_target_group()
+        .name(format!("tg-{}", &cluster[cluster.len() - 6..]))
+        .protocol(elbv2::types::ProtocolEnum::Tcp)
+        .port(80)
+        .vpc_id(&net.vpc)
+        .tags(
+            elbv2::types::Tag::builder()
+                .key(&key)
+                .value("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .target_groups()[0]
+        .target_group_arn()
+        .unwrap()
+        .to_string();
+    let foreign = l
+        .create_load_balancer()
+        .name(format!("fx-{}", &cluster[cluster.len() - 6..]))
+        .subnets(&net.subnet)
+        .r#type(elbv2::types::LoadBalancerTypeEnum::Network)
+        .send()
+        .await
+        .unwrap()
+        .load_balancers()[0]
+        .load_balancer_arn()
+        .unwrap()
+        .to_string();
+    l.create_listener()
+        .load_balancer_arn(&foreign)
+        .protocol(elbv2::types::ProtocolEnum::Tcp)
+        .port(80)
+        .default_actions(
+            elbv2::types::Action::builder()
+                .r#type(elbv2::types::ActionTypeEnum::Forward)
+                .target_group_arn(&tg)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+
+    let mut gc = Sweeper::start(&GATES).await;
+    let api = aws_cluster(&c, &ns, &cluster, &[]).await;
+    let name = format!("{cluster}-infra");
+    assert!(eventually(T, || has_finalizer(&api, &name)).await);
+    api.delete(&name, &Default::default()).await.unwrap();
+    assert!(
+        eventually(T, || async { !sg_exists(&e, &owned_sg).await }).await,
+        "the teardown made progress"
+    );
+    gc.kill();
+    assert!(
+        has_finalizer(&api, &name).await,
+        "killed while the teardown was unfinished"
+    );
+    assert!(
+        lb_exists(&l, &foreign).await,
+        "a load balancer that is not the cluster's is never deleted"
+    );
+
+    // The foreign user lets go of the target group; a fresh process finishes the job.
+    l.delete_load_balancer()
+        .load_balancer_arn(&foreign)
+        .send()
+        .await
+        .unwrap();
+    let _gc = Sweeper::start(&GATES).await;
+    let released = eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await;
+    assert!(
+        released,
+        "the restarted collector finished the teardown and released the finalizer"
+    );
+    let tg_left = l
+        .describe_target_groups()
+        .target_group_arns(&tg)
+        .send()
+        .await
+        .is_ok_and(|o| !o.target_groups().is_empty());
+    assert!(!tg_left, "the owned target group is deleted once free");
+}
