@@ -8,7 +8,6 @@ use super::worker::WorkError;
 use crate::engine::graph::node::CLUSTER;
 use crate::engine::graph::uid::Uid;
 use crate::engine::meta::FINALIZER_ORPHAN;
-use serde_json::json;
 use std::sync::Arc;
 
 pub async fn run(ctx: Arc<Ctx>) {
@@ -59,12 +58,7 @@ async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), WorkError> {
                         .owners
                         .iter()
                         .filter(|l| l.uid != owner)
-                        .map(|l| {
-                            let k = g.kinds.info(l.kind);
-                            json!({"apiVersion": k.api_version, "kind": k.kind, "name": &*l.name,
-                                   "uid": g.uid_text(&l.uid), "controller": l.controller(),
-                                   "blockOwnerDeletion": l.blocks()})
-                        })
+                        .map(|l| super::snapshot::owner_ref_json(&g, l))
                         .collect(),
                 }
             })

@@ -61,21 +61,7 @@ impl Snapshot {
                 deleting_dependents: d.deleting_dependents(),
             })
             .collect();
-        let owner_refs = node
-            .owners
-            .iter()
-            .map(|l| {
-                let k = g.kinds.info(l.kind);
-                json!({
-                    "apiVersion": k.api_version,
-                    "kind": k.kind,
-                    "name": &*l.name,
-                    "uid": g.uid_text(&l.uid),
-                    "controller": l.controller(),
-                    "blockOwnerDeletion": l.blocks(),
-                })
-            })
-            .collect();
+        let owner_refs = node.owners.iter().map(|l| owner_ref_json(g, l)).collect();
         Some(Snapshot {
             uid: *uid,
             uid_text: g.uid_text(uid),
@@ -117,6 +103,19 @@ impl Snapshot {
             ..Default::default()
         }
     }
+}
+
+/// An owner link rendered as a full `metadata.ownerReferences` entry, for rewriting the list.
+pub fn owner_ref_json(g: &Graph, l: &OwnerLink) -> serde_json::Value {
+    let k = g.kinds.info(l.kind);
+    json!({
+        "apiVersion": k.api_version,
+        "kind": k.kind,
+        "name": &*l.name,
+        "uid": g.uid_text(&l.uid),
+        "controller": l.controller(),
+        "blockOwnerDeletion": l.blocks(),
+    })
 }
 
 fn owner_status(
