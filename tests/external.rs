@@ -168,12 +168,24 @@ async fn lb_exists(l: &elbv2::Client, arn: &str) -> bool {
         .is_ok_and(|o| !o.load_balancers().is_empty())
 }
 
-#[tokio::test]
-#[ignore = "needs the test environment: make env-up"]
-async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_finalizer() {
-    let mut s = TestScope::new("ext").await;
-    let ns = s.namespace().await;
-    let c = s.client.clone();
+/// One test's world: its namespace (dropped with it), sweeper's CRDs installed, LocalStack
+/// clients, a fresh cluster name with its VPC and one security group tagged `owned` for it.
+struct World {
+    scope: TestScope,
+    ns: String,
+    c: Client,
+    e: ec2::Client,
+    l: elbv2::Client,
+    cluster: String,
+    key: String,
+    net: Net,
+    owned_sg: String,
+}
+
+async fn world(prefix: &str) -> World {
+    let mut scope = TestScope::new(prefix).await;
+    let ns = scope.namespace().await;
+    let c = scope.client.clone();
     support::objects::install_sweeper_crds(&c).await;
     let conf = aws_config().await;
     let (e, l) = (ec2::Client::new(&conf), elbv2::Client::new(&conf));
@@ -181,6 +193,34 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
     let key = format!("kubernetes.io/cluster/{cluster}");
     let net = network(&e).await;
     let owned_sg = sg(&e, &net, &format!("{cluster}-owned"), Some((&key, "owned"))).await;
+    World {
+        scope,
+        ns,
+        c,
+        e,
+        l,
+        cluster,
+        key,
+        net,
+        owned_sg,
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_finalizer() {
+    let World {
+        scope: _scope,
+        ns,
+        c,
+        e,
+        l,
+        cluster,
+        key,
+        net,
+        owned_sg,
+        ..
+    } = world("ext").await;
     let owned_lb = lb(
         &l,
         &net,
@@ -246,21 +286,16 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixed() {
-    let mut s = TestScope::new("extbad").await;
-    let ns = s.namespace().await;
-    let c = s.client.clone();
-    support::objects::install_sweeper_crds(&c).await;
-    let conf = aws_config().await;
-    let e = ec2::Client::new(&conf);
-    let cluster = unique_name("c");
-    let net = network(&e).await;
-    let owned_sg = sg(
-        &e,
-        &net,
-        &format!("{cluster}-owned"),
-        Some((&format!("kubernetes.io/cluster/{cluster}"), "owned")),
-    )
-    .await;
+    let World {
+        scope: _scope,
+        ns,
+        c,
+        e,
+        cluster,
+        net: _,
+        owned_sg,
+        ..
+    } = world("extbad").await;
     let _gc = Sweeper::start(&GATES).await;
     let api = aws_cluster(
         &c,
@@ -321,21 +356,16 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn an_opted_out_cluster_keeps_its_external_resources() {
-    let mut s = TestScope::new("extopt").await;
-    let ns = s.namespace().await;
-    let c = s.client.clone();
-    support::objects::install_sweeper_crds(&c).await;
-    let conf = aws_config().await;
-    let e = ec2::Client::new(&conf);
-    let cluster = unique_name("c");
-    let net = network(&e).await;
-    let owned_sg = sg(
-        &e,
-        &net,
-        &format!("{cluster}-owned"),
-        Some((&format!("kubernetes.io/cluster/{cluster}"), "owned")),
-    )
-    .await;
+    let World {
+        scope: _scope,
+        ns,
+        c,
+        e,
+        cluster,
+        net: _,
+        owned_sg,
+        ..
+    } = world("extopt").await;
     let _gc = Sweeper::start(&GATES).await;
     let api = aws_cluster(
         &c,
@@ -366,21 +396,16 @@ async fn an_opted_out_cluster_keeps_its_external_resources() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn gc_plan_lists_what_would_be_deleted_and_deletes_nothing() {
-    let mut s = TestScope::new("extplan").await;
-    let ns = s.namespace().await;
-    let c = s.client.clone();
-    support::objects::install_sweeper_crds(&c).await;
-    let conf = aws_config().await;
-    let e = ec2::Client::new(&conf);
-    let cluster = unique_name("c");
-    let net = network(&e).await;
-    let owned_sg = sg(
-        &e,
-        &net,
-        &format!("{cluster}-owned"),
-        Some((&format!("kubernetes.io/cluster/{cluster}"), "owned")),
-    )
-    .await;
+    let World {
+        scope: _scope,
+        ns,
+        c,
+        e,
+        cluster,
+        net: _,
+        owned_sg,
+        ..
+    } = world("extplan").await;
     aws_cluster(&c, &ns, &cluster, &[]).await;
     let text = gc_plan(&cluster, &ns);
     assert!(
@@ -397,21 +422,16 @@ async fn gc_plan_lists_what_would_be_deleted_and_deletes_nothing() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn with_the_feature_gate_off_nothing_is_touched() {
-    let mut s = TestScope::new("extoff").await;
-    let ns = s.namespace().await;
-    let c = s.client.clone();
-    support::objects::install_sweeper_crds(&c).await;
-    let conf = aws_config().await;
-    let e = ec2::Client::new(&conf);
-    let cluster = unique_name("c");
-    let net = network(&e).await;
-    let owned_sg = sg(
-        &e,
-        &net,
-        &format!("{cluster}-owned"),
-        Some((&format!("kubernetes.io/cluster/{cluster}"), "owned")),
-    )
-    .await;
+    let World {
+        scope: _scope,
+        ns,
+        c,
+        e,
+        cluster,
+        net: _,
+        owned_sg,
+        ..
+    } = world("extoff").await;
     // Off by default, as in the CAPA proposal.
     let _gc = Sweeper::start(&["--feature-gates", "CascadeGC=false"]).await;
     let api = aws_cluster(&c, &ns, &cluster, &[]).await;
@@ -432,16 +452,18 @@ async fn with_the_feature_gate_off_nothing_is_touched() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn killed_mid_teardown_then_restarted_finishes_it() {
-    let mut s = TestScope::new("extcrash").await;
-    let ns = s.namespace().await;
-    let c = s.client.clone();
-    support::objects::install_sweeper_crds(&c).await;
-    let conf = aws_config().await;
-    let (e, l) = (ec2::Client::new(&conf), elbv2::Client::new(&conf));
-    let cluster = unique_name("c");
-    let key = format!("kubernetes.io/cluster/{cluster}");
-    let net = network(&e).await;
-    let owned_sg = sg(&e, &net, &format!("{cluster}-owned"), Some((&key, "owned"))).await;
+    let World {
+        scope: _scope,
+        ns,
+        c,
+        e,
+        l,
+        cluster,
+        key,
+        net,
+        owned_sg,
+        ..
+    } = world("extcrash").await;
     // An owned target group still used by a load balancer that is NOT the cluster's: the teardown
     // cannot finish while it is attached, so the process is surely killed mid-teardown.
     let tg = l
