@@ -1,0 +1,76 @@
+{{/* Chart name, overridable with nameOverride. */}}
+{{- define "sweeper.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name of the objects: fullnameOverride, else the release name when it contains the chart name
+(release "sweeper" gives "sweeper", as in deploy/manifests), else "<release>-<chart>".
+*/}}
+{{- define "sweeper.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Chart name and version, for the helm.sh/chart label. */}}
+{{- define "sweeper.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels on every object. */}}
+{{- define "sweeper.labels" -}}
+helm.sh/chart: {{ include "sweeper.chart" . }}
+{{ include "sweeper.selectorLabels" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels that select the pods (Deployment selector, Service selector). */}}
+{{- define "sweeper.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sweeper.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The ServiceAccount the pods run as. */}}
+{{- define "sweeper.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "sweeper.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Name of the leader-election Role and RoleBinding. */}}
+{{- define "sweeper.leaderElectionName" -}}
+{{- printf "%s-leader-election" (include "sweeper.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+SWEEPER_FEATURE_GATES: the four known gates first, in the order sweeper documents them, then any
+other gate sorted by name. A gate left out of featureGates keeps sweeper's default.
+*/}}
+{{- define "sweeper.featureGates" -}}
+{{- $known := list "CascadeGC" "TenantGC" "ExternalResourceGC" "AlternativeGCStrategy" }}
+{{- $gates := list }}
+{{- range $known }}
+{{- if hasKey $.Values.featureGates . }}
+{{- $gates = append $gates (printf "%s=%v" . (index $.Values.featureGates .)) }}
+{{- end }}
+{{- end }}
+{{- range $gate, $on := .Values.featureGates }}
+{{- if not (has $gate $known) }}
+{{- $gates = append $gates (printf "%s=%v" $gate $on) }}
+{{- end }}
+{{- end }}
+{{- join "," $gates }}
+{{- end }}

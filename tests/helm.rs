@@ -1,0 +1,479 @@
+//! deploy/helm/sweeper renders what deploy/manifests ship, its values reach the Deployment, and
+//! what it renders is valid against a real API server (server-side dry-run create).
+//!
+//! No helm binary here: scripts/provision-helm-render.sh builds scripts/helm-render, the subset of
+//! `helm template` the chart uses (sprig and Helm's include/tpl/toYaml/required).
+//!
+//! Chart vs manifests, the rule: render with release `sweeper` in namespace `sweeper-system`; every
+//! object in deploy/manifests but the Namespace must come out equal as JSON, and nothing else may
+//! come out, except for two documented additions of the chart:
+//! - Helm's standard labels (`helm.sh/chart`, `app.kubernetes.io/{name,instance,version,managed-by}`)
+//!   in any label map or selector, when the manifest's map lacks that key. A key the manifest has
+//!   is compared like any field.
+//! - container env vars the manifest does not set, when each is a `sweeper run` flag's variable
+//!   and its value is that flag's default: the chart spells out sweeper's defaults as values, the
+//!   manifest leaves them implicit. Different values, or a variable sweeper does not read, fail.
+
+mod support;
+
+use clap::CommandFactory;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/helm/sweeper");
+
+/// Label keys the chart's helpers add to every object (`sweeper.labels`, `sweeper.selectorLabels`).
+const HELM_LABELS: [&str; 5] = [
+    "helm.sh/chart",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+];
+
+/// scripts/helm-render, built (or found in the cache) by scripts/provision-helm-render.sh.
+fn renderer() -> PathBuf {
+    let out = Command::new(Path::new(ROOT).join("scripts/provision-helm-render.sh"))
+        .output()
+        .expect("run scripts/provision-helm-render.sh");
+    assert!(
+        out.status.success(),
+        "scripts/provision-helm-render.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = String::from_utf8(out.stdout).expect("utf-8 path");
+    PathBuf::from(path.lines().last().expect("the binary's path").trim())
+}
+
+/// `helm template NAME CHART --namespace NS ARGS...`, parsed into one JSON value per document.
+fn render(release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
+    let out = Command::new(renderer())
+        .args(["--name", release, "--namespace", namespace])
+        .args(args)
+        .arg(CHART)
+        .output()
+        .expect("run helm-render");
+    assert!(
+        out.status.success(),
+        "rendering the chart failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    yaml_docs(&String::from_utf8(out.stdout).expect("utf-8 render"))
+}
+
+fn yaml_docs(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|doc| {
+            let value = serde_yaml::Value::deserialize(doc).expect("valid YAML");
+            serde_json::to_value(value).expect("YAML that is JSON")
+        })
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn manifests() -> Vec<Value> {
+    let dir = Path::new(ROOT).join("deploy/manifests");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("deploy/manifests")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| yaml_docs(&std::fs::read_to_string(f).expect("read manifest")))
+        .collect()
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// "Kind name" (namespace aside: the chart puts everything in the release namespace).
+fn id(v: &Value) -> String {
+    format!("{} {}", str_at(v, "/kind"), str_at(v, "/metadata/name"))
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| str_at(o, "/kind") == kind && str_at(o, "/metadata/name") == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
+}
+
+/// `sweeper run`'s environment variables and their defaults, from the CLI definition itself.
+fn run_flag_defaults() -> BTreeMap<String, String> {
+    let cli = sweeper::cli::Cli::command();
+    let run = cli.find_subcommand("run").expect("a run subcommand");
+    cli.get_arguments()
+        .filter(|a| a.is_global_set())
+        .chain(run.get_arguments())
+        .filter_map(|a| {
+            let env = a.get_env()?.to_string_lossy().into_owned();
+            let default = a
+                .get_default_values()
+                .iter()
+                .map(|d| d.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(",");
+            Some((env, default))
+        })
+        .collect()
+}
+
+/// Container env as name -> entry (value or valueFrom), for the first container.
+fn env_of(deployment: &Value) -> BTreeMap<String, Value> {
+    deployment
+        .pointer("/spec/template/spec/containers/0/env")
+        .and_then(Value::as_array)
+        .expect("the container has env")
+        .iter()
+        .map(|e| (str_at(e, "/name").to_string(), e.clone()))
+        .collect()
+}
+
+/// Applies the rule of the module doc to a rendered object, against its manifest; env additions
+/// that break it are reported in `problems`.
+fn normalize(rendered: &mut Value, manifest: &Value, problems: &mut Vec<String>) {
+    for pointer in [
+        "/metadata/labels",
+        "/spec/selector/matchLabels",
+        "/spec/template/metadata/labels",
+        "/spec/selector",
+    ] {
+        let Some(Value::Object(labels)) = rendered.pointer_mut(pointer) else {
+            continue;
+        };
+        let theirs = manifest.pointer(pointer).and_then(Value::as_object);
+        labels.retain(|k, _| {
+            !HELM_LABELS.contains(&k.as_str()) || theirs.is_some_and(|m| m.contains_key(k))
+        });
+        if labels.is_empty() && theirs.is_none() {
+            let (parent, field) = pointer.rsplit_once('/').expect("a field");
+            if let Some(Value::Object(p)) = rendered.pointer_mut(parent) {
+                p.remove(field);
+            }
+        }
+    }
+    let defaults = run_flag_defaults();
+    let containers = manifest
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, container) in containers.iter().enumerate() {
+        let wanted: Vec<&str> = container
+            .pointer("/env")
+            .and_then(Value::as_array)
+            .map(|env| env.iter().map(|e| str_at(e, "/name")).collect())
+            .unwrap_or_default();
+        let Some(Value::Array(env)) =
+            rendered.pointer_mut(&format!("/spec/template/spec/containers/{i}/env"))
+        else {
+            continue;
+        };
+        env.retain(|e| {
+            let name = str_at(e, "/name");
+            if wanted.contains(&name) {
+                return true;
+            }
+            match defaults.get(name) {
+                Some(default) if e.get("value") == Some(&json!(default)) => {}
+                Some(default) => problems.push(format!(
+                    "env {name}: the chart sets {}, the manifest leaves sweeper's default {default:?}",
+                    e.get("value").unwrap_or(e)
+                )),
+                None => problems.push(format!(
+                    "env {name}: set by the chart, not in the manifest, and not a `sweeper run` variable"
+                )),
+            }
+            false
+        });
+    }
+}
+
+/// Every difference between two JSON values, as "path: chart X, manifest Y".
+fn diff(path: &str, chart: &Value, manifest: &Value, out: &mut Vec<String>) {
+    match (chart, manifest) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let null = Value::Null;
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                diff(
+                    &p,
+                    a.get(k).unwrap_or(&null),
+                    b.get(k).unwrap_or(&null),
+                    out,
+                );
+            }
+        }
+        // Lists of named entries (containers, env, ports) are matched by name, so a missing or
+        // extra entry is named instead of shifting every index after it.
+        (Value::Array(a), Value::Array(b)) if named(a) && named(b) => {
+            let names = |l: &[Value]| l.iter().map(|e| str_at(e, "/name").to_string()).collect();
+            let (na, nb): (Vec<String>, Vec<String>) = (names(a), names(b));
+            for (i, n) in nb.iter().enumerate() {
+                match a.iter().find(|e| str_at(e, "/name") == n) {
+                    Some(x) => diff(&format!("{path}[{n}]"), x, &b[i], out),
+                    None => out.push(format!("{path}[{n}]: missing in the chart")),
+                }
+            }
+            for n in na.iter().filter(|n| !nb.contains(n)) {
+                out.push(format!("{path}[{n}]: not in the manifest"));
+            }
+            let common = |x: &[String], y: &[String]| -> Vec<String> {
+                x.iter().filter(|n| y.contains(n)).cloned().collect()
+            };
+            if common(&na, &nb) != common(&nb, &na) {
+                out.push(format!("{path}: order: chart {na:?}, manifest {nb:?}"));
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                diff(&format!("{path}[{i}]"), x, y, out);
+            }
+        }
+        (a, b) if a != b => out.push(format!("{path}: chart {a}, manifest {b}")),
+        _ => {}
+    }
+}
+
+fn named(list: &[Value]) -> bool {
+    !list.is_empty()
+        && list
+            .iter()
+            .all(|e| e.get("name").is_some_and(Value::is_string))
+}
+
+#[test]
+#[ignore = "provisions the chart renderer (Debian's Go and sprig): run with --run-ignored"]
+fn chart_defaults_render_the_shipped_manifests() {
+    let rendered = render("sweeper", "sweeper-system", &[]);
+    let shipped: Vec<Value> = manifests()
+        .into_iter()
+        .filter(|m| str_at(m, "/kind") != "Namespace")
+        .collect();
+    let mut problems = Vec::new();
+    for m in &shipped {
+        let Some(r) = rendered.iter().find(|r| id(r) == id(m)) else {
+            problems.push(format!(
+                "{}: in deploy/manifests, not rendered by the chart",
+                id(m)
+            ));
+            continue;
+        };
+        let mut r = r.clone();
+        let mut found = Vec::new();
+        normalize(&mut r, m, &mut found);
+        diff("", &r, m, &mut found);
+        problems.extend(found.into_iter().map(|p| format!("{}: {p}", id(m))));
+    }
+    for r in &rendered {
+        if !shipped.iter().any(|m| id(m) == id(r)) {
+            problems.push(format!(
+                "{}: rendered by the chart, not in deploy/manifests",
+                id(r)
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "deploy/helm/sweeper and deploy/manifests differ (change both together):\n  {}",
+        problems.join("\n  ")
+    );
+    assert!(
+        shipped.len() >= 7,
+        "service account, 2 cluster RBAC, 2 leader-election RBAC, deployment, service: {}",
+        shipped.len()
+    );
+}
+
+#[test]
+fn chart_crds_are_a_copy_of_deploy_crds() {
+    let generated =
+        std::fs::read(Path::new(ROOT).join("deploy/crds/crds.yaml")).expect("deploy/crds");
+    let copy = std::fs::read(Path::new(CHART).join("crds/crds.yaml")).expect("chart crds");
+    assert!(
+        copy == generated,
+        "deploy/helm/sweeper/crds/crds.yaml differs from deploy/crds/crds.yaml: \
+         cp deploy/crds/crds.yaml deploy/helm/sweeper/crds/crds.yaml (after `make crds`)"
+    );
+}
+
+#[test]
+#[ignore = "provisions the chart renderer (Debian's Go and sprig): run with --run-ignored"]
+fn chart_values_reach_the_deployment_and_the_lease_role() {
+    let rendered = render(
+        "prod",
+        "gc",
+        &[
+            "--set",
+            "logFormat=text,aws.region=eu-west-1",
+            "--set",
+            "aws.endpointUrl=http://localstack:4566",
+            "--set",
+            "aws.credentialsSecret=aws-creds",
+            "--set",
+            "featureGates.TenantGC=false",
+            "--set",
+            "kubeApi.qps=50",
+            "--set",
+            "leaderElection.leaseName=other",
+            "--set",
+            r"serviceAccount.annotations.eks\.amazonaws\.com/role-arn=arn:aws:iam::123456789012:role/sweeper",
+        ],
+    );
+    // A release not named like the chart prefixes the names.
+    let deployment = find(&rendered, "Deployment", "prod-sweeper");
+    let env = env_of(deployment);
+    let value = |name: &str| {
+        env.get(name)
+            .unwrap_or_else(|| panic!("env {name} missing: {env:?}"))
+            .get("value")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(value("SWEEPER_LOG_FORMAT"), json!("text"));
+    assert_eq!(
+        value("SWEEPER_FEATURE_GATES"),
+        json!("CascadeGC=true,TenantGC=false,ExternalResourceGC=true,AlternativeGCStrategy=false")
+    );
+    assert_eq!(value("SWEEPER_KUBE_API_QPS"), json!("50"));
+    assert_eq!(value("SWEEPER_KUBE_API_BURST"), json!("30"));
+    assert_eq!(value("SWEEPER_LEADER_ELECT_LEASE_NAME"), json!("other"));
+    assert_eq!(value("AWS_REGION"), json!("eu-west-1"));
+    assert_eq!(value("AWS_ENDPOINT_URL"), json!("http://localstack:4566"));
+    for (name, key) in [
+        ("AWS_ACCESS_KEY_ID", "aws_access_key_id"),
+        ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
+    ] {
+        assert_eq!(
+            env[name]["valueFrom"],
+            json!({"secretKeyRef": {"name": "aws-creds", "key": key}}),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        env["SWEEPER_LEADER_ELECT_NAMESPACE"]["valueFrom"],
+        json!({"fieldRef": {"fieldPath": "metadata.namespace"}})
+    );
+    // Every SWEEPER_* variable the chart sets is one `sweeper run` reads.
+    let flags = run_flag_defaults();
+    for name in env.keys().filter(|n| n.starts_with("SWEEPER_")) {
+        assert!(
+            flags.contains_key(name),
+            "{name} is not a `sweeper run` variable"
+        );
+    }
+
+    let role = find(&rendered, "Role", "prod-sweeper-leader-election");
+    assert_eq!(str_at(role, "/metadata/namespace"), "gc");
+    let named: Vec<&Value> = role["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter_map(|r| r.get("resourceNames"))
+        .collect();
+    assert_eq!(
+        named,
+        vec![&json!(["other"])],
+        "the Role follows the Lease name"
+    );
+
+    let sa = find(&rendered, "ServiceAccount", "prod-sweeper");
+    assert_eq!(
+        sa.pointer("/metadata/annotations"),
+        Some(&json!({"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/sweeper"}))
+    );
+    assert_eq!(
+        str_at(deployment, "/spec/template/spec/serviceAccountName"),
+        "prod-sweeper"
+    );
+    let binding = find(&rendered, "ClusterRoleBinding", "prod-sweeper");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "prod-sweeper", "namespace": "gc"}])
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn chart_render_passes_server_side_dry_run() {
+    let client = support::kube_client().await;
+    let mut checked = Vec::new();
+    let renders = [
+        render("sweeper", "sweeper-system", &["--include-crds"]),
+        render(
+            "prod",
+            "gc",
+            &[
+                "--set",
+                "aws.credentialsSecret=aws-creds,aws.region=eu-west-1",
+                "--set",
+                "leaderElection.leaseName=other",
+            ],
+        ),
+    ];
+    for value in renders.into_iter().flatten() {
+        let mut obj: DynamicObject = serde_json::from_value(value).expect("a Kubernetes object");
+        let tm = obj.types.clone().expect("apiVersion and kind");
+        let (group, version) = tm
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", tm.api_version.as_str()));
+        // Every kind the chart renders pluralizes regularly: serviceaccounts, services, roles, ...
+        let plural = format!("{}s", tm.kind.to_lowercase());
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, version, &tm.kind),
+            &plural,
+        );
+        // Namespaced kinds go to the release namespace, which a dry run does not create: use default.
+        let api: Api<DynamicObject> = match &obj.metadata.namespace {
+            Some(_) => Api::namespaced_with(client.clone(), "default", &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        if obj.metadata.namespace.is_some() {
+            obj.metadata.namespace = Some("default".to_string());
+        }
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let pp = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        match api.create(&pp, &obj).await {
+            Ok(_) => {}
+            // Exists already (e.g. the CRDs the tests install): still valid.
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("{} {name}: {e}", tm.kind),
+        }
+        checked.push(format!("{} {name}", tm.kind));
+    }
+    for kind in [
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+    ] {
+        assert!(
+            checked.iter().any(|c| c.starts_with(&format!("{kind} "))),
+            "no {kind} checked: {checked:?}"
+        );
+    }
+}
