@@ -103,6 +103,115 @@ pub struct RunArgs {
     /// How long the cascade workers wait for every resource's first list before starting anyway.
     #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
     pub cascade_sync_timeout: Duration,
+
+    /// Run as one of several replicas: only the holder of a coordination.k8s.io/v1 Lease collects;
+    /// the others stand by (kube-controller-manager's --leader-elect). Off by default for a single
+    /// local process; the Deployment and the Helm chart turn it on.
+    #[arg(long, default_value_t = false, env = "SWEEPER_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Name of the Lease.
+    #[arg(
+        long,
+        default_value = "sweeper",
+        env = "SWEEPER_LEADER_ELECT_LEASE_NAME"
+    )]
+    pub leader_elect_lease_name: String,
+
+    /// Namespace of the Lease; empty = the pod's own namespace (from the service account mount).
+    #[arg(long, default_value = "", env = "SWEEPER_LEADER_ELECT_NAMESPACE")]
+    pub leader_elect_namespace: String,
+
+    /// This replica's identity in the Lease; empty = `<hostname>_<random>`. The Deployment uses
+    /// the pod name.
+    #[arg(long, default_value = "", env = "SWEEPER_LEADER_ELECT_IDENTITY")]
+    pub leader_elect_identity: String,
+
+    /// How long a standby waits, after the Lease last changed, before taking it over.
+    #[arg(long, default_value = "15s", env = "SWEEPER_LEADER_ELECT_LEASE_DURATION", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps acting without a successful renewal; it stops (and exits) after.
+    /// Must be shorter than the lease duration.
+    #[arg(long, default_value = "10s", env = "SWEEPER_LEADER_ELECT_RENEW_DEADLINE", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// How often the Lease is renewed or, standing by, tried. Must be shorter than the renew deadline.
+    #[arg(long, default_value = "2s", env = "SWEEPER_LEADER_ELECT_RETRY_PERIOD", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+}
+
+/// A `sweeper run` setting that parses but cannot work; the message names the flag.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("--kube-api-qps must be a finite number >= 0 (0 = unlimited), got {0}")]
+    Qps(f64),
+    #[error("--kube-api-burst must be at least 1")]
+    Burst,
+    #[error("--discovery-interval must be at least 1s, got {0:?}")]
+    DiscoveryInterval(Duration),
+    #[error("--cascade-sync-timeout must be more than 0s")]
+    SyncTimeout,
+    #[error(
+        "--tenant-scan-kinds: {0:?} is not a plural resource name (lowercase, e.g. namespaces)"
+    )]
+    ScanKind(String),
+    #[error(transparent)]
+    Leader(#[from] crate::engine::leader::LeaderConfigError),
+}
+
+impl RunArgs {
+    /// Checks what clap's per-flag parsers cannot: ranges and relations between flags. `sweeper
+    /// run` calls it before connecting to anything, so bad configuration fails at once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.kube_api_qps.is_finite() || self.kube_api_qps < 0.0 {
+            return Err(ConfigError::Qps(self.kube_api_qps));
+        }
+        if self.kube_api_burst == 0 {
+            return Err(ConfigError::Burst);
+        }
+        if self.discovery_interval < Duration::from_secs(1) {
+            return Err(ConfigError::DiscoveryInterval(self.discovery_interval));
+        }
+        if self.cascade_sync_timeout.is_zero() {
+            return Err(ConfigError::SyncTimeout);
+        }
+        if let Some(bad) = self.tenant_scan_kinds.iter().find(|k| {
+            k.is_empty()
+                || !k
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        }) {
+            return Err(ConfigError::ScanKind(bad.clone()));
+        }
+        if self.leader_elect {
+            self.leader_config().validate()?;
+        }
+        Ok(())
+    }
+
+    /// The leader-election settings, with the empty defaults filled in.
+    pub fn leader_config(&self) -> crate::engine::leader::LeaderConfig {
+        use crate::engine::leader;
+        let namespace = if self.leader_elect_namespace.is_empty() {
+            leader::default_namespace().unwrap_or_default()
+        } else {
+            self.leader_elect_namespace.clone()
+        };
+        let identity = if self.leader_elect_identity.is_empty() {
+            leader::default_identity()
+        } else {
+            self.leader_elect_identity.clone()
+        };
+        leader::LeaderConfig {
+            namespace,
+            lease_name: self.leader_elect_lease_name.clone(),
+            identity,
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -222,6 +331,83 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        let mut argv = vec!["sweeper", "run"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_validate() {
+        assert_eq!(run_args(&[]).validate(), Ok(()));
+        let le = run_args(&["--leader-elect", "--leader-elect-namespace", "ns"]);
+        assert_eq!(le.validate(), Ok(()));
+    }
+
+    #[test]
+    fn invalid_configuration_names_the_flag() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--kube-api-qps=-1"], "--kube-api-qps"),
+            (&["--kube-api-burst", "0"], "--kube-api-burst"),
+            (&["--discovery-interval", "0s"], "--discovery-interval"),
+            (&["--cascade-sync-timeout", "0s"], "--cascade-sync-timeout"),
+            (
+                &["--tenant-scan-kinds", "Namespaces"],
+                "--tenant-scan-kinds",
+            ),
+            (
+                &[
+                    "--leader-elect",
+                    "--leader-elect-namespace",
+                    "ns",
+                    "--leader-elect-renew-deadline",
+                    "20s",
+                ],
+                "--leader-elect-renew-deadline",
+            ),
+            (
+                &[
+                    "--leader-elect",
+                    "--leader-elect-namespace",
+                    "ns",
+                    "--leader-elect-retry-period",
+                    "10s",
+                ],
+                "--leader-elect-retry-period",
+            ),
+        ];
+        for (args, flag) in cases {
+            let err = run_args(args).validate().unwrap_err().to_string();
+            assert!(err.contains(flag), "{args:?}: {err}");
+        }
+        // Leader election settings are only checked when it is on.
+        assert_eq!(
+            run_args(&["--leader-elect-renew-deadline", "20s"]).validate(),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn every_run_flag_has_an_environment_variable_and_a_help_text() {
+        let cmd = Cli::command();
+        let run = cmd.find_subcommand("run").unwrap();
+        for arg in run.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "log_format" {
+                continue; // log_format is global and has SWEEPER_LOG_FORMAT on the top level
+            }
+            let env = arg
+                .get_env()
+                .unwrap_or_else(|| panic!("--{id} has no env var"));
+            let expected = format!("SWEEPER_{}", id.to_uppercase());
+            assert_eq!(env.to_str(), Some(expected.as_str()), "--{id}");
+            assert!(arg.get_help().is_some(), "--{id} has no help text");
+        }
     }
 
     #[test]

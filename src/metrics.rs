@@ -22,6 +22,10 @@ pub struct ServiceMetrics {
     pub discovery_failures: Family<GroupLabels, Counter>,
     /// Completed discovery refreshes.
     pub discovery_refreshes: Counter,
+    /// 1 while this replica holds the leader lease (always 1 without leader election).
+    pub leader_is_leader: Gauge,
+    /// Mutating requests refused because this replica did not hold the lease.
+    pub leader_fenced_requests: Counter,
 }
 
 pub struct Metrics {
@@ -53,6 +57,16 @@ impl Metrics {
             "discovery_refreshes",
             "Completed discovery refreshes",
             service.discovery_refreshes.clone(),
+        );
+        registry.register(
+            "leader_is_leader",
+            "1 while this replica holds the leader lease (always 1 without leader election)",
+            service.leader_is_leader.clone(),
+        );
+        registry.register(
+            "leader_fenced_requests",
+            "Kubernetes writes refused because this replica did not hold the leader lease",
+            service.leader_fenced_requests.clone(),
         );
         Self { registry, service }
     }

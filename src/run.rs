@@ -6,6 +6,7 @@ use crate::cascade::metrics::CascadeMetrics;
 use crate::cli::RunArgs;
 use crate::engine::client::{self, ApiCallCounter, ClientSettings};
 use crate::engine::discovery::{self, DiscoveryReport};
+use crate::engine::leader::{Elector, Fence, Role};
 use crate::metrics::{GroupLabels, Metrics};
 use crate::server::{self, AppState};
 use std::sync::Arc;
@@ -14,16 +15,26 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] crate::cli::ConfigError),
     #[error("cannot build a Kubernetes client from kubeconfig or in-cluster config: {0}")]
     Client(#[source] kube::Error),
     #[error("cannot reach the API server: {0}")]
     Connect(#[source] kube::Error),
     #[error(transparent)]
     Server(#[from] server::ServerError),
+    /// The process exits non-zero so its pod restarts as a standby, like client-go's
+    /// `OnStoppedLeading` (rebuilding every collector's state in place is not worth the risk).
+    #[error("lost leadership: {0}")]
+    LostLease(String),
 }
 
+type Collector = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
-    tracing::info!(feature_gates = %args.feature_gates, "starting sweeper {}", env!("CARGO_PKG_VERSION"));
+    // Bad configuration fails before anything connects or starts.
+    args.validate()?;
+    tracing::info!(feature_gates = %args.feature_gates, leader_elect = args.leader_elect, "starting sweeper {}", env!("CARGO_PKG_VERSION"));
     let mut metrics = Metrics::new();
     let api_calls = ApiCallCounter::default();
     metrics.registry_mut().register(
@@ -37,6 +48,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     tenant_metrics.register(metrics.registry_mut());
     let external_metrics = crate::external::metrics::ExternalMetrics::default();
     external_metrics.register(metrics.registry_mut());
+    let fenced = metrics.service.leader_fenced_requests.clone();
+    let is_leader = metrics.service.leader_is_leader.clone();
 
     let config = kube::Config::infer()
         .await
@@ -45,7 +58,21 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         qps: args.kube_api_qps,
         burst: args.kube_api_burst,
     };
-    let client = client::build_client(config, &settings, api_calls).map_err(RunError::Client)?;
+    // Without leader election this process is the only writer by configuration: the fence stays
+    // open. With it, the fence opens only while the lease is held (see engine::leader).
+    let fence = if args.leader_elect {
+        Fence::closed()
+    } else {
+        Fence::open()
+    };
+    let client = client::build_client(
+        config.clone(),
+        &settings,
+        api_calls.clone(),
+        fence.clone(),
+        fenced,
+    )
+    .map_err(RunError::Client)?;
     let version = client
         .apiserver_version()
         .await
@@ -53,27 +80,61 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     tracing::info!(server = %version.git_version, qps = settings.qps, burst = settings.burst, "connected to the API server");
 
     let state = AppState::new(metrics);
-    state.expect("discovery");
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
 
-    let (disc_tx, disc_rx) = watch::channel(None);
-    let discovery = tokio::spawn(discovery_loop(
-        client.clone(),
-        state.clone(),
-        args.discovery_interval,
-        disc_tx,
-        shutdown.clone(),
-    ));
+    // Leader election runs on its own unthrottled, unfenced client, and is stopped only after the
+    // collectors have stopped, so the lease is released when nothing acts any more.
+    let elector_stop = CancellationToken::new();
+    let (role_tx, mut role_rx) = watch::channel(if args.leader_elect {
+        Role::Starting
+    } else {
+        Role::Leading
+    });
+    let leader_cfg = args.leader_elect.then(|| args.leader_config());
+    let elector = match &leader_cfg {
+        Some(cfg) => {
+            let le_client = client::build_client(
+                config,
+                &ClientSettings { qps: 0.0, burst: 1 },
+                api_calls,
+                Fence::open(),
+                Default::default(),
+            )
+            .map_err(RunError::Client)?;
+            state.expect("leader-election");
+            tracing::info!(lease = %format!("{}/{}", cfg.namespace, cfg.lease_name), identity = %cfg.identity, "leader election on");
+            Some(tokio::spawn(
+                Elector::new(le_client, cfg.clone(), fence.clone())
+                    .run(role_tx, elector_stop.clone()),
+            ))
+        }
+        None => {
+            is_leader.set(1);
+            None
+        }
+    };
 
+    let (disc_tx, disc_rx) = watch::channel(None);
+    let teardowns = crate::engine::progress::Teardowns::default();
+    let leader_status = crate::status::LeaderSource {
+        enabled: args.leader_elect,
+        identity: leader_cfg.as_ref().map(|c| c.identity.clone()),
+        role: role_rx.clone(),
+    };
     let mut app =
         server::router(state.clone()).merge(crate::status::router(crate::status::StatusSources {
             app: state.clone(),
             cascade: cascade_metrics.clone(),
             tenant: tenant_metrics.clone(),
             external: external_metrics.clone(),
+            leader: leader_status,
+            teardowns: teardowns.clone(),
         }));
-    let mut collectors = Vec::new();
+    // Collectors are built now (their query routes must be in the router) but started only once
+    // this replica leads.
+    let mut components: Vec<&'static str> = vec!["discovery"];
+    let mut pending: Vec<Collector> = Vec::new();
     if args.feature_gates.cascade_gc {
         let cfg = CascadeConfig {
             workers: args.cascade_workers as usize,
@@ -84,8 +145,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         let (ctx, absent_rx) =
             crate::cascade::collector::context(client.clone(), cfg, cascade_metrics);
         app = app.merge(crate::cascade::query::router(ctx.clone()));
-        state.expect("cascade");
-        collectors.push(tokio::spawn(crate::cascade::collector::run(
+        components.push("cascade");
+        pending.push(Box::pin(crate::cascade::collector::run(
             ctx,
             absent_rx,
             disc_rx.clone(),
@@ -106,8 +167,9 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             settings,
             tenant_metrics,
             disc_rx.clone(),
+            teardowns.clone(),
         ));
-        collectors.push(tokio::spawn(crate::tenant::controller::run(
+        pending.push(Box::pin(crate::tenant::controller::run(
             ctx,
             shutdown.clone(),
         )));
@@ -116,34 +178,104 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     if args.feature_gates.external_resource_gc {
         use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
         use crate::external::controller::{self as ext, ExternalCtx};
-        let aws = sweeper_services::aws::teardown::AwsClients::new(
+        let gate_fence = fence.clone();
+        let aws = sweeper_services::aws::teardown::AwsClients::gated(
             &sweeper_services::aws::load_config().await,
+            sweeper_services::aws::gate::Gate(Arc::new(move || gate_fence.permits())),
         );
         let ctx = Arc::new(ExternalCtx::new(
             client.clone(),
             aws,
             external_metrics,
             args.feature_gates.alternative_gc_strategy,
+            teardowns,
         ));
-        collectors.push(tokio::spawn(ext::run::<AWSCluster>(
+        pending.push(Box::pin(ext::run::<AWSCluster>(
             ctx.clone(),
             shutdown.clone(),
         )));
-        collectors.push(tokio::spawn(ext::run::<AWSManagedControlPlane>(
+        pending.push(Box::pin(ext::run::<AWSManagedControlPlane>(
             ctx,
             shutdown.clone(),
         )));
     }
 
-    let served = server::serve(args.http_addr, app, shutdown.clone()).await;
-    // The server only returns on shutdown or failure; either way stop everything else.
+    // A server that cannot bind (or fails) stops the process, as before leader election.
+    let server = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let r = server::serve(args.http_addr, app, shutdown.clone()).await;
+            shutdown.cancel();
+            r
+        })
+    };
+
+    // Stand by until leading (at once without leader election).
+    let lost = loop {
+        let role = role_rx.borrow_and_update().clone();
+        match role {
+            Role::Leading => break None,
+            Role::Lost { reason } => break Some(reason),
+            Role::Starting => {}
+            Role::Standby { .. } => state.set_ready("leader-election", true),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break None,
+            changed = role_rx.changed() => if changed.is_err() { break None },
+        }
+    };
+
+    let mut running = Vec::new();
+    let mut lost = lost;
+    if lost.is_none() && !shutdown.is_cancelled() {
+        is_leader.set(1);
+        if args.leader_elect {
+            state.set_ready("leader-election", true);
+        }
+        for c in &components {
+            state.expect(c);
+        }
+        running.push(tokio::spawn(discovery_loop(
+            client.clone(),
+            state.clone(),
+            args.discovery_interval,
+            disc_tx,
+            shutdown.clone(),
+        )));
+        running.extend(pending.into_iter().map(tokio::spawn));
+        // Lead until shutdown or until the lease is lost.
+        lost = loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break None,
+                changed = role_rx.changed() => {
+                    if changed.is_err() {
+                        break None;
+                    }
+                    if let Role::Lost { reason } = role_rx.borrow_and_update().clone() {
+                        break Some(reason);
+                    }
+                }
+            }
+        };
+    }
+    if lost.is_some() {
+        is_leader.set(0);
+    }
+    // Stop everything, then release the lease (the fence closed already if it was lost).
     shutdown.cancel();
     state.set_all_unready();
-    let _ = discovery.await;
-    for c in collectors {
+    for c in running {
         let _ = c.await;
     }
+    elector_stop.cancel();
+    if let Some(e) = elector {
+        let _ = e.await;
+    }
+    let served = server.await.unwrap_or(Ok(()));
     tracing::info!("sweeper stopped");
+    if let Some(reason) = lost {
+        return Err(RunError::LostLease(reason));
+    }
     served.map_err(Into::into)
 }
 

@@ -1,6 +1,8 @@
 //! `sweeper status`: what each collector is doing, from the running service (GET /status).
 
 use crate::cascade::metrics::{CascadeMetrics, QueueLabels};
+use crate::engine::leader::Role;
+use crate::engine::progress::{TeardownStatus, Teardowns};
 use crate::external::metrics::ExternalMetrics;
 use crate::server::AppState;
 use crate::tenant::metrics::TenantMetrics;
@@ -17,15 +19,38 @@ pub struct StatusSources {
     pub cascade: CascadeMetrics,
     pub tenant: TenantMetrics,
     pub external: ExternalMetrics,
+    pub leader: LeaderSource,
+    pub teardowns: Teardowns,
+}
+
+/// This replica's part in leader election.
+#[derive(Clone)]
+pub struct LeaderSource {
+    pub enabled: bool,
+    pub identity: Option<String>,
+    pub role: tokio::sync::watch::Receiver<Role>,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct LeaderStatus {
+    pub enabled: bool,
+    /// `leader`, `standby`, `starting` or `lost`.
+    pub role: String,
+    pub identity: Option<String>,
+    /// Who leads, as far as a standby knows.
+    pub holder: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct Status {
     pub ready: bool,
     pub not_ready: Vec<String>,
+    pub leader: LeaderStatus,
     pub cascade: CascadeStatus,
     pub tenant_teardowns_in_progress: i64,
     pub external_teardowns_in_progress: i64,
+    /// Every teardown in progress, with its phase.
+    pub teardowns: Vec<TeardownStatus>,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -46,6 +71,19 @@ pub fn snapshot(s: &StatusSources) -> Status {
     Status {
         ready: s.app.is_ready(),
         not_ready: s.app.not_ready().into_iter().map(String::from).collect(),
+        leader: {
+            let role = s.leader.role.borrow().clone();
+            LeaderStatus {
+                enabled: s.leader.enabled,
+                role: role.name().into(),
+                identity: s.leader.identity.clone(),
+                holder: match role {
+                    Role::Standby { holder } => holder,
+                    Role::Leading => s.leader.identity.clone(),
+                    _ => None,
+                },
+            }
+        },
         cascade: CascadeStatus {
             objects_tracked: s.cascade.objects_tracked.get(),
             virtual_nodes: s.cascade.virtual_nodes.get(),
@@ -54,6 +92,7 @@ pub fn snapshot(s: &StatusSources) -> Status {
         },
         tenant_teardowns_in_progress: s.tenant.teardowns_in_progress.get(),
         external_teardowns_in_progress: s.external.teardowns_in_progress.get(),
+        teardowns: s.teardowns.list(),
     }
 }
 
@@ -79,6 +118,14 @@ pub fn render(s: &Status) -> String {
             format!(" (waiting for {})", s.not_ready.join(", "))
         }
     ));
+    if s.leader.enabled {
+        out.push_str(&format!(
+            "leader election: {} (identity {}, leader {})\n",
+            s.leader.role,
+            s.leader.identity.as_deref().unwrap_or("?"),
+            s.leader.holder.as_deref().unwrap_or("unknown")
+        ));
+    }
     out.push_str(&format!(
         "cascade: {} objects tracked, {} virtual owners, queues: attempt-to-delete {}, attempt-to-orphan {}\n",
         s.cascade.objects_tracked, s.cascade.virtual_nodes, s.cascade.attempt_to_delete_queue, s.cascade.attempt_to_orphan_queue
@@ -91,6 +138,18 @@ pub fn render(s: &Status) -> String {
         "external: {} teardowns in progress\n",
         s.external_teardowns_in_progress
     ));
+    if !s.teardowns.is_empty() {
+        out.push_str(&format!(
+            "\n{:<9} {:<44} {:<34} {:>6} {:>8}  {}\n",
+            "COLLECTOR", "OBJECT", "PHASE", "PASSES", "RUNNING", "DETAIL"
+        ));
+        for t in &s.teardowns {
+            out.push_str(&format!(
+                "{:<9} {:<44} {:<34} {:>6} {:>7.0}s  {}\n",
+                t.collector, t.object, t.phase, t.passes, t.running_seconds, t.detail
+            ));
+        }
+    }
     out
 }
 
@@ -106,7 +165,23 @@ mod tests {
             cascade: CascadeMetrics::default(),
             tenant: TenantMetrics::default(),
             external: ExternalMetrics::default(),
+            leader: LeaderSource {
+                enabled: true,
+                identity: Some("pod-a".into()),
+                role: tokio::sync::watch::channel(Role::Standby {
+                    holder: Some("pod-b".into()),
+                })
+                .1,
+            },
+            teardowns: Teardowns::default(),
         };
+        sources.teardowns.begin("external", "AWSCluster ns/c1");
+        sources.teardowns.update(
+            "external",
+            "AWSCluster ns/c1",
+            "phase 2: external resources".into(),
+            "3 remaining".into(),
+        );
         sources.app.expect("cascade");
         sources.cascade.objects_tracked.set(42);
         sources.tenant.teardowns_in_progress.set(2);
@@ -118,7 +193,9 @@ mod tests {
         assert!(
             text.contains("42 objects tracked")
                 && text.contains("2 teardowns")
-                && text.contains("waiting for cascade"),
+                && text.contains("waiting for cascade")
+                && text.contains("standby (identity pod-a, leader pod-b)")
+                && text.contains("phase 2: external resources"),
             "{text}"
         );
     }

@@ -1,6 +1,7 @@
 //! The Kubernetes client every collector shares: a token-bucket rate limit (client-go's QPS and
 //! burst, so benchmarks compare like with like) and a count of API calls by verb.
 
+use super::leader::Fence;
 use http::Request;
 use kube::client::ClientBuilder;
 use kube::{Client, Config};
@@ -156,6 +157,78 @@ where
     }
 }
 
+/// Refuses every mutating request (anything but GET) while the [`Fence`] is closed, before it is
+/// sent: the one place every delete, patch and create of every collector passes, so no code path
+/// can forget to check leadership.
+#[derive(Clone)]
+pub struct FenceLayer {
+    fence: Fence,
+    refused: Counter,
+}
+
+impl FenceLayer {
+    pub fn new(fence: Fence, refused: Counter) -> Self {
+        Self { fence, refused }
+    }
+}
+
+impl<S> Layer<S> for FenceLayer {
+    type Service = Fenced<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        Fenced {
+            inner,
+            fence: self.fence.clone(),
+            refused: self.refused.clone(),
+        }
+    }
+}
+
+pub struct Fenced<S> {
+    inner: S,
+    fence: Fence,
+    refused: Counter,
+}
+
+/// The error a fenced request fails with.
+#[derive(Debug, thiserror::Error)]
+#[error("refused {method} {path}: this replica does not hold the leader lease")]
+pub struct NotLeader {
+    pub method: http::Method,
+    pub path: String,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<S, B> Service<Request<B>> for Fenced<S>
+where
+    S: Service<Request<B>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        if req.method() != http::Method::GET && !self.fence.permits() {
+            self.refused.inc();
+            let err = NotLeader {
+                method: req.method().clone(),
+                path: req.uri().path().to_string(),
+            };
+            tracing::warn!(error = %err, "request fenced");
+            return Box::pin(std::future::ready(Err(err.into())));
+        }
+        let fut = self.inner.call(req);
+        Box::pin(async move { fut.await.map_err(Into::into) })
+    }
+}
+
 /// Client settings shared by every collector.
 #[derive(Clone, Debug)]
 pub struct ClientSettings {
@@ -163,14 +236,21 @@ pub struct ClientSettings {
     pub burst: u32,
 }
 
-/// Builds the shared client from `config` with the rate limit and call counting installed.
+/// Builds the shared client from `config` with the rate limit and call counting installed, and
+/// (leader election) the fence: refused requests count in `refused`.
 pub fn build_client(
     config: Config,
     settings: &ClientSettings,
     calls: ApiCallCounter,
+    fence: Fence,
+    refused: Counter,
 ) -> Result<Client, kube::Error> {
     let layer = LimitLayer::new(settings.qps, settings.burst, calls);
-    Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+    let fence = FenceLayer::new(fence, refused);
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&layer)
+        .with_layer(&fence)
+        .build())
 }
 
 #[cfg(test)]

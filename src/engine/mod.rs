@@ -1,11 +1,13 @@
 //! The shared engine every collector stands on: discovery of deletable resources, the shared
-//! rate-limited client, the dependency graph, work queues and the finalizer framework.
+//! rate-limited client, the dependency graph, work queues, the finalizer framework and leader election.
 
 pub mod client;
 pub mod discovery;
 pub mod events;
 pub mod finalizer;
 pub mod graph;
+pub mod leader;
 pub mod meta;
+pub mod progress;
 pub mod queue;
 pub mod watch;

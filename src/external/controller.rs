@@ -9,6 +9,7 @@ use super::conditions;
 use super::metrics::ExternalMetrics;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::finalizer::{self, Stage};
+use crate::engine::progress::Teardowns;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject};
@@ -17,10 +18,9 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
 use tokio_util::sync::CancellationToken;
 
@@ -60,7 +60,7 @@ pub struct ExternalCtx {
     /// AlternativeGCStrategy: discover with describe calls instead of the tagging API.
     pub alternative_discovery: bool,
     recorder: Recorder,
-    started: Mutex<HashMap<String, Instant>>,
+    teardowns: Teardowns,
 }
 
 impl ExternalCtx {
@@ -69,6 +69,7 @@ impl ExternalCtx {
         aws: AwsClients,
         metrics: ExternalMetrics,
         alternative_discovery: bool,
+        teardowns: Teardowns,
     ) -> Self {
         let reporter = Reporter {
             controller: "sweeper-external".into(),
@@ -80,7 +81,7 @@ impl ExternalCtx {
             aws,
             metrics,
             alternative_discovery,
-            started: Mutex::new(HashMap::new()),
+            teardowns,
         }
     }
 }
@@ -199,14 +200,9 @@ async fn cleanup<K: GcKind>(
     settings: annotations::GcSettings,
     cluster_name: String,
 ) -> Result<Action, ExternalError> {
-    let started = {
-        let mut s = ctx.started.lock().unwrap_or_else(|p| p.into_inner());
-        let fresh = !s.contains_key(&this.label);
-        if fresh {
-            ctx.metrics.teardowns_in_progress.inc();
-        }
-        *s.entry(this.label.clone()).or_insert_with(Instant::now)
-    };
+    if ctx.teardowns.begin(COLLECTOR, &this.label).1 {
+        ctx.metrics.teardowns_in_progress.inc();
+    }
     let req = TeardownRequest {
         cluster_name: cluster_name.clone(),
         external_gc: settings.external_gc,
@@ -240,6 +236,8 @@ async fn cleanup<K: GcKind>(
         errors.extend(p.errors.iter().map(|e| format!("phase {}: {e}", p.phase)));
     }
     tracing::info!(cluster = %cluster_name, deleted, remaining = remaining.len(), errors = errors.len(), done = report.done, "teardown pass");
+    let (phase, detail) = phase_of(&report);
+    ctx.teardowns.update(COLLECTOR, &this.label, phase, detail);
     if report.done {
         this.condition(
             true,
@@ -248,11 +246,11 @@ async fn cleanup<K: GcKind>(
         )
         .await?;
         finalizer::remove(&this.api, this.obj, FINALIZER).await?;
-        let secs = started.elapsed().as_secs_f64();
-        ctx.started
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&this.label);
+        let secs = ctx
+            .teardowns
+            .finish(COLLECTOR, &this.label)
+            .unwrap_or_default()
+            .as_secs_f64();
         ctx.metrics.teardowns_in_progress.dec();
         ctx.metrics.teardown_seconds.observe(secs);
         event(
@@ -301,4 +299,37 @@ async fn cleanup<K: GcKind>(
     } else {
         5
     })))
+}
+
+/// The collector's name in the teardown registry (`sweeper status`).
+const COLLECTOR: &str = "external";
+
+/// The phase a pass stopped in (the last one started), for `sweeper status`.
+fn phase_of(report: &sweeper_services::aws::teardown::TeardownReport) -> (String, String) {
+    const NAMES: [&str; 3] = [
+        "CAPA-owned non-network",
+        "external resources",
+        "CAPA-owned network",
+    ];
+    if report.done {
+        return ("done".into(), "every phase finished".into());
+    }
+    match report.phases.iter().rev().find(|p| p.started) {
+        Some(p) => {
+            let name = NAMES
+                .get(usize::from(p.phase.saturating_sub(1)))
+                .copied()
+                .unwrap_or("?");
+            (
+                format!("phase {}: {name}", p.phase),
+                format!(
+                    "{} deleted this pass, {} remaining, {} errors",
+                    p.deleted.len(),
+                    p.remaining.len(),
+                    p.errors.len()
+                ),
+            )
+        }
+        None => ("starting".into(), String::new()),
+    }
 }

@@ -7,20 +7,23 @@ use super::teardown::{self, PassReport, TeardownSettings};
 use crate::api::tenant::{Condition, Tenant, TenantStatus};
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::finalizer::{self, Stage};
+use crate::engine::progress::Teardowns;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// KubeZoo's finalizer name, kept exactly for compatibility.
 pub const FINALIZER: &str = "kubezoo.io/tenant";
+
+/// The collector's name in the teardown registry (`sweeper status`).
+const COLLECTOR: &str = "tenant";
 
 pub struct TenantCtx {
     pub client: Client,
@@ -28,7 +31,7 @@ pub struct TenantCtx {
     pub metrics: TenantMetrics,
     pub discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
     recorder: Recorder,
-    started: Mutex<HashMap<String, Instant>>,
+    teardowns: Teardowns,
 }
 
 impl TenantCtx {
@@ -37,6 +40,7 @@ impl TenantCtx {
         settings: TeardownSettings,
         metrics: TenantMetrics,
         discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
+        teardowns: Teardowns,
     ) -> Self {
         let reporter = Reporter {
             controller: "sweeper-tenant".into(),
@@ -48,7 +52,7 @@ impl TenantCtx {
             settings,
             metrics,
             discovery,
-            started: Mutex::new(HashMap::new()),
+            teardowns,
         }
     }
 }
@@ -209,15 +213,10 @@ async fn cleanup(
     let Some(discovery) = ctx.discovery.borrow().clone() else {
         return Ok(Action::requeue(Duration::from_secs(1))); // first discovery not done yet
     };
-    let started = {
-        let mut s = ctx.started.lock().unwrap_or_else(|p| p.into_inner());
-        let fresh = !s.contains_key(&name);
-        let at = *s.entry(name.clone()).or_insert_with(Instant::now);
-        if fresh {
-            ctx.metrics.teardowns_in_progress.inc();
-        }
-        at
-    };
+    let object = format!("Tenant/{name}");
+    if ctx.teardowns.begin(COLLECTOR, &object).1 {
+        ctx.metrics.teardowns_in_progress.inc();
+    }
     let mut report = teardown::pass(
         &ctx.client,
         id,
@@ -237,11 +236,11 @@ async fn cleanup(
     }
     if report.done {
         finalizer::remove(api, t, FINALIZER).await?;
-        let secs = started.elapsed().as_secs_f64();
-        ctx.started
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&name);
+        let secs = ctx
+            .teardowns
+            .finish(COLLECTOR, &object)
+            .unwrap_or_default()
+            .as_secs_f64();
         ctx.metrics.teardowns_in_progress.dec();
         ctx.metrics.teardowns_completed.inc();
         ctx.metrics.teardown_seconds.observe(secs);
@@ -266,6 +265,15 @@ async fn cleanup(
             .map(|g| format!("API group {g} failed discovery; its objects cannot be checked")),
     );
     let status = status_of(&report, &errors, ctx.settings.dry_run);
+    if let Some(phase) = &status.phase {
+        let detail = status
+            .conditions
+            .first()
+            .and_then(|c| c.message.clone())
+            .unwrap_or_default();
+        ctx.teardowns
+            .update(COLLECTOR, &object, phase.clone(), detail);
+    }
     let changed = set_status(api, t, status).await?;
     if let Some(first) = errors.first() {
         if changed {

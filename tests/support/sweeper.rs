@@ -105,6 +105,32 @@ impl Sweeper {
         }
     }
 
+    /// Sends a signal by name (`STOP`, `CONT`, `TERM`) with kill(1).
+    pub fn signal(&self, sig: &str) {
+        let pid = self.pid().expect("sweeper is running");
+        let ok = Command::new("kill")
+            .args([format!("-{sig}"), pid.to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{sig} {pid}");
+    }
+
+    /// Waits for the process to exit by itself; its status, or None if it still runs.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                self.child = None;
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
     }

@@ -4,6 +4,7 @@
 pub mod arn;
 pub mod cleaners;
 pub mod errors;
+pub mod gate;
 pub mod interceptor;
 pub mod tagging;
 pub mod teardown;

@@ -1,5 +1,6 @@
 //! The public types of a teardown pass: what the controller asks for and what it gets back.
 
+use crate::aws::gate::Gate;
 use aws_config::SdkConfig;
 use std::fmt;
 use std::str::FromStr;
@@ -18,28 +19,32 @@ impl AwsClients {
     /// `errors::call` (short backoff, then "remaining" and the next pass), and stacking the SDK's
     /// standard retry (up to 20 s backoff) under it would hold a pass for minutes when throttled.
     pub fn new(sdk: &SdkConfig) -> Self {
+        Self::build(sdk, None)
+    }
+
+    /// Like [`AwsClients::new`], with every operation refused while `gate` is closed (leader
+    /// election: a replica that lost its lease makes no AWS call).
+    pub fn gated(sdk: &SdkConfig, gate: Gate) -> Self {
+        Self::build(sdk, Some(gate))
+    }
+
+    fn build(sdk: &SdkConfig, gate: Option<Gate>) -> Self {
         let retry = aws_config::retry::RetryConfig::disabled();
+        // Each service has its own config builder type, hence the macro rather than a function.
+        macro_rules! client {
+            ($sdk_crate:ident) => {{
+                let mut b = $sdk_crate::config::Builder::from(sdk).retry_config(retry.clone());
+                if let Some(g) = &gate {
+                    b = b.interceptor(g.clone());
+                }
+                $sdk_crate::Client::from_conf(b.build())
+            }};
+        }
         AwsClients {
-            ec2: aws_sdk_ec2::Client::from_conf(
-                aws_sdk_ec2::config::Builder::from(sdk)
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            elb: aws_sdk_elasticloadbalancing::Client::from_conf(
-                aws_sdk_elasticloadbalancing::config::Builder::from(sdk)
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            elbv2: aws_sdk_elasticloadbalancingv2::Client::from_conf(
-                aws_sdk_elasticloadbalancingv2::config::Builder::from(sdk)
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            tagging: aws_sdk_resourcegroupstagging::Client::from_conf(
-                aws_sdk_resourcegroupstagging::config::Builder::from(sdk)
-                    .retry_config(retry)
-                    .build(),
-            ),
+            ec2: client!(aws_sdk_ec2),
+            elb: client!(aws_sdk_elasticloadbalancing),
+            elbv2: client!(aws_sdk_elasticloadbalancingv2),
+            tagging: client!(aws_sdk_resourcegroupstagging),
         }
     }
 }
