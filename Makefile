@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Everything they need is provisioned by scripts/.
 SHELL := /bin/bash
 
-.PHONY: test demo unit lint fmt env-up env-down env-purge crds bench-cascade bench-tenant bench-external
+.PHONY: test demo unit lint fmt env-up env-down env-purge crds helm-template bench-cascade bench-tenant bench-external
 
 ## make test: start the real servers, run unit + integration tests, stop the servers.
 test:
@@ -34,6 +34,12 @@ env-purge:
 ## deploy/crds is generated: never edit it by hand.
 crds:
 	cargo run --quiet --bin sweeper -- crds > deploy/crds/crds.yaml
+	cp deploy/crds/crds.yaml deploy/helm/sweeper/crds/crds.yaml
+
+## make helm-template: `helm template sweeper deploy/helm/sweeper -n sweeper-system`, without helm
+## (scripts/helm-render, built from Debian packages on first use). ARGS='--set k=v --include-crds'.
+helm-template:
+	@bin="$$(./scripts/provision-helm-render.sh)" && "$$bin" --name sweeper --namespace sweeper-system $(ARGS) deploy/helm/sweeper
 
 ## make bench-cascade: sweeper vs kube-controller-manager's garbage collector (about 25 minutes).
 bench-cascade:
