@@ -43,6 +43,52 @@ if [ ! -f "$PKI/serving.crt" ]; then
   echo "$admin_token" > "$PKI/admin.token"
 fi
 admin_token="$(cat "$PKI/admin.token")"
+# The identity `sweeper run` uses in tests: the shipped service account (deploy/manifests), so every
+# integration test runs the collectors under the shipped RBAC, and the audit log below records
+# what that identity really calls (tests/rbac.rs checks the role against it).
+SA_USER="system:serviceaccount:sweeper-system:sweeper"
+if [ ! -f "$PKI/sweeper.token" ]; then
+  openssl rand -hex 24 > "$PKI/sweeper.token"
+fi
+sweeper_token="$(cat "$PKI/sweeper.token")"
+if ! grep -q "^$sweeper_token," "$PKI/tokens.csv"; then
+  printf '%s,%s,sweeper-sa-uid,"system:serviceaccounts,system:serviceaccounts:sweeper-system"\n' \
+    "$sweeper_token" "$SA_USER" >> "$PKI/tokens.csv"
+  # The token file is read at start: a running apiserver must restart to know the new token.
+  if running kube-apiserver; then
+    log "restarting kube-apiserver for the new service-account token"
+    pid="$(cat "$SWEEPER_STATE/run/kube-apiserver.pid")"; kill "$pid"
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  fi
+fi
+SA_KUBECONFIG_FILE="$SWEEPER_STATE/sweeper-sa.kubeconfig"
+cat > "$SA_KUBECONFIG_FILE" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: sweeper-test
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $PKI/ca.crt
+users:
+- name: sweeper
+  user:
+    token: $sweeper_token
+contexts:
+- name: sweeper-test
+  context: {cluster: sweeper-test, user: sweeper, namespace: sweeper-system}
+current-context: sweeper-test
+KC
+# Audit: metadata of every request of the service account, nothing else.
+cat > "$SWEEPER_STATE/audit-policy.yaml" <<POLICY
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    users: ["$SA_USER"]
+  - level: None
+POLICY
 KUBECONFIG_FILE="$SWEEPER_STATE/kubeconfig"
 cat > "$KUBECONFIG_FILE" <<KC
 apiVersion: v1
@@ -81,9 +127,17 @@ start kube-apiserver "$K8S_BIN_DIR/kube-apiserver" \
   --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=true \
   --disable-admission-plugins ServiceAccount \
   --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
-  --enable-priority-and-fairness=false
+  --enable-priority-and-fairness=false \
+  --audit-policy-file "$SWEEPER_STATE/audit-policy.yaml" --audit-log-path "$SWEEPER_STATE/logs/audit.log" \
+  --audit-log-format json --audit-log-maxsize 2000 --audit-log-maxbackup 1
 wait_for kube-apiserver 90 curl -fsS --cacert "$PKI/ca.crt" -H "Authorization: Bearer $admin_token" \
   "https://127.0.0.1:$APISERVER_PORT/readyz"
+
+# The shipped namespace, service account and RBAC, applied from the working tree every time (the
+# tests run sweeper as that service account).
+"$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply \
+  -f "$REPO_ROOT/deploy/manifests/00-namespace.yaml" -f "$REPO_ROOT/deploy/manifests/10-serviceaccount.yaml" \
+  -f "$REPO_ROOT/deploy/manifests/20-rbac.yaml" >/dev/null
 
 # --- kube-controller-manager: the namespace controller only ---
 start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
@@ -113,5 +167,7 @@ export AWS_REGION=us-east-1
 export AWS_ACCESS_KEY_ID=test
 export AWS_SECRET_ACCESS_KEY=test
 export SWEEPER_K8S_BIN=$K8S_BIN_DIR
+export SWEEPER_SA_KUBECONFIG=$SA_KUBECONFIG_FILE
+export SWEEPER_AUDIT_LOG=$SWEEPER_STATE/logs/audit.log
 ENV
 log "environment up: source $SWEEPER_STATE/env"

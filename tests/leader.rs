@@ -17,13 +17,24 @@ use support::sweeper::{Sweeper, eventually};
 const LEASE: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_millis(300);
 
-fn args<'a>(ns: &'a str, lease: &'a str, identity: &'a str) -> Vec<&'a str> {
+/// The shipped Lease: its Role (deploy/manifests) allows only this name in this namespace, and the
+/// processes run as the shipped service account. The tests run one at a time (nextest group
+/// `collector`) and each starts by deleting it.
+const LEASE_NS: &str = "sweeper-system";
+const LEASE_NAME: &str = "sweeper";
+
+async fn fresh_lease(c: &Client) {
+    let api: Api<Lease> = Api::namespaced(c.clone(), LEASE_NS);
+    let _ = api.delete(LEASE_NAME, &Default::default()).await;
+}
+
+fn args(identity: &str) -> Vec<&str> {
     vec![
         "--leader-elect",
         "--leader-elect-namespace",
-        ns,
+        LEASE_NS,
         "--leader-elect-lease-name",
-        lease,
+        LEASE_NAME,
         "--leader-elect-identity",
         identity,
         "--leader-elect-lease-duration",
@@ -37,9 +48,9 @@ fn args<'a>(ns: &'a str, lease: &'a str, identity: &'a str) -> Vec<&'a str> {
     ]
 }
 
-async fn holder(c: &Client, ns: &str, lease: &str) -> Option<String> {
-    let api: Api<Lease> = Api::namespaced(c.clone(), ns);
-    api.get_opt(lease)
+async fn holder(c: &Client) -> Option<String> {
+    let api: Api<Lease> = Api::namespaced(c.clone(), LEASE_NS);
+    api.get_opt(LEASE_NAME)
         .await
         .unwrap()
         .and_then(|l| l.spec)
@@ -66,17 +77,17 @@ async fn one_replica_leads_and_the_standby_takes_over_when_it_dies() {
     let mut s = TestScope::new("leader").await;
     let ns = s.namespace().await;
     let c = s.client.clone();
-    let lease = s.name.clone();
+    fresh_lease(&c).await;
 
-    let mut a = Sweeper::start(&args(&ns, &lease, "replica-a")).await;
+    let mut a = Sweeper::start(&args("replica-a")).await;
     assert!(
         eventually(Duration::from_secs(10), || async {
-            holder(&c, &ns, &lease).await.as_deref() == Some("replica-a")
+            holder(&c).await.as_deref() == Some("replica-a")
         })
         .await,
         "the first replica takes the lease"
     );
-    let b = Sweeper::start(&args(&ns, &lease, "replica-b")).await;
+    let b = Sweeper::start(&args("replica-b")).await;
     assert_eq!(role(&b).await, "standby");
     assert_eq!(role(&a).await, "leader");
     assert_eq!(b.metric("sweeper_leader_is_leader").await, 0.0);
@@ -102,7 +113,7 @@ async fn one_replica_leads_and_the_standby_takes_over_when_it_dies() {
     delete_cm(&c, &ns, "second", Background).await;
     assert!(
         eventually(Duration::from_secs(20), || async {
-            holder(&c, &ns, &lease).await.as_deref() == Some("replica-b")
+            holder(&c).await.as_deref() == Some("replica-b")
         })
         .await,
         "the standby takes the lease"
@@ -124,14 +135,13 @@ async fn one_replica_leads_and_the_standby_takes_over_when_it_dies() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn graceful_shutdown_releases_the_lease_for_an_immediate_takeover() {
-    let mut s = TestScope::new("leader-rel").await;
-    let ns = s.namespace().await;
+    let s = TestScope::new("leader-rel").await;
     let c = s.client.clone();
-    let lease = s.name.clone();
-    let mut a = Sweeper::start(&args(&ns, &lease, "replica-a")).await;
+    fresh_lease(&c).await;
+    let mut a = Sweeper::start(&args("replica-a")).await;
     assert!(
         eventually(Duration::from_secs(10), || async {
-            holder(&c, &ns, &lease).await.as_deref() == Some("replica-a")
+            holder(&c).await.as_deref() == Some("replica-a")
         })
         .await
     );
@@ -141,12 +151,12 @@ async fn graceful_shutdown_releases_the_lease_for_an_immediate_takeover() {
         .await
         .expect("exits on SIGTERM");
     assert!(status.success(), "clean exit: {status:?}");
-    assert_eq!(holder(&c, &ns, &lease).await, None, "released on exit");
+    assert_eq!(holder(&c).await, None, "released on exit");
     let released = Instant::now();
-    let _b = Sweeper::start(&args(&ns, &lease, "replica-b")).await;
+    let _b = Sweeper::start(&args("replica-b")).await;
     assert!(
         eventually(Duration::from_secs(10), || async {
-            holder(&c, &ns, &lease).await.as_deref() == Some("replica-b")
+            holder(&c).await.as_deref() == Some("replica-b")
         })
         .await
     );
@@ -162,11 +172,11 @@ async fn a_replica_that_lost_its_lease_deletes_nothing_and_exits() {
     let mut s = TestScope::new("leader-lost").await;
     let ns = s.namespace().await;
     let c = s.client.clone();
-    let lease = s.name.clone();
-    let mut a = Sweeper::start(&args(&ns, &lease, "replica-a")).await;
+    fresh_lease(&c).await;
+    let mut a = Sweeper::start(&args("replica-a")).await;
     assert!(
         eventually(Duration::from_secs(10), || async {
-            holder(&c, &ns, &lease).await.as_deref() == Some("replica-a")
+            holder(&c).await.as_deref() == Some("replica-a")
         })
         .await
     );
@@ -179,13 +189,13 @@ async fn a_replica_that_lost_its_lease_deletes_nothing_and_exits() {
     // at once (the owner's deletion) and has not yet noticed it lost the lease.
     a.signal("STOP");
     tokio::time::sleep(LEASE + Duration::from_millis(500)).await;
-    let api: Api<Lease> = Api::namespaced(c.clone(), &ns);
-    let mut l = api.get(&lease).await.unwrap();
+    let api: Api<Lease> = Api::namespaced(c.clone(), LEASE_NS);
+    let mut l = api.get(LEASE_NAME).await.unwrap();
     let spec = l.spec.as_mut().unwrap();
     spec.holder_identity = Some("thief".into());
     spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
     spec.lease_duration_seconds = Some(3600);
-    api.replace(&lease, &PostParams::default(), &l)
+    api.replace(LEASE_NAME, &PostParams::default(), &l)
         .await
         .unwrap();
     delete_cm(&c, &ns, "frozen", Background).await;
@@ -202,5 +212,5 @@ async fn a_replica_that_lost_its_lease_deletes_nothing_and_exits() {
         cm(&c, &ns, &dep).await.is_some(),
         "the fenced replica deleted a dependent after losing its lease"
     );
-    assert_eq!(holder(&c, &ns, &lease).await.as_deref(), Some("thief"));
+    assert_eq!(holder(&c).await.as_deref(), Some("thief"));
 }

@@ -46,6 +46,8 @@ impl EnvFacts {
             "AWS_ACCESS_KEY_ID",
             "AWS_SECRET_ACCESS_KEY",
             "SWEEPER_K8S_BIN",
+            "SWEEPER_SA_KUBECONFIG",
+            "SWEEPER_AUDIT_LOG",
         ] {
             if let Ok(v) = std::env::var(key) {
                 vars.insert(key.to_string(), v);

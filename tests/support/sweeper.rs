@@ -33,8 +33,10 @@ impl Sweeper {
         s
     }
 
+    /// Runs as the shipped service account (`SWEEPER_SA_KUBECONFIG`, bound to deploy/manifests'
+    /// RBAC by env-up), so every collector test also proves the shipped role suffices.
     pub fn spawn(args: &[&str]) -> Sweeper {
-        Sweeper::spawn_with(args, &EnvFacts::load().get("KUBECONFIG"))
+        Sweeper::spawn_with(args, &EnvFacts::load().get("SWEEPER_SA_KUBECONFIG"))
     }
 
     fn spawn_with(args: &[&str], kubeconfig: &str) -> Sweeper {
