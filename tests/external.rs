@@ -520,6 +520,22 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         eventually(T, || async { !sg_exists(&e, &owned_sg).await }).await,
         "the teardown made progress"
     );
+    // `sweeper status` shows the teardown, stuck in phase 2 on the held target group.
+    let object = format!("AWSCluster {ns}/{name}");
+    let shown = eventually(T, || async {
+        let (_, body) = gc.get("/status").await;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["teardowns"].as_array().is_some_and(|ts| {
+            ts.iter().any(|t| {
+                t["collector"] == "external"
+                    && t["object"] == object.as_str()
+                    && t["phase"] == "phase 2: external resources"
+                    && t["passes"].as_u64().unwrap_or(0) >= 1
+            })
+        })
+    })
+    .await;
+    assert!(shown, "/status lists the teardown with its phase");
     gc.kill();
     assert!(
         has_finalizer(&api, &name).await,
