@@ -8,7 +8,7 @@ use crate::engine::queue::WorkQueue;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -50,9 +50,15 @@ pub struct Ctx {
     /// Owners deleted in the background under `sweeper.dev/cascade-complete`: when first seen,
     /// and how many dependents they had then (for the completion Event).
     pub cascades: Mutex<HashMap<Uid, (Instant, usize)>>,
-    /// (object, reason) pairs already reported by Event, so a retried problem is reported once.
-    reported: Mutex<HashSet<(Uid, &'static str)>>,
+    /// Warning reasons already reported per object, so a retried problem is reported once.
+    /// Forgotten when the object goes, and bounded (see [`REPORTED_CAP`]): a long-running
+    /// collector must not grow with every object that ever had a problem.
+    reported: Mutex<HashMap<Uid, Vec<&'static str>>>,
 }
+
+/// At most this many objects remembered as reported; past it the memory is dropped, which costs
+/// at most one repeated Warning per still-failing object.
+const REPORTED_CAP: usize = 65_536;
 
 impl Ctx {
     pub fn new(
@@ -76,8 +82,20 @@ impl Ctx {
             absent_tx,
             metrics,
             cascades: Mutex::new(HashMap::new()),
-            reported: Mutex::new(HashSet::new()),
+            reported: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Drops what is remembered about an object that is gone (its uid never comes back).
+    pub fn forget(&self, uid: &Uid) {
+        self.reported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(uid);
+        self.cascades
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(uid);
     }
 
     pub fn read(&self) -> RwLockReadGuard<'_, Graph> {
@@ -108,7 +126,7 @@ impl Ctx {
     ) {
         if type_ == EventType::Warning {
             let mut seen = self.reported.lock().unwrap_or_else(|p| p.into_inner());
-            if !seen.insert((uid, reason)) {
+            if !first_report(&mut seen, uid, reason, REPORTED_CAP) {
                 return;
             }
         }
@@ -120,5 +138,40 @@ impl Ctx {
             secondary: None,
         };
         crate::engine::events::publish(&self.recorder, &ev, &reference).await;
+    }
+}
+
+/// Records `(uid, reason)`; true the first time. Past `cap` objects the memory starts over.
+fn first_report(
+    seen: &mut HashMap<Uid, Vec<&'static str>>,
+    uid: Uid,
+    reason: &'static str,
+    cap: usize,
+) -> bool {
+    if seen.get(&uid).is_some_and(|r| r.contains(&reason)) {
+        return false;
+    }
+    if seen.len() >= cap && !seen.contains_key(&uid) {
+        seen.clear();
+    }
+    seen.entry(uid).or_default().push(reason);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_problem_is_reported_once_and_memory_stays_bounded() {
+        let mut seen = HashMap::new();
+        let a = Uid::hash_of("a");
+        assert!(first_report(&mut seen, a, "X", 4));
+        assert!(!first_report(&mut seen, a, "X", 4));
+        assert!(first_report(&mut seen, a, "Y", 4));
+        for i in 0..100 {
+            first_report(&mut seen, Uid::hash_of(&i.to_string()), "X", 4);
+            assert!(seen.len() <= 4);
+        }
     }
 }

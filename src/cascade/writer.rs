@@ -42,12 +42,14 @@ pub async fn run(
                             WatchEvent::Apply { kind, meta } => g.apply(kind, &meta),
                             WatchEvent::Delete { meta, .. } => {
                                 ctx.absent.insert(meta.uid);
+                                ctx.forget(&meta.uid);
                                 g.remove(&meta.uid)
                             }
                             WatchEvent::Resynced { kind, seen } => {
                                 let (gone, work) = g.resync(kind, &seen);
                                 for uid in gone {
                                     ctx.absent.insert(uid);
+                                    ctx.forget(&uid);
                                 }
                                 work
                             }
