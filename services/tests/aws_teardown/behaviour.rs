@@ -144,3 +144,42 @@ async fn production_clients_finish_a_cluster() {
     assert!(!sg_exists(&c, &s).await);
     assert!(vpc_exists(&c, &v).await);
 }
+
+/// Leader election's AWS fence: with the gate closed no operation is sent, so nothing is deleted;
+/// opened, the same pass deletes.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn a_closed_leader_gate_sends_no_aws_call() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use sweeper_services::aws::gate::Gate;
+    use sweeper_services::aws::teardown::AwsClients;
+
+    let (c, _rec) = env().await;
+    let n = cluster("gate");
+    let (v, _subnets) = byo_network(&c).await;
+    let s = sg(&c, &v, &format!("{n}-sg"), &[cloud(&n, "owned")]).await;
+
+    let open = Arc::new(AtomicBool::new(false));
+    let flag = open.clone();
+    let gated = AwsClients::gated(
+        &sdk().await,
+        Gate(Arc::new(move || flag.load(Ordering::SeqCst))),
+    );
+    let report = teardown_pass(&gated, &TeardownRequest::new(&n)).await;
+    assert!(!report.done, "a fenced pass cannot finish: {report:#?}");
+    let errors: Vec<&String> = report.phases.iter().flat_map(|p| &p.errors).collect();
+    assert!(
+        errors.iter().any(|e| e.contains("leader lease")),
+        "the refusal is reported: {errors:?}"
+    );
+    assert!(sg_exists(&c, &s).await, "nothing deleted while fenced");
+
+    open.store(true, Ordering::SeqCst);
+    let report = teardown_pass(&gated, &TeardownRequest::new(&n)).await;
+    assert!(
+        report.phases.iter().all(|p| p.errors.is_empty()),
+        "{report:#?}"
+    );
+    assert!(!sg_exists(&c, &s).await, "deleted once the gate opens");
+}
