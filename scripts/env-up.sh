@@ -43,6 +43,26 @@ if [ ! -f "$PKI/serving.crt" ]; then
   echo "$admin_token" > "$PKI/admin.token"
 fi
 admin_token="$(cat "$PKI/admin.token")"
+# kubeconfig FILE USER TOKEN [NAMESPACE]
+kubeconfig() {
+  cat > "$1" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: sweeper-test
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $PKI/ca.crt
+users:
+- name: $2
+  user:
+    token: $3
+contexts:
+- name: sweeper-test
+  context: {cluster: sweeper-test, user: $2, namespace: ${4:-default}}
+current-context: sweeper-test
+KC
+}
 # The identity `sweeper run` uses in tests: the shipped service account (deploy/manifests), so every
 # integration test runs the collectors under the shipped RBAC, and the audit log below records
 # what that identity really calls (tests/rbac.rs checks the role against it).
@@ -62,23 +82,7 @@ if ! grep -q "^$sweeper_token," "$PKI/tokens.csv"; then
   fi
 fi
 SA_KUBECONFIG_FILE="$SWEEPER_STATE/sweeper-sa.kubeconfig"
-cat > "$SA_KUBECONFIG_FILE" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: sweeper-test
-  cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
-    certificate-authority: $PKI/ca.crt
-users:
-- name: sweeper
-  user:
-    token: $sweeper_token
-contexts:
-- name: sweeper-test
-  context: {cluster: sweeper-test, user: sweeper, namespace: sweeper-system}
-current-context: sweeper-test
-KC
+kubeconfig "$SA_KUBECONFIG_FILE" sweeper "$sweeper_token" sweeper-system
 # Audit: metadata of every request of the service account, nothing else.
 cat > "$SWEEPER_STATE/audit-policy.yaml" <<POLICY
 apiVersion: audit.k8s.io/v1
@@ -90,23 +94,7 @@ rules:
   - level: None
 POLICY
 KUBECONFIG_FILE="$SWEEPER_STATE/kubeconfig"
-cat > "$KUBECONFIG_FILE" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: sweeper-test
-  cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
-    certificate-authority: $PKI/ca.crt
-users:
-- name: admin
-  user:
-    token: $admin_token
-contexts:
-- name: sweeper-test
-  context: {cluster: sweeper-test, user: admin}
-current-context: sweeper-test
-KC
+kubeconfig "$KUBECONFIG_FILE" admin "$admin_token"
 
 # --- etcd ---
 start etcd etcd --name sweeper-test --data-dir "$SWEEPER_STATE/etcd" \

@@ -17,8 +17,6 @@
 mod support;
 
 use clap::CommandFactory;
-use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -428,38 +426,7 @@ async fn chart_render_passes_server_side_dry_run() {
         ),
     ];
     for value in renders.into_iter().flatten() {
-        let mut obj: DynamicObject = serde_json::from_value(value).expect("a Kubernetes object");
-        let tm = obj.types.clone().expect("apiVersion and kind");
-        let (group, version) = tm
-            .api_version
-            .split_once('/')
-            .unwrap_or(("", tm.api_version.as_str()));
-        // Every kind the chart renders pluralizes regularly: serviceaccounts, services, roles, ...
-        let plural = format!("{}s", tm.kind.to_lowercase());
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(group, version, &tm.kind),
-            &plural,
-        );
-        // Namespaced kinds go to the release namespace, which a dry run does not create: use default.
-        let api: Api<DynamicObject> = match &obj.metadata.namespace {
-            Some(_) => Api::namespaced_with(client.clone(), "default", &ar),
-            None => Api::all_with(client.clone(), &ar),
-        };
-        if obj.metadata.namespace.is_some() {
-            obj.metadata.namespace = Some("default".to_string());
-        }
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        let pp = PostParams {
-            dry_run: true,
-            ..Default::default()
-        };
-        match api.create(&pp, &obj).await {
-            Ok(_) => {}
-            // Exists already (e.g. the CRDs the tests install): still valid.
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => panic!("{} {name}: {e}", tm.kind),
-        }
-        checked.push(format!("{} {name}", tm.kind));
+        checked.push(support::objects::dry_run_create(&client, value).await);
     }
     for kind in [
         "CustomResourceDefinition",

@@ -63,6 +63,19 @@ async fn role(s: &Sweeper) -> String {
     v["leader"]["role"].as_str().unwrap_or("?").to_string()
 }
 
+/// Starts a replica and waits until it holds the (fresh) lease.
+async fn leading(c: &Client, identity: &str) -> Sweeper {
+    let s = Sweeper::start(&args(identity)).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            holder(c).await.as_deref() == Some(identity)
+        })
+        .await,
+        "{identity} takes the free lease"
+    );
+    s
+}
+
 /// An owner with one dependent; returns the dependent's name.
 async fn doomed_pair(c: &Client, ns: &str, name: &str) -> String {
     let owner = configmap(c, ns, name, vec![]).await;
@@ -79,14 +92,7 @@ async fn one_replica_leads_and_the_standby_takes_over_when_it_dies() {
     let c = s.client.clone();
     fresh_lease(&c).await;
 
-    let mut a = Sweeper::start(&args("replica-a")).await;
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            holder(&c).await.as_deref() == Some("replica-a")
-        })
-        .await,
-        "the first replica takes the lease"
-    );
+    let mut a = leading(&c, "replica-a").await;
     let b = Sweeper::start(&args("replica-b")).await;
     assert_eq!(role(&b).await, "standby");
     assert_eq!(role(&a).await, "leader");
@@ -138,13 +144,7 @@ async fn graceful_shutdown_releases_the_lease_for_an_immediate_takeover() {
     let s = TestScope::new("leader-rel").await;
     let c = s.client.clone();
     fresh_lease(&c).await;
-    let mut a = Sweeper::start(&args("replica-a")).await;
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            holder(&c).await.as_deref() == Some("replica-a")
-        })
-        .await
-    );
+    let mut a = leading(&c, "replica-a").await;
     a.signal("TERM");
     let status = a
         .wait_exit(Duration::from_secs(20))
@@ -173,13 +173,7 @@ async fn a_replica_that_lost_its_lease_deletes_nothing_and_exits() {
     let ns = s.namespace().await;
     let c = s.client.clone();
     fresh_lease(&c).await;
-    let mut a = Sweeper::start(&args("replica-a")).await;
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            holder(&c).await.as_deref() == Some("replica-a")
-        })
-        .await
-    );
+    let mut a = leading(&c, "replica-a").await;
     // Make sure the collector is fully up (watching configmaps) before freezing it.
     a.wait_ready(Duration::from_secs(30)).await;
     let dep = doomed_pair(&c, &ns, "frozen").await;

@@ -2,9 +2,6 @@
 
 mod support;
 
-use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
-
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn shipped_manifests_pass_server_side_dry_run() {
@@ -26,46 +23,7 @@ async fn shipped_manifests_pass_server_side_dry_run() {
             if value.is_null() {
                 continue;
             }
-            let obj: DynamicObject = serde_json::from_value(value).unwrap();
-            let tm = obj.types.clone().expect("apiVersion and kind");
-            let (group, version) = tm
-                .api_version
-                .split_once('/')
-                .unwrap_or(("", tm.api_version.as_str()));
-            let plural = match tm.kind.as_str() {
-                "ServiceAccount" => "serviceaccounts".to_string(),
-                k => format!("{}s", k.to_lowercase()),
-            };
-            let ar = ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk(group, version, &tm.kind),
-                &plural,
-            );
-            // Namespaced kinds go to their namespace, which a dry run does not create: use default.
-            let api: Api<DynamicObject> = match &obj.metadata.namespace {
-                Some(_) => Api::namespaced_with(client.clone(), "default", &ar),
-                None => Api::all_with(client.clone(), &ar),
-            };
-            let mut obj = obj;
-            obj.metadata.namespace = obj
-                .metadata
-                .namespace
-                .as_ref()
-                .map(|_| "default".to_string());
-            let pp = PostParams {
-                dry_run: true,
-                ..Default::default()
-            };
-            match api.create(&pp, &obj).await {
-                Ok(_) => {}
-                // Exists already (e.g. a previous real apply): still valid.
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => panic!(
-                    "{} {} in {}: {e}",
-                    tm.kind,
-                    obj.metadata.name.unwrap_or_default(),
-                    f.display()
-                ),
-            }
+            support::objects::dry_run_create(&client, value).await;
             checked += 1;
         }
     }

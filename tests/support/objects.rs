@@ -131,3 +131,44 @@ pub async fn install_sweeper_crds(client: &Client) {
         wait_established(client, &crd.name_any()).await;
     }
 }
+
+/// Server-side dry-run create of one manifest object (YAML/JSON as a value); returns its
+/// `Kind name`. Namespaced objects go to `default` (a dry run does not create their namespace);
+/// 409 (exists already, e.g. after a real apply) still means valid. Panics naming the object.
+pub async fn dry_run_create(client: &Client, value: serde_json::Value) -> String {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let mut obj: DynamicObject = serde_json::from_value(value).expect("a Kubernetes object");
+    let tm = obj.types.clone().expect("apiVersion and kind");
+    let (group, version) = tm
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", tm.api_version.as_str()));
+    // Every kind we ship pluralizes regularly: serviceaccounts, services, roles, ...
+    let plural = format!("{}s", tm.kind.to_lowercase());
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, &tm.kind),
+        &plural,
+    );
+    let api: Api<DynamicObject> = match &obj.metadata.namespace {
+        Some(_) => Api::namespaced_with(client.clone(), "default", &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    if obj.metadata.namespace.is_some() {
+        obj.metadata.namespace = Some("default".to_string());
+    }
+    let label = format!(
+        "{} {}",
+        tm.kind,
+        obj.metadata.name.clone().unwrap_or_default()
+    );
+    let pp = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match api.create(&pp, &obj).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("{label}: {e}"),
+    }
+    label
+}
