@@ -1,79 +1,153 @@
 #!/usr/bin/env bash
 # `make demo`: the embedded default environment (local kube-apiserver + LocalStack, provisioned on
-# first use), then sweeper against it. Shows it connecting, discovering resources, becoming ready
-# and serving /metrics, picking up a new CRD without a restart, and shutting down on SIGTERM.
-# DEMO_HOLD=1 keeps sweeper running in the foreground until Ctrl-C.
+# first use), sweeper deployed from the Helm chart's settings as two replicas with leader election,
+# then the story (examples/demo): a workload cluster with AWS resources, a KubeZoo tenant and
+# owner trees are set up, deleted at once, watched live, and reported on.
+#
+# The replicas run as local processes, not pods, but with exactly the rendered Deployment's
+# environment (plus the test credentials for LocalStack, a loopback HTTP port and text logs) and
+# as the shipped `sweeper` service account, so only the shipped RBAC applies.
+#
+# DEMO_PORT (18080): first replica's HTTP port. DEMO_TIMEOUT (120): seconds the deletions may
+# take. DEMO_FAILOVER (1): SIGTERM the leader 3 s into the deletions, as Kubernetes stops a pod;
+# it releases the Lease and the standby takes over and finishes the job (0: no failover).
+# DEMO_HOLD=1: keep the replicas running after the report until Ctrl-C.
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
+started=$SECONDS
 
-cargo build --locked --bin sweeper
+cargo build --locked --bin sweeper --example demo
 "$REPO_ROOT/scripts/env-up.sh"
 # shellcheck disable=SC1091
 source "$SWEEPER_STATE/env"
-BIN="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/sweeper"
-KUBECTL="$K8S_BIN_DIR/kubectl"
+TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
+BIN="$TARGET/debug/sweeper"
+DEMO="$TARGET/debug/examples/demo"
+KUBECTL="$SWEEPER_K8S_BIN/kubectl"
+NS=sweeper-system
 PORT="${DEMO_PORT:-18080}"
+LOGS="$SWEEPER_STATE/logs"
+mkdir -p "$LOGS"
 
-log "applying sweeper's CRDs"
-"$BIN" crds | "$KUBECTL" apply -f - >&2
+say() { printf '%s\n' "$*"; }
+
+log "applying sweeper's CRDs (Tenant, AWSCluster, AWSManagedControlPlane, Cluster)"
+"$BIN" crds | "$KUBECTL" apply -f - >/dev/null
+
+log "rendering the Helm chart (deploy/helm/sweeper) with aws.endpointUrl and aws.region set"
+renderer="$("$REPO_ROOT/scripts/provision-helm-render.sh")"
+rendered="$SWEEPER_STATE/demo-chart.yaml"
+"$renderer" --name sweeper --namespace "$NS" \
+  --set aws.endpointUrl="$AWS_ENDPOINT_URL" --set aws.region="$AWS_REGION" \
+  deploy/helm/sweeper >"$rendered"
+
+# The Deployment's container, as `demo chart-env` reads it from the render.
+deployment="$("$DEMO" chart-env <"$rendered")"
+replicas=1 args=() chart_env=() identity_var="" chart_http_addr="" chart_log_format=""
+while read -r what rest; do
+  case "$what" in
+    replicas) replicas="$rest" ;;
+    arg) args+=("$rest") ;;
+    env)
+      case "${rest%%=*}" in
+        # Overridden per replica below: a loopback port each, text logs in files.
+        SWEEPER_HTTP_ADDR) chart_http_addr="${rest#*=}" ;;
+        SWEEPER_LOG_FORMAT) chart_log_format="${rest#*=}" ;;
+        *) chart_env+=("$rest") ;;
+      esac ;;
+    fieldref)
+      name="${rest%% *}" path="${rest#* }"
+      case "$path" in
+        metadata.namespace) chart_env+=("$name=$NS") ;;
+        metadata.name) identity_var="$name" ;;
+        *) echo "demo: the chart reads $path from the downward API; the demo cannot fill it in" >&2; exit 1 ;;
+      esac ;;
+  esac
+done <<<"$deployment"
+[ -n "$identity_var" ] || { echo "demo: the chart sets no identity from metadata.name" >&2; exit 1; }
+setting() { local kv; for kv in "${chart_env[@]}"; do [ "${kv%%=*}" = "$1" ] && { echo "${kv#*=}"; return 0; }; done; return 0; }
+LEASE="$(setting SWEEPER_LEADER_ELECT_LEASE_NAME)"
+
+# What a pod gets besides the chart's env: its service account's identity. Credentials for
+# LocalStack come from the environment (the chart's aws.credentialsSecret is empty by default).
+base_env=(
+  "PATH=$PATH" "HOME=$HOME"
+  "KUBECONFIG=$SWEEPER_SA_KUBECONFIG"
+  "AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY"
+)
+
+log "cleaning up what an earlier demo left"
+"$KUBECTL" -n "$NS" delete lease "$LEASE" --ignore-not-found >/dev/null
+"$DEMO" clean
+
+for i in $(seq 0 $((replicas - 1))); do
+  if curl -fsS -o /dev/null "http://127.0.0.1:$((PORT + i))/healthz" 2>/dev/null; then
+    echo "demo: port $((PORT + i)) is already serving something; set DEMO_PORT" >&2
+    exit 1
+  fi
+done
+
+pids=()
+stop_replicas() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+trap stop_replicas EXIT
+
+role_of() { # url -> leader | standby | starting | ... (empty when not answering)
+  curl -fsS "$1/status" 2>/dev/null | grep -o '"role":"[a-z]*"' | cut -d'"' -f4 || true
+}
+
+# Replica 0 first, and until it leads, so the story reads the same every time.
+replica_args=()
+for i in $(seq 0 $((replicas - 1))); do
+  name="demo-replica-$i" url="http://127.0.0.1:$((PORT + i))"
+  env -i "${base_env[@]}" "${chart_env[@]}" \
+    "$identity_var=$name" SWEEPER_HTTP_ADDR="127.0.0.1:$((PORT + i))" SWEEPER_LOG_FORMAT=text NO_COLOR=1 \
+    "$BIN" "${args[@]}" >"$LOGS/demo-sweeper-$i.log" 2>&1 &
+  pids+=("$!")
+  replica_args+=(--replica "$name=$url=$!")
+  want=standby; [ "$i" = 0 ] && want=leader
+  role=""
+  for _ in $(seq 120); do
+    role="$(role_of "$url")"
+    [ "$role" = "$want" ] && break
+    kill -0 "${pids[-1]}" 2>/dev/null || break
+    sleep 0.5
+  done
+  if [ "$role" != "$want" ]; then
+    holder="$("$KUBECTL" -n "$NS" get lease "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true)"
+    echo "demo: $name is '${role:-not answering}', expected $want (Lease $NS/$LEASE held by '${holder:-nobody}'; is someone else running replicas?). Log: $LOGS/demo-sweeper-$i.log" >&2
+    tail -n 20 "$LOGS/demo-sweeper-$i.log" >&2 || true
+    exit 1
+  fi
+done
+
+say ""
+say "== sweeper deployed from the Helm chart's settings (deploy/helm/sweeper, rendered to $rendered)"
+say "   $replicas replicas (replicaCount), 'sweeper ${args[*]}', as service account $NS/sweeper (shipped RBAC)"
+say "   feature gates    $(setting SWEEPER_FEATURE_GATES)"
+say "   leader election  Lease $(setting SWEEPER_LEADER_ELECT_NAMESPACE)/$LEASE, duration $(setting SWEEPER_LEADER_ELECT_LEASE_DURATION), renew $(setting SWEEPER_LEADER_ELECT_RENEW_DEADLINE), retry $(setting SWEEPER_LEADER_ELECT_RETRY_PERIOD)"
+say "   kube API         qps $(setting SWEEPER_KUBE_API_QPS), burst $(setting SWEEPER_KUBE_API_BURST); cascade workers $(setting SWEEPER_CASCADE_WORKERS), tenant deletes $(setting SWEEPER_TENANT_DELETE_CONCURRENCY)"
+say "   AWS              $(setting AWS_ENDPOINT_URL) ($(setting AWS_REGION))"
+say "   overridden       SWEEPER_HTTP_ADDR $chart_http_addr -> 127.0.0.1:$PORT+N, SWEEPER_LOG_FORMAT $chart_log_format -> text ($LOGS/demo-sweeper-N.log)"
+say "   identity         $identity_var (the pod name in the chart) = demo-replica-N"
+for i in $(seq 0 $((replicas - 1))); do
+  say "   demo-replica-$i  http://127.0.0.1:$((PORT + i))  pid ${pids[$i]}  $(role_of "http://127.0.0.1:$((PORT + i))")"
+done
+
+failover=()
+[ "${DEMO_FAILOVER:-1}" = 1 ] && failover=(--failover)
+status=0
+"$DEMO" run "${replica_args[@]}" --timeout "${DEMO_TIMEOUT:-120}" "${failover[@]}" || status=$?
 
 if [ "${DEMO_HOLD:-0}" = 1 ]; then
-  exec "$BIN" run --http-addr "127.0.0.1:$PORT" \
-    --feature-gates CascadeGC=true,TenantGC=true,ExternalResourceGC=true
+  say "replicas keep running (DEMO_HOLD=1): '$BIN status --server http://127.0.0.1:$PORT'; Ctrl-C stops them"
+  wait || true
 fi
-
-"$BIN" run --http-addr "127.0.0.1:$PORT" --discovery-interval 3s \
-  --feature-gates CascadeGC=true,TenantGC=true,ExternalResourceGC=true &
-pid=$!
-trap 'kill "$pid" 2>/dev/null || true' EXIT
-for _ in $(seq 60); do curl -fsS "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
-printf '\n== /readyz: %s\n' "$(curl -fsS "127.0.0.1:$PORT/readyz")"
-printf '== /metrics (sweeper_*):\n'; curl -fsS "127.0.0.1:$PORT/metrics" | grep '^sweeper_' || true
-
-log "cascade: an owner with three dependents, queried through the graph, then deleted"
-"$KUBECTL" create namespace sweeper-demo --dry-run=client -o yaml | "$KUBECTL" apply -f - >&2
-"$KUBECTL" -n sweeper-demo delete configmap --all >/dev/null 2>&1 || true
-"$KUBECTL" -n sweeper-demo create configmap owner >&2
-OWNER_UID="$("$KUBECTL" -n sweeper-demo get configmap owner -o jsonpath='{.metadata.uid}')"
-for i in 1 2 3; do
-  cat <<CM | "$KUBECTL" apply -f - >&2
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: dependent-$i
-  namespace: sweeper-demo
-  ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: owner, uid: "$OWNER_UID"}]
-CM
-done
-sleep 2
-printf '== sweeper graph dependents v1/ConfigMap sweeper-demo owner:\n'
-"$BIN" graph --server "http://127.0.0.1:$PORT" dependents v1/ConfigMap sweeper-demo owner
-"$KUBECTL" -n sweeper-demo delete configmap owner >&2
-for _ in $(seq 40); do
-  [ -z "$("$KUBECTL" -n sweeper-demo get configmap -o name 2>/dev/null | grep dependent)" ] && break; sleep 0.25
-done
-printf '== configmaps left in sweeper-demo after deleting the owner: %s\n' "$("$KUBECTL" -n sweeper-demo get configmap -o name 2>/dev/null | grep -c dependent || true)"
-curl -fsS "127.0.0.1:$PORT/metrics" | grep -E '^sweeper_(cascade_deleted|kube_api_calls)' || true
-
-log "creating a new CRD; the next discovery refresh picks it up without a restart"
-cat <<'CRD' | "$KUBECTL" apply -f - >&2
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.demo.sweeper.dev}
-spec:
-  group: demo.sweeper.dev
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-CRD
-sleep 8
-printf '== after the new CRD:\n'; curl -fsS "127.0.0.1:$PORT/metrics" | grep '^sweeper_discovered_resources' || true
-"$KUBECTL" delete crd widgets.demo.sweeper.dev >&2
-
-log "sending SIGTERM: sweeper drains and exits"
-kill -TERM "$pid"; wait "$pid"; trap - EXIT
-log "demo done. The environment keeps running: 'make env-down' stops it."
+log "stopping the replicas (SIGTERM: the leader releases the Lease)"
+stop_replicas
+trap - EXIT
+say "make demo took $((SECONDS - started))s. The environment keeps running: 'make env-down' stops it."
+exit "$status"
