@@ -320,10 +320,9 @@ impl Elector {
                         }
                         tracing::warn!(error = %e, "lease renewal failed; retrying");
                     } else {
+                        // Stays Starting (not ready) until the lease can be read: a replica that
+                        // cannot reach it (RBAC, network) is no healthy standby.
                         tracing::warn!(error = %e, "cannot read or take the lease; retrying");
-                        if *role.borrow() == Role::Starting {
-                            role.send_replace(Role::Standby { holder: None });
-                        }
                     }
                 }
             }
