@@ -1,1 +1,0 @@
-"""LocalStack extension used by sweeper's integration tests and demo."""
