@@ -2,12 +2,13 @@
 
 use super::absent::AbsentOwners;
 use super::metrics::CascadeMetrics;
+use crate::engine::events::Publisher;
 use crate::engine::graph::uid::Uid;
 use crate::engine::graph::{Graph, Work};
 use crate::engine::queue::WorkQueue;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::EventType;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -46,7 +47,7 @@ pub struct Ctx {
     /// Workers tell the writer about virtual owners verified absent.
     pub absent_tx: mpsc::UnboundedSender<Uid>,
     pub metrics: CascadeMetrics,
-    pub recorder: Recorder,
+    pub events: Publisher,
     /// Owners deleted in the background under `sweeper.dev/cascade-complete`: when first seen,
     /// and how many dependents they had then (for the completion Event).
     pub cascades: Mutex<HashMap<Uid, (Instant, usize)>>,
@@ -67,12 +68,8 @@ impl Ctx {
         metrics: CascadeMetrics,
         absent_tx: mpsc::UnboundedSender<Uid>,
     ) -> Self {
-        let reporter = kube::runtime::events::Reporter {
-            controller: "sweeper-cascade".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         Ctx {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Publisher::new(client.clone(), "sweeper-cascade", "GarbageCollect"),
             client,
             config,
             graph: RwLock::new(Graph::new()),
@@ -130,14 +127,7 @@ impl Ctx {
                 return;
             }
         }
-        let ev = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note),
-            action: "GarbageCollect".into(),
-            secondary: None,
-        };
-        crate::engine::events::publish(&self.recorder, &ev, &reference).await;
+        self.events.emit(&reference, type_, reason, note).await;
     }
 }
 

@@ -8,13 +8,14 @@ use super::cluster::{self, ClusterNameError};
 use super::conditions;
 use super::metrics::ExternalMetrics;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
+use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
 use crate::engine::progress::Teardowns;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -59,7 +60,7 @@ pub struct ExternalCtx {
     pub metrics: ExternalMetrics,
     /// AlternativeGCStrategy: discover with describe calls instead of the tagging API.
     pub alternative_discovery: bool,
-    recorder: Recorder,
+    events: Publisher,
     teardowns: Teardowns,
 }
 
@@ -71,12 +72,8 @@ impl ExternalCtx {
         alternative_discovery: bool,
         teardowns: Teardowns,
     ) -> Self {
-        let reporter = Reporter {
-            controller: "sweeper-external".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         ExternalCtx {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Publisher::new(client.clone(), "sweeper-external", "ExternalResourceGC"),
             client,
             aws,
             metrics,
@@ -146,14 +143,9 @@ async fn event<K: GcKind>(
     reason: &str,
     note: String,
 ) {
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "ExternalResourceGC".into(),
-        secondary: None,
-    };
-    crate::engine::events::publish(&ctx.recorder, &ev, &obj.object_ref(&())).await;
+    ctx.events
+        .emit(&obj.object_ref(&()), type_, reason, note)
+        .await;
 }
 
 #[tracing::instrument(skip_all, fields(object = %format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())))]

@@ -6,12 +6,13 @@ use super::metrics::TenantMetrics;
 use super::teardown::{self, PassReport, TeardownSettings};
 use crate::api::tenant::{Condition, Tenant, TenantStatus};
 use crate::engine::discovery::DiscoveryReport;
+use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
 use crate::engine::progress::Teardowns;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub struct TenantCtx {
     pub settings: TeardownSettings,
     pub metrics: TenantMetrics,
     pub discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
-    recorder: Recorder,
+    events: Publisher,
     teardowns: Teardowns,
 }
 
@@ -42,12 +43,8 @@ impl TenantCtx {
         discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
         teardowns: Teardowns,
     ) -> Self {
-        let reporter = Reporter {
-            controller: "sweeper-tenant".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         TenantCtx {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Publisher::new(client.clone(), "sweeper-tenant", "TenantGC"),
             client,
             settings,
             metrics,
@@ -132,14 +129,9 @@ async fn set_status(
 }
 
 async fn event(ctx: &TenantCtx, t: &Tenant, type_: EventType, reason: &str, note: String) {
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "TenantGC".into(),
-        secondary: None,
-    };
-    crate::engine::events::publish(&ctx.recorder, &ev, &t.object_ref(&())).await;
+    ctx.events
+        .emit(&t.object_ref(&()), type_, reason, note)
+        .await;
 }
 
 #[tracing::instrument(skip_all, fields(tenant = %t.name_any()))]
