@@ -102,3 +102,41 @@ async fn run_serves_health_ready_and_metrics_then_stops_on_sigterm() {
     let exit = exit.expect("sweeper exits within 15s of SIGTERM");
     assert!(exit.success(), "graceful shutdown exits 0, got {exit:?}");
 }
+
+/// Bad configuration fails at once, before connecting: no environment needed. The kubeconfig
+/// points nowhere, so a process that got past validation would fail differently (and later).
+#[test]
+fn invalid_configuration_fails_fast_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--kube-api-qps=-5"], "--kube-api-qps"),
+        (&["--discovery-interval", "0s"], "--discovery-interval"),
+        (&["--feature-gates", "Bogus=true"], "Bogus"),
+        (
+            &[
+                "--leader-elect",
+                "--leader-elect-namespace",
+                "ns",
+                "--leader-elect-retry-period",
+                "12s",
+            ],
+            "--leader-elect-retry-period",
+        ),
+    ];
+    for (args, flag) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_sweeper"))
+            .arg("run")
+            .args(*args)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run sweeper");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} must fail");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("kubeconfig"),
+            "{args:?} failed on configuration before touching the cluster: {stderr}"
+        );
+    }
+}
