@@ -3,21 +3,13 @@
 //! gateway holds them; while one does, they are reported waiting.
 
 use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
-use crate::aws::errors::{ApiFailure, call};
+use crate::aws::errors::call;
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 
 pub struct Addresses;
 
 const KIND: &str = "elastic-ip";
-
-fn discover_err(op: &'static str) -> impl Fn(ApiFailure) -> CleanError {
-    move |source| CleanError::Discover {
-        kind: KIND,
-        op,
-        source,
-    }
-}
 
 #[async_trait]
 impl Cleaner for Addresses {
@@ -44,7 +36,7 @@ impl Cleaner for Addresses {
                 .send()
         })
         .await
-        .map_err(discover_err("DescribeNatGateways"))?;
+        .map_err(CleanError::discover(KIND, "DescribeNatGateways"))?;
         // allocation id -> is its NAT gateway gone?
         let mut nat_of: HashMap<String, bool> = HashMap::new();
         for n in nats.nat_gateways() {
@@ -74,7 +66,7 @@ impl Cleaner for Addresses {
                     .send()
             })
             .await
-            .map_err(discover_err("DescribeAddresses"))?;
+            .map_err(CleanError::discover(KIND, "DescribeAddresses"))?;
             for a in out.addresses() {
                 if let Some(id) = a.allocation_id() {
                     found.insert(id.to_string(), a.association_id().map(str::to_string));

@@ -42,11 +42,7 @@ impl Cleaner for Instances {
                     .send()
             })
             .await
-            .map_err(|source| CleanError::Discover {
-                kind: KIND,
-                op: "DescribeInstances",
-                source,
-            })?;
+            .map_err(CleanError::discover(KIND, "DescribeInstances"))?;
             for i in page.reservations().iter().flat_map(|r| r.instances()) {
                 let Some(id) = i.instance_id() else { continue };
                 let state = i

@@ -32,11 +32,7 @@ impl Cleaner for InternetGateways {
                 .send()
         })
         .await
-        .map_err(|source| CleanError::Discover {
-            kind: KIND,
-            op: "DescribeInternetGateways",
-            source,
-        })?;
+        .map_err(CleanError::discover(KIND, "DescribeInternetGateways"))?;
         Ok(out
             .internet_gateways()
             .iter()

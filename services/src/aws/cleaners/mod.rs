@@ -121,6 +121,13 @@ pub enum CleanError {
     },
 }
 
+impl CleanError {
+    /// For `map_err` on a discovery call: `.map_err(CleanError::discover(KIND, "DescribeX"))`.
+    pub fn discover(kind: &'static str, op: &'static str) -> impl Fn(ApiFailure) -> CleanError {
+        move |source| CleanError::Discover { kind, op, source }
+    }
+}
+
 /// Maps the result of a delete call: NotFound is done, transient errors that outlived the retries
 /// leave the resource remaining with the reason, anything else is an error naming the resource.
 pub fn settle<T>(

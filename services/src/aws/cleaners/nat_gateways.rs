@@ -36,11 +36,7 @@ impl Cleaner for NatGateways {
                 .send()
         })
         .await
-        .map_err(|source| CleanError::Discover {
-            kind: KIND,
-            op: "DescribeNatGateways",
-            source,
-        })?;
+        .map_err(CleanError::discover(KIND, "DescribeNatGateways"))?;
         let mut targets = Vec::new();
         for n in out.nat_gateways() {
             let Some(id) = n.nat_gateway_id() else {

@@ -48,11 +48,7 @@ impl Cleaner for NetworkInterfaces {
                         .send()
                 })
                 .await
-                .map_err(|source| CleanError::Discover {
-                    kind: KIND,
-                    op: "DescribeNetworkInterfaces",
-                    source,
-                })?;
+                .map_err(CleanError::discover(KIND, "DescribeNetworkInterfaces"))?;
                 out.extend(
                     page.network_interfaces()
                         .iter()

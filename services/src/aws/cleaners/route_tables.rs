@@ -33,11 +33,7 @@ impl Cleaner for RouteTables {
                 .send()
         })
         .await
-        .map_err(|source| CleanError::Discover {
-            kind: KIND,
-            op: "DescribeRouteTables",
-            source,
-        })?;
+        .map_err(CleanError::discover(KIND, "DescribeRouteTables"))?;
         Ok(out
             .route_tables()
             .iter()

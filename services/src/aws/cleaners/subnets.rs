@@ -32,11 +32,7 @@ impl Cleaner for Subnets {
                 .send()
         })
         .await
-        .map_err(|source| CleanError::Discover {
-            kind: KIND,
-            op: "DescribeSubnets",
-            source,
-        })?;
+        .map_err(CleanError::discover(KIND, "DescribeSubnets"))?;
         Ok(out
             .subnets()
             .iter()

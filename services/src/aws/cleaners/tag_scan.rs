@@ -25,18 +25,9 @@ impl Tagged {
     }
 }
 
-fn discover_err(
-    kind: &'static str,
-    op: &'static str,
-) -> impl Fn(crate::aws::errors::ApiFailure) -> CleanError {
-    move |source| CleanError::Discover { kind, op, source }
-}
-
 /// Every classic load balancer of the account/region, with tags.
 pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, CleanError> {
-    let mut names = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
+    let names = all_pages(|marker| async move {
         let page = call("elb.DescribeLoadBalancers", || {
             c.elb
                 .describe_load_balancers()
@@ -45,20 +36,18 @@ pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, Clean
                 .send()
         })
         .await
-        .map_err(discover_err("load-balancer", "DescribeLoadBalancers"))?;
-        names.extend(
-            page.load_balancer_descriptions()
-                .iter()
-                .filter_map(|d| d.load_balancer_name().map(str::to_string)),
-        );
-        marker = page
-            .next_marker()
-            .filter(|m| !m.is_empty())
-            .map(str::to_string);
-        if marker.is_none() {
-            break;
-        }
-    }
+        .map_err(CleanError::discover(
+            "load-balancer",
+            "DescribeLoadBalancers",
+        ))?;
+        let names = page
+            .load_balancer_descriptions()
+            .iter()
+            .filter_map(|d| d.load_balancer_name().map(str::to_string))
+            .collect();
+        Ok((names, page.next_marker().map(str::to_string)))
+    })
+    .await?;
     let mut out = Vec::with_capacity(names.len());
     for chunk in names.chunks(TAGS_CHUNK) {
         let tags = call("elb.DescribeTags", || {
@@ -68,7 +57,7 @@ pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, Clean
                 .send()
         })
         .await
-        .map_err(discover_err("load-balancer", "DescribeTags"))?;
+        .map_err(CleanError::discover("load-balancer", "DescribeTags"))?;
         for d in tags.tag_descriptions() {
             let Some(name) = d.load_balancer_name() else {
                 continue;
@@ -99,9 +88,7 @@ pub async fn v2_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, CleanError
 
 /// Every v2 load balancer ARN, without tags.
 pub async fn v2_load_balancer_arns(c: &AwsClients) -> Result<Vec<String>, CleanError> {
-    let mut arns = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
+    all_pages(|marker| async move {
         let page = call("elbv2.DescribeLoadBalancers", || {
             c.elbv2
                 .describe_load_balancers()
@@ -110,21 +97,18 @@ pub async fn v2_load_balancer_arns(c: &AwsClients) -> Result<Vec<String>, CleanE
                 .send()
         })
         .await
-        .map_err(discover_err("load-balancer", "DescribeLoadBalancers"))?;
-        arns.extend(
-            page.load_balancers()
-                .iter()
-                .filter_map(|l| l.load_balancer_arn().map(str::to_string)),
-        );
-        marker = page
-            .next_marker()
-            .filter(|m| !m.is_empty())
-            .map(str::to_string);
-        if marker.is_none() {
-            break;
-        }
-    }
-    Ok(arns)
+        .map_err(CleanError::discover(
+            "load-balancer",
+            "DescribeLoadBalancers",
+        ))?;
+        let arns = page
+            .load_balancers()
+            .iter()
+            .filter_map(|l| l.load_balancer_arn().map(str::to_string))
+            .collect();
+        Ok((arns, page.next_marker().map(str::to_string)))
+    })
+    .await
 }
 
 /// A v2 target group: its ARN and the load balancers still using it.
@@ -136,9 +120,7 @@ pub struct TargetGroupInfo {
 
 /// Every target group of the account/region, in bulk (one call per 400).
 pub async fn target_groups(c: &AwsClients) -> Result<Vec<TargetGroupInfo>, CleanError> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
+    all_pages(|marker| async move {
         let page = call("elbv2.DescribeTargetGroups", || {
             c.elbv2
                 .describe_target_groups()
@@ -147,22 +129,20 @@ pub async fn target_groups(c: &AwsClients) -> Result<Vec<TargetGroupInfo>, Clean
                 .send()
         })
         .await
-        .map_err(discover_err("target-group", "DescribeTargetGroups"))?;
-        out.extend(page.target_groups().iter().filter_map(|t| {
-            Some(TargetGroupInfo {
-                arn: t.target_group_arn()?.to_string(),
-                load_balancer_arns: t.load_balancer_arns().to_vec(),
+        .map_err(CleanError::discover("target-group", "DescribeTargetGroups"))?;
+        let groups = page
+            .target_groups()
+            .iter()
+            .filter_map(|t| {
+                Some(TargetGroupInfo {
+                    arn: t.target_group_arn()?.to_string(),
+                    load_balancer_arns: t.load_balancer_arns().to_vec(),
+                })
             })
-        }));
-        marker = page
-            .next_marker()
-            .filter(|m| !m.is_empty())
-            .map(str::to_string);
-        if marker.is_none() {
-            break;
-        }
-    }
-    Ok(out)
+            .collect();
+        Ok((groups, page.next_marker().map(str::to_string)))
+    })
+    .await
 }
 
 /// Tags of v2 resources (load balancers or target groups), 20 ARNs per call.
@@ -180,7 +160,7 @@ pub async fn v2_tags(
                 .send()
         })
         .await
-        .map_err(discover_err(kind, "DescribeTags"))?;
+        .map_err(CleanError::discover(kind, "DescribeTags"))?;
         for d in tags.tag_descriptions() {
             let Some(arn) = d.resource_arn() else {
                 continue;
@@ -208,9 +188,8 @@ pub async fn security_groups(
     c: &AwsClients,
     filters: Vec<aws_sdk_ec2::types::Filter>,
 ) -> Result<Vec<aws_sdk_ec2::types::SecurityGroup>, CleanError> {
-    let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
+    let filters = &filters;
+    all_pages(|token| async move {
         let page = call("ec2.DescribeSecurityGroups", || {
             c.ec2
                 .describe_security_groups()
@@ -220,15 +199,35 @@ pub async fn security_groups(
                 .send()
         })
         .await
-        .map_err(discover_err("security-group", "DescribeSecurityGroups"))?;
-        out.extend(page.security_groups().iter().cloned());
-        token = page
-            .next_token()
-            .filter(|t| !t.is_empty())
-            .map(str::to_string);
-        if token.is_none() {
-            break;
+        .map_err(CleanError::discover(
+            "security-group",
+            "DescribeSecurityGroups",
+        ))?;
+        Ok((
+            page.security_groups().to_vec(),
+            page.next_token().map(str::to_string),
+        ))
+    })
+    .await
+}
+
+/// Reads every page of a Describe call paged by marker or token: `page(next)` fetches one page and
+/// returns its items and the next marker; an absent or empty marker ends the listing.
+async fn all_pages<T, F, Fut>(mut page: F) -> Result<Vec<T>, CleanError>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), CleanError>>,
+{
+    let mut out = Vec::new();
+    let mut next = None;
+    loop {
+        // Boxed: the page future's type nests inside every caller's future, and unboxed it took
+        // the controller's reconcile future past the compiler's type-depth limit.
+        let (items, marker) = Box::pin(page(next.take())).await?;
+        out.extend(items);
+        next = marker.filter(|m| !m.is_empty());
+        if next.is_none() {
+            return Ok(out);
         }
     }
-    Ok(out)
 }

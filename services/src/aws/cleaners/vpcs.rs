@@ -20,11 +20,7 @@ pub async fn capa_vpcs(c: &AwsClients, cluster: &str) -> Result<Vec<String>, Cle
             .send()
     })
     .await
-    .map_err(|source| CleanError::Discover {
-        kind: KIND,
-        op: "DescribeVpcs",
-        source,
-    })?;
+    .map_err(CleanError::discover(KIND, "DescribeVpcs"))?;
     Ok(out
         .vpcs()
         .iter()
