@@ -168,24 +168,7 @@ async fn a_group_failing_discovery_is_skipped_and_reported_while_the_rest_collec
     let c = s.client.clone();
     // An aggregated API whose backend does not exist: its discovery fails.
     let group = format!("{}.broken.sweeper.dev", s.name);
-    let apiservices: Api<kube::api::DynamicObject> = Api::all_with(
-        c.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-            "apiservices",
-        ),
-    );
-    let svc: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": format!("v1.{group}")},
-        "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
-                 "insecureSkipTLSVerify": true, "service": {"namespace": "default", "name": "does-not-exist"}}
-    }))
-    .unwrap();
-    apiservices
-        .create(&PostParams::default(), &svc)
-        .await
-        .expect("create APIService");
+    let broken = BrokenApiGroup::create(&c, &group).await;
     let gc = Sweeper::start(&[]).await;
     let owner = configmap(&c, &ns, "owner", vec![]).await;
     configmap(&c, &ns, "dep", vec![owner_ref(&owner, None)]).await;
@@ -196,9 +179,7 @@ async fn a_group_failing_discovery_is_skipped_and_reported_while_the_rest_collec
             "sweeper_discovery_failures_total{{group=\"{group}/v1\"}}"
         ))
         .await;
-    let _ = apiservices
-        .delete(&format!("v1.{group}"), &Default::default())
-        .await;
+    let _ = broken.remove().await;
     assert!(collected, "the rest keeps collecting");
     assert!(
         failures >= 1.0,

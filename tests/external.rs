@@ -22,7 +22,7 @@ async fn aws_cluster(
     annotations: &[(&str, &str)],
 ) -> Api<AWSCluster> {
     let api: Api<AWSCluster> = Api::namespaced(c.clone(), ns);
-    let mut ac = AWSCluster::new(&format!("{cluster}-infra"), Default::default());
+    let mut ac = AWSCluster::new(&infra_name(cluster), Default::default());
     ac.metadata.labels = Some(
         [(
             "cluster.x-k8s.io/cluster-name".to_string(),
@@ -45,7 +45,7 @@ async fn aws_cluster(
             infrastructure_ref: Some(ObjectRef {
                 api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
                 kind: Some("AWSCluster".into()),
-                name: Some(format!("{cluster}-infra")),
+                name: Some(infra_name(cluster)),
                 namespace: None,
             }),
             control_plane_ref: None,
@@ -56,6 +56,16 @@ async fn aws_cluster(
         .await
         .expect("create Cluster");
     api
+}
+
+/// The AWSCluster [`aws_cluster`] creates for CAPI cluster `cluster`.
+fn infra_name(cluster: &str) -> String {
+    format!("{cluster}-infra")
+}
+
+/// The AWSCluster is gone (its finalizer was released).
+async fn gone(api: &Api<AWSCluster>, name: &str) -> bool {
+    api.get_opt(name).await.unwrap().is_none()
 }
 
 async fn has_finalizer(api: &Api<AWSCluster>, name: &str) -> bool {
@@ -248,7 +258,7 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
 
     let _gc = Sweeper::start(&GATES).await;
     let api = aws_cluster(&c, &ns, &cluster, &[]).await;
-    let name = format!("{cluster}-infra");
+    let name = infra_name(&cluster);
     assert!(
         eventually(T, || has_finalizer(&api, &name)).await,
         "finalizer added while the cluster lives"
@@ -259,7 +269,7 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
     );
 
     api.delete(&name, &Default::default()).await.unwrap();
-    let released = eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await;
+    let released = eventually(T, || gone(&api, &name)).await;
     assert!(released, "finalizer released once the teardown succeeded");
     assert!(
         !lb_exists(&l, &owned_lb).await,
@@ -304,7 +314,7 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
         &[("aws.cluster.x-k8s.io/external-resource-gc", "maybe")],
     )
     .await;
-    let name = format!("{cluster}-infra");
+    let name = infra_name(&cluster);
     assert!(eventually(T, || has_finalizer(&api, &name)).await);
     api.delete(&name, &Default::default()).await.unwrap();
     let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
@@ -348,7 +358,7 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&fix))
         .await
         .unwrap();
-    let released = eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await;
+    let released = eventually(T, || gone(&api, &name)).await;
     assert!(released, "fixed: the teardown runs and the finalizer goes");
     assert!(!sg_exists(&e, &owned_sg).await);
 }
@@ -374,7 +384,7 @@ async fn an_opted_out_cluster_keeps_its_external_resources() {
         &[("aws.cluster.x-k8s.io/external-resource-gc", "false")],
     )
     .await;
-    let name = format!("{cluster}-infra");
+    let name = infra_name(&cluster);
     assert!(eventually(T, || has_finalizer(&api, &name)).await);
 
     // The plan says what a teardown would do, and deletes nothing.
@@ -382,7 +392,7 @@ async fn an_opted_out_cluster_keeps_its_external_resources() {
     assert!(text.contains("phase 2 is skipped"), "{text}");
 
     api.delete(&name, &Default::default()).await.unwrap();
-    let released = eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await;
+    let released = eventually(T, || gone(&api, &name)).await;
     assert!(
         released,
         "phases 1 and 3 ran (nothing there); the finalizer goes"
@@ -435,14 +445,14 @@ async fn with_the_feature_gate_off_nothing_is_touched() {
     // Off by default, as in the CAPA proposal.
     let _gc = Sweeper::start(&["--feature-gates", "CascadeGC=false"]).await;
     let api = aws_cluster(&c, &ns, &cluster, &[]).await;
-    let name = format!("{cluster}-infra");
+    let name = infra_name(&cluster);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         !has_finalizer(&api, &name).await,
         "no finalizer without ExternalResourceGC"
     );
     api.delete(&name, &Default::default()).await.unwrap();
-    assert!(eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await);
+    assert!(eventually(T, || gone(&api, &name)).await);
     assert!(
         sg_exists(&e, &owned_sg).await,
         "nothing deleted with the gate off"
@@ -513,7 +523,7 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
 
     let mut gc = Sweeper::start(&GATES).await;
     let api = aws_cluster(&c, &ns, &cluster, &[]).await;
-    let name = format!("{cluster}-infra");
+    let name = infra_name(&cluster);
     assert!(eventually(T, || has_finalizer(&api, &name)).await);
     api.delete(&name, &Default::default()).await.unwrap();
     assert!(
@@ -553,7 +563,7 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         .await
         .unwrap();
     let _gc = Sweeper::start(&GATES).await;
-    let released = eventually(T, || async { api.get_opt(&name).await.unwrap().is_none() }).await;
+    let released = eventually(T, || gone(&api, &name)).await;
     assert!(
         released,
         "the restarted collector finished the teardown and released the finalizer"

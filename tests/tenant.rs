@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use support::TestScope;
 use support::sweeper::{Sweeper, eventually};
-use sweeper::api::tenant::Tenant;
+use sweeper::api::tenant::{Tenant, TenantStatus};
 
 const T: Duration = Duration::from_secs(60);
 const TENANT_GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,TenantGC=true"];
@@ -130,6 +130,23 @@ async fn has_finalizer(c: &Client, id: &str) -> bool {
         .is_some_and(|t| t.finalizers().contains(&"kubezoo.io/tenant".to_string()))
 }
 
+/// Deletes the Tenant object (the collector's finalizer then holds it until the teardown is done).
+async fn delete_tenant(c: &Client, id: &str) {
+    Api::<Tenant>::all(c.clone())
+        .delete(id, &Default::default())
+        .await
+        .unwrap();
+}
+
+/// The tenant's status, if it exists and has one.
+async fn tenant_status(c: &Client, id: &str) -> Option<TenantStatus> {
+    Api::<Tenant>::all(c.clone())
+        .get_opt(id)
+        .await
+        .unwrap()
+        .and_then(|t| t.status)
+}
+
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
@@ -172,10 +189,7 @@ async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
         "finalizer added to {b}"
     );
 
-    Api::<Tenant>::all(c.clone())
-        .delete(&a, &Default::default())
-        .await
-        .unwrap();
+    delete_tenant(&c, &a).await;
     let released = eventually(T, || async {
         !exists(&Api::<Tenant>::all(c.clone()), &a).await
     })
@@ -214,10 +228,7 @@ async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
     assert!(has_finalizer(&c, &b).await);
 
     // Tear down the rest through the collector too.
-    Api::<Tenant>::all(c.clone())
-        .delete(&b, &Default::default())
-        .await
-        .unwrap();
+    delete_tenant(&c, &b).await;
     let gone = eventually(T, || async {
         !exists(&Api::<Tenant>::all(c.clone()), &b).await
     })
@@ -335,10 +346,7 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
     .await;
     tenant(&c, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
-    Api::<Tenant>::all(c.clone())
-        .delete(&a, &Default::default())
-        .await
-        .unwrap();
+    delete_tenant(&c, &a).await;
     assert!(
         eventually(T, || async { count().await < 290 }).await,
         "teardown started"
@@ -455,10 +463,7 @@ async fn a_kind_that_cannot_be_listed_is_reported_and_holds_the_finalizer_until_
     let _gc = Sweeper::start_with_kubeconfig(&TENANT_GATES, &kubeconfig).await;
     tenant(&c, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
-    Api::<Tenant>::all(c.clone())
-        .delete(&a, &Default::default())
-        .await
-        .unwrap();
+    delete_tenant(&c, &a).await;
     let roles: Api<ClusterRole> = Api::all(c.clone());
     assert!(
         eventually(T, || async {
@@ -468,18 +473,13 @@ async fn a_kind_that_cannot_be_listed_is_reported_and_holds_the_finalizer_until_
         "the rest is still deleted"
     );
     let reported = eventually(T, || async {
-        Api::<Tenant>::all(c.clone())
-            .get_opt(&a)
-            .await
-            .unwrap()
-            .and_then(|t| t.status)
-            .is_some_and(|s| {
-                s.phase.as_deref() == Some("Blocked")
-                    && s.last_error
-                        .as_deref()
-                        .unwrap_or("")
-                        .contains("priorityclasses")
-            })
+        tenant_status(&c, &a).await.is_some_and(|s| {
+            s.phase.as_deref() == Some("Blocked")
+                && s.last_error
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("priorityclasses")
+        })
     })
     .await;
     assert!(reported, "the forbidden kind is named in the status");
@@ -510,31 +510,11 @@ async fn a_group_failing_discovery_holds_the_finalizer_but_not_the_deletes() {
     let (a, _) = ids();
     cluster_role(&c, &format!("{a}-reader"), Some(&a)).await;
     let group = format!("{a}.broken.sweeper.dev");
-    let apiservices: Api<DynamicObject> = Api::all_with(
-        c.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-            "apiservices",
-        ),
-    );
-    let svc: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": format!("v1.{group}")},
-        "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
-                 "insecureSkipTLSVerify": true, "service": {"namespace": "default", "name": "does-not-exist"}}
-    }))
-    .unwrap();
-    apiservices
-        .create(&PostParams::default(), &svc)
-        .await
-        .unwrap();
+    let broken = support::objects::BrokenApiGroup::create(&c, &group).await;
     let _gc = Sweeper::start(&TENANT_GATES).await;
     tenant(&c, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
-    Api::<Tenant>::all(c.clone())
-        .delete(&a, &Default::default())
-        .await
-        .unwrap();
+    delete_tenant(&c, &a).await;
     let roles: Api<ClusterRole> = Api::all(c.clone());
     assert!(
         eventually(T, || async {
@@ -544,20 +524,14 @@ async fn a_group_failing_discovery_holds_the_finalizer_but_not_the_deletes() {
         "discoverable kinds are torn down"
     );
     let reported = eventually(T, || async {
-        Api::<Tenant>::all(c.clone())
-            .get_opt(&a)
+        tenant_status(&c, &a)
             .await
-            .unwrap()
-            .and_then(|t| t.status)
             .is_some_and(|s| s.last_error.as_deref().unwrap_or("").contains(&group))
     })
     .await;
     assert!(reported, "the failing group is named in the status");
     assert!(has_finalizer(&c, &a).await);
-    apiservices
-        .delete(&format!("v1.{group}"), &Default::default())
-        .await
-        .unwrap();
+    broken.remove().await.unwrap();
     let released = eventually(T, || async {
         !exists(&Api::<Tenant>::all(c.clone()), &a).await
     })

@@ -172,3 +172,43 @@ pub async fn dry_run_create(client: &Client, value: serde_json::Value) -> String
     }
     label
 }
+
+/// An aggregated API group whose backend service does not exist: its discovery fails until it is
+/// removed.
+pub struct BrokenApiGroup {
+    api: Api<kube::api::DynamicObject>,
+    name: String,
+}
+
+impl BrokenApiGroup {
+    pub async fn create(client: &Client, group: &str) -> Self {
+        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+        let api: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+                "apiservices",
+            ),
+        );
+        let name = format!("v1.{group}");
+        let svc: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": name},
+            "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
+                     "insecureSkipTLSVerify": true, "service": {"namespace": "default", "name": "does-not-exist"}}
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &svc)
+            .await
+            .expect("create APIService");
+        BrokenApiGroup { api, name }
+    }
+
+    /// Deletes the APIService: the group is gone, so discovery no longer fails on it.
+    pub async fn remove(&self) -> Result<(), kube::Error> {
+        self.api
+            .delete(&self.name, &Default::default())
+            .await
+            .map(|_| ())
+    }
+}
