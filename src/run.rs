@@ -109,10 +109,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                     .run(role_tx, elector_stop.clone()),
             ))
         }
-        None => {
-            is_leader.set(1);
-            None
-        }
+        None => None,
     };
 
     let (disc_tx, disc_rx) = watch::channel(None);
@@ -211,7 +208,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     };
 
     // Stand by until leading (at once without leader election).
-    let lost = loop {
+    let mut lost = loop {
         let role = role_rx.borrow_and_update().clone();
         match role {
             Role::Leading => break None,
@@ -226,7 +223,6 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     };
 
     let mut running = Vec::new();
-    let mut lost = lost;
     if lost.is_none() && !shutdown.is_cancelled() {
         is_leader.set(1);
         if args.leader_elect {
