@@ -5,10 +5,9 @@
 mod support;
 
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::PropagationPolicy::Background;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::{Api, ResourceExt};
 use std::time::Duration;
 use support::TestScope;
 use support::objects::*;
@@ -16,38 +15,6 @@ use support::sweeper::{Sweeper, eventually};
 
 const T: Duration = Duration::from_secs(30);
 const SETTLE: Duration = Duration::from_secs(3);
-
-async fn widget_crd(client: &Client, group: &str, scope: &str) -> ApiResource {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("widgets.{group}")},
-        "spec": {"group": group, "scope": scope,
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .unwrap();
-    crds.create(&PostParams::default(), &crd)
-        .await
-        .expect("create CRD");
-    let name = format!("widgets.{group}");
-    let established = kube::runtime::wait::await_condition(
-        crds,
-        &name,
-        kube::runtime::wait::conditions::is_crd_established(),
-    );
-    tokio::time::timeout(T, established)
-        .await
-        .expect("CRD established")
-        .expect("watch CRD");
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets")
-}
-
-async fn delete_crd(client: &Client, group: &str) {
-    let _ = Api::<CustomResourceDefinition>::all(client.clone())
-        .delete(&format!("widgets.{group}"), &Default::default())
-        .await;
-}
 
 fn widget_ref(
     w: &DynamicObject,
@@ -78,7 +45,7 @@ async fn custom_resources_and_mixed_relationships_cascade() {
     let ns = s.namespace().await;
     let c = s.client.clone();
     let group = format!("{}.test.sweeper.dev", s.name);
-    let ar = widget_crd(&c, &group, "Namespaced").await;
+    let ar = schemaless_crd(&c, &group, "Widget", "Namespaced", T).await;
     let _gc = Sweeper::start(&[]).await; // started after the CRD: it is discovered at start
     let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), &ns, &ar);
     let owner = widget(&widgets, &ar, "owner", vec![]).await;
@@ -114,7 +81,7 @@ async fn custom_resources_and_mixed_relationships_cascade() {
             .unwrap()
             .is_some_and(|k| k.uid() == keep.uid())
     );
-    delete_crd(&c, &group).await;
+    delete_crd(&c, &ar).await;
 }
 
 #[tokio::test]
@@ -126,13 +93,13 @@ async fn crd_deletion_cascades_to_dependents_of_its_custom_resources() {
     let _gc = Sweeper::start(&[]).await;
     let group = format!("{}.test.sweeper.dev", s.name);
     // Created after sweeper started: collected only if discovery picks the new CRD up.
-    let ar = widget_crd(&c, &group, "Namespaced").await;
+    let ar = schemaless_crd(&c, &group, "Widget", "Namespaced", T).await;
     let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), &ns, &ar);
     let owner = widget(&widgets, &ar, "owner", vec![]).await;
     configmap(&c, &ns, "dep", vec![widget_ref(&owner, &ar)]).await;
     configmap(&c, &ns, "bystander", vec![]).await;
     tokio::time::sleep(Duration::from_secs(5)).await; // two discovery refreshes: the widget is watched
-    delete_crd(&c, &group).await;
+    delete_crd(&c, &ar).await;
     assert!(
         cm_gone(&c, &ns, "dep", T).await,
         "the custom resource went with its CRD; its dependent follows"

@@ -82,29 +82,7 @@ async fn namespace_with_content(c: &Client, name: &str) {
 
 /// A cluster-scoped CRD in group `<prefix>.example.com` with one custom resource.
 async fn crd_with_resource(c: &Client, group: &str) {
-    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("gadgets.{group}")},
-        "spec": {"group": group, "scope": "Cluster",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .unwrap();
-    crds.create(&PostParams::default(), &crd)
-        .await
-        .expect("create CRD");
-    let crd_name = format!("gadgets.{group}");
-    let est = kube::runtime::wait::await_condition(
-        crds,
-        &crd_name,
-        kube::runtime::wait::conditions::is_crd_established(),
-    );
-    tokio::time::timeout(T, est).await.unwrap().unwrap();
-    let ar = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk(group, "v1", "Gadget"),
-        "gadgets",
-    );
+    let ar = support::objects::schemaless_crd(c, group, "Gadget", "Cluster", T).await;
     let api: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
     let obj = DynamicObject::new("g1", &ar);
     // The new resource may take a moment to be served.

@@ -105,6 +105,10 @@ pub fn owner_uids(cm: &ConfigMap) -> Vec<String> {
 
 /// Waits until the CRD `name` is established (its resources are served).
 pub async fn wait_established(client: &Client, name: &str) {
+    wait_established_within(client, name, Duration::from_secs(60)).await
+}
+
+pub async fn wait_established_within(client: &Client, name: &str, timeout: Duration) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let est = kube::runtime::wait::await_condition(
@@ -112,10 +116,49 @@ pub async fn wait_established(client: &Client, name: &str) {
         name,
         kube::runtime::wait::conditions::is_crd_established(),
     );
-    tokio::time::timeout(Duration::from_secs(60), est)
+    tokio::time::timeout(timeout, est)
         .await
-        .unwrap_or_else(|_| panic!("CRD {name} not established in 60s"))
+        .unwrap_or_else(|_| panic!("CRD {name} not established in {timeout:?}"))
         .expect("watch CRD");
+}
+
+/// Creates a schemaless CRD `<plural>.<group>` (v1, kind `kind`, `scope` Namespaced or Cluster)
+/// and waits up to `timeout` until it is established; returns its resource.
+pub async fn schemaless_crd(
+    client: &Client,
+    group: &str,
+    kind: &str,
+    scope: &str,
+    timeout: Duration,
+) -> kube::api::ApiResource {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let plural = format!("{}s", kind.to_lowercase());
+    let name = format!("{plural}.{group}");
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"group": group, "scope": scope,
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create CRD");
+    wait_established_within(client, &name, timeout).await;
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(group, "v1", kind),
+        &plural,
+    )
+}
+
+/// Deletes the CRD of `ar` (e.g. one [`schemaless_crd`] made); already gone is fine.
+pub async fn delete_crd(client: &Client, ar: &kube::api::ApiResource) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let _ = Api::<CustomResourceDefinition>::all(client.clone())
+        .delete(&format!("{}.{}", ar.plural, ar.group), &Default::default())
+        .await;
 }
 
 /// Installs every CRD sweeper ships (as `sweeper crds` prints them); already present is fine.
