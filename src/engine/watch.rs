@@ -62,6 +62,12 @@ impl SyncState {
         });
     }
 
+    /// A resource no longer served (its CRD was deleted, its group went away) has nothing left to
+    /// list: it counts as synced, so a waiter that expected it is not held until the timeout.
+    fn no_longer_served(&self, key: &str) {
+        self.mark(key);
+    }
+
     /// Waits until every key in `expected` has synced, or `timeout` passes (a resource whose
     /// list is forbidden must not hold the collector back forever). Returns the unsynced keys.
     pub async fn wait(&self, expected: &[String], timeout: Duration) -> Vec<String> {
@@ -117,6 +123,7 @@ impl WatchSet {
             if !keep {
                 tracing::info!(resource = %key, "resource no longer served; stopping its watch");
                 handle.abort();
+                self.synced.no_longer_served(key);
             }
             keep
         });
@@ -242,5 +249,32 @@ async fn convert(
             tracing::warn!(%error, "object ignored");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_resource_that_stops_being_served_does_not_hold_the_sync_wait() {
+        let s = SyncState::new();
+        let waiter = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.wait(
+                    &["a".to_string(), "b".to_string()],
+                    Duration::from_secs(3600),
+                )
+                .await
+            })
+        };
+        s.mark("a");
+        s.no_longer_served("b");
+        let unsynced = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the wait ends without its timeout")
+            .unwrap();
+        assert!(unsynced.is_empty(), "{unsynced:?}");
     }
 }
