@@ -16,10 +16,11 @@ K8S_BIN_DIR="$SWEEPER_CACHE/kubernetes/$K8S_BUILD_KEY/bin"
 LOCALSTACK_VERSION="4.13.1"
 LOCALSTACK_VENV="$SWEEPER_CACHE/localstack/$LOCALSTACK_VERSION/venv"
 
-# Loopback only; ports chosen away from the defaults so a stray local etcd/apiserver doesn't collide.
+# Loopback only; ports chosen away from the defaults so a stray local etcd/apiserver doesn't collide,
+# and below Linux's ephemeral range (32768-60999), where an outbound connection may hold the port.
 ETCD_CLIENT_PORT="${ETCD_CLIENT_PORT:-32379}"
 ETCD_PEER_PORT="${ETCD_PEER_PORT:-32380}"
-APISERVER_PORT="${APISERVER_PORT:-36443}"
+APISERVER_PORT="${APISERVER_PORT:-26443}"
 LOCALSTACK_PORT="${LOCALSTACK_PORT:-4566}"
 
 log() { printf '[sweeper-env] %s\n' "$*" >&2; }
