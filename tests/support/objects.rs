@@ -1,6 +1,7 @@
 //! Building and checking objects for collector tests.
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, PostParams, PropagationPolicy};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -109,7 +110,6 @@ pub async fn wait_established(client: &Client, name: &str) {
 }
 
 pub async fn wait_established_within(client: &Client, name: &str, timeout: Duration) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let est = kube::runtime::wait::await_condition(
         crds,
@@ -131,7 +131,6 @@ pub async fn schemaless_crd(
     scope: &str,
     timeout: Duration,
 ) -> kube::api::ApiResource {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let plural = format!("{}s", kind.to_lowercase());
     let name = format!("{plural}.{group}");
     let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
@@ -155,24 +154,136 @@ pub async fn schemaless_crd(
 
 /// Deletes the CRD of `ar` (e.g. one [`schemaless_crd`] made); already gone is fine.
 pub async fn delete_crd(client: &Client, ar: &kube::api::ApiResource) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let _ = Api::<CustomResourceDefinition>::all(client.clone())
         .delete(&format!("{}.{}", ar.plural, ar.group), &Default::default())
         .await;
 }
 
-/// Installs every CRD sweeper ships (as `sweeper crds` prints them); already present is fine.
+/// Installs every CRD sweeper ships (as `sweeper crds` prints them), replacing a CRD of the same
+/// name: after a conformance test swapped in an upstream CRD, the next test gets sweeper's back.
 pub async fn install_sweeper_crds(client: &Client) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in ::sweeper::api::all_crds() {
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => panic!("install CRD {}: {e}", crd.name_any()),
-        }
-        wait_established(client, &crd.name_any()).await;
+        replace_crd(client, crd).await;
     }
+}
+
+/// Installs `crd`, replacing whatever CRD of that name exists, and waits until it is established.
+/// A replace the server refuses because the installed CRD's stored versions (or its immutable
+/// fields) do not fit the new one is done as delete, wait until gone, create: that deletes every
+/// object of the CRD, which is what a test that swaps CRDs wants anyway.
+pub async fn replace_crd(client: &Client, mut crd: CustomResourceDefinition) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.name_any();
+    let mut installed = false;
+    for _ in 0..10 {
+        let existing = crds
+            .get_opt(&name)
+            .await
+            .unwrap_or_else(|e| panic!("read CRD {name}: {e}"));
+        let result = match existing {
+            None => {
+                crd.metadata.resource_version = None;
+                crds.create(&PostParams::default(), &crd).await
+            }
+            Some(old) if old.metadata.deletion_timestamp.is_some() => {
+                wait_crd_gone(client, &old).await;
+                continue;
+            }
+            Some(old) => {
+                crd.metadata.resource_version = old.metadata.resource_version.clone();
+                match crds.replace(&name, &PostParams::default(), &crd).await {
+                    Err(kube::Error::Api(s))
+                        if s.code == 422
+                            && (s.message.contains("storedVersions")
+                                || s.message.contains("immutable")) =>
+                    {
+                        let _ = crds.delete(&name, &DeleteParams::default()).await;
+                        wait_crd_gone(client, &old).await;
+                        continue;
+                    }
+                    other => other,
+                }
+            }
+        };
+        match result {
+            Ok(_) => {
+                installed = true;
+                break;
+            }
+            // Another test created or changed it meanwhile: read it again.
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => panic!("install CRD {name}: {e}"),
+        }
+    }
+    assert!(
+        installed,
+        "install CRD {name}: still conflicting after 10 tries"
+    );
+    wait_established(client, &name).await;
+    // A replaced CRD is Established from before: wait until discovery serves every new version.
+    for v in crd.spec.versions.iter().filter(|v| v.served) {
+        let gv = format!("{}/{}", crd.spec.group, v.name);
+        let served = super::sweeper::eventually(Duration::from_secs(30), || async {
+            client
+                .list_api_group_resources(&gv)
+                .await
+                .is_ok_and(|l| l.resources.iter().any(|r| r.name == crd.spec.names.plural))
+        })
+        .await;
+        assert!(served, "CRD {name}: {gv} not served 30s after install");
+    }
+}
+
+/// Waits until the deleted CRD `old` is gone. Its objects are deleted with it; one still holding a
+/// finalizer (a collector that is not running any more) would keep the CRD forever, so their
+/// finalizers are cleared: the test that swaps CRDs owns the cluster at that moment.
+async fn wait_crd_gone(client: &Client, old: &CustomResourceDefinition) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = old.name_any();
+    let version = old
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.served)
+        .map(|v| v.name.clone())
+        .unwrap_or_default();
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&old.spec.group, &version, &old.spec.names.kind),
+        &old.spec.names.plural,
+    );
+    let objects: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let gone = super::sweeper::eventually(Duration::from_secs(90), || async {
+        if crds.get_opt(&name).await.ok().flatten().is_none() {
+            return true;
+        }
+        for o in objects
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            if o.finalizers().is_empty() {
+                continue;
+            }
+            let api: Api<DynamicObject> = match o.namespace() {
+                Some(ns) => Api::namespaced_with(client.clone(), &ns, &ar),
+                None => Api::all_with(client.clone(), &ar),
+            };
+            let patch = serde_json::json!({"metadata": {"finalizers": null}});
+            let _ = api
+                .patch(
+                    &o.name_any(),
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await;
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        false
+    })
+    .await;
+    assert!(gone, "CRD {name} still there 90s after its deletion");
 }
 
 /// Server-side dry-run create of one manifest object (YAML/JSON as a value); returns its
