@@ -77,19 +77,16 @@ pub struct RunArgs {
     #[arg(long, default_value_t = false, env = "SWEEPER_CASCADE_DRY_RUN")]
     pub cascade_dry_run: bool,
 
-    /// How the tenant collector finds a tenant's cluster-scoped objects: `label` (label-selected
-    /// lists plus a prefix scan of --tenant-scan-kinds) or `scan` (list everything).
-    #[arg(long, value_enum, default_value_t = crate::tenant::inventory::Strategy::Label, env = "SWEEPER_TENANT_GC_STRATEGY")]
+    /// How the tenant collector finds a tenant's cluster-scoped objects: `index` (a name index kept
+    /// by watches, then one label-selected check before release; `label` is an alias) or `scan`
+    /// (list everything every pass). Both find every object named `<id>-…`, labelled or not.
+    #[arg(long, value_enum, default_value_t = crate::tenant::inventory::Strategy::Index, env = "SWEEPER_TENANT_GC_STRATEGY")]
     pub tenant_gc_strategy: crate::tenant::inventory::Strategy,
 
-    /// Cluster-scoped kinds (plural resource names) scanned by name prefix even with the label
-    /// strategy, because tenant objects there may be unlabelled.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "namespaces",
-        env = "SWEEPER_TENANT_SCAN_KINDS"
-    )]
+    /// Cluster-scoped kinds (plural resource names) listed and scanned by name prefix on every
+    /// pass even with the `index` strategy (an escape hatch; the index already covers every
+    /// kind). Empty by default.
+    #[arg(long, value_delimiter = ',', env = "SWEEPER_TENANT_SCAN_KINDS")]
     pub tenant_scan_kinds: Vec<String>,
 
     /// Deletes in flight at once during a tenant teardown (the client rate limit still applies).

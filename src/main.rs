@@ -163,5 +163,8 @@ async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
     )
     .await
     .map_err(|e| e.to_string())?;
-    Ok(format!("{target}: {what}"))
+    Ok(match target {
+        (target, None) => format!("{target}: {what}"),
+        (target, Some(note)) => format!("{target}: {what}\n{note}"),
+    })
 }

@@ -13,6 +13,12 @@ pub struct GroupLabels {
     pub group: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InvalidObjectLabels {
+    pub collector: String,
+    pub kind: String,
+}
+
 /// Metrics owned by the service itself (collector metrics live beside their collectors).
 #[derive(Clone, Default)]
 pub struct ServiceMetrics {
@@ -26,6 +32,8 @@ pub struct ServiceMetrics {
     pub leader_is_leader: Gauge,
     /// Mutating requests refused because this replica did not hold the lease.
     pub leader_fenced_requests: Counter,
+    /// Objects a collector could not decode (each new version of a bad object counts once).
+    pub invalid_objects: Family<InvalidObjectLabels, Counter>,
 }
 
 pub struct Metrics {
@@ -67,6 +75,11 @@ impl Metrics {
             "leader_fenced_requests",
             "Kubernetes writes refused because this replica did not hold the leader lease",
             service.leader_fenced_requests.clone(),
+        );
+        registry.register(
+            "invalid_objects",
+            "Objects a collector could not decode, by collector and kind (reported on the object, never acted on)",
+            service.invalid_objects.clone(),
         );
         Self { registry, service }
     }

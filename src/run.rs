@@ -165,9 +165,12 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             tenant_metrics,
             disc_rx.clone(),
             teardowns.clone(),
+            state.metrics.service.invalid_objects.clone(),
         ));
+        components.push(crate::tenant::controller::COMPONENT);
         pending.push(Box::pin(crate::tenant::controller::run(
             ctx,
+            state.clone(),
             shutdown.clone(),
         )));
     }
@@ -260,19 +263,49 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     // Stop everything, then release the lease (the fence closed already if it was lost).
     shutdown.cancel();
     state.set_all_unready();
-    for c in running {
-        let _ = c.await;
-    }
+    stop_within(running, STOP_GRACE, "collectors").await;
     elector_stop.cancel();
     if let Some(e) = elector {
         let _ = e.await;
     }
-    let served = server.await.unwrap_or(Ok(()));
+    let served = match tokio::time::timeout(STOP_GRACE, server).await {
+        Ok(joined) => joined.unwrap_or(Ok(())),
+        Err(_) => {
+            tracing::warn!("HTTP server did not stop in time; exiting anyway");
+            Ok(())
+        }
+    };
     tracing::info!("sweeper stopped");
     if let Some(reason) = lost {
         return Err(RunError::LostLease(reason));
     }
     served.map_err(Into::into)
+}
+
+/// How long stopping collectors (and then the HTTP server) may take after SIGTERM before they
+/// are aborted. Every teardown is idempotent and re-derived from the world, so aborting one
+/// mid-pass loses nothing. Twice this plus the Lease release stays well inside the default
+/// `terminationGracePeriodSeconds` (30 s): the process always exits before the kubelet's SIGKILL,
+/// whatever state a watch or a reconcile is in.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits for `tasks` to end, at most `grace`; aborts the rest.
+async fn stop_within(
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    grace: std::time::Duration,
+    what: &str,
+) {
+    let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+    if tokio::time::timeout(grace, futures::future::join_all(tasks))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace_seconds = grace.as_secs(),
+            "{what} did not stop in time; aborting them"
+        );
+        aborts.iter().for_each(|a| a.abort());
+    }
 }
 
 /// Cancels `token` on SIGTERM (Kubernetes' stop signal) or Ctrl-C.

@@ -17,8 +17,15 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone)]
 pub struct AppState {
     pub metrics: Arc<Metrics>,
-    /// Readiness by component ("discovery", "cascade", ...): ready when all are.
-    components: Arc<Mutex<BTreeMap<&'static str, bool>>>,
+    /// Readiness by component ("discovery", "cascade", ...): ready when all are. A component
+    /// that is not ready may say why (e.g. its watch keeps failing).
+    components: Arc<Mutex<BTreeMap<&'static str, Readiness>>>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Readiness {
+    ready: bool,
+    reason: Option<String>,
 }
 
 impl AppState {
@@ -31,33 +38,59 @@ impl AppState {
 
     /// Declares a component that must report ready before /readyz does.
     pub fn expect(&self, component: &'static str) {
-        self.lock().entry(component).or_insert(false);
+        self.lock().entry(component).or_default();
     }
 
     pub fn set_ready(&self, component: &'static str, ready: bool) {
-        self.lock().insert(component, ready);
+        self.lock().insert(
+            component,
+            Readiness {
+                ready,
+                reason: None,
+            },
+        );
+    }
+
+    /// Marks `component` not ready, saying why (shown on /readyz and /status).
+    pub fn set_failing(&self, component: &'static str, reason: String) {
+        self.lock().insert(
+            component,
+            Readiness {
+                ready: false,
+                reason: Some(reason),
+            },
+        );
     }
 
     /// Marks every component unready (shutdown).
     pub fn set_all_unready(&self) {
-        self.lock().values_mut().for_each(|v| *v = false);
+        self.lock().values_mut().for_each(|v| v.ready = false);
     }
 
     pub fn is_ready(&self) -> bool {
         let c = self.lock();
-        !c.is_empty() && c.values().all(|v| *v)
+        !c.is_empty() && c.values().all(|v| v.ready)
     }
 
     /// Components not ready yet, for the /readyz body.
     pub fn not_ready(&self) -> Vec<&'static str> {
         self.lock()
             .iter()
-            .filter(|(_, v)| !**v)
+            .filter(|(_, v)| !v.ready)
             .map(|(k, _)| *k)
             .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, bool>> {
+    /// Why components are not ready, where they said: `component -> reason`.
+    pub fn reasons(&self) -> BTreeMap<String, String> {
+        self.lock()
+            .iter()
+            .filter(|(_, v)| !v.ready)
+            .filter_map(|(k, v)| Some((k.to_string(), v.reason.clone()?)))
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, Readiness>> {
         self.components.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -70,9 +103,18 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if state.is_ready() {
         (StatusCode::OK, "ok".to_string())
     } else {
+        let reasons = state.reasons();
+        let parts: Vec<String> = state
+            .not_ready()
+            .into_iter()
+            .map(|c| match reasons.get(c) {
+                Some(r) => format!("{c} ({r})"),
+                None => c.to_string(),
+            })
+            .collect();
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {}", state.not_ready().join(", ")),
+            format!("not ready: {}", parts.join(", ")),
         )
     }
 }

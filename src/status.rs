@@ -45,6 +45,9 @@ pub struct LeaderStatus {
 pub struct Status {
     pub ready: bool,
     pub not_ready: Vec<String>,
+    /// Why a component is not ready, where it says (e.g. `tenant: watch failing: ...`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub not_ready_reasons: std::collections::BTreeMap<String, String>,
     pub leader: LeaderStatus,
     pub cascade: CascadeStatus,
     pub tenant_teardowns_in_progress: i64,
@@ -71,6 +74,7 @@ pub fn snapshot(s: &StatusSources) -> Status {
     Status {
         ready: s.app.is_ready(),
         not_ready: s.app.not_ready().into_iter().map(String::from).collect(),
+        not_ready_reasons: s.app.reasons(),
         leader: {
             let role = s.leader.role.borrow().clone();
             LeaderStatus {
@@ -118,6 +122,9 @@ pub fn render(s: &Status) -> String {
             format!(" (waiting for {})", s.not_ready.join(", "))
         }
     ));
+    for (component, reason) in &s.not_ready_reasons {
+        out.push_str(&format!("  {component}: {reason}\n"));
+    }
     if s.leader.enabled {
         out.push_str(&format!(
             "leader election: {} (identity {}, leader {})\n",

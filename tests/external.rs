@@ -6,6 +6,7 @@ mod support;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use std::time::Duration;
+use support::aws::{Net, gc_plan, lb, lb_exists, network, sg, sg_exists};
 use support::sweeper::{Sweeper, eventually};
 use support::{TestScope, aws_config, unique_name};
 use sweeper::api::capa::{AWSCluster, Cluster, ClusterSpec, ObjectRef};
@@ -44,6 +45,7 @@ async fn aws_cluster(
         ClusterSpec {
             infrastructure_ref: Some(ObjectRef {
                 api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
+                api_group: None,
                 kind: Some("AWSCluster".into()),
                 name: Some(infra_name(cluster)),
                 namespace: None,
@@ -73,109 +75,6 @@ async fn has_finalizer(api: &Api<AWSCluster>, name: &str) -> bool {
         o.finalizers()
             .contains(&"sweeper.dev/external-resource-gc".to_string())
     })
-}
-
-/// Runs `sweeper gc plan` for the cluster; returns its output, failing the test if it fails.
-fn gc_plan(cluster: &str, ns: &str) -> String {
-    let facts = support::EnvFacts::load();
-    let mut plan = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"));
-    plan.args(["gc", "plan", "--cluster-name", cluster, "-n", ns])
-        .env("KUBECONFIG", facts.get("KUBECONFIG"));
-    for k in [
-        "AWS_ENDPOINT_URL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-    ] {
-        plan.env(k, facts.get(k));
-    }
-    let out = plan.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
-struct Net {
-    vpc: String,
-    subnet: String,
-}
-
-async fn network(e: &ec2::Client) -> Net {
-    let vpc = e
-        .create_vpc()
-        .cidr_block("10.30.0.0/16")
-        .send()
-        .await
-        .unwrap()
-        .vpc
-        .unwrap()
-        .vpc_id
-        .unwrap();
-    let subnet = e
-        .create_subnet()
-        .vpc_id(&vpc)
-        .cidr_block("10.30.1.0/24")
-        .availability_zone("us-east-1a")
-        .send()
-        .await
-        .unwrap()
-        .subnet
-        .unwrap()
-        .subnet_id
-        .unwrap();
-    Net { vpc, subnet }
-}
-
-async fn sg(e: &ec2::Client, net: &Net, name: &str, tag: Option<(&str, &str)>) -> String {
-    let mut req = e
-        .create_security_group()
-        .group_name(name)
-        .description("sweeper test")
-        .vpc_id(&net.vpc);
-    if let Some((k, v)) = tag {
-        req = req.tag_specifications(
-            ec2::types::TagSpecification::builder()
-                .resource_type(ec2::types::ResourceType::SecurityGroup)
-                .tags(ec2::types::Tag::builder().key(k).value(v).build())
-                .build(),
-        );
-    }
-    req.send().await.expect("create sg").group_id.unwrap()
-}
-
-async fn sg_exists(e: &ec2::Client, id: &str) -> bool {
-    e.describe_security_groups()
-        .group_ids(id)
-        .send()
-        .await
-        .is_ok_and(|o| !o.security_groups().is_empty())
-}
-
-async fn lb(l: &elbv2::Client, net: &Net, name: &str, key: &str) -> String {
-    l.create_load_balancer()
-        .name(name)
-        .subnets(&net.subnet)
-        .r#type(elbv2::types::LoadBalancerTypeEnum::Network)
-        .tags(elbv2::types::Tag::builder().key(key).value("owned").build())
-        .send()
-        .await
-        .expect("create lb")
-        .load_balancers()[0]
-        .load_balancer_arn()
-        .unwrap()
-        .to_string()
-}
-
-async fn lb_exists(l: &elbv2::Client, arn: &str) -> bool {
-    l.describe_load_balancers()
-        .load_balancer_arns(arn)
-        .send()
-        .await
-        .is_ok_and(|o| !o.load_balancers().is_empty())
 }
 
 /// One test's world: its namespace (dropped with it), sweeper's CRDs installed, LocalStack

@@ -6,25 +6,8 @@ mod support;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use support::TestScope;
+use support::aws::sweeper_gc;
 use sweeper::api::capa::{AWSCluster, AWSManagedControlPlane, Cluster, ClusterSpec, ObjectRef};
-
-fn sweeper_gc(args: &[&str]) -> (bool, String) {
-    let facts = support::EnvFacts::load();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"))
-        .arg("gc")
-        .args(args)
-        .env("KUBECONFIG", facts.get("KUBECONFIG"))
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
 
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
@@ -48,6 +31,7 @@ async fn enable_disable_configure_annotate_the_aws_cluster() {
         ClusterSpec {
             infrastructure_ref: Some(ObjectRef {
                 api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
+                api_group: None,
                 kind: Some("AWSCluster".into()),
                 name: Some("c1-infra".into()),
                 namespace: None,
@@ -150,12 +134,14 @@ async fn eks_clusters_are_annotated_on_the_managed_control_plane() {
         ClusterSpec {
             infrastructure_ref: Some(ObjectRef {
                 api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
+                api_group: None,
                 kind: Some("AWSManagedCluster".into()),
                 name: Some("c2".into()),
                 namespace: None,
             }),
             control_plane_ref: Some(ObjectRef {
                 api_version: Some("controlplane.cluster.x-k8s.io/v1beta2".into()),
+                api_group: None,
                 kind: Some("AWSManagedControlPlane".into()),
                 name: Some("c2-cp".into()),
                 namespace: None,

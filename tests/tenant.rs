@@ -8,62 +8,15 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, PostParams};
-use kube::{Api, Client, ResourceExt};
-use std::collections::BTreeMap;
+use kube::{Api, Client};
 use std::time::Duration;
 use support::TestScope;
 use support::sweeper::{Sweeper, eventually};
-use sweeper::api::tenant::{Tenant, TenantStatus};
+use support::tenant::*;
+use sweeper::api::tenant::Tenant;
 
 const T: Duration = Duration::from_secs(60);
 const TENANT_GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,TenantGC=true"];
-
-/// A random 6-character tenant id and a sibling sharing its first five characters.
-fn ids() -> (String, String) {
-    let r: u32 = rand::random();
-    let base = format!("t{:04x}", r % 0xffff);
-    (format!("{base}a"), format!("{base}b"))
-}
-
-async fn tenant(c: &Client, id: &str) -> Tenant {
-    let api: Api<Tenant> = Api::all(c.clone());
-    let t = Tenant::new(
-        id,
-        sweeper::api::tenant::TenantSpec {
-            id: Some(id.into()),
-        },
-    );
-    api.create(&PostParams::default(), &t)
-        .await
-        .expect("create tenant")
-}
-
-fn labels(id: Option<&str>) -> Option<BTreeMap<String, String>> {
-    id.map(|i| BTreeMap::from([("kubezoo.io/tenant".to_string(), i.to_string())]))
-}
-
-async fn cluster_role(c: &Client, name: &str, label: Option<&str>) {
-    let mut r = ClusterRole::default();
-    r.metadata.name = Some(name.into());
-    r.metadata.labels = labels(label);
-    Api::<ClusterRole>::all(c.clone())
-        .create(&PostParams::default(), &r)
-        .await
-        .expect("create clusterrole");
-}
-
-async fn priority_class(c: &Client, name: &str, label: Option<&str>) {
-    let mut p = PriorityClass {
-        value: 10,
-        ..Default::default()
-    };
-    p.metadata.name = Some(name.into());
-    p.metadata.labels = labels(label);
-    Api::<PriorityClass>::all(c.clone())
-        .create(&PostParams::default(), &p)
-        .await
-        .expect("create priorityclass");
-}
 
 async fn namespace_with_content(c: &Client, name: &str) {
     let mut ns = Namespace::default();
@@ -93,38 +46,6 @@ async fn crd_with_resource(c: &Client, group: &str) {
     assert!(created, "custom resource created");
 }
 
-async fn exists<K>(api: &Api<K>, name: &str) -> bool
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.get_opt(name).await.expect("get").is_some()
-}
-
-async fn has_finalizer(c: &Client, id: &str) -> bool {
-    Api::<Tenant>::all(c.clone())
-        .get_opt(id)
-        .await
-        .unwrap()
-        .is_some_and(|t| t.finalizers().contains(&"kubezoo.io/tenant".to_string()))
-}
-
-/// Deletes the Tenant object (the collector's finalizer then holds it until the teardown is done).
-async fn delete_tenant(c: &Client, id: &str) {
-    Api::<Tenant>::all(c.clone())
-        .delete(id, &Default::default())
-        .await
-        .unwrap();
-}
-
-/// The tenant's status, if it exists and has one.
-async fn tenant_status(c: &Client, id: &str) -> Option<TenantStatus> {
-    Api::<Tenant>::all(c.clone())
-        .get_opt(id)
-        .await
-        .unwrap()
-        .and_then(|t| t.status)
-}
-
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
@@ -136,6 +57,7 @@ async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
     cluster_role(&c, &format!("{a}-reader"), Some(&a)).await;
     cluster_role(&c, &format!("{a}-unlabelled"), None).await;
     priority_class(&c, &format!("{a}-high"), Some(&a)).await;
+    priority_class(&c, &format!("{a}-unlabelled"), None).await;
     namespace_with_content(&c, &format!("{a}-ns1")).await;
     namespace_with_content(&c, &format!("{a}-ns2")).await;
     crd_with_resource(&c, &format!("{a}-shop.example.com")).await;
@@ -148,14 +70,9 @@ async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
     cluster_role(&c, &format!("system-{a}-reader"), None).await;
     cluster_role(&c, &format!("mislabelled-{a}"), Some(&a)).await;
 
-    // The unlabelled ClusterRole needs the prefix scan of clusterroles too.
-    let _gc = Sweeper::start(&[
-        "--feature-gates",
-        "CascadeGC=false,TenantGC=true",
-        "--tenant-scan-kinds",
-        "namespaces,clusterroles",
-    ])
-    .await;
+    // Default settings: the unlabelled ClusterRole and PriorityClass must go too (KubeZoo labels
+    // nothing it creates; the label is an accelerator, never the filter).
+    let _gc = Sweeper::start(&TENANT_GATES).await;
     tenant(&c, &a).await;
     tenant(&c, &b).await;
     assert!(
@@ -181,6 +98,10 @@ async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
     assert!(!exists(&roles, &format!("{a}-reader")).await);
     assert!(!exists(&roles, &format!("{a}-unlabelled")).await);
     assert!(!exists(&pcs, &format!("{a}-high")).await);
+    assert!(
+        !exists(&pcs, &format!("{a}-unlabelled")).await,
+        "an unlabelled object of any kind goes under the default strategy"
+    );
     assert!(
         !exists(&nss, &format!("{a}-ns1")).await,
         "namespaces are gone before the finalizer goes"
@@ -352,80 +273,6 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         .await;
 }
 
-/// Grants `user` everything except `list` on priorityclasses (unless `allow_priorityclasses`).
-async fn restricted_role(c: &Client, user: &str, allow_priorityclasses: bool) {
-    use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
-    let report = sweeper::engine::discovery::discover_deletable(c)
-        .await
-        .unwrap();
-    let mut rules = vec![PolicyRule {
-        api_groups: Some(vec!["*".into()]),
-        resources: Some(vec!["*".into()]),
-        verbs: vec!["get", "watch", "create", "update", "patch", "delete"]
-            .into_iter()
-            .map(String::from)
-            .collect(),
-        ..Default::default()
-    }];
-    for r in report.resources {
-        if r.resource.plural == "priorityclasses" && !allow_priorityclasses {
-            continue;
-        }
-        rules.push(PolicyRule {
-            api_groups: Some(vec![r.resource.group.clone()]),
-            resources: Some(vec![r.resource.plural.clone()]),
-            verbs: vec!["list".into()],
-            ..Default::default()
-        });
-    }
-    let role = ClusterRole {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{user}-role")),
-            ..Default::default()
-        },
-        rules: Some(rules),
-        ..Default::default()
-    };
-    let roles: Api<ClusterRole> = Api::all(c.clone());
-    let _ = roles
-        .delete(&format!("{user}-role"), &Default::default())
-        .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    roles
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("create restricted role");
-    let binding = k8s_openapi::api::rbac::v1::ClusterRoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{user}-binding")),
-            ..Default::default()
-        },
-        role_ref: k8s_openapi::api::rbac::v1::RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: format!("{user}-role"),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: user.into(),
-            ..Default::default()
-        }]),
-    };
-    let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(c.clone())
-        .create(&PostParams::default(), &binding)
-        .await;
-}
-
-/// A kubeconfig that impersonates `user` (the admin may impersonate anyone).
-fn impersonating_kubeconfig(user: &str) -> String {
-    let facts = support::EnvFacts::load();
-    let text = std::fs::read_to_string(facts.get("KUBECONFIG")).unwrap();
-    let text = text.replacen("  user:\n", &format!("  user:\n    as: {user}\n"), 1);
-    let path = std::env::temp_dir().join(format!("kubeconfig-{user}"));
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn a_kind_that_cannot_be_listed_is_reported_and_holds_the_finalizer_until_allowed() {
@@ -434,7 +281,7 @@ async fn a_kind_that_cannot_be_listed_is_reported_and_holds_the_finalizer_until_
     support::objects::install_sweeper_crds(&c).await;
     let (a, _) = ids();
     let user = format!("restricted-{a}");
-    restricted_role(&c, &user, false).await;
+    restricted_role(&c, &user, Some("priorityclasses")).await;
     cluster_role(&c, &format!("{a}-reader"), Some(&a)).await;
     priority_class(&c, &format!("{a}-high"), Some(&a)).await;
     let kubeconfig = impersonating_kubeconfig(&user);
@@ -467,7 +314,7 @@ async fn a_kind_that_cannot_be_listed_is_reported_and_holds_the_finalizer_until_
     );
     assert!(exists(&Api::<PriorityClass>::all(c.clone()), &format!("{a}-high")).await);
 
-    restricted_role(&c, &user, true).await;
+    restricted_role(&c, &user, None).await;
     let released = eventually(T, || async {
         !exists(&Api::<Tenant>::all(c.clone()), &a).await
     })

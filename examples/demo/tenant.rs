@@ -69,7 +69,8 @@ async fn create_tenant(c: &Client, id: &str, shape: &Shape) -> Res<usize> {
     let tenant = Tenant::new(
         id,
         TenantSpec {
-            id: Some(id.into()),
+            id: Some(sweeper::api::tenant::SpecId::Str(id.into())),
+            quota: None,
         },
     );
     kube_util::create(&Api::<Tenant>::all(c.clone()), &tenant).await?;

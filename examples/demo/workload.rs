@@ -27,6 +27,7 @@ pub async fn create(c: &Client, vpc_id: &str) -> Res<()> {
         ClusterSpec {
             infrastructure_ref: Some(ObjectRef {
                 api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
+                api_group: None,
                 kind: Some("AWSCluster".into()),
                 name: Some(name.into()),
                 namespace: Some(NS.into()),

@@ -64,7 +64,8 @@ pub struct AWSManagedControlPlaneSpec {
     pub network: Option<NetworkSpec>,
 }
 
-/// CAPI `cluster.x-k8s.io/v1beta1` Cluster: only the references sweeper resolves.
+/// CAPI `cluster.x-k8s.io/v1beta1` Cluster: only the references sweeper resolves. Refs are
+/// `{apiVersion, kind, name, namespace}` at this version.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
 #[kube(
     group = "cluster.x-k8s.io",
@@ -81,6 +82,46 @@ pub struct ClusterSpec {
     pub control_plane_ref: Option<ObjectRef>,
 }
 
+/// CAPI `cluster.x-k8s.io/v1beta2` Cluster, the version Cluster API stores: refs are
+/// `{apiGroup, kind, name}` (same namespace as the Cluster, version found by discovery).
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+#[kube(
+    group = "cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "Cluster",
+    root = "ClusterV1beta2",
+    namespaced
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ClusterSpecV1beta2 {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure_ref: Option<ObjectRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_ref: Option<ObjectRef>,
+}
+
+/// The Cluster CRD sweeper ships (for standalone use and tests; with Cluster API installed, its
+/// own CRD serves). It serves both versions and stores v1beta2, as Cluster API's does, so that
+/// sweeper's own tests go through the same version resolution as a real Cluster API, and so that
+/// a later Cluster API release serving only v1beta2 can replace it (a CRD whose storedVersions
+/// held only v1beta1 could not be replaced by one without v1beta1). There is no conversion
+/// webhook: like Cluster API's CRD without its webhook, an object reads back at either version
+/// with the refs it was written with, which is why sweeper's ref type accepts both shapes.
+pub fn cluster_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    let mut crd = ClusterV1beta2::crd();
+    let mut v1beta1 = Cluster::crd().spec.versions;
+    for v in &mut v1beta1 {
+        v.storage = false;
+    }
+    crd.spec.versions.splice(0..0, v1beta1);
+    crd
+}
+
+/// A reference to another object, in either of Cluster API's shapes: v1beta1
+/// `{apiVersion, kind, name, namespace}` or v1beta2 `{apiGroup, kind, name}`.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
@@ -89,6 +130,8 @@ pub struct ObjectRef {
     // generated schema, which the API server rejects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_group: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,7 +13,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         tenant::Tenant::crd(),
         capa::AWSCluster::crd(),
         capa::AWSManagedControlPlane::crd(),
-        capa::Cluster::crd(),
+        capa::cluster_crd(),
     ]
 }
 

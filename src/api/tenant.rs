@@ -16,9 +16,57 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TenantSpec {
-    /// The tenant id: 6 characters of [a-z0-9]; in KubeZoo it equals the object's name.
+    /// The tenant id. KubeZoo's type is an int32 (`id: 111111`); a string is accepted too (earlier
+    /// sweeper versions wrote one). The prefix of the tenant's objects is always the object's
+    /// name; `spec.id` must agree with it (see tenant::id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
+    pub id: Option<SpecId>,
+    /// KubeZoo's resource quota for the tenant (`hard: {cpu: "4", ...}`): read as it is, never
+    /// interpreted by sweeper.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub quota: Option<serde_json::Value>,
+}
+
+/// `spec.id` as KubeZoo writes it (an integer) or as a string.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum SpecId {
+    Int(i64),
+    Str(String),
+}
+
+impl std::fmt::Display for SpecId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpecId::Int(i) => write!(f, "{i}"),
+            SpecId::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+impl JsonSchema for SpecId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SpecId".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "x-kubernetes-int-or-string": true,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+        })
+    }
+}
+
+fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]

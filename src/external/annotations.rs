@@ -96,6 +96,22 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<GcSettings, Annot
     Ok(GcSettings { external_gc, tasks })
 }
 
+/// The settings of an EKS cluster, whose switches may sit on two objects: the
+/// AWSManagedControlPlane (where CAPA's gc reads them) and the AWSManagedCluster (where
+/// `clusterawsadm gc` writes them, being Cluster.spec.infrastructureRef). `false` on either opts
+/// out; tasks set on both are intersected (each one narrows what runs); tasks set on one apply.
+pub fn combine(a: GcSettings, b: GcSettings) -> GcSettings {
+    let tasks = match (a.tasks, b.tasks) {
+        (Some(x), Some(y)) => Some(x.into_iter().filter(|t| y.contains(t)).collect()),
+        (x, None) => x,
+        (None, y) => y,
+    };
+    GcSettings {
+        external_gc: a.external_gc && b.external_gc,
+        tasks,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +177,47 @@ mod tests {
             parse(&ann(&[(TASKS_ANNOTATION, "target-group,,")])),
             Err(AnnotationError::EmptyTask(_))
         ));
+    }
+
+    fn settings(external_gc: bool, tasks: Option<&[Task]>) -> GcSettings {
+        GcSettings {
+            external_gc,
+            tasks: tasks.map(<[Task]>::to_vec),
+        }
+    }
+
+    #[test]
+    fn false_on_either_object_opts_out() {
+        for (a, b) in [(true, false), (false, true), (false, false)] {
+            assert!(!combine(settings(a, None), settings(b, None)).external_gc);
+        }
+        assert!(combine(settings(true, None), settings(true, None)).external_gc);
+    }
+
+    #[test]
+    fn tasks_on_both_are_intersected_on_one_apply() {
+        use Task::*;
+        let both = combine(
+            settings(true, Some(&[LoadBalancer, TargetGroup])),
+            settings(true, Some(&[TargetGroup, SecurityGroup])),
+        );
+        assert_eq!(both.tasks, Some(vec![TargetGroup]));
+        let disjoint = combine(
+            settings(true, Some(&[LoadBalancer])),
+            settings(true, Some(&[SecurityGroup])),
+        );
+        assert_eq!(disjoint.tasks, Some(vec![]), "nothing both allow");
+        assert_eq!(
+            combine(settings(true, None), settings(true, Some(&[SecurityGroup]))).tasks,
+            Some(vec![SecurityGroup])
+        );
+        assert_eq!(
+            combine(settings(true, Some(&[LoadBalancer])), settings(true, None)).tasks,
+            Some(vec![LoadBalancer])
+        );
+        assert_eq!(
+            combine(settings(true, None), settings(true, None)).tasks,
+            None
+        );
     }
 }

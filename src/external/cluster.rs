@@ -2,9 +2,12 @@
 //! AWSCluster: the owning CAPI Cluster's name (label `cluster.x-k8s.io/cluster-name`, else the
 //! owner reference to a `Cluster`). AWSManagedControlPlane: `spec.eksClusterName`.
 
-use crate::api::capa::{AWSCluster, AWSManagedControlPlane, Cluster, ObjectRef};
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use super::annotations::{GC_ANNOTATION, TASKS_ANNOTATION};
+use super::capi::{self, CapiError};
+use crate::api::capa::{AWSCluster, AWSManagedControlPlane, ObjectRef};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
+use std::collections::BTreeMap;
 
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
@@ -40,15 +43,8 @@ fn validate(name: &str) -> Result<String, ClusterNameError> {
 }
 
 pub fn for_aws_cluster(c: &AWSCluster) -> Result<String, ClusterNameError> {
-    if let Some(n) = c.labels().get(CLUSTER_NAME_LABEL) {
-        return validate(n);
-    }
-    let owner = c
-        .owner_references()
-        .iter()
-        .find(|o| o.kind == "Cluster" && o.api_version.starts_with("cluster.x-k8s.io/"));
-    match owner {
-        Some(o) => validate(&o.name),
+    match owning_cluster(c) {
+        Some(n) => validate(&n),
         None => Err(ClusterNameError::NoOwner {
             kind: "AWSCluster",
             namespace: c.namespace().unwrap_or_default(),
@@ -69,17 +65,22 @@ pub fn for_control_plane(c: &AWSManagedControlPlane) -> Result<String, ClusterNa
 
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
-    #[error("cannot read Cluster {namespace}/{name}: {source}")]
+    #[error(transparent)]
+    Capi(#[from] CapiError),
+    #[error("Cluster {namespace}/{name} not found")]
+    NotFound { namespace: String, name: String },
+    #[error(
+        "Cluster {namespace}/{name} references neither an AWSManagedControlPlane nor an AWSCluster"
+    )]
+    NoAwsRef { namespace: String, name: String },
+    #[error("cannot read {kind} {namespace}/{name}: {source}")]
     Read {
+        kind: String,
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error(
-        "Cluster {namespace}/{name} references neither an AWSManagedControlPlane nor an AWSCluster"
-    )]
-    NoAwsRef { namespace: String, name: String },
     #[error("cannot annotate {kind} {namespace}/{name}: {source}")]
     Patch {
         kind: String,
@@ -90,58 +91,114 @@ pub enum ResolveError {
     },
 }
 
-/// The object that carries a cluster's GC annotations, as clusterawsadm decides it: the
-/// AWSManagedControlPlane when the control plane is EKS, else the AWSCluster.
+/// The ref of `kind` among `refs`, with a non-empty name.
+fn pick<'a>(refs: &[&'a Option<ObjectRef>], kind: &str) -> Option<(&'a ObjectRef, String)> {
+    refs.iter().find_map(|r| {
+        let r = r.as_ref()?;
+        let name = r.name.as_deref().filter(|n| !n.is_empty())?;
+        (r.kind.as_deref() == Some(kind)).then(|| (r, name.to_string()))
+    })
+}
+
+/// The object that carries a cluster's GC annotations, as CAPA reads them: the
+/// AWSManagedControlPlane when the control plane is EKS, else the AWSCluster. (clusterawsadm
+/// annotates the infrastructure ref, on EKS the AWSManagedCluster; the collector honours that
+/// one too, see [`managed_cluster_annotations`], but CAPA's own gc reads only the control plane,
+/// so that is where sweeper writes.)
 pub async fn gc_target(
     client: &Client,
     namespace: &str,
     cluster: &str,
 ) -> Result<(ApiResource, String), ResolveError> {
-    let api: Api<Cluster> = Api::namespaced(client.clone(), namespace);
-    let c = api
-        .get(cluster)
-        .await
-        .map_err(|source| ResolveError::Read {
+    let refs = capi::read_cluster(client, namespace, cluster)
+        .await?
+        .ok_or_else(|| ResolveError::NotFound {
             namespace: namespace.into(),
             name: cluster.into(),
-            source,
         })?;
-    let pick = |r: &Option<ObjectRef>, kind: &str| {
-        r.as_ref()
-            .filter(|r| r.kind.as_deref() == Some(kind))
-            .cloned()
-    };
-    let target = pick(&c.spec.control_plane_ref, "AWSManagedControlPlane")
-        .or_else(|| pick(&c.spec.infrastructure_ref, "AWSCluster"))
+    let (target, name) = pick(&[&refs.control_plane_ref], "AWSManagedControlPlane")
+        .or_else(|| pick(&[&refs.infrastructure_ref], "AWSCluster"))
         .ok_or_else(|| ResolveError::NoAwsRef {
             namespace: namespace.into(),
             name: cluster.into(),
         })?;
-    let api_version = target.api_version.unwrap_or_default();
-    let kind = target.kind.unwrap_or_default();
-    let (group, version) = api_version
-        .split_once('/')
-        .unwrap_or(("", api_version.as_str()));
-    let plural = format!("{}s", kind.to_lowercase());
-    let ar =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, &kind), &plural);
-    let name = target
-        .name
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| ResolveError::NoAwsRef {
-            namespace: namespace.into(),
-            name: cluster.into(),
-        })?;
+    let ar = capi::resolve_ref(client, target).await?;
     Ok((ar, name))
 }
 
-/// Sets (Some) or removes (None) annotations on the cluster's GC target.
+/// The CAPI Cluster an object belongs to: label `cluster.x-k8s.io/cluster-name`, else its owner
+/// reference to a cluster.x-k8s.io Cluster.
+pub fn owning_cluster<K: ResourceExt>(o: &K) -> Option<String> {
+    if let Some(n) = o.labels().get(CLUSTER_NAME_LABEL) {
+        return Some(n.clone());
+    }
+    o.owner_references()
+        .iter()
+        .find(|r| r.kind == "Cluster" && r.api_version.starts_with("cluster.x-k8s.io/"))
+        .map(|r| r.name.clone())
+}
+
+/// The AWSManagedCluster a control plane's owning Cluster references as its infrastructure, and
+/// its annotations: where `clusterawsadm gc disable` puts the opt-out on EKS. `Ok(None)` when there
+/// is none (no owning Cluster, Cluster gone, infrastructure not an AWSManagedCluster, kind not
+/// served, object gone). Any other failure is an error: the caller must not delete without
+/// knowing whether the user opted out.
+pub async fn managed_cluster_annotations(
+    client: &Client,
+    cp: &AWSManagedControlPlane,
+) -> Result<Option<(String, BTreeMap<String, String>)>, ResolveError> {
+    let namespace = cp.namespace().unwrap_or_default();
+    match owning_cluster(cp) {
+        Some(cluster) => managed_cluster_of(client, &namespace, &cluster).await,
+        None => Ok(None),
+    }
+}
+
+/// The AWSManagedCluster the Cluster `namespace/cluster` references as its infrastructure, with
+/// its label and annotations (see [`managed_cluster_annotations`]).
+pub async fn managed_cluster_of(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Option<(String, BTreeMap<String, String>)>, ResolveError> {
+    let Some(refs) = capi::read_cluster(client, namespace, cluster).await? else {
+        return Ok(None);
+    };
+    let Some((r, name)) = pick(&[&refs.infrastructure_ref], "AWSManagedCluster") else {
+        return Ok(None);
+    };
+    let ar = match capi::resolve_ref(client, r).await {
+        Ok(ar) => ar,
+        Err(CapiError::NotServed { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    let obj = api
+        .get_opt(&name)
+        .await
+        .map_err(|source| ResolveError::Read {
+            kind: ar.kind.clone(),
+            namespace: namespace.into(),
+            name: name.clone(),
+            source,
+        })?;
+    Ok(obj.map(|o| {
+        (
+            format!("{} {namespace}/{name}", ar.kind),
+            o.metadata.annotations.unwrap_or_default(),
+        )
+    }))
+}
+
+/// Sets (Some) or removes (None) annotations on the cluster's GC target. Returns the target
+/// (`Kind namespace/name`) and, on EKS, a note for the user: where sweeper wrote, and what the
+/// AWSManagedCluster (where clusterawsadm writes) says too, since that also counts.
 pub async fn annotate(
     client: &Client,
     namespace: &str,
     cluster: &str,
     values: &[(&str, Option<String>)],
-) -> Result<String, ResolveError> {
+) -> Result<(String, Option<String>), ResolveError> {
     let (ar, name) = gc_target(client, namespace, cluster).await?;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
     let annotations: serde_json::Map<String, serde_json::Value> = values
@@ -162,7 +219,29 @@ pub async fn annotate(
             name: name.clone(),
             source,
         })?;
-    Ok(format!("{} {namespace}/{name}", ar.kind))
+    let target = format!("{} {namespace}/{name}", ar.kind);
+    if ar.kind != "AWSManagedControlPlane" {
+        return Ok((target, None));
+    }
+    let mut note = format!(
+        "EKS: written on the AWSManagedControlPlane, where CAPA's gc reads it. clusterawsadm writes \
+         the AWSManagedCluster instead; sweeper honours both (\"false\" on either opts out, tasks \
+         set on both are intersected)."
+    );
+    match managed_cluster_of(client, namespace, cluster).await {
+        Ok(Some((label, ann))) => {
+            let set: Vec<String> = [GC_ANNOTATION, TASKS_ANNOTATION]
+                .iter()
+                .filter_map(|k| ann.get(*k).map(|v| format!("{k}={v}")))
+                .collect();
+            if !set.is_empty() {
+                note.push_str(&format!(" {label} also has {}.", set.join(", ")));
+            }
+        }
+        Ok(None) => {}
+        Err(e) => note.push_str(&format!(" (could not read the AWSManagedCluster: {e})")),
+    }
+    Ok((target, Some(note)))
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! Bad input (annotation, cluster name) is an Event + condition and blocks deletion until fixed.
 
 use super::annotations;
-use super::cluster::{self, ClusterNameError};
-use super::conditions;
+use super::cluster::{self, ClusterNameError, ResolveError};
+use super::conditions::{self, Desired, Severity};
 use super::metrics::ExternalMetrics;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
@@ -19,6 +19,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,17 +41,42 @@ pub trait GcKind:
 {
     /// The `<name>` in the cluster's AWS tags.
     fn tag_name(&self) -> Result<String, ClusterNameError>;
+
+    /// Another object whose GC annotations also govern this one (its label and annotations),
+    /// read fresh; `Ok(None)` when there is none.
+    fn linked_switches(
+        &self,
+        client: &Client,
+    ) -> impl Future<Output = Result<Option<(String, BTreeMap<String, String>)>, ResolveError>> + Send;
 }
 
 impl GcKind for AWSCluster {
     fn tag_name(&self) -> Result<String, ClusterNameError> {
         cluster::for_aws_cluster(self)
     }
+
+    /// CAPA and clusterawsadm agree on the AWSCluster: nothing else to read.
+    async fn linked_switches(
+        &self,
+        _client: &Client,
+    ) -> Result<Option<(String, BTreeMap<String, String>)>, ResolveError> {
+        Ok(None)
+    }
 }
 
 impl GcKind for AWSManagedControlPlane {
     fn tag_name(&self) -> Result<String, ClusterNameError> {
         cluster::for_control_plane(self)
+    }
+
+    /// On EKS `clusterawsadm gc disable` annotates Cluster.spec.infrastructureRef, the
+    /// AWSManagedCluster, while CAPA reads this control plane: users who opted out with CAPA's
+    /// own tool have the annotation there.
+    async fn linked_switches(
+        &self,
+        client: &Client,
+    ) -> Result<Option<(String, BTreeMap<String, String>)>, ResolveError> {
+        cluster::managed_cluster_annotations(client, self).await
     }
 }
 
@@ -121,13 +147,8 @@ struct Obj<'a, K> {
 
 impl<K: GcKind> Obj<'_, K> {
     /// Sets our condition; true when it changed.
-    async fn condition(
-        &self,
-        ok: bool,
-        reason: &str,
-        message: &str,
-    ) -> Result<bool, ExternalError> {
-        conditions::set(&self.dynamic, &self.obj.name_any(), ok, reason, message)
+    async fn condition(&self, want: Desired<'_>) -> Result<bool, ExternalError> {
+        conditions::set(&self.dynamic, &self.obj.name_any(), want)
             .await
             .map_err(|source| ExternalError::Condition {
                 object: self.label.clone(),
@@ -167,17 +188,58 @@ async fn reconcile<K: GcKind>(o: Arc<K>, ctx: Arc<ExternalCtx>) -> Result<Action
         Stage::Live | Stage::Cleanup => {}
     }
     // Validate before anything is deleted; report bad input while the object lives, too.
+    let linked = match o.linked_switches(&ctx.client).await {
+        Ok(linked) => linked,
+        // Nothing is at stake while the object lives; it is checked again at deletion.
+        Err(e) if stage == Stage::Live => {
+            tracing::warn!(error = %e, "cannot read the linked GC switches");
+            return Ok(Action::await_change());
+        }
+        Err(e) => {
+            // Whether the user opted out there is unknown: deleting now could delete what they
+            // asked to keep, so wait until it can be read.
+            let message = format!(
+                "cannot read the GC annotations that also apply to this object: {e}; nothing is deleted until they can be read"
+            );
+            tracing::warn!(error = %e, "linked GC switches unreadable: requeue");
+            this.condition(Desired::not_done(
+                Severity::Warning,
+                "SettingsUnreadable",
+                &message,
+            ))
+            .await?;
+            return Ok(Action::requeue(Duration::from_secs(10)));
+        }
+    };
     let parsed = annotations::parse(o.annotations()).map_err(|e| e.to_string());
+    let parsed = match (parsed, linked) {
+        (Ok(own), Some((label, other))) => annotations::parse(&other)
+            .map(|other| annotations::combine(own, other))
+            .map_err(|e| format!("{label}: {e}")),
+        (parsed, _) => parsed,
+    };
     let name = o.tag_name().map_err(|e| e.to_string());
     let (settings, cluster_name) = match (parsed, name) {
         (Ok(s), Ok(n)) => (s, n),
         (Err(e), _) | (_, Err(e)) => {
             tracing::warn!(error = %e, "invalid GC configuration: nothing is deleted until it is fixed");
-            if this.condition(false, "InvalidConfiguration", &e).await? {
+            if this
+                .condition(Desired::not_done(
+                    Severity::Error,
+                    "InvalidConfiguration",
+                    &e,
+                ))
+                .await?
+            {
                 ctx.metrics.invalid_objects.inc();
                 event(&ctx, &*o, EventType::Warning, "InvalidConfiguration", e).await;
             }
-            return Ok(Action::await_change());
+            // A fix on this object triggers a reconcile; a fix on the linked object does not,
+            // so a deletion waiting on it looks again now and then.
+            return Ok(match stage {
+                Stage::Cleanup => Action::requeue(Duration::from_secs(30)),
+                _ => Action::await_change(),
+            });
         }
     };
     if stage == Stage::Live {
@@ -231,11 +293,10 @@ async fn cleanup<K: GcKind>(
     let (phase, detail) = phase_of(&report);
     ctx.teardowns.update(COLLECTOR, &this.label, phase, detail);
     if report.done {
-        this.condition(
-            true,
+        this.condition(Desired::done(
             "Deleted",
             &format!("all AWS resources of cluster {cluster_name} are deleted"),
-        )
+        ))
         .await?;
         finalizer::remove(&this.api, this.obj, FINALIZER).await?;
         let secs = ctx
@@ -270,12 +331,16 @@ async fn cleanup<K: GcKind>(
     } else {
         left.join("; ")
     };
-    let reason = if errors.is_empty() {
-        "Deleting"
+    // Failures are retried with backoff, so they are Warnings, not Errors (which CAPI reserves
+    // for what does not fix itself).
+    let (severity, reason) = if errors.is_empty() {
+        (Severity::Info, "Deleting")
     } else {
-        "DeletionFailed"
+        (Severity::Warning, "DeletionFailed")
     };
-    let changed = this.condition(false, reason, &message).await?;
+    let changed = this
+        .condition(Desired::not_done(severity, reason, &message))
+        .await?;
     if !errors.is_empty() && changed {
         event(
             ctx,

@@ -18,15 +18,21 @@ pub async fn plan(
     let (ar, target) = cluster::gc_target(client, namespace, name)
         .await
         .map_err(|e| e.to_string())?;
+    let mut linked = None;
     let (tag_name, ann) = if ar.kind == "AWSManagedControlPlane" {
         let cp = Api::<AWSManagedControlPlane>::namespaced(client.clone(), namespace)
             .get(&target)
             .await
             .map_err(|e| e.to_string())?;
-        (
+        let own = (
             cluster::for_control_plane(&cp).map_err(|e| e.to_string())?,
             cp.annotations().clone(),
-        )
+        );
+        // The switches clusterawsadm writes on the AWSManagedCluster count too (see controller).
+        linked = cluster::managed_cluster_of(client, namespace, name)
+            .await
+            .map_err(|e| e.to_string())?;
+        own
     } else {
         let c = Api::<AWSCluster>::namespaced(client.clone(), namespace)
             .get(&target)
@@ -37,7 +43,12 @@ pub async fn plan(
             c.annotations().clone(),
         )
     };
-    let settings = annotations::parse(&ann).map_err(|e| e.to_string())?;
+    let mut settings =
+        annotations::parse(&ann).map_err(|e| format!("{} {target}: {e}", ar.kind))?;
+    if let Some((label, other)) = &linked {
+        let other = annotations::parse(other).map_err(|e| format!("{label}: {e}"))?;
+        settings = annotations::combine(settings, other);
+    }
     let req = TeardownRequest {
         cluster_name: tag_name.clone(),
         external_gc: settings.external_gc,
@@ -54,6 +65,11 @@ pub async fn plan(
         "plan for cluster {namespace}/{name} ({} {target}, AWS tag name {tag_name}); nothing is deleted\n",
         ar.kind
     );
+    if let Some((label, _)) = &linked {
+        out.push_str(&format!(
+            "GC annotations read from the control plane and from {label} (clusterawsadm writes there)\n"
+        ));
+    }
     if !settings.external_gc {
         out.push_str("external resource GC is disabled for this cluster: phase 2 is skipped\n");
     }

@@ -2,20 +2,27 @@
 //! teardown passes until nothing of the tenant is left, then the finalizer goes.
 
 use super::id::{TenantId, TenantIdError};
+use super::inventory::Strategy;
 use super::metrics::TenantMetrics;
 use super::teardown::{self, PassReport, TeardownSettings};
 use crate::api::tenant::{Condition, Tenant, TenantStatus};
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
+use crate::engine::guard::{self, Guarded, Invalid, WatchHealth};
+use crate::engine::name_index::{IndexWatches, NameIndex};
 use crate::engine::progress::Teardowns;
+use crate::metrics::InvalidObjectLabels;
+use crate::server::AppState;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
-use std::sync::Arc;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +40,14 @@ pub struct TenantCtx {
     pub discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
     events: Publisher,
     teardowns: Teardowns,
+    /// `sweeper_invalid_objects_total`, shared with the other collectors.
+    invalid_objects: Family<InvalidObjectLabels, Counter>,
+    /// The last Warning published per tenant uid (reason and note): a blocked teardown requeues
+    /// every few seconds, and KubeZoo's Tenant CRD has no status subresource to compare against,
+    /// so repeats are suppressed here. Forgotten when the tenant's finalizer is released.
+    warned: Mutex<HashMap<String, String>>,
+    /// Cluster-scoped objects by name, kept by watches while the strategy is `index`.
+    index: NameIndex,
 }
 
 impl TenantCtx {
@@ -42,6 +57,7 @@ impl TenantCtx {
         metrics: TenantMetrics,
         discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
         teardowns: Teardowns,
+        invalid_objects: Family<InvalidObjectLabels, Counter>,
     ) -> Self {
         TenantCtx {
             events: Publisher::new(client.clone(), "sweeper-tenant", "TenantGC"),
@@ -50,6 +66,9 @@ impl TenantCtx {
             metrics,
             discovery,
             teardowns,
+            invalid_objects,
+            warned: Mutex::default(),
+            index: NameIndex::default(),
         }
     }
 }
@@ -66,21 +85,55 @@ pub enum TenantError {
     },
 }
 
-pub async fn run(ctx: Arc<TenantCtx>, shutdown: CancellationToken) {
-    let api: Api<Tenant> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default())
+/// The readiness component of this collector (not ready while the Tenant watch keeps failing).
+pub const COMPONENT: &str = "tenant";
+
+pub async fn run(ctx: Arc<TenantCtx>, state: AppState, shutdown: CancellationToken) {
+    let api: Api<Guarded<Tenant>> = Api::all(ctx.client.clone());
+    let health = WatchHealth {
+        state,
+        component: COMPONENT,
+    };
+    let index = (ctx.settings.strategy == Strategy::Index).then(|| {
+        tokio::spawn(follow_discovery(
+            IndexWatches::new(ctx.client.clone(), ctx.index.clone()),
+            ctx.discovery.clone(),
+            shutdown.clone(),
+        ))
+    });
+    guard::controller(api, health)
         .graceful_shutdown_on(async move { shutdown.cancelled().await })
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile_guarded, error_policy, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "tenant reconcile");
             }
         })
         .await;
+    if let Some(task) = index {
+        task.abort();
+    }
     tracing::info!("tenant collector stopped");
 }
 
-fn error_policy(_t: Arc<Tenant>, e: &TenantError, _ctx: Arc<TenantCtx>) -> Action {
+/// Keeps the index's watches on the cluster-scoped resources discovery finds.
+async fn follow_discovery(
+    mut watches: IndexWatches,
+    mut discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        if let Some(report) = discovery.borrow_and_update().clone() {
+            watches.reconcile(&report.resources);
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            changed = discovery.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+fn error_policy(_t: Arc<Guarded<Tenant>>, e: &TenantError, _ctx: Arc<TenantCtx>) -> Action {
     tracing::warn!(error = %e, "tenant reconcile failed; retrying");
     Action::requeue(Duration::from_secs(5))
 }
@@ -128,24 +181,117 @@ async fn set_status(
     }
 }
 
+/// Publishes a Warning unless it repeats the last one on this tenant; true when published.
+async fn warn_once<K: Resource<DynamicType = ()>>(
+    ctx: &TenantCtx,
+    t: &K,
+    reason: &str,
+    note: String,
+) -> bool {
+    let key = t.meta().uid.clone().unwrap_or_default();
+    let said = format!("{reason}: {note}");
+    let repeat = ctx
+        .warned
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, said.clone())
+        .is_some_and(|last| last == said);
+    if !repeat {
+        ctx.events
+            .emit(&t.object_ref(&()), EventType::Warning, reason, note)
+            .await;
+    }
+    !repeat
+}
+
+fn forget_warnings(ctx: &TenantCtx, t: &Tenant) {
+    if let Some(uid) = &t.metadata.uid {
+        ctx.warned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(uid);
+    }
+}
+
 async fn event(ctx: &TenantCtx, t: &Tenant, type_: EventType, reason: &str, note: String) {
     ctx.events
         .emit(&t.object_ref(&()), type_, reason, note)
         .await;
 }
 
-#[tracing::instrument(skip_all, fields(tenant = %t.name_any()))]
-async fn reconcile(t: Arc<Tenant>, ctx: Arc<TenantCtx>) -> Result<Action, TenantError> {
+#[tracing::instrument(skip_all, fields(tenant = %g.name_any()))]
+async fn reconcile_guarded(
+    g: Arc<Guarded<Tenant>>,
+    ctx: Arc<TenantCtx>,
+) -> Result<Action, TenantError> {
+    match &g.0 {
+        Ok(t) => reconcile(t, &ctx).await,
+        Err(bad) => undecodable(&ctx, &g, bad).await,
+    }
+}
+
+/// A Tenant sweeper cannot read: reported on the object (Event, condition where the CRD has a
+/// status subresource), in the log and in `sweeper_invalid_objects_total`; nothing is deleted.
+/// Unlike an invalid id (the name can never change, so the finalizer is released), a malformed
+/// spec can be fixed: a finalizer we already hold stays, and the teardown runs once it decodes.
+async fn undecodable(
+    ctx: &TenantCtx,
+    g: &Guarded<Tenant>,
+    bad: &Invalid,
+) -> Result<Action, TenantError> {
+    let message = format!(
+        "Tenant {} cannot be read: {bad}; nothing is deleted for it until it is fixed",
+        g.name_any()
+    );
+    if !warn_once(ctx, g, "InvalidObject", message.clone()).await {
+        return Ok(Action::await_change());
+    }
+    tracing::warn!(field = %bad.field, error = %bad.error, "undecodable tenant: nothing will be deleted for it");
+    ctx.invalid_objects
+        .get_or_create(&InvalidObjectLabels {
+            collector: COLLECTOR.into(),
+            kind: "Tenant".into(),
+        })
+        .inc();
+    let status = TenantStatus {
+        phase: Some("Invalid".into()),
+        last_error: Some(message.clone()),
+        conditions: vec![condition("Valid", false, "InvalidObject", message)],
+        ..Default::default()
+    };
+    let api: Api<Tenant> = Api::all(ctx.client.clone());
+    let patch = serde_json::json!({ "status": status });
+    match api
+        .patch_status(
+            &g.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        // 404: the CRD has no status subresource (KubeZoo's own has none); the Event stands.
+        Ok(_) | Err(kube::Error::Api(_)) => {}
+        Err(source) => {
+            return Err(TenantError::Status {
+                name: g.name_any(),
+                source,
+            });
+        }
+    }
+    Ok(Action::await_change())
+}
+
+async fn reconcile(t: &Tenant, ctx: &TenantCtx) -> Result<Action, TenantError> {
     let name = t.name_any();
     let api: Api<Tenant> = Api::all(ctx.client.clone());
-    let stage = finalizer::stage(&*t, FINALIZER);
-    let id = match TenantId::parse(&name, t.spec.id.as_deref()) {
+    let stage = finalizer::stage(t, FINALIZER);
+    let id = match TenantId::parse(&name, t.spec.id.as_ref()) {
         Ok(id) => id,
-        Err(e) => return invalid(&ctx, &api, &t, stage, e).await,
+        Err(e) => return invalid(ctx, &api, t, stage, e).await,
     };
     match stage {
         Stage::AddFinalizer if !ctx.settings.dry_run => {
-            finalizer::add(&api, &t, FINALIZER).await?;
+            finalizer::add(&api, t, FINALIZER).await?;
             Ok(Action::await_change())
         }
         Stage::AddFinalizer | Stage::Live | Stage::NotOurs => {
@@ -160,11 +306,11 @@ async fn reconcile(t: Arc<Tenant>, ctx: Arc<TenantCtx>) -> Result<Action, Tenant
                     )],
                     ..Default::default()
                 };
-                set_status(&api, &t, status).await?;
+                set_status(&api, t, status).await?;
             }
             Ok(Action::await_change())
         }
-        Stage::Cleanup => cleanup(&ctx, &api, &t, &id).await,
+        Stage::Cleanup => cleanup(ctx, &api, t, &id).await,
     }
 }
 
@@ -183,14 +329,15 @@ async fn invalid(
         conditions: vec![condition("IdValid", false, "InvalidId", e.to_string())],
         ..Default::default()
     };
-    if set_status(api, t, status).await? {
-        // Reported once per change, not on every resync.
+    set_status(api, t, status).await?;
+    // Reported once per change, not on every resync.
+    if warn_once(ctx, t, "InvalidTenantId", e.to_string()).await {
         tracing::warn!(error = %e, "invalid tenant: nothing will be deleted for it");
         ctx.metrics.invalid_tenants.inc();
-        event(ctx, t, EventType::Warning, "InvalidTenantId", e.to_string()).await;
     }
     if stage == Stage::Cleanup {
         finalizer::remove(api, t, FINALIZER).await?;
+        forget_warnings(ctx, t);
     }
     Ok(Action::await_change())
 }
@@ -215,6 +362,7 @@ async fn cleanup(
         &discovery.resources,
         &ctx.settings,
         &ctx.metrics,
+        &ctx.index,
     )
     .await;
     // A group we could not discover may hold tenant objects: the finalizer stays until it is back.
@@ -228,6 +376,7 @@ async fn cleanup(
     }
     if report.done {
         finalizer::remove(api, t, FINALIZER).await?;
+        forget_warnings(ctx, t);
         let secs = ctx
             .teardowns
             .finish(COLLECTOR, &object)
@@ -266,11 +415,9 @@ async fn cleanup(
         ctx.teardowns
             .update(COLLECTOR, &object, phase.clone(), detail);
     }
-    let changed = set_status(api, t, status).await?;
+    set_status(api, t, status).await?;
     if let Some(first) = errors.first() {
-        if changed {
-            event(ctx, t, EventType::Warning, "TeardownBlocked", first.clone()).await;
-        }
+        warn_once(ctx, t, "TeardownBlocked", first.clone()).await;
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
     if ctx.settings.dry_run {

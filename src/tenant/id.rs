@@ -4,6 +4,7 @@
 //! would take the objects of tenant `abcd`. Here the prefix always includes the `-` separator,
 //! and an id is validated before it is ever used as a prefix.
 
+use crate::api::tenant::SpecId;
 use std::fmt;
 
 pub const ID_LEN: usize = 6;
@@ -15,13 +16,16 @@ pub struct TenantId(String);
 pub enum TenantIdError {
     #[error("tenant id {id:?} is invalid: it must be exactly {ID_LEN} characters of [a-z0-9]")]
     Invalid { id: String },
-    #[error("tenant {name:?} has spec.id {id:?}: the id must equal the object's name")]
+    #[error("tenant {name:?} has spec.id {id}: the id must equal the object's name")]
     Mismatch { name: String, id: String },
 }
 
 impl TenantId {
-    /// Validates the tenant's id: its name, and `spec.id` when set must agree.
-    pub fn parse(name: &str, spec_id: Option<&str>) -> Result<TenantId, TenantIdError> {
+    /// Validates the tenant's id. The prefix is always the object's name (KubeZoo's rule);
+    /// `spec.id`, when set, must agree with it: an integer (KubeZoo's int32) must equal the
+    /// numeric name (`111111`, or `011111` for 11111), a string must equal the name. A
+    /// disagreement is an error, so nothing is deleted under a prefix the tenant may not mean.
+    pub fn parse(name: &str, spec_id: Option<&SpecId>) -> Result<TenantId, TenantIdError> {
         let valid = name.len() == ID_LEN
             && name
                 .bytes()
@@ -31,10 +35,15 @@ impl TenantId {
                 id: name.to_string(),
             });
         }
-        if let Some(id) = spec_id.filter(|s| !s.is_empty() && *s != name) {
+        let agrees = match spec_id {
+            None => true,
+            Some(SpecId::Str(s)) => s.is_empty() || s == name,
+            Some(SpecId::Int(i)) => name.parse::<i64>().is_ok_and(|n| n == *i),
+        };
+        if !agrees {
             return Err(TenantIdError::Mismatch {
                 name: name.to_string(),
-                id: id.to_string(),
+                id: spec_id.map(|s| format!("{s:?}")).unwrap_or_default(),
             });
         }
         Ok(TenantId(name.to_string()))
@@ -67,11 +76,44 @@ impl fmt::Display for TenantId {
 mod tests {
     use super::*;
 
+    fn s(v: &str) -> SpecId {
+        SpecId::Str(v.into())
+    }
+
     #[test]
     fn valid_ids() {
         assert!(TenantId::parse("abc123", None).is_ok());
-        assert!(TenantId::parse("abc123", Some("abc123")).is_ok());
-        assert!(TenantId::parse("abc123", Some("")).is_ok());
+        assert!(TenantId::parse("abc123", Some(&s("abc123"))).is_ok());
+        assert!(TenantId::parse("abc123", Some(&s(""))).is_ok());
+    }
+
+    #[test]
+    fn kubezoo_integer_ids_agree_with_a_numeric_name() {
+        assert_eq!(
+            TenantId::parse("111111", Some(&SpecId::Int(111111)))
+                .unwrap()
+                .as_str(),
+            "111111"
+        );
+        assert!(TenantId::parse("011111", Some(&SpecId::Int(11111))).is_ok());
+        for (name, id) in [("111111", 111112), ("abc123", 123), ("111111", -111111)] {
+            assert!(
+                matches!(
+                    TenantId::parse(name, Some(&SpecId::Int(id))),
+                    Err(TenantIdError::Mismatch { .. })
+                ),
+                "{name} / {id}"
+            );
+        }
+    }
+
+    #[test]
+    fn spec_id_decodes_from_an_integer_or_a_string() {
+        let int: SpecId = serde_json::from_value(serde_json::json!(111111)).unwrap();
+        assert_eq!(int, SpecId::Int(111111));
+        let text: SpecId = serde_json::from_value(serde_json::json!("abc123")).unwrap();
+        assert_eq!(text, s("abc123"));
+        assert!(serde_json::from_value::<SpecId>(serde_json::json!(true)).is_err());
     }
 
     #[test]
@@ -88,7 +130,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            TenantId::parse("abc123", Some("abc124")),
+            TenantId::parse("abc123", Some(&s("abc124"))),
             Err(TenantIdError::Mismatch { .. })
         ));
     }

@@ -1,16 +1,20 @@
-//! Finding what a tenant owns. Two strategies:
+//! Finding what a tenant owns. The name prefix `<id>-` is the authority (KubeZoo labels none of
+//! the objects it creates), so every strategy finds every listable cluster-scoped `<id>-` object:
+//! - `index` (default): answered from the engine's name-ordered index of cluster-scoped objects
+//!   (engine::name_index, kept by metadata watches), with no list call. A kind the index cannot
+//!   answer (not listed yet, watch failing) and the kinds in `--tenant-scan-kinds` are listed
+//!   and prefix-scanned instead. Before a teardown may end, [`confirm`] asks the API server once
+//!   more with the label `kubezoo.io/tenant=<id>`: the label is an accelerator of that last check,
+//!   never the filter. `label`, the name of the old default, is accepted as an alias.
 //! - `scan`: list every cluster-scoped kind and keep names starting with `<id>-` (KubeZoo's way;
 //!   cost grows with the whole cluster).
-//! - `label`: list every cluster-scoped kind with the selector `kubezoo.io/tenant=<id>` (the API
-//!   server returns only the tenant's objects), plus a prefix scan of the few kinds where
-//!   unlabelled tenant objects are expected (`--tenant-scan-kinds`, default: namespaces).
 //!
-//! Either way the name prefix is the authority: a labelled object whose name lacks `<id>-` is
-//! reported, never deleted. A kind that can't be listed (Forbidden, a failing API group) is
-//! reported and skipped; the rest is still found.
+//! A labelled object whose name lacks `<id>-` is reported, never deleted. A kind that can't be
+//! listed (Forbidden, a failing API group) is reported and skipped; the rest is still found.
 
 use super::id::TenantId;
 use crate::engine::discovery::DeletableResource;
+use crate::engine::name_index::NameIndex;
 use futures::StreamExt;
 use kube::api::{DynamicObject, ListParams, PartialObjectMeta};
 use kube::discovery::ApiResource;
@@ -23,11 +27,12 @@ const LIST_CONCURRENCY: usize = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Default)]
 pub enum Strategy {
-    /// List every cluster-scoped object and match names (slow, complete for unlabelled objects).
-    Scan,
-    /// Label-selected lists plus a prefix scan of --tenant-scan-kinds.
+    /// The watch-fed name index, a list of what it cannot answer, and a label-selected last check.
     #[default]
-    Label,
+    #[value(alias = "label")]
+    Index,
+    /// List every cluster-scoped object and match names (slow; needs no index).
+    Scan,
 }
 
 /// One object to delete (or wait for).
@@ -84,10 +89,7 @@ pub fn candidate_kinds<'a>(
         .iter()
         .filter(|r| !r.namespaced)
         .filter(|r| !(r.resource.group == "tenant.kubezoo.io" && r.resource.kind == "Tenant"))
-        .filter(|r| {
-            !(r.resource.group == "apiextensions.k8s.io"
-                && r.resource.kind == "CustomResourceDefinition")
-        })
+        .filter(|r| !is_crd_kind(r))
         .filter(|r| !id.owns(&r.resource.group))
         .collect()
 }
@@ -100,11 +102,9 @@ async fn list_names(
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), ar);
     let mut lp = ListParams::default().limit(500);
     if let Some(s) = selector {
-        // Label-selected lists are served from the API server's watch cache (resourceVersion=0):
-        // it filters in memory instead of reading every object of the kind from etcd. A slightly
-        // stale answer is safe here: a pass only deletes what it found (uid preconditions), and
-        // the teardown ends only when every object found was confirmed gone.
-        lp = ListParams::default().labels(s).match_any();
+        // A quorum read, not the watch cache: this is the last check before a release, so it
+        // must not be older than the index it double-checks.
+        lp = lp.labels(s);
     }
     let mut out = Vec::new();
     let mut listed = 0u64;
@@ -142,16 +142,31 @@ pub async fn find(
     resources: &[DeletableResource],
     strategy: Strategy,
     scan_kinds: &[String],
+    index: &NameIndex,
 ) -> Inventory {
     let mut inv = Inventory::default();
-    // CRDs: always a full list (their names don't carry the prefix; their group does). Cheap:
-    // CRDs number in the hundreds at most.
-    let crd_ar = ApiResource::erase::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(&());
-    match list_crds(client, id).await {
-        Ok((crds, listed)) => {
+    let crd_kind = resources.iter().find(|r| is_crd_kind(r));
+    let indexed_crds = match (strategy, crd_kind) {
+        (Strategy::Index, Some(r)) => index.with_prefix(r, "").ok(),
+        _ => None,
+    };
+    // CRDs: their names don't carry the prefix, their group does (`<plural>.<group>`).
+    let crds = match indexed_crds {
+        Some(all) => Ok((
+            all.into_iter()
+                .map(|(name, e)| (name, e.uid, e.deleting, e.finalizers))
+                .collect(),
+            0,
+        )),
+        None => list_crds(client).await,
+    };
+    match crds {
+        Ok((rows, listed)) => {
             inv.listed += listed;
-            inv.crds = crds
+            let crd_ar = ApiResource::erase::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(&());
+            inv.crds = rows
                 .into_iter()
+                .filter(|(name, ..)| crd_group_owned(id, name))
                 .map(|(name, uid, deleting, finalizers)| Found {
                     resource: crd_ar.clone(),
                     name,
@@ -163,28 +178,76 @@ pub async fn find(
         }
         Err(e) => inv.errors.push(e),
     }
-    let selector = format!("{TENANT_LABEL}={id}");
-    // Kinds are listed concurrently (bounded); owned inputs, so the futures borrow nothing.
+    // What the index answers costs no call; the rest is listed, concurrently (bounded).
+    let mut to_list: Vec<DeletableResource> = Vec::new();
+    for r in candidate_kinds(resources, id) {
+        let from_index = (strategy == Strategy::Index && !scan_kinds.contains(&r.resource.plural))
+            .then(|| index.with_prefix(r, &id.prefix()));
+        match from_index {
+            Some(Ok(entries)) => inv
+                .objects
+                .extend(entries.into_iter().map(|(name, e)| Found {
+                    resource: r.resource.clone(),
+                    name,
+                    uid: e.uid,
+                    deleting: e.deleting,
+                    finalizers: e.finalizers,
+                })),
+            Some(Err(why)) => {
+                tracing::debug!(%why, "not answered by the index; listing it");
+                to_list.push(r.clone());
+            }
+            None => to_list.push(r.clone()),
+        }
+    }
+    let lists = list_all(client, to_list, None).await;
+    collect(&mut inv, id, lists, None);
+    inv
+}
+
+/// The last word before a teardown may end (`index` strategy): every candidate kind listed with
+/// the selector `kubezoo.io/tenant=<id>`, read from etcd (not a cache), so a labelled object the
+/// index has not seen yet still holds the finalizer. Cheap: the server returns only the tenant's
+/// labelled objects, none once the teardown is through.
+pub async fn confirm(client: &Client, id: &TenantId, resources: &[DeletableResource]) -> Inventory {
     let kinds: Vec<DeletableResource> = candidate_kinds(resources, id)
         .into_iter()
         .cloned()
         .collect();
-    let lists: Vec<(DeletableResource, bool, Result<_, InventoryError>)> =
-        futures::stream::iter(kinds)
-            .map(|r: DeletableResource| {
-                let scan = strategy == Strategy::Scan || scan_kinds.contains(&r.resource.plural);
-                let (client, selector) = (client.clone(), selector.clone());
-                async move {
-                    let result =
-                        list_names(&client, &r.resource, (!scan).then_some(selector.as_str()))
-                            .await;
-                    (r, scan, result)
-                }
-            })
-            .buffer_unordered(LIST_CONCURRENCY)
-            .collect()
-            .await;
-    for (r, scan, result) in lists {
+    let selector = format!("{TENANT_LABEL}={id}");
+    let lists = list_all(client, kinds, Some(&selector)).await;
+    let mut inv = Inventory::default();
+    collect(&mut inv, id, lists, Some(&selector));
+    inv
+}
+
+type Listed = (
+    DeletableResource,
+    Result<(Vec<PartialObjectMeta<DynamicObject>>, u64), InventoryError>,
+);
+
+/// Lists `kinds` concurrently (bounded); owned inputs, so the futures borrow nothing.
+async fn list_all(
+    client: &Client,
+    kinds: Vec<DeletableResource>,
+    selector: Option<&str>,
+) -> Vec<Listed> {
+    futures::stream::iter(kinds)
+        .map(|r: DeletableResource| {
+            let (client, selector) = (client.clone(), selector.map(str::to_string));
+            async move {
+                let result = list_names(&client, &r.resource, selector.as_deref()).await;
+                (r, result)
+            }
+        })
+        .buffer_unordered(LIST_CONCURRENCY)
+        .collect()
+        .await
+}
+
+/// Keeps the tenant's objects of what was listed; reports what could not be.
+fn collect(inv: &mut Inventory, id: &TenantId, lists: Vec<Listed>, selector: Option<&str>) {
+    for (r, result) in lists {
         match result {
             Ok((items, listed)) => {
                 inv.listed += listed;
@@ -192,7 +255,7 @@ pub async fn find(
                     let name = m.metadata.name.as_deref().unwrap_or("");
                     if id.owns(name) {
                         inv.objects.push(found(&r.resource, m));
-                    } else if !scan {
+                    } else if selector.is_some() {
                         tracing::warn!(resource = %r.gvk_string(), name, tenant = %id, "labelled for the tenant but not named <id>-...: not deleted");
                     }
                 }
@@ -203,14 +266,24 @@ pub async fn find(
             }
         }
     }
-    inv
+}
+
+fn is_crd_kind(r: &DeletableResource) -> bool {
+    r.resource.group == "apiextensions.k8s.io" && r.resource.kind == "CustomResourceDefinition"
+}
+
+/// A CRD named `<plural>.<group>` belongs to the tenant when its group is `<id>-…`.
+fn crd_group_owned(id: &TenantId, crd_name: &str) -> bool {
+    crd_name
+        .split_once('.')
+        .is_some_and(|(_, group)| id.owns(group))
 }
 
 type CrdRow = (String, String, bool, Vec<String>);
 
-/// The tenant's CRDs. Metadata only: a CRD's name is `<plural>.<group>`, so the group is read
-/// from the name without transferring the (large) schemas.
-async fn list_crds(client: &Client, id: &TenantId) -> Result<(Vec<CrdRow>, u64), InventoryError> {
+/// Every CRD, metadata only: the group is read from the name, without transferring the (large)
+/// schemas.
+async fn list_crds(client: &Client) -> Result<(Vec<CrdRow>, u64), InventoryError> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let api: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(client.clone());
     let list = api
@@ -224,13 +297,6 @@ async fn list_crds(client: &Client, id: &TenantId) -> Result<(Vec<CrdRow>, u64),
     let rows = list
         .items
         .into_iter()
-        .filter(|c| {
-            c.metadata
-                .name
-                .as_deref()
-                .and_then(|n| n.split_once('.'))
-                .is_some_and(|(_, group)| id.owns(group))
-        })
         .map(|c| {
             (
                 c.metadata.name.unwrap_or_default(),

@@ -11,6 +11,7 @@ use super::id::TenantId;
 use super::inventory::{self, Found, Inventory, Strategy};
 use super::metrics::TenantMetrics;
 use crate::engine::discovery::DeletableResource;
+use crate::engine::name_index::NameIndex;
 use futures::StreamExt;
 use kube::api::{DeleteParams, DynamicObject, Preconditions};
 use kube::{Api, Client};
@@ -60,6 +61,7 @@ pub async fn pass(
     resources: &[DeletableResource],
     settings: &TeardownSettings,
     metrics: &TenantMetrics,
+    index: &NameIndex,
 ) -> PassReport {
     let inv: Inventory = inventory::find(
         client,
@@ -67,14 +69,44 @@ pub async fn pass(
         resources,
         settings.strategy,
         &settings.scan_kinds,
+        index,
     )
     .await;
-    let mut report = PassReport {
-        listed: inv.listed,
-        errors: inv.errors.iter().cloned().map(Into::into).collect(),
-        ..Default::default()
-    };
-    metrics.listed(settings.strategy, inv.listed);
+    let mut report = PassReport::default();
+    let mut done = delete_found(client, id, inv, settings, metrics, &mut report).await;
+    if done && settings.strategy == Strategy::Index {
+        // The index said nothing is left (or everything went at once): one authoritative check
+        // before the finalizer may go. What it finds is deleted now and checked again next pass.
+        let check = inventory::confirm(client, id, resources).await;
+        if !check.is_empty() || !check.errors.is_empty() {
+            tracing::info!(tenant = %id, found = check.crds.len() + check.objects.len(), "the last check found objects the index had not seen yet");
+            delete_found(client, id, check, settings, metrics, &mut report).await;
+            done = false;
+        }
+    }
+    metrics.listed(settings.strategy, report.listed);
+    report.done = done;
+    report
+}
+
+/// Deletes what `inv` holds, stage by stage, into `report`; true when nothing is left of it:
+/// nothing was found, or everything found was deleted outright (the API server answered with a
+/// Status, not an object still held by finalizers), so it need not be listed again to be seen
+/// gone.
+async fn delete_found(
+    client: &Client,
+    id: &TenantId,
+    inv: Inventory,
+    settings: &TeardownSettings,
+    metrics: &TenantMetrics,
+    report: &mut PassReport,
+) -> bool {
+    report.listed += inv.listed;
+    report
+        .errors
+        .extend(inv.errors.iter().cloned().map(Into::into));
+    let errors_before = report.errors.len();
+    let gone_before = report.gone_now;
     // CRDs before everything else; namespaces last, so RBAC and webhooks they may need go first.
     // Within a stage, deletes run concurrently (bounded).
     let (namespaces, others): (Vec<&Found>, Vec<&Found>) = inv
@@ -132,14 +164,11 @@ pub async fn pass(
             }
         }
     }
-    // Done when nothing was found, or when everything found was deleted outright by this pass
-    // (the API server answered with a Status, not an object still held by finalizers): no need
-    // to list everything once more just to see it gone.
     let found = (inv.crds.len() + inv.objects.len()) as u64;
-    report.done = report.errors.is_empty()
+    report.errors.len() == errors_before
+        && inv.errors.is_empty()
         && !settings.dry_run
-        && (inv.is_empty() || report.gone_now == found);
-    report
+        && (inv.is_empty() || report.gone_now - gone_before == found)
 }
 
 /// Deletes `f`; `Ok(true)` when the object is gone now, `Ok(false)` when finalizers hold it.

@@ -8,6 +8,7 @@
 //! running in parallel never see each other's objects. Dropping it deletes its namespace.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod aws;
 pub mod conformance;
 pub mod objects;
 pub mod sweeper;

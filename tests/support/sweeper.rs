@@ -39,7 +39,8 @@ impl Sweeper {
         Sweeper::spawn_with(args, &EnvFacts::load().get("SWEEPER_SA_KUBECONFIG"))
     }
 
-    fn spawn_with(args: &[&str], kubeconfig: &str) -> Sweeper {
+    /// Starts `sweeper run <args>` with `kubeconfig`, without waiting for readiness.
+    pub fn spawn_with(args: &[&str], kubeconfig: &str) -> Sweeper {
         let port = free_port();
         let log = std::env::var("SWEEPER_TEST_LOG").unwrap_or_else(|_| "info".into());
         let facts = EnvFacts::load();

@@ -1,0 +1,300 @@
+//! A name-ordered index of cluster-scoped objects, kept current by metadata-only watches.
+//!
+//! It answers "every object of this kind whose name starts with `<prefix>`" from memory, with no
+//! list call: the tenant collector asks it for `<id>-…` and no longer needs a tenant label to find
+//! a tenant's objects cheaply (KubeZoo labels none of them). Cluster-scoped objects are few next to
+//! namespaced ones (hundreds to thousands), so an entry is a name, a uid and the finalizers.
+//!
+//! A kind whose watch has not listed yet, or keeps failing, answers [`NotIndexed`]: the caller
+//! then lists that kind itself, so the index only ever makes a teardown cheaper, never less
+//! complete. The set of watches follows discovery, like the cascade collector's.
+
+use crate::engine::discovery::DeletableResource;
+use crate::engine::watch::resource_key;
+use futures::StreamExt;
+use kube::api::{DynamicObject, ObjectMeta, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use tokio::task::JoinHandle;
+
+/// One indexed object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub uid: String,
+    pub deleting: bool,
+    pub finalizers: Vec<String>,
+}
+
+/// Why a kind cannot be answered from the index.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NotIndexed {
+    #[error("{0} is not watched (yet)")]
+    NotWatched(String),
+    #[error("{0} has not been listed yet")]
+    Listing(String),
+    #[error("the watch of {resource} is failing: {reason}")]
+    Failing { resource: String, reason: String },
+}
+
+#[derive(Debug, Default)]
+struct Kind {
+    objects: BTreeMap<String, Entry>,
+    /// None while the first list is running; Some(None) once synced and healthy;
+    /// Some(Some(reason)) while the watch fails (the last good view is kept meanwhile).
+    synced: Option<Option<String>>,
+}
+
+/// The shared index: cheap to clone, read by any task.
+#[derive(Clone, Default)]
+pub struct NameIndex {
+    kinds: Arc<RwLock<HashMap<String, Kind>>>,
+}
+
+impl NameIndex {
+    /// Every object of `r` whose name starts with `prefix` (all of them for `""`), by name.
+    pub fn with_prefix(
+        &self,
+        r: &DeletableResource,
+        prefix: &str,
+    ) -> Result<Vec<(String, Entry)>, NotIndexed> {
+        let key = resource_key(r);
+        let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+        let kind = kinds
+            .get(&key)
+            .ok_or_else(|| NotIndexed::NotWatched(key.clone()))?;
+        match &kind.synced {
+            None => return Err(NotIndexed::Listing(key)),
+            Some(Some(reason)) => {
+                return Err(NotIndexed::Failing {
+                    resource: key,
+                    reason: reason.clone(),
+                });
+            }
+            Some(None) => {}
+        }
+        Ok(kind
+            .objects
+            .range(prefix.to_string()..)
+            .take_while(|(name, _)| name.starts_with(prefix))
+            .map(|(n, e)| (n.clone(), e.clone()))
+            .collect())
+    }
+
+    /// Objects indexed, over every kind (for /status and the benchmark).
+    pub fn len(&self) -> usize {
+        let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+        kinds.values().map(|k| k.objects.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn update(&self, key: &str, f: impl FnOnce(&mut Kind)) {
+        let mut kinds = self.kinds.write().unwrap_or_else(|p| p.into_inner());
+        f(kinds.entry(key.to_string()).or_default());
+    }
+
+    fn forget(&self, key: &str) {
+        self.kinds
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+}
+
+fn entry(m: &ObjectMeta) -> Option<(String, Entry)> {
+    Some((
+        m.name.clone()?,
+        Entry {
+            uid: m.uid.clone().unwrap_or_default(),
+            deleting: m.deletion_timestamp.is_some(),
+            finalizers: m.finalizers.clone().unwrap_or_default(),
+        },
+    ))
+}
+
+/// The watches feeding a [`NameIndex`]: one per cluster-scoped deletable resource.
+pub struct IndexWatches {
+    client: Client,
+    index: NameIndex,
+    running: HashMap<String, JoinHandle<()>>,
+}
+
+impl IndexWatches {
+    pub fn new(client: Client, index: NameIndex) -> Self {
+        IndexWatches {
+            client,
+            index,
+            running: HashMap::new(),
+        }
+    }
+
+    /// Starts watches for newly discovered cluster-scoped resources and stops (and forgets) those
+    /// no longer served.
+    pub fn reconcile(&mut self, resources: &[DeletableResource]) {
+        let wanted: HashMap<String, &DeletableResource> = resources
+            .iter()
+            .filter(|r| !r.namespaced)
+            .map(|r| (resource_key(r), r))
+            .collect();
+        self.running.retain(|key, task| {
+            let keep = wanted.contains_key(key);
+            if !keep {
+                task.abort();
+                self.index.forget(key);
+            }
+            keep
+        });
+        for (key, r) in wanted {
+            if self.running.contains_key(&key) {
+                continue;
+            }
+            self.index.update(&key, |_| {});
+            let task = watch(
+                self.client.clone(),
+                r.clone(),
+                key.clone(),
+                self.index.clone(),
+            );
+            let span = tracing::info_span!("index_watch", resource = %key);
+            self.running.insert(
+                key,
+                tokio::spawn(tracing::Instrument::instrument(task, span)),
+            );
+        }
+    }
+}
+
+impl Drop for IndexWatches {
+    fn drop(&mut self) {
+        self.running.values().for_each(|t| t.abort());
+    }
+}
+
+async fn watch(client: Client, r: DeletableResource, key: String, index: NameIndex) {
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &r.resource);
+    let config = watcher::Config::default().page_size(500);
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    // A relist builds a fresh view beside the current one, which keeps answering until the new
+    // one is complete.
+    let mut relist: BTreeMap<String, Entry> = BTreeMap::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => relist.clear(),
+            Ok(Event::InitApply(o)) => relist.extend(entry(&o.metadata)),
+            Ok(Event::InitDone) => {
+                let fresh = std::mem::take(&mut relist);
+                index.update(&key, |k| {
+                    k.objects = fresh;
+                    k.synced = Some(None);
+                });
+            }
+            Ok(Event::Apply(o)) => {
+                if let Some((name, e)) = entry(&o.metadata) {
+                    index.update(&key, |k| {
+                        k.objects.insert(name, e);
+                    });
+                }
+            }
+            Ok(Event::Delete(o)) => {
+                if let Some(name) = &o.metadata.name {
+                    index.update(&key, |k| {
+                        k.objects.remove(name);
+                    });
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "index watch failed; retrying with backoff");
+                let reason = e.to_string();
+                index.update(&key, |k| {
+                    if k.synced.is_some() {
+                        k.synced = Some(Some(reason));
+                    }
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::discovery::ApiResource;
+
+    fn roles() -> DeletableResource {
+        DeletableResource {
+            resource: ApiResource {
+                group: "rbac.authorization.k8s.io".into(),
+                version: "v1".into(),
+                api_version: "rbac.authorization.k8s.io/v1".into(),
+                kind: "ClusterRole".into(),
+                plural: "clusterroles".into(),
+            },
+            namespaced: false,
+        }
+    }
+
+    fn e(uid: &str) -> Entry {
+        Entry {
+            uid: uid.into(),
+            deleting: false,
+            finalizers: vec![],
+        }
+    }
+
+    #[test]
+    fn prefix_queries_answer_from_memory_only_once_listed() {
+        let index = NameIndex::default();
+        let r = roles();
+        assert!(matches!(
+            index.with_prefix(&r, "abc123-"),
+            Err(NotIndexed::NotWatched(_))
+        ));
+        index.update(&resource_key(&r), |_| {});
+        assert!(matches!(
+            index.with_prefix(&r, "abc123-"),
+            Err(NotIndexed::Listing(_))
+        ));
+        index.update(&resource_key(&r), |k| {
+            for n in [
+                "abc12-x",
+                "abc123-a",
+                "abc123-b",
+                "abc123x-c",
+                "abc124-d",
+                "system-abc123-e",
+            ] {
+                k.objects.insert(n.into(), e(n));
+            }
+            k.synced = Some(None);
+        });
+        let names: Vec<String> = index
+            .with_prefix(&r, "abc123-")
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, vec!["abc123-a", "abc123-b"]);
+        assert_eq!(index.with_prefix(&r, "").unwrap().len(), 6);
+    }
+
+    #[test]
+    fn a_failing_watch_is_not_answered_from_a_stale_view() {
+        let index = NameIndex::default();
+        let r = roles();
+        index.update(&resource_key(&r), |k| {
+            k.objects.insert("abc123-a".into(), e("u"));
+            k.synced = Some(Some("403 forbidden".into()));
+        });
+        assert!(matches!(
+            index.with_prefix(&r, "abc123-"),
+            Err(NotIndexed::Failing { .. })
+        ));
+        index.forget(&resource_key(&r));
+        assert!(index.is_empty());
+    }
+}
