@@ -138,6 +138,9 @@ pub fn owning_cluster<K: ResourceExt>(o: &K) -> Option<String> {
         .map(|r| r.name.clone())
 }
 
+/// Another object's label and annotations.
+pub type LinkedAnnotations = (String, BTreeMap<String, String>);
+
 /// The AWSManagedCluster a control plane's owning Cluster references as its infrastructure, and
 /// its annotations: where `clusterawsadm gc disable` puts the opt-out on EKS. `Ok(None)` when there
 /// is none (no owning Cluster, Cluster gone, infrastructure not an AWSManagedCluster, kind not
@@ -146,7 +149,7 @@ pub fn owning_cluster<K: ResourceExt>(o: &K) -> Option<String> {
 pub async fn managed_cluster_annotations(
     client: &Client,
     cp: &AWSManagedControlPlane,
-) -> Result<Option<(String, BTreeMap<String, String>)>, ResolveError> {
+) -> Result<Option<LinkedAnnotations>, ResolveError> {
     let namespace = cp.namespace().unwrap_or_default();
     match owning_cluster(cp) {
         Some(cluster) => managed_cluster_of(client, &namespace, &cluster).await,
@@ -160,7 +163,7 @@ pub async fn managed_cluster_of(
     client: &Client,
     namespace: &str,
     cluster: &str,
-) -> Result<Option<(String, BTreeMap<String, String>)>, ResolveError> {
+) -> Result<Option<LinkedAnnotations>, ResolveError> {
     let Some(refs) = capi::read_cluster(client, namespace, cluster).await? else {
         return Ok(None);
     };
@@ -223,10 +226,10 @@ pub async fn annotate(
     if ar.kind != "AWSManagedControlPlane" {
         return Ok((target, None));
     }
-    let mut note = format!(
+    let mut note = String::from(
         "EKS: written on the AWSManagedControlPlane, where CAPA's gc reads it. clusterawsadm writes \
          the AWSManagedCluster instead; sweeper honours both (\"false\" on either opts out, tasks \
-         set on both are intersected)."
+         set on both are intersected).",
     );
     match managed_cluster_of(client, namespace, cluster).await {
         Ok(Some((label, ann))) => {

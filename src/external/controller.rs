@@ -4,7 +4,7 @@
 //! Bad input (annotation, cluster name) is an Event + condition and blocks deletion until fixed.
 
 use super::annotations;
-use super::cluster::{self, ClusterNameError, ResolveError};
+use super::cluster::{self, ClusterNameError, LinkedAnnotations, ResolveError};
 use super::conditions::{self, Desired, Severity};
 use super::metrics::ExternalMetrics;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
@@ -19,7 +19,6 @@ use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +46,7 @@ pub trait GcKind:
     fn linked_switches(
         &self,
         client: &Client,
-    ) -> impl Future<Output = Result<Option<(String, BTreeMap<String, String>)>, ResolveError>> + Send;
+    ) -> impl Future<Output = Result<Option<LinkedAnnotations>, ResolveError>> + Send;
 }
 
 impl GcKind for AWSCluster {
@@ -59,7 +58,7 @@ impl GcKind for AWSCluster {
     async fn linked_switches(
         &self,
         _client: &Client,
-    ) -> Result<Option<(String, BTreeMap<String, String>)>, ResolveError> {
+    ) -> Result<Option<LinkedAnnotations>, ResolveError> {
         Ok(None)
     }
 }
@@ -75,7 +74,7 @@ impl GcKind for AWSManagedControlPlane {
     async fn linked_switches(
         &self,
         client: &Client,
-    ) -> Result<Option<(String, BTreeMap<String, String>)>, ResolveError> {
+    ) -> Result<Option<LinkedAnnotations>, ResolveError> {
         cluster::managed_cluster_annotations(client, self).await
     }
 }
