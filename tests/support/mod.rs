@@ -12,6 +12,7 @@ pub mod aws;
 pub mod conformance;
 pub mod objects;
 pub mod sweeper;
+pub mod tenant;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::config::{KubeConfigOptions, Kubeconfig};
