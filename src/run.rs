@@ -189,13 +189,18 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             external_metrics,
             args.feature_gates.alternative_gc_strategy,
             teardowns,
+            state.metrics.service.invalid_objects.clone(),
         ));
+        use ext::GcKind;
+        components.extend([AWSCluster::COMPONENT, AWSManagedControlPlane::COMPONENT]);
         pending.push(Box::pin(ext::run::<AWSCluster>(
             ctx.clone(),
+            state.clone(),
             shutdown.clone(),
         )));
         pending.push(Box::pin(ext::run::<AWSManagedControlPlane>(
             ctx,
+            state.clone(),
             shutdown.clone(),
         )));
     }

@@ -5,10 +5,9 @@
 
 mod support;
 
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DynamicObject, ListParams, PostParams};
+use kube::api::{DynamicObject, PostParams};
 use kube::{Api, Client};
 use std::time::{Duration, Instant};
 use support::TestScope;
@@ -31,25 +30,6 @@ async fn schemaless_tenant_crd(c: &Client) {
     }))
     .unwrap();
     support::objects::replace_crd(c, crd).await;
-}
-
-async fn warnings_about(c: &Client, name: &str) -> Vec<String> {
-    Api::<Event>::all(c.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default()
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -80,7 +60,7 @@ async fn an_undecodable_tenant_is_reported_and_every_other_tenant_is_still_serve
         "the good tenant is served although another one cannot be decoded"
     );
     let reported = eventually(T, || async {
-        warnings_about(&c, &bad)
+        support::objects::warnings_about(&c, &bad)
             .await
             .iter()
             .any(|w| w.starts_with("InvalidObject: ") && w.contains("spec.id"))
@@ -89,7 +69,7 @@ async fn an_undecodable_tenant_is_reported_and_every_other_tenant_is_still_serve
     assert!(
         reported,
         "a Warning Event names the field: {:?}",
-        warnings_about(&c, &bad).await
+        support::objects::warnings_about(&c, &bad).await
     );
     assert!(
         gc.metric("sweeper_invalid_objects_total{collector=\"tenant\",kind=\"Tenant\"}")

@@ -10,14 +10,18 @@ use super::metrics::ExternalMetrics;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
+use crate::engine::guard::{self, Guarded, Invalid, WatchHealth};
 use crate::engine::progress::Teardowns;
+use crate::metrics::InvalidObjectLabels;
+use crate::server::AppState;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -38,6 +42,9 @@ pub trait GcKind:
     + Sync
     + 'static
 {
+    /// This kind's readiness component (not ready while its watch keeps failing).
+    const COMPONENT: &'static str;
+
     /// The `<name>` in the cluster's AWS tags.
     fn tag_name(&self) -> Result<String, ClusterNameError>;
 
@@ -50,6 +57,8 @@ pub trait GcKind:
 }
 
 impl GcKind for AWSCluster {
+    const COMPONENT: &'static str = "external-awscluster";
+
     fn tag_name(&self) -> Result<String, ClusterNameError> {
         cluster::for_aws_cluster(self)
     }
@@ -64,6 +73,8 @@ impl GcKind for AWSCluster {
 }
 
 impl GcKind for AWSManagedControlPlane {
+    const COMPONENT: &'static str = "external-awsmanagedcontrolplane";
+
     fn tag_name(&self) -> Result<String, ClusterNameError> {
         cluster::for_control_plane(self)
     }
@@ -87,6 +98,8 @@ pub struct ExternalCtx {
     pub alternative_discovery: bool,
     events: Publisher,
     teardowns: Teardowns,
+    /// `sweeper_invalid_objects_total`, shared with the other collectors.
+    invalid_objects: Family<InvalidObjectLabels, Counter>,
 }
 
 impl ExternalCtx {
@@ -96,6 +109,7 @@ impl ExternalCtx {
         metrics: ExternalMetrics,
         alternative_discovery: bool,
         teardowns: Teardowns,
+        invalid_objects: Family<InvalidObjectLabels, Counter>,
     ) -> Self {
         ExternalCtx {
             events: Publisher::new(client.clone(), "sweeper-external", "ExternalResourceGC"),
@@ -104,6 +118,7 @@ impl ExternalCtx {
             metrics,
             alternative_discovery,
             teardowns,
+            invalid_objects,
         }
     }
 }
@@ -123,18 +138,82 @@ pub enum ExternalError {
     },
 }
 
-pub async fn run<K: GcKind>(ctx: Arc<ExternalCtx>, shutdown: CancellationToken) {
-    let api: Api<K> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default())
+pub async fn run<K: GcKind>(ctx: Arc<ExternalCtx>, state: AppState, shutdown: CancellationToken) {
+    let api: Api<Guarded<K>> = Api::all(ctx.client.clone());
+    let health = WatchHealth {
+        state,
+        component: K::COMPONENT,
+    };
+    guard::controller(api, health)
         .graceful_shutdown_on(async move { shutdown.cancelled().await })
-        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .run(reconcile_guarded::<K>, error_policy::<K>, ctx)
         .for_each(|_| async {})
         .await;
 }
 
-fn error_policy<K: GcKind>(_o: Arc<K>, e: &ExternalError, _ctx: Arc<ExternalCtx>) -> Action {
+fn error_policy<K: GcKind>(
+    _o: Arc<Guarded<K>>,
+    e: &ExternalError,
+    _ctx: Arc<ExternalCtx>,
+) -> Action {
     tracing::warn!(error = %e, "external reconcile failed; retrying");
     Action::requeue(Duration::from_secs(10))
+}
+
+async fn reconcile_guarded<K: GcKind>(
+    g: Arc<Guarded<K>>,
+    ctx: Arc<ExternalCtx>,
+) -> Result<Action, ExternalError> {
+    match &g.0 {
+        Ok(o) => reconcile(Arc::new(o.clone()), ctx).await,
+        Err(bad) => undecodable::<K>(&ctx, &g, bad).await,
+    }
+}
+
+/// An object sweeper cannot read as its kind: reported (condition, Event, log,
+/// `sweeper_invalid_objects_total`) and never acted on. As with any bad input of this collector,
+/// a finalizer we hold stays, so the cluster cannot finish deleting with its AWS resources
+/// unexamined; fixing the object resumes the teardown.
+#[tracing::instrument(skip_all, fields(object = %format!("{}/{}", g.namespace().unwrap_or_default(), g.name_any())))]
+async fn undecodable<K: GcKind>(
+    ctx: &ExternalCtx,
+    g: &Guarded<K>,
+    bad: &Invalid,
+) -> Result<Action, ExternalError> {
+    let ns = g.namespace().unwrap_or_default();
+    let label = format!("{} {ns}/{}", K::kind(&()), g.name_any());
+    let message =
+        format!("{label} cannot be read: {bad}; nothing is deleted for it until it is fixed");
+    let dynamic: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &ApiResource::erase::<K>(&()));
+    let changed = conditions::set(
+        &dynamic,
+        &g.name_any(),
+        Desired::not_done(Severity::Error, "InvalidObject", &message),
+    )
+    .await
+    .map_err(|source| ExternalError::Condition {
+        object: label.clone(),
+        source,
+    })?;
+    if changed {
+        tracing::warn!(field = %bad.field, error = %bad.error, "undecodable object: nothing will be deleted for it");
+        ctx.invalid_objects
+            .get_or_create(&InvalidObjectLabels {
+                collector: COLLECTOR.into(),
+                kind: K::kind(&()).into_owned(),
+            })
+            .inc();
+        ctx.events
+            .emit(
+                &g.object_ref(&()),
+                EventType::Warning,
+                "InvalidObject",
+                message,
+            )
+            .await;
+    }
+    Ok(Action::await_change())
 }
 
 struct Obj<'a, K> {

@@ -366,3 +366,23 @@ impl BrokenApiGroup {
             .map(|_| ())
     }
 }
+
+/// The Warning Events about the object named `name`, as `Reason: note`.
+pub async fn warnings_about(c: &Client, name: &str) -> Vec<String> {
+    Api::<k8s_openapi::api::events::v1::Event>::all(c.clone())
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default()
+            )
+        })
+        .collect()
+}
