@@ -126,6 +126,31 @@ where
         .await
 }
 
+/// A cleaner's or a Describe scan's failure, naming the kind and the resource (or the listing).
+#[derive(Debug, thiserror::Error)]
+pub enum CleanError {
+    #[error("{kind} {id}: {op} failed: {source}")]
+    Api {
+        kind: &'static str,
+        id: String,
+        op: &'static str,
+        source: ApiFailure,
+    },
+    #[error("discovering {kind}s: {op} failed: {source}")]
+    Discover {
+        kind: &'static str,
+        op: &'static str,
+        source: ApiFailure,
+    },
+}
+
+impl CleanError {
+    /// For `map_err` on a discovery call: `.map_err(CleanError::discover(KIND, "DescribeX"))`.
+    pub fn discover(kind: &'static str, op: &'static str) -> impl Fn(ApiFailure) -> CleanError {
+        move |source| CleanError::Discover { kind, op, source }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

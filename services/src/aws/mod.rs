@@ -1,13 +1,22 @@
 //! AWS: configuration, ARN parsing, discovery through the Resource Groups Tagging API, and the
 //! three-phase teardown of a CAPA cluster's AWS resources.
 
+// Layers, each using only those above it in this list: arn, errors and gate are plain helpers;
+// model is the shared vocabulary; discovery finds what a cluster owns; cleaners delete one kind
+// each; teardown runs the phases; testing (a feature) drives it all for tests and benchmarks.
 pub mod arn;
-pub mod cleaners;
 pub mod errors;
 pub mod gate;
-pub mod interceptor;
-pub mod tagging;
+pub mod model;
+
+pub mod discovery;
+
+pub mod cleaners;
+
 pub mod teardown;
+
+#[cfg(feature = "testing")]
+pub mod testing;
 
 /// Re-exports so the binary and the tests reach the SDK without depending on it themselves.
 pub mod sdk {

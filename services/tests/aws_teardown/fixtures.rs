@@ -1,49 +1,15 @@
-//! LocalStack fixtures: connection (failing loudly when LocalStack is down), unique cluster names,
-//! resource builders and existence checks.
+//! LocalStack fixtures: the shared connection, builders and unique names from
+//! `sweeper_services::aws::testing`, plus what only these tests need: recorded clients, passes
+//! until done and existence checks.
 
-use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use sweeper_services::aws::interceptor::Recorder;
-use sweeper_services::aws::sdk::aws_config::{self, BehaviorVersion, Region, SdkConfig};
+use std::time::Duration;
+use sweeper_services::aws::sdk::ec2;
 use sweeper_services::aws::sdk::ec2::error::ProvideErrorMetadata;
-use sweeper_services::aws::sdk::{ec2, elb, elbv2};
 use sweeper_services::aws::teardown::{AwsClients, TeardownReport, TeardownRequest, teardown_pass};
+use sweeper_services::aws::testing::{Recorder, localstack};
 
-pub const AZ: &str = "us-east-1a";
-
-fn endpoint() -> String {
-    std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
-}
-
-/// Connects to LocalStack or panics with how to start it: a missing server must fail the test.
-pub async fn sdk() -> SdkConfig {
-    let url = endpoint();
-    let hostport = url
-        .trim_start_matches("http://")
-        .trim_start_matches("https://")
-        .trim_end_matches('/');
-    let reachable = hostport
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .map(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok())
-        .unwrap_or(false);
-    assert!(
-        reachable,
-        "LocalStack is not reachable at {url}: start it with `make env-up` (then `source .state/env`) and rerun"
-    );
-    aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(url)
-        .region(Region::new(
-            std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
-        ))
-        .credentials_provider(ec2::config::Credentials::new(
-            "test", "test", None, None, "tests",
-        ))
-        .load()
-        .await
-}
+pub use sweeper_services::aws::testing::build::*;
+pub use sweeper_services::aws::testing::localstack::{sdk, unique_cluster as cluster};
 
 /// Clients that record every call (see `Recorder`), for LocalStack.
 pub async fn env() -> (AwsClients, Recorder) {
@@ -54,48 +20,7 @@ pub async fn env() -> (AwsClients, Recorder) {
 
 /// Plain SDK clients with the SDK's standard retries, for creating fixtures concurrently.
 pub async fn retrying_clients() -> AwsClients {
-    let sdk = sdk().await;
-    AwsClients {
-        ec2: ec2::Client::new(&sdk),
-        elb: elb::Client::new(&sdk),
-        elbv2: elbv2::Client::new(&sdk),
-        tagging: sweeper_services::aws::sdk::tagging::Client::new(&sdk),
-    }
-}
-
-/// A cluster name no other test (or earlier run) uses.
-pub fn cluster(prefix: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{prefix}-{:x}{}",
-        nanos % 0xffff_ffff,
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-pub fn capa(c: &str) -> (String, String) {
-    (
-        format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{c}"),
-        "owned".into(),
-    )
-}
-pub fn cloud(c: &str, v: &str) -> (String, String) {
-    (format!("kubernetes.io/cluster/{c}"), v.into())
-}
-
-fn ec2_tags(
-    rt: ec2::types::ResourceType,
-    tags: &[(String, String)],
-) -> ec2::types::TagSpecification {
-    let mut b = ec2::types::TagSpecification::builder().resource_type(rt);
-    for (k, v) in tags {
-        b = b.tags(ec2::types::Tag::builder().key(k).value(v).build());
-    }
-    b.build()
+    localstack::retrying_clients(&sdk().await)
 }
 
 /// Passes until done (at most `max`), returning the reports.
@@ -114,176 +39,6 @@ pub async fn until_done(c: &AwsClients, req: &TeardownRequest, max: usize) -> Ve
         "not done after {max} passes; last report: {:#?}",
         out.last()
     );
-}
-
-pub async fn vpc(c: &AwsClients, tags: &[(String, String)]) -> String {
-    let out = c
-        .ec2
-        .create_vpc()
-        .cidr_block("10.0.0.0/16")
-        .tag_specifications(ec2_tags(ec2::types::ResourceType::Vpc, tags))
-        .send()
-        .await
-        .unwrap();
-    out.vpc().unwrap().vpc_id().unwrap().to_string()
-}
-
-pub async fn subnet(c: &AwsClients, vpc: &str, cidr: &str, az: &str) -> String {
-    let out = c
-        .ec2
-        .create_subnet()
-        .vpc_id(vpc)
-        .cidr_block(cidr)
-        .availability_zone(az)
-        .send()
-        .await
-        .unwrap();
-    out.subnet().unwrap().subnet_id().unwrap().to_string()
-}
-
-/// An untagged (bring-your-own) VPC with two subnets in two zones.
-pub async fn byo_network(c: &AwsClients) -> (String, Vec<String>) {
-    let v = vpc(c, &[]).await;
-    let a = subnet(c, &v, "10.0.1.0/24", AZ).await;
-    let b = subnet(c, &v, "10.0.2.0/24", "us-east-1b").await;
-    (v, vec![a, b])
-}
-
-pub async fn sg(c: &AwsClients, vpc: &str, name: &str, tags: &[(String, String)]) -> String {
-    let mut req = c
-        .ec2
-        .create_security_group()
-        .vpc_id(vpc)
-        .group_name(name)
-        .description("test");
-    if !tags.is_empty() {
-        req = req.tag_specifications(ec2_tags(ec2::types::ResourceType::SecurityGroup, tags));
-    }
-    req.send().await.unwrap().group_id().unwrap().to_string()
-}
-
-pub async fn classic_lb(c: &AwsClients, name: &str, subnet: &str, tags: &[(String, String)]) {
-    let mut req = c
-        .elb
-        .create_load_balancer()
-        .load_balancer_name(name)
-        .subnets(subnet)
-        .listeners(
-            elb::types::Listener::builder()
-                .protocol("TCP")
-                .load_balancer_port(80)
-                .instance_port(80)
-                .build()
-                .unwrap(),
-        );
-    for (k, v) in tags {
-        req = req.tags(elb::types::Tag::builder().key(k).value(v).build().unwrap());
-    }
-    req.send().await.unwrap();
-}
-
-pub async fn v2_lb(
-    c: &AwsClients,
-    name: &str,
-    ty: elbv2::types::LoadBalancerTypeEnum,
-    subnets: &[String],
-    tags: &[(String, String)],
-) -> String {
-    let mut req = c
-        .elbv2
-        .create_load_balancer()
-        .name(name)
-        .r#type(ty)
-        .set_subnets(Some(subnets.to_vec()));
-    for (k, v) in tags {
-        req = req.tags(elbv2::types::Tag::builder().key(k).value(v).build());
-    }
-    let out = req.send().await.unwrap();
-    out.load_balancers()[0]
-        .load_balancer_arn()
-        .unwrap()
-        .to_string()
-}
-
-pub async fn tg(c: &AwsClients, name: &str, vpc: &str, tags: &[(String, String)]) -> String {
-    let mut req = c
-        .elbv2
-        .create_target_group()
-        .name(name)
-        .protocol(elbv2::types::ProtocolEnum::Http)
-        .port(80)
-        .vpc_id(vpc);
-    for (k, v) in tags {
-        req = req.tags(elbv2::types::Tag::builder().key(k).value(v).build());
-    }
-    req.send().await.unwrap().target_groups()[0]
-        .target_group_arn()
-        .unwrap()
-        .to_string()
-}
-
-pub async fn listener(c: &AwsClients, lb: &str, tg: &str) {
-    c.elbv2
-        .create_listener()
-        .load_balancer_arn(lb)
-        .protocol(elbv2::types::ProtocolEnum::Http)
-        .port(80)
-        .default_actions(
-            elbv2::types::Action::builder()
-                .r#type(elbv2::types::ActionTypeEnum::Forward)
-                .target_group_arn(tg)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-}
-
-pub async fn instance(c: &AwsClients, subnet: &str, tags: &[(String, String)]) -> String {
-    let mut req = c
-        .ec2
-        .run_instances()
-        .image_id("ami-12345678")
-        .min_count(1)
-        .max_count(1)
-        .subnet_id(subnet);
-    if !tags.is_empty() {
-        req = req.tag_specifications(ec2_tags(ec2::types::ResourceType::Instance, tags));
-    }
-    req.send().await.unwrap().instances()[0]
-        .instance_id()
-        .unwrap()
-        .to_string()
-}
-
-pub async fn volume(c: &AwsClients, tags: &[(String, String)]) -> String {
-    c.ec2
-        .create_volume()
-        .availability_zone(AZ)
-        .size(1)
-        .tag_specifications(ec2_tags(ec2::types::ResourceType::Volume, tags))
-        .send()
-        .await
-        .unwrap()
-        .volume_id()
-        .unwrap()
-        .to_string()
-}
-
-pub async fn eni(c: &AwsClients, subnet: &str, group: &str) -> String {
-    let out = c
-        .ec2
-        .create_network_interface()
-        .subnet_id(subnet)
-        .groups(group)
-        .send()
-        .await
-        .unwrap();
-    out.network_interface()
-        .unwrap()
-        .network_interface_id()
-        .unwrap()
-        .to_string()
 }
 
 pub async fn eni_exists(c: &AwsClients, id: &str) -> bool {

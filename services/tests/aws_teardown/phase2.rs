@@ -185,7 +185,7 @@ async fn task_selection_limits_phase2() {
     listener(&c, &lb, &used).await;
     let s = sg(&c, &v, &format!("{n}-sg"), &owned).await;
     let req = TeardownRequest {
-        tasks: Some(vec![GcTask::TargetGroup]),
+        tasks: Some(vec!["target-group".parse::<GcTask>().unwrap()]),
         ..TeardownRequest::new(&n)
     };
     let report = teardown_pass(&c, &req).await;
@@ -272,7 +272,7 @@ async fn paginates_over_160_security_groups() {
         .collect()
         .await;
     let keep = sg(&c, &v, &format!("{n}-shared"), &[cloud(&n, "shared")]).await;
-    let found = sweeper_services::aws::tagging::resources_with_tag(
+    let found = sweeper_services::aws::discovery::tagging::resources_with_tag(
         &c.tagging,
         &format!("kubernetes.io/cluster/{n}"),
         &["owned"],

@@ -2,17 +2,29 @@
 //! those the VPC's NAT gateways (in any state, deleted included) hold. Released once no live NAT
 //! gateway holds them; while one does, they are reported waiting.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 
 pub struct Addresses;
 
+/// What a release needs beyond the allocation id.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Address {
+    pub allocation_id: String,
+    /// An association left on the address by a NAT gateway that is already deleted (LocalStack
+    /// keeps it), removed before the release.
+    pub stale_association: Option<String>,
+}
+
 const KIND: &str = "elastic-ip";
 
 #[async_trait]
 impl Cleaner for Addresses {
+    type Detail = Address;
+
     fn service(&self) -> &'static str {
         "ec2"
     }
@@ -23,7 +35,7 @@ impl Cleaner for Addresses {
         20
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         // Only with a CAPA-managed VPC: EIPs belong to the network phase.
         if ctx.vpc_ids.is_empty() {
             return Ok(Vec::new());
@@ -89,7 +101,7 @@ impl Cleaner for Addresses {
                 };
                 let mut t = Target::new(
                     allocation_id.clone(),
-                    Detail::Address {
+                    Address {
                         allocation_id,
                         stale_association,
                     },
@@ -100,17 +112,11 @@ impl Cleaner for Addresses {
             .collect())
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
-        let Detail::Address {
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Address>) -> Result<Outcome, CleanError> {
+        let Address {
             allocation_id,
             stale_association,
-        } = &t.detail
-        else {
-            return Ok(Outcome::Remaining(format!(
-                "internal: address target with {:?}",
-                t.detail
-            )));
-        };
+        } = &t.detail;
         if let Some(assoc) = stale_association {
             let res = call("ec2.DisassociateAddress", || {
                 ctx.clients

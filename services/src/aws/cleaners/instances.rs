@@ -2,7 +2,8 @@
 //! terminates and reports "waiting" until a later pass no longer finds them (terminated instances
 //! are not discovered), instead of blocking the pass.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
 
@@ -13,6 +14,8 @@ const LIVE_STATES: [&str; 5] = ["pending", "running", "stopping", "stopped", "sh
 
 #[async_trait]
 impl Cleaner for Instances {
+    type Detail = ();
+
     fn service(&self) -> &'static str {
         "ec2"
     }
@@ -23,7 +26,7 @@ impl Cleaner for Instances {
         10
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
         let filters = vec![
             tags::ec2_tag_filter(&tags::capa_key(ctx.cluster), tags::OWNED),
@@ -49,7 +52,7 @@ impl Cleaner for Instances {
                     .state()
                     .and_then(|s| s.name())
                     .map(|n| n.as_str().to_string());
-                let mut t = Target::new(id, Detail::Plain);
+                let mut t = Target::plain(id);
                 if state.as_deref() == Some("shutting-down") {
                     t.blocked = Some("waiting for termination (shutting-down)".into());
                 }

@@ -1,15 +1,25 @@
 //! Phase 3: internet gateways attached to the CAPA-managed VPC: detached, then deleted.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
 
 pub struct InternetGateways;
 
+/// A gateway and the VPCs it must be detached from first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gateway {
+    pub gateway_id: String,
+    pub vpc_ids: Vec<String>,
+}
+
 const KIND: &str = "internet-gateway";
 
 #[async_trait]
 impl Cleaner for InternetGateways {
+    type Detail = Gateway;
+
     fn service(&self) -> &'static str {
         "ec2"
     }
@@ -20,7 +30,7 @@ impl Cleaner for InternetGateways {
         30
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         if ctx.vpc_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -46,7 +56,7 @@ impl Cleaner for InternetGateways {
                     .collect();
                 Some(Target::new(
                     id,
-                    Detail::InternetGateway {
+                    Gateway {
                         gateway_id: id.to_string(),
                         vpc_ids,
                     },
@@ -55,17 +65,11 @@ impl Cleaner for InternetGateways {
             .collect())
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
-        let Detail::InternetGateway {
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Gateway>) -> Result<Outcome, CleanError> {
+        let Gateway {
             gateway_id,
             vpc_ids,
-        } = &t.detail
-        else {
-            return Ok(Outcome::Remaining(format!(
-                "internal: gateway target with {:?}",
-                t.detail
-            )));
-        };
+        } = &t.detail;
         for vpc in vpc_ids {
             let res = call("ec2.DetachInternetGateway", || {
                 ctx.clients

@@ -3,10 +3,17 @@
 //! The API is chosen from what discovery recorded (ARN shape or the API it came from), so a delete
 //! is one call with no Describe first.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tag_scan, tags};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::arn::Arn;
+use crate::aws::discovery::inventory::{Inventory, Ownership};
+use crate::aws::discovery::tagging::TaggedResource;
+use crate::aws::discovery::{describe, tags};
 use crate::aws::errors::call;
-use crate::aws::teardown::GcTask;
+use crate::aws::model::{AwsClients, GcTask};
 use async_trait::async_trait;
+
+/// Selects phase 2's load balancers.
+pub const TASK: GcTask = GcTask::new("load-balancer");
 
 /// Where the load balancers to delete come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,8 +28,61 @@ pub struct LoadBalancers(pub Source);
 
 const KIND: &str = "load-balancer";
 
+/// Which API deletes a load balancer, and by what.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Api {
+    /// The classic ELB API, by name.
+    Classic { name: String },
+    /// The elbv2 API (application, network, gateway), by ARN.
+    V2 { arn: String },
+}
+
+/// Phase 2's load balancers in the inventory.
+#[derive(Debug, Default)]
+struct ExternalShare(Vec<Target<Api>>);
+
+/// The load balancers phase 2's discovery found.
+pub fn external(inv: &Inventory) -> &[Target<Api>] {
+    inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
+}
+
+/// What a load balancer ARN says about the API that deletes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LbKind {
+    /// `loadbalancer/<name>`: the classic ELB API, by name.
+    Classic { name: String },
+    /// `loadbalancer/app|net|gwy/<name>/<id>`: the elbv2 API, by ARN. The type segment is not
+    /// trusted beyond that (LocalStack reports NLBs as `app/`), elbv2 deletes all three alike.
+    V2,
+}
+
+/// Decides classic vs v2 from a parsed ARN; `None` when it is not a load balancer ARN we know.
+pub fn lb_kind(arn: &Arn) -> Option<LbKind> {
+    if arn.service != "elasticloadbalancing" || arn.resource_type() != "loadbalancer" {
+        return None;
+    }
+    let rest = arn.resource_id();
+    match rest.split_once('/') {
+        None if !rest.is_empty() => Some(LbKind::Classic {
+            name: rest.to_string(),
+        }),
+        Some(("app" | "net" | "gwy", tail)) if !tail.is_empty() => Some(LbKind::V2),
+        _ => None,
+    }
+}
+
+fn classic(name: String) -> Target<Api> {
+    Target::new(name.clone(), Api::Classic { name })
+}
+
+fn v2(arn: String) -> Target<Api> {
+    Target::new(arn.clone(), Api::V2 { arn })
+}
+
 #[async_trait]
 impl Cleaner for LoadBalancers {
+    type Detail = Api;
+
     fn service(&self) -> &'static str {
         "elasticloadbalancing"
     }
@@ -35,38 +95,78 @@ impl Cleaner for LoadBalancers {
     fn task(&self) -> Option<GcTask> {
         match self.0 {
             Source::CapaOwned => None,
-            Source::External => Some(GcTask::LoadBalancer),
+            Source::External => Some(TASK),
         }
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        if self.0 != Source::External
+            || r.arn.service != "elasticloadbalancing"
+            || r.arn.resource_type() != "loadbalancer"
+        {
+            return false;
+        }
+        let arn = r.arn.to_string();
+        let target = match lb_kind(&r.arn) {
+            Some(LbKind::Classic { name }) => Target::new(arn, Api::Classic { name }),
+            Some(LbKind::V2) => v2(arn),
+            None => {
+                inv.errors.push(format!(
+                    "unrecognised load balancer ARN {arn:?}; not touched"
+                ));
+                return true;
+            }
+        };
+        inv.share_mut::<ExternalShare>().0.push(target);
+        true
+    }
+
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        if self.0 != Source::External {
+            return Ok(());
+        }
+        let mut found = Vec::new();
+        for lb in describe::classic_load_balancers(c).await? {
+            if own.ours(lb.pairs()) {
+                found.push(classic(lb.id));
+            }
+        }
+        for lb in describe::v2_load_balancers(c).await? {
+            if own.ours(lb.pairs()) {
+                found.push(v2(lb.id));
+            }
+        }
+        inv.share_mut::<ExternalShare>().0.extend(found);
+        Ok(())
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Api>>, CleanError> {
         if self.0 == Source::External {
-            return Ok(ctx.inventory.load_balancers.clone());
+            return Ok(external(ctx.inventory).to_vec());
         }
         let capa = tags::capa_key(ctx.cluster);
         let mut out = Vec::new();
-        for lb in tag_scan::classic_load_balancers(ctx.clients).await? {
+        for lb in describe::classic_load_balancers(ctx.clients).await? {
             if tags::is_owned(lb.pairs(), &capa) {
-                out.push(Target::new(
-                    lb.id.clone(),
-                    Detail::ClassicLoadBalancer { name: lb.id },
-                ));
+                out.push(classic(lb.id));
             }
         }
-        for lb in tag_scan::v2_load_balancers(ctx.clients).await? {
+        for lb in describe::v2_load_balancers(ctx.clients).await? {
             if tags::is_owned(lb.pairs(), &capa) {
-                out.push(Target::new(
-                    lb.id.clone(),
-                    Detail::V2LoadBalancer { arn: lb.id },
-                ));
+                out.push(v2(lb.id));
             }
         }
         Ok(out)
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Api>) -> Result<Outcome, CleanError> {
         match &t.detail {
-            Detail::ClassicLoadBalancer { name } => {
+            Api::Classic { name } => {
                 let res = call("elb.DeleteLoadBalancer", || {
                     ctx.clients
                         .elb
@@ -77,7 +177,7 @@ impl Cleaner for LoadBalancers {
                 .await;
                 settle(res, KIND, &t.id, "DeleteLoadBalancer")
             }
-            Detail::V2LoadBalancer { arn } => {
+            Api::V2 { arn } => {
                 let res = call("elbv2.DeleteLoadBalancer", || {
                     ctx.clients
                         .elbv2
@@ -88,9 +188,43 @@ impl Cleaner for LoadBalancers {
                 .await;
                 settle(res, KIND, &t.id, "DeleteLoadBalancer")
             }
-            other => Ok(Outcome::Remaining(format!(
-                "internal: load balancer target with {other:?}"
-            ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arn(s: &str) -> Arn {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn load_balancer_type_comes_from_the_arn() {
+        let p = "arn:aws:elasticloadbalancing:us-east-1:000000000000:loadbalancer/";
+        assert_eq!(
+            lb_kind(&arn(&format!("{p}a1b2"))),
+            Some(LbKind::Classic {
+                name: "a1b2".into()
+            })
+        );
+        for t in ["app", "net", "gwy"] {
+            assert_eq!(
+                lb_kind(&arn(&format!("{p}{t}/x/50dc6c495c0c9188"))),
+                Some(LbKind::V2)
+            );
+        }
+        assert_eq!(lb_kind(&arn(&format!("{p}weird/x/1"))), None);
+        assert_eq!(
+            lb_kind(&arn(
+                "arn:aws:elasticloadbalancing:us-east-1:0:targetgroup/tg/1"
+            )),
+            None
+        );
+        assert_eq!(
+            lb_kind(&arn("arn:aws:ec2:us-east-1:0:security-group/sg-1")),
+            None
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! Phase 3: NAT gateways of the CAPA-managed VPC. Deletion is asynchronous: a pass requests it and
 //! reports "waiting" while the gateway is `deleting`; a `deleted` gateway is no longer a target.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
 
@@ -11,6 +12,8 @@ const KIND: &str = "natgateway";
 
 #[async_trait]
 impl Cleaner for NatGateways {
+    type Detail = ();
+
     fn service(&self) -> &'static str {
         "ec2"
     }
@@ -24,7 +27,7 @@ impl Cleaner for NatGateways {
         true
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         if ctx.vpc_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -46,7 +49,7 @@ impl Cleaner for NatGateways {
             if state == "deleted" {
                 continue;
             }
-            let mut t = Target::new(id, Detail::Plain);
+            let mut t = Target::plain(id);
             if state == "deleting" {
                 t.blocked = Some("waiting for the NAT gateway to be deleted".into());
             }

@@ -1,9 +1,11 @@
 //! Detached (`available`) network interfaces in the cluster's security groups: left behind by
 //! deleted load balancers or CNI plugins, they keep the groups from being deleted.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use super::security_groups;
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
 use crate::aws::errors::call;
-use crate::aws::teardown::GcTask;
+use crate::aws::model::GcTask;
 use async_trait::async_trait;
 
 pub struct NetworkInterfaces;
@@ -12,6 +14,8 @@ const KIND: &str = "network-interface";
 
 #[async_trait]
 impl Cleaner for NetworkInterfaces {
+    type Detail = ();
+
     fn service(&self) -> &'static str {
         "ec2"
     }
@@ -23,13 +27,11 @@ impl Cleaner for NetworkInterfaces {
     }
     // They exist to be cleaned before the security groups; selecting those selects these.
     fn task(&self) -> Option<GcTask> {
-        Some(GcTask::SecurityGroup)
+        Some(security_groups::TASK)
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
-        let ids: Vec<String> = ctx
-            .inventory
-            .security_groups
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
+        let ids: Vec<String> = security_groups::external(ctx.inventory)
             .iter()
             .map(|(_, id)| id.clone())
             .collect();
@@ -53,7 +55,7 @@ impl Cleaner for NetworkInterfaces {
                     page.network_interfaces()
                         .iter()
                         .filter_map(|n| n.network_interface_id())
-                        .map(|id| Target::new(id, Detail::Plain)),
+                        .map(Target::plain),
                 );
                 token = page
                     .next_token()

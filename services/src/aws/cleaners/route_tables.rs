@@ -1,16 +1,26 @@
 //! Phase 3: route tables of the CAPA-managed VPC except the main one (it goes with the VPC).
 //! Non-main subnet associations are removed first, since an associated table cannot be deleted.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
 
 pub struct RouteTables;
 
+/// A route table and its subnet associations, removed before the delete.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouteTable {
+    pub route_table_id: String,
+    pub associations: Vec<String>,
+}
+
 const KIND: &str = "route-table";
 
 #[async_trait]
 impl Cleaner for RouteTables {
+    type Detail = RouteTable;
+
     fn service(&self) -> &'static str {
         "ec2"
     }
@@ -21,7 +31,7 @@ impl Cleaner for RouteTables {
         40
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         if ctx.vpc_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -48,7 +58,7 @@ impl Cleaner for RouteTables {
                     .collect();
                 Some(Target::new(
                     id,
-                    Detail::RouteTable {
+                    RouteTable {
                         route_table_id: id.to_string(),
                         associations,
                     },
@@ -57,17 +67,15 @@ impl Cleaner for RouteTables {
             .collect())
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
-        let Detail::RouteTable {
+    async fn delete(
+        &self,
+        ctx: &CleanCtx<'_>,
+        t: &Target<RouteTable>,
+    ) -> Result<Outcome, CleanError> {
+        let RouteTable {
             route_table_id,
             associations,
-        } = &t.detail
-        else {
-            return Ok(Outcome::Remaining(format!(
-                "internal: route table target with {:?}",
-                t.detail
-            )));
-        };
+        } = &t.detail;
         for assoc in associations {
             let res = call("ec2.DisassociateRouteTable", || {
                 ctx.clients

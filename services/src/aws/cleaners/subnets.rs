@@ -1,6 +1,7 @@
 //! Phase 3: the subnets of the CAPA-managed VPC.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
 
@@ -10,6 +11,8 @@ const KIND: &str = "subnet";
 
 #[async_trait]
 impl Cleaner for Subnets {
+    type Detail = ();
+
     fn service(&self) -> &'static str {
         "ec2"
     }
@@ -20,7 +23,7 @@ impl Cleaner for Subnets {
         50
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         if ctx.vpc_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -37,7 +40,7 @@ impl Cleaner for Subnets {
             .subnets()
             .iter()
             .filter_map(|s| s.subnet_id())
-            .map(|id| Target::new(id, Detail::Plain))
+            .map(Target::plain)
             .collect())
     }
 

@@ -2,18 +2,35 @@
 //! attached (LoadBalancerArns); those are reported in use and left for a later pass, the rest are
 //! deleted. A ResourceInUse from the delete itself is retried, then reported the same way.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tag_scan};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::describe;
+use crate::aws::discovery::inventory::{Inventory, Ownership};
+use crate::aws::discovery::tagging::TaggedResource;
 use crate::aws::errors::call;
-use crate::aws::teardown::GcTask;
+use crate::aws::model::{AwsClients, GcTask};
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
+
+/// Selects phase 2's target groups.
+pub const TASK: GcTask = GcTask::new("target-group");
 
 pub struct TargetGroups;
 
 const KIND: &str = "target-group";
 
+/// Phase 2's target group ARNs in the inventory.
+#[derive(Debug, Default)]
+struct ExternalShare(Vec<String>);
+
+/// The target group ARNs phase 2's discovery found.
+pub fn external(inv: &Inventory) -> &[String] {
+    inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
+}
+
 #[async_trait]
 impl Cleaner for TargetGroups {
+    type Detail = ();
+
     fn service(&self) -> &'static str {
         "elasticloadbalancing"
     }
@@ -24,16 +41,47 @@ impl Cleaner for TargetGroups {
         20
     }
     fn task(&self) -> Option<GcTask> {
-        Some(GcTask::TargetGroup)
+        Some(TASK)
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
-        let ours = &ctx.inventory.target_groups;
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        if (r.arn.service.as_str(), r.arn.resource_type())
+            != ("elasticloadbalancing", "targetgroup")
+        {
+            return false;
+        }
+        inv.share_mut::<ExternalShare>().0.push(r.arn.to_string());
+        true
+    }
+
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        let arns = describe::target_groups(c)
+            .await?
+            .into_iter()
+            .map(|t| t.arn)
+            .collect();
+        let ours: Vec<String> = describe::v2_tags(c, arns, KIND)
+            .await?
+            .into_iter()
+            .filter(|tg| own.ours(tg.pairs()))
+            .map(|tg| tg.id)
+            .collect();
+        inv.share_mut::<ExternalShare>().0.extend(ours);
+        Ok(())
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
+        let ours = external(ctx.inventory);
         if ours.is_empty() {
             return Ok(Vec::new());
         }
         // Runs after the load balancer cleaner, so attachments reflect this pass's deletes.
-        let mut users: HashMap<String, Vec<String>> = tag_scan::target_groups(ctx.clients)
+        let mut users: HashMap<String, Vec<String>> = describe::target_groups(ctx.clients)
             .await?
             .into_iter()
             .map(|t| (t.arn, t.load_balancer_arns))
@@ -44,7 +92,7 @@ impl Cleaner for TargetGroups {
             .iter()
             .any(|arn| users.get(arn).is_some_and(|l| !l.is_empty()));
         if attached {
-            let live: HashSet<String> = tag_scan::v2_load_balancer_arns(ctx.clients)
+            let live: HashSet<String> = describe::v2_load_balancer_arns(ctx.clients)
                 .await?
                 .into_iter()
                 .collect();
@@ -57,7 +105,7 @@ impl Cleaner for TargetGroups {
             // Not listed any more: already deleted, nothing to do.
             .filter_map(|arn| {
                 let lbs = users.get(arn)?;
-                let mut t = Target::new(arn.clone(), Detail::Plain);
+                let mut t = Target::plain(arn.clone());
                 if !lbs.is_empty() {
                     t.blocked = Some(format!("in use by load balancer(s) {}", lbs.join(", ")));
                 }

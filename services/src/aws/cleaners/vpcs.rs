@@ -2,9 +2,10 @@
 //! bring-your-own VPC (untagged, or tagged for another owner) is never discovered, so nothing in
 //! it is touched by phase 3.
 
-use super::{CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, tags};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
 use crate::aws::errors::call;
-use crate::aws::teardown::AwsClients;
+use crate::aws::model::AwsClients;
 use async_trait::async_trait;
 
 pub struct Vpcs;
@@ -31,6 +32,8 @@ pub async fn capa_vpcs(c: &AwsClients, cluster: &str) -> Result<Vec<String>, Cle
 
 #[async_trait]
 impl Cleaner for Vpcs {
+    type Detail = ();
+
     fn service(&self) -> &'static str {
         "ec2"
     }
@@ -41,11 +44,11 @@ impl Cleaner for Vpcs {
         70
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         Ok(ctx
             .vpc_ids
             .iter()
-            .map(|v| Target::new(v.clone(), Detail::Plain))
+            .map(|v| Target::plain(v.clone()))
             .collect())
     }
 

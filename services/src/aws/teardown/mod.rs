@@ -3,16 +3,21 @@
 //! CAPA-managed network). Everything is re-discovered from AWS on every pass, so the controller
 //! just calls again until `done`.
 
-mod baseline;
-mod types;
+mod phase;
+pub(crate) mod phase2;
+pub mod registry;
+mod request;
 
-pub use baseline::baseline_phase2;
-pub use types::{
-    AwsClients, GcTask, PhaseReport, ResourceRef, TeardownReport, TeardownRequest, UnknownGcTask,
-};
+// The model's types are part of a pass's interface (the controller builds clients and selects
+// tasks), so they are reachable from here too.
+pub use crate::aws::model::{AwsClients, GcTask, PhaseReport, ResourceRef, UnknownGcTask};
+pub use phase::Step;
+pub use phase2::phase2_pass;
+pub use request::{TeardownReport, TeardownRequest};
 
-use super::cleaners::inventory::{self, Inventory};
-use super::cleaners::{CleanCtx, registry, run_phase, vpcs};
+use crate::aws::cleaners::{CleanCtx, vpcs};
+use crate::aws::discovery::inventory::Inventory;
+use phase::run_phase;
 use tracing::Instrument;
 
 /// Runs one pass. Phase k+1 starts only when phase k left nothing and reported no error; later
@@ -21,28 +26,6 @@ pub async fn teardown_pass(clients: &AwsClients, req: &TeardownRequest) -> Teard
     let span =
         tracing::info_span!("teardown_pass", cluster = %req.cluster_name, dry_run = req.dry_run);
     pass(clients, req).instrument(span).await
-}
-
-/// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
-/// [`teardown_pass`] and by the benchmark.
-pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseReport {
-    let cluster = req.cluster_name.as_str();
-    let inv = inventory::discover(clients, cluster, req.alternative_discovery).await;
-    let ctx = CleanCtx {
-        clients,
-        cluster,
-        inventory: &inv,
-        vpc_ids: &[],
-    };
-    let mut p2 = run_phase(
-        2,
-        &registry::phase2(req.tasks.as_deref()),
-        &ctx,
-        req.dry_run,
-    )
-    .await;
-    p2.errors.extend(inv.errors.iter().cloned());
-    p2
 }
 
 async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {

@@ -2,13 +2,21 @@
 //! phase 3: every non-default group of the CAPA-managed VPC. Either way, rules in other groups of
 //! the same VPC that reference a group are revoked right before that group is deleted.
 
-use super::{
-    CleanCtx, CleanError, Cleaner, Detail, Outcome, Target, settle, sg_refs, tag_scan, tags,
-};
+pub mod refs;
+
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::describe;
+use crate::aws::discovery::inventory::{Inventory, Ownership};
+use crate::aws::discovery::tagging::TaggedResource;
+use crate::aws::discovery::tags::{self, EKS_CLUSTER_TAG};
 use crate::aws::errors::call;
-use crate::aws::teardown::GcTask;
+use crate::aws::model::{AwsClients, GcTask};
 use async_trait::async_trait;
+use refs::SgRevoke;
 use std::collections::{HashMap, HashSet};
+
+/// Selects phase 2's security groups (and the detached interfaces that would keep them alive).
+pub const TASK: GcTask = GcTask::new("security-group");
 
 /// EC2 filters take at most 200 values.
 const FILTER_CHUNK: usize = 200;
@@ -25,8 +33,27 @@ pub struct SecurityGroups(pub Scope);
 
 const KIND: &str = "security-group";
 
+/// A group to delete and the rules in other groups that reference it, revoked first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub group_id: String,
+    pub revokes: Vec<SgRevoke>,
+}
+
+/// Phase 2's groups in the inventory: (report id, group id), the report id being the ARN from
+/// the tagging API or the id from Describe.
+#[derive(Debug, Default)]
+struct ExternalShare(Vec<(String, String)>);
+
+/// The (report id, group id) pairs phase 2's discovery found.
+pub fn external(inv: &Inventory) -> &[(String, String)] {
+    inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
+}
+
 #[async_trait]
 impl Cleaner for SecurityGroups {
+    type Detail = Group;
+
     fn service(&self) -> &'static str {
         "ec2"
     }
@@ -41,18 +68,57 @@ impl Cleaner for SecurityGroups {
     }
     fn task(&self) -> Option<GcTask> {
         match self.0 {
-            Scope::External => Some(GcTask::SecurityGroup),
+            Scope::External => Some(TASK),
             Scope::Vpc => None,
         }
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        if self.0 != Scope::External
+            || (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "security-group")
+        {
+            return false;
+        }
+        let pairs = r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        // EKS's own cluster group: EKS deletes it, not us.
+        if !tags::has_key(pairs, EKS_CLUSTER_TAG) {
+            let id = r.arn.resource_id().to_string();
+            inv.share_mut::<ExternalShare>()
+                .0
+                .push((r.arn.to_string(), id));
+        }
+        true
+    }
+
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        if self.0 != Scope::External {
+            return Ok(());
+        }
+        let filter = tags::ec2_tag_filter(own.cloud_key(), tags::OWNED);
+        let mut found = Vec::new();
+        for sg in describe::security_groups(c, vec![filter]).await? {
+            let pairs = || tags::ec2_pairs(sg.tags());
+            if own.capa_owned(pairs()) || tags::has_key(pairs(), EKS_CLUSTER_TAG) {
+                continue;
+            }
+            if let Some(id) = sg.group_id() {
+                found.push((id.to_string(), id.to_string()));
+            }
+        }
+        inv.share_mut::<ExternalShare>().0.extend(found);
+        Ok(())
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Group>>, CleanError> {
         // (group id -> report id) of the groups to delete, and the VPCs they live in.
         let (ours, vpcs): (HashMap<String, String>, Vec<String>) = match self.0 {
             Scope::External => {
-                let wanted: HashMap<String, String> = ctx
-                    .inventory
-                    .security_groups
+                let wanted: HashMap<String, String> = external(ctx.inventory)
                     .iter()
                     .map(|(report, id)| (id.clone(), report.clone()))
                     .collect();
@@ -65,7 +131,7 @@ impl Cleaner for SecurityGroups {
                 // A filter rather than GroupIds: a group deleted since the scan is simply absent
                 // instead of failing the whole batch with InvalidGroup.NotFound.
                 for chunk in ids.chunks(FILTER_CHUNK) {
-                    let groups = tag_scan::security_groups(
+                    let groups = describe::security_groups(
                         ctx.clients,
                         vec![tags::ec2_filter("group-id", chunk)],
                     )
@@ -88,7 +154,7 @@ impl Cleaner for SecurityGroups {
             return Ok(Vec::new());
         }
         let all =
-            tag_scan::security_groups(ctx.clients, vec![tags::ec2_filter("vpc-id", &vpcs)]).await?;
+            describe::security_groups(ctx.clients, vec![tags::ec2_filter("vpc-id", &vpcs)]).await?;
         let ours: HashMap<String, String> = match self.0 {
             Scope::External => ours,
             Scope::Vpc => all
@@ -99,14 +165,14 @@ impl Cleaner for SecurityGroups {
                 .collect(),
         };
         let ids: HashSet<String> = ours.keys().cloned().collect();
-        let mut revokes = sg_refs::plan(&ids, &all);
-        let mut out: Vec<Target> = ours
+        let mut revokes = refs::plan(&ids, &all);
+        let mut out: Vec<Target<Group>> = ours
             .into_iter()
             .map(|(group_id, report)| {
                 let r = revokes.remove(&group_id).unwrap_or_default();
                 Target::new(
                     report,
-                    Detail::SecurityGroup {
+                    Group {
                         group_id,
                         revokes: r,
                     },
@@ -117,14 +183,9 @@ impl Cleaner for SecurityGroups {
         Ok(out)
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
-        let Detail::SecurityGroup { group_id, revokes } = &t.detail else {
-            return Ok(Outcome::Remaining(format!(
-                "internal: security group target with {:?}",
-                t.detail
-            )));
-        };
-        if let Some(o) = sg_refs::revoke(ctx.clients, &t.id, revokes).await? {
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Group>) -> Result<Outcome, CleanError> {
+        let Group { group_id, revokes } = &t.detail;
+        if let Some(o) = refs::revoke(ctx.clients, &t.id, revokes).await? {
             return Ok(o);
         }
         let res = call("ec2.DeleteSecurityGroup", || {

@@ -1,9 +1,10 @@
-//! The public types of a teardown pass: what the controller asks for and what it gets back.
+//! The vocabulary every layer shares: the clients, the phase-2 task names, how a resource and a
+//! phase's outcome are reported. Depends on nothing above it, so discovery, the cleaners and the
+//! phase runner can all use it without importing each other.
 
 use crate::aws::gate::Gate;
 use aws_config::SdkConfig;
 use std::fmt;
-use std::str::FromStr;
 
 /// One client per AWS service the teardown talks to.
 #[derive(Clone, Debug)]
@@ -49,65 +50,36 @@ impl AwsClients {
     }
 }
 
-/// A phase-2 cleaner family a cluster may select.
+/// A phase-2 cleaner family a cluster may select, by the name its annotation uses. Not a closed
+/// enum: each phase-2 cleaner declares its own (`GcTask::new`), and parsing accepts exactly the
+/// names the registered cleaners declare (see `teardown::registry`), so a new kind brings its task
+/// with it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum GcTask {
-    LoadBalancer,
-    TargetGroup,
-    SecurityGroup,
-}
+pub struct GcTask(&'static str);
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown GC task {0:?}: expected one of load-balancer, target-group, security-group")]
-pub struct UnknownGcTask(pub String);
+impl GcTask {
+    /// Only cleaners name tasks; everyone else parses one, so an unknown name is always an error.
+    pub(crate) const fn new(name: &'static str) -> Self {
+        GcTask(name)
+    }
 
-impl FromStr for GcTask {
-    type Err = UnknownGcTask;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "load-balancer" => Ok(GcTask::LoadBalancer),
-            "target-group" => Ok(GcTask::TargetGroup),
-            "security-group" => Ok(GcTask::SecurityGroup),
-            other => Err(UnknownGcTask(other.to_string())),
-        }
+    pub fn name(&self) -> &'static str {
+        self.0
     }
 }
 
 impl fmt::Display for GcTask {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            GcTask::LoadBalancer => "load-balancer",
-            GcTask::TargetGroup => "target-group",
-            GcTask::SecurityGroup => "security-group",
-        })
+        f.write_str(self.0)
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TeardownRequest {
-    pub cluster_name: String,
-    /// Phase 2 (resources the cloud provider created for the cluster). `false` opts out; phases
-    /// 1 and 3 still run.
-    pub external_gc: bool,
-    /// Phase-2 cleaner selection; `None` means all.
-    pub tasks: Option<Vec<GcTask>>,
-    /// Discover everything, delete nothing; the report's `planned` lists what would go.
-    pub dry_run: bool,
-    /// Phase-2 discovery through tag-filtered Describe calls instead of the tagging API.
-    pub alternative_discovery: bool,
-}
-
-impl TeardownRequest {
-    /// All phases, all tasks, tagging-API discovery, for real.
-    pub fn new(cluster_name: impl Into<String>) -> Self {
-        TeardownRequest {
-            cluster_name: cluster_name.into(),
-            external_gc: true,
-            tasks: None,
-            dry_run: false,
-            alternative_discovery: false,
-        }
-    }
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown GC task {given:?}: expected one of {expected}")]
+pub struct UnknownGcTask {
+    pub given: String,
+    /// The known task names, comma-separated.
+    pub expected: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -162,36 +134,5 @@ impl PhaseReport {
         self.remaining.extend(other.remaining);
         self.errors.extend(other.errors);
         self.planned.extend(other.planned);
-    }
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TeardownReport {
-    /// All three phases ran, left nothing and reported no error.
-    pub done: bool,
-    pub phases: Vec<PhaseReport>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gc_tasks_round_trip() {
-        for t in [
-            GcTask::LoadBalancer,
-            GcTask::TargetGroup,
-            GcTask::SecurityGroup,
-        ] {
-            assert_eq!(t.to_string().parse::<GcTask>(), Ok(t));
-        }
-    }
-
-    #[test]
-    fn unknown_or_empty_gc_task_names_the_value() {
-        let e = "load-balancers".parse::<GcTask>().unwrap_err();
-        assert!(e.to_string().contains("\"load-balancers\""), "{e}");
-        let e = "".parse::<GcTask>().unwrap_err();
-        assert!(e.to_string().contains("\"\""), "{e}");
     }
 }

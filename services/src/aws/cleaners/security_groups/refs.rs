@@ -3,9 +3,9 @@
 //! the VPC, the ingress and egress rules whose UserIdGroupPairs name X. Planned from one bulk
 //! Describe at discovery; the revokes name exactly the pair that references X.
 
-use super::{CleanError, Outcome};
-use crate::aws::errors::{ErrorClass, call};
-use crate::aws::teardown::AwsClients;
+use crate::aws::cleaners::{CleanError, Outcome};
+use crate::aws::errors::{ApiFailure, ErrorClass, call};
+use crate::aws::model::AwsClients;
 use aws_sdk_ec2::types::{IpPermission, SecurityGroup, UserIdGroupPair};
 use std::collections::{HashMap, HashSet};
 
@@ -112,7 +112,7 @@ pub async fn revoke(
 }
 
 fn check<T>(
-    res: Result<T, crate::aws::errors::ApiFailure>,
+    res: Result<T, ApiFailure>,
     target: &str,
     holder: &str,
     op: &'static str,

@@ -2,8 +2,8 @@
 //! the first one and leaked the rest); an ARN that doesn't parse is returned as a failure beside
 //! the good ones rather than aborting discovery or being guessed at.
 
-use super::arn::{Arn, ArnError};
-use super::errors::call;
+use crate::aws::arn::{Arn, ArnError};
+use crate::aws::errors::call;
 use aws_sdk_resourcegroupstagging::Client;
 use aws_sdk_resourcegroupstagging::types::TagFilter;
 use std::collections::BTreeMap;

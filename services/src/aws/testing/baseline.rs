@@ -2,15 +2,16 @@
 //! list from the tagging API, then one resource at a time in order (load balancers, target groups,
 //! security groups), describing each security group before deleting it.
 
-use super::types::{AwsClients, PhaseReport, ResourceRef};
-use crate::aws::cleaners::inventory::{self};
-use crate::aws::cleaners::{Detail, Outcome, settle};
+use crate::aws::cleaners::load_balancers::{self, Api};
+use crate::aws::cleaners::{CleanError, Outcome, security_groups, settle, target_groups};
 use crate::aws::errors::call;
+use crate::aws::model::{AwsClients, PhaseReport, ResourceRef};
+use crate::aws::teardown::phase2;
 
 /// Phase 2, sequentially. Same retry policy and reporting as sweeper's mode, so only the
 /// scheduling differs.
 pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseReport {
-    let inv = inventory::discover(clients, cluster_name, false).await;
+    let inv = phase2::discover(clients, cluster_name, false).await;
     let mut report = PhaseReport::started(2);
     report.errors.extend(inv.errors.iter().cloned());
     let rref = |kind: &str, id: &str| ResourceRef {
@@ -23,16 +24,15 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
         kind: kind.to_string(),
         id: id.to_string(),
     };
-    let mut record =
-        |kind: &str, id: &str, res: Result<Outcome, crate::aws::cleaners::CleanError>| match res {
-            Ok(Outcome::Deleted) => report.deleted.push(rref(kind, id)),
-            Ok(Outcome::Gone) => {}
-            Ok(Outcome::Remaining(r)) => report.remaining.push((rref(kind, id), r)),
-            Err(e) => report.errors.push(e.to_string()),
-        };
-    for lb in &inv.load_balancers {
+    let mut record = |kind: &str, id: &str, res: Result<Outcome, CleanError>| match res {
+        Ok(Outcome::Deleted) => report.deleted.push(rref(kind, id)),
+        Ok(Outcome::Gone) => {}
+        Ok(Outcome::Remaining(r)) => report.remaining.push((rref(kind, id), r)),
+        Err(e) => report.errors.push(e.to_string()),
+    };
+    for lb in load_balancers::external(&inv) {
         let res = match &lb.detail {
-            Detail::ClassicLoadBalancer { name } => settle(
+            Api::Classic { name } => settle(
                 call("elb.DeleteLoadBalancer", || {
                     clients
                         .elb
@@ -61,7 +61,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
         };
         record("load-balancer", &lb.id, res);
     }
-    for tg in &inv.target_groups {
+    for tg in target_groups::external(&inv) {
         let res = call("elbv2.DeleteTargetGroup", || {
             clients
                 .elbv2
@@ -76,7 +76,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
             settle(res, "target-group", tg, "DeleteTargetGroup"),
         );
     }
-    for (arn, id) in &inv.security_groups {
+    for (arn, id) in security_groups::external(&inv) {
         let described = call("ec2.DescribeSecurityGroups", || {
             clients.ec2.describe_security_groups().group_ids(id).send()
         })

@@ -2,9 +2,8 @@
 //! tagging API does not cover or when the tagging API is not to be trusted (alternative
 //! discovery). Every page goes through the same short retry as the deletes.
 
-use super::CleanError;
-use crate::aws::errors::call;
-use crate::aws::teardown::AwsClients;
+use crate::aws::errors::{CleanError, call};
+use crate::aws::model::AwsClients;
 
 /// DescribeTags accepts at most 20 names/ARNs per call in both ELB APIs.
 const TAGS_CHUNK: usize = 20;

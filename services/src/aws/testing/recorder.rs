@@ -7,7 +7,7 @@
 //! runtime worker, so the latency (and the fake response) live in an async `HttpConnector`, and
 //! the interceptor only names the operation and marks the request with a header.
 
-use super::teardown::AwsClients;
+use crate::aws::model::AwsClients;
 use aws_config::SdkConfig;
 use aws_config::retry::RetryConfig;
 use aws_smithy_runtime_api::box_error::BoxError;

@@ -1,0 +1,8 @@
+//! Finding what a cluster owns, without knowing any cleaner: the ownership tags, the tagging-API
+//! scan, the Describe-based scans, and the inventory phase 2's cleaners fill and read. Kind
+//! knowledge (which ARN is whose, what a delete needs) stays in each cleaner.
+
+pub mod describe;
+pub mod inventory;
+pub mod tagging;
+pub mod tags;

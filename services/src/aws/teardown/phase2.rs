@@ -1,0 +1,182 @@
+//! Phase 2: one discovery of what the cloud provider created for the cluster, then the selected
+//! cleaners. The discovery is kind-agnostic: the tagging-API scan (or, with alternative discovery,
+//! each cleaner's Describe scan) is sorted by asking every phase-2 cleaner to claim its own.
+
+use super::phase::{Step, run_phase};
+use super::registry;
+use super::request::TeardownRequest;
+use crate::aws::cleaners::CleanCtx;
+use crate::aws::discovery::inventory::{Inventory, Ownership, owned_tagged};
+use crate::aws::discovery::tagging::{TaggedResources, resources_with_tag};
+use crate::aws::discovery::tags;
+use crate::aws::model::{AwsClients, PhaseReport};
+
+/// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
+/// `teardown_pass` and by the benchmark.
+pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseReport {
+    let cluster = req.cluster_name.as_str();
+    let inv = discover(clients, cluster, req.alternative_discovery).await;
+    let ctx = CleanCtx {
+        clients,
+        cluster,
+        inventory: &inv,
+        vpc_ids: &[],
+    };
+    let mut p2 = run_phase(
+        2,
+        &registry::phase2(req.tasks.as_deref()),
+        &ctx,
+        req.dry_run,
+    )
+    .await;
+    p2.errors.extend(inv.errors.iter().cloned());
+    p2
+}
+
+/// Runs phase 2's discovery for every phase-2 kind, selected or not (the task selection limits
+/// what is deleted, not what is looked at). A failure is recorded in `errors` (and so keeps the
+/// phase open).
+pub async fn discover(c: &AwsClients, cluster: &str, alternative: bool) -> Inventory {
+    let kinds = registry::phase2(None);
+    let own = Ownership::of(cluster);
+    let res = if alternative {
+        via_describe(c, &own, &kinds).await
+    } else {
+        resources_with_tag(&c.tagging, own.cloud_key(), &[tags::OWNED], None)
+            .await
+            .map(|found| sort(found, &own, &kinds))
+            .map_err(|e| e.to_string())
+    };
+    res.unwrap_or_else(|e| {
+        Inventory::failed(format!("phase 2 discovery for cluster {cluster}: {e}"))
+    })
+}
+
+/// Sorts a tagging-API result into an inventory: each owned resource goes to the first kind
+/// that claims it. Pure, so malformed-ARN handling is unit-tested.
+fn sort(found: TaggedResources, own: &Ownership, kinds: &[Box<dyn Step>]) -> Inventory {
+    let (ours, errors) = owned_tagged(found, own);
+    let mut inv = Inventory::default();
+    inv.errors = errors;
+    for r in &ours {
+        if !kinds.iter().any(|k| k.claim(r, &mut inv)) {
+            tracing::debug!(arn = %r.arn, "tagged resource of a kind phase 2 does not clean; left alone");
+        }
+    }
+    inv
+}
+
+/// Alternative discovery: each kind's Describe calls, in registry order.
+async fn via_describe(
+    c: &AwsClients,
+    own: &Ownership,
+    kinds: &[Box<dyn Step>],
+) -> Result<Inventory, String> {
+    let mut inv = Inventory::default();
+    for k in kinds {
+        k.describe_owned(c, own, &mut inv)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(inv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aws::arn::Arn;
+    use crate::aws::cleaners::{load_balancers, security_groups, target_groups};
+    use crate::aws::discovery::tagging::TaggedResource;
+    use crate::aws::discovery::tags::EKS_CLUSTER_TAG;
+    use std::collections::BTreeMap;
+
+    fn tagged(s: &str, tags: &[(&str, &str)]) -> TaggedResource {
+        TaggedResource {
+            arn: s.parse().unwrap(),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn sorted(found: TaggedResources, cluster: &str) -> Inventory {
+        sort(found, &Ownership::of(cluster), &registry::phase2(None))
+    }
+
+    #[test]
+    fn malformed_arns_are_reported_and_the_rest_still_sorted() {
+        let owned = ("kubernetes.io/cluster/c1", "owned");
+        let malformed = ["arn:aws:ec2", "not-an-arn", "arn::ec2:r:1:x"]
+            .iter()
+            .map(|s| s.parse::<Arn>().unwrap_err())
+            .collect();
+        let found = TaggedResources {
+            resources: vec![
+                tagged("arn:aws:ec2:us-east-1:0:security-group/sg-1", &[owned]),
+                tagged(
+                    "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/classic1",
+                    &[owned],
+                ),
+                tagged(
+                    "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/net/n/1",
+                    &[owned],
+                ),
+                tagged(
+                    "arn:aws:elasticloadbalancing:us-east-1:0:targetgroup/t/1",
+                    &[owned],
+                ),
+                // CAPA-owned: phases 1/3; EKS group: EKS's; unknown kind: ignored.
+                tagged(
+                    "arn:aws:ec2:us-east-1:0:security-group/sg-capa",
+                    &[
+                        owned,
+                        ("sigs.k8s.io/cluster-api-provider-aws/cluster/c1", "owned"),
+                    ],
+                ),
+                tagged(
+                    "arn:aws:ec2:us-east-1:0:security-group/sg-eks",
+                    &[owned, (EKS_CLUSTER_TAG, "c1")],
+                ),
+                tagged("arn:aws:ec2:us-east-1:0:volume/vol-1", &[owned]),
+                tagged(
+                    "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/odd/x/1",
+                    &[owned],
+                ),
+            ],
+            malformed,
+            pages: 1,
+        };
+        let inv = sorted(found, "c1");
+        assert_eq!(inv.errors.len(), 4, "{:?}", inv.errors);
+        assert!(inv.errors.iter().any(|e| e.contains("not-an-arn")));
+        assert!(inv.errors.iter().any(|e| e.contains("odd/x/1")));
+        assert_eq!(
+            security_groups::external(&inv),
+            [(
+                "arn:aws:ec2:us-east-1:0:security-group/sg-1".to_string(),
+                "sg-1".to_string()
+            )]
+        );
+        assert_eq!(load_balancers::external(&inv).len(), 2);
+        assert_eq!(target_groups::external(&inv).len(), 1);
+    }
+
+    #[test]
+    fn shared_and_other_clusters_are_skipped() {
+        let found = TaggedResources {
+            resources: vec![
+                tagged(
+                    "arn:aws:ec2:us-east-1:0:security-group/sg-1",
+                    &[("kubernetes.io/cluster/c1", "shared")],
+                ),
+                tagged(
+                    "arn:aws:ec2:us-east-1:0:security-group/sg-2",
+                    &[("kubernetes.io/cluster/c1-b", "owned")],
+                ),
+            ],
+            ..Default::default()
+        };
+        assert!(sorted(found, "c1").is_empty());
+    }
+}

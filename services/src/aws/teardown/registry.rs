@@ -1,0 +1,129 @@
+//! The one list of cleaners per phase, and so the one list of phase-2 task names. Adding a
+//! resource kind: write its cleaner module, add one line here (see services/README.md).
+
+use super::phase::Step;
+use crate::aws::cleaners::load_balancers::{LoadBalancers, Source};
+use crate::aws::cleaners::security_groups::{Scope, SecurityGroups};
+use crate::aws::cleaners::{
+    addresses::Addresses, instances::Instances, internet_gateways::InternetGateways,
+    nat_gateways::NatGateways, network_interfaces::NetworkInterfaces, route_tables::RouteTables,
+    subnets::Subnets, target_groups::TargetGroups, vpcs::Vpcs,
+};
+use crate::aws::model::{GcTask, UnknownGcTask};
+use std::str::FromStr;
+
+/// Phase 1: CAPA-owned compute and the API-server load balancer.
+pub fn phase1() -> Vec<Box<dyn Step>> {
+    vec![
+        Box::new(Instances),
+        Box::new(LoadBalancers(Source::CapaOwned)),
+    ]
+}
+
+/// Phase 2: what the cloud provider created, limited to `tasks` when given.
+pub fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn Step>> {
+    let all: Vec<Box<dyn Step>> = vec![
+        Box::new(LoadBalancers(Source::External)),
+        Box::new(TargetGroups),
+        Box::new(NetworkInterfaces),
+        Box::new(SecurityGroups(Scope::External)),
+    ];
+    all.into_iter()
+        .filter(|c| match (tasks, c.task()) {
+            (Some(sel), Some(t)) => sel.contains(&t),
+            _ => true,
+        })
+        .collect()
+}
+
+/// Phase 3: the CAPA-managed network, in dependency order.
+pub fn phase3() -> Vec<Box<dyn Step>> {
+    vec![
+        Box::new(NatGateways),
+        Box::new(Addresses),
+        Box::new(InternetGateways),
+        Box::new(RouteTables),
+        Box::new(Subnets),
+        Box::new(SecurityGroups(Scope::Vpc)),
+        Box::new(Vpcs),
+    ]
+}
+
+/// The task names phase 2's cleaners declare, in registry order, each once.
+pub fn tasks() -> Vec<GcTask> {
+    let mut out: Vec<GcTask> = Vec::new();
+    for t in phase2(None).iter().filter_map(|c| c.task()) {
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+// Here rather than beside `GcTask`: the valid names are whatever the registered cleaners declare,
+// and the model must not depend on the registry.
+impl FromStr for GcTask {
+    type Err = UnknownGcTask;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let known = tasks();
+        known
+            .iter()
+            .find(|t| t.name() == s)
+            .copied()
+            .ok_or_else(|| UnknownGcTask {
+                given: s.to_string(),
+                expected: known
+                    .iter()
+                    .map(GcTask::name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aws::cleaners::{load_balancers, security_groups, target_groups};
+
+    #[test]
+    fn task_selection_limits_phase_two() {
+        let kinds = |t: Option<&[GcTask]>| phase2(t).iter().map(|c| c.kind()).collect::<Vec<_>>();
+        assert_eq!(
+            kinds(None),
+            [
+                "load-balancer",
+                "target-group",
+                "network-interface",
+                "security-group"
+            ]
+        );
+        assert_eq!(kinds(Some(&[target_groups::TASK])), ["target-group"]);
+        assert_eq!(
+            kinds(Some(&[security_groups::TASK, load_balancers::TASK])),
+            ["load-balancer", "network-interface", "security-group"]
+        );
+        assert!(kinds(Some(&[])).is_empty());
+    }
+
+    #[test]
+    fn gc_tasks_round_trip() {
+        let names: Vec<&str> = tasks().iter().map(GcTask::name).collect();
+        assert_eq!(names, ["load-balancer", "target-group", "security-group"]);
+        for t in tasks() {
+            assert_eq!(t.to_string().parse::<GcTask>(), Ok(t));
+        }
+    }
+
+    #[test]
+    fn unknown_or_empty_gc_task_names_the_value() {
+        let e = "load-balancers".parse::<GcTask>().unwrap_err();
+        assert!(e.to_string().contains("\"load-balancers\""), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, security-group"
+        );
+        let e = "".parse::<GcTask>().unwrap_err();
+        assert!(e.to_string().contains("\"\""), "{e}");
+    }
+}

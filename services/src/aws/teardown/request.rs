@@ -1,0 +1,37 @@
+//! What the controller asks a teardown pass for and what it gets back.
+
+use crate::aws::model::{GcTask, PhaseReport};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TeardownRequest {
+    pub cluster_name: String,
+    /// Phase 2 (resources the cloud provider created for the cluster). `false` opts out; phases
+    /// 1 and 3 still run.
+    pub external_gc: bool,
+    /// Phase-2 cleaner selection; `None` means all.
+    pub tasks: Option<Vec<GcTask>>,
+    /// Discover everything, delete nothing; the report's `planned` lists what would go.
+    pub dry_run: bool,
+    /// Phase-2 discovery through tag-filtered Describe calls instead of the tagging API.
+    pub alternative_discovery: bool,
+}
+
+impl TeardownRequest {
+    /// All phases, all tasks, tagging-API discovery, for real.
+    pub fn new(cluster_name: impl Into<String>) -> Self {
+        TeardownRequest {
+            cluster_name: cluster_name.into(),
+            external_gc: true,
+            tasks: None,
+            dry_run: false,
+            alternative_discovery: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TeardownReport {
+    /// All three phases ran, left nothing and reported no error.
+    pub done: bool,
+    pub phases: Vec<PhaseReport>,
+}
