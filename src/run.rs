@@ -1,16 +1,22 @@
-//! `sweeper run`: connect, start the HTTP server, keep discovery fresh, run the enabled
-//! collectors, and shut down cleanly on SIGTERM / Ctrl-C.
+//! `sweeper run` only wires: build the clients and the enabled collectors, serve HTTP, wait for
+//! leadership, lead (discovery plus every collector) until shut down or the lease is lost, then
+//! stop in order. What each collector does lives in its own module behind engine::collector.
 
 use crate::cascade::context::CascadeConfig;
 use crate::cascade::metrics::CascadeMetrics;
 use crate::cli::RunArgs;
 use crate::engine::client::{self, ApiCallCounter, ClientSettings};
+use crate::engine::collector::{Collector, RunEnv};
 use crate::engine::discovery::{self, DiscoveryReport};
 use crate::engine::leader::{Elector, Fence, Role};
-use crate::metrics::{GroupLabels, Metrics};
+use crate::engine::progress::Teardowns;
+use crate::external::metrics::ExternalMetrics;
+use crate::metrics::Metrics;
 use crate::server::{self, AppState};
+use crate::tenant::metrics::TenantMetrics;
 use std::sync::Arc;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
@@ -29,8 +35,6 @@ pub enum RunError {
     LostLease(String),
 }
 
-type Collector = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
-
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     // Bad configuration fails before anything connects or starts.
     args.validate()?;
@@ -42,15 +46,79 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         "Requests sent to the Kubernetes API server, by verb",
         api_calls.clone(),
     );
-    let cascade_metrics = CascadeMetrics::default();
-    cascade_metrics.register(metrics.registry_mut());
-    let tenant_metrics = crate::tenant::metrics::TenantMetrics::default();
-    tenant_metrics.register(metrics.registry_mut());
-    let external_metrics = crate::external::metrics::ExternalMetrics::default();
-    external_metrics.register(metrics.registry_mut());
-    let fenced = metrics.service.leader_fenced_requests.clone();
-    let is_leader = metrics.service.leader_is_leader.clone();
+    let conn = connect(&args, &metrics, api_calls.clone()).await?;
+    let sources = CollectorMetrics::register(&mut metrics);
+    let teardowns = Teardowns::default();
+    let (disc_tx, disc_rx) = watch::channel(None);
+    let collectors = build_collectors(&args, &conn, &metrics, &sources, &teardowns, &disc_rx).await;
+    let state = AppState::new(metrics);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signal_shutdown(shutdown.clone()));
+    let election = Election::start(&args, &conn, api_calls, &state)?;
+    let app = router(&state, &collectors, sources, &election, teardowns);
+    let server = {
+        // A server that cannot bind (or fails) stops the process.
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let r = server::serve(args.http_addr, app, shutdown.clone()).await;
+            shutdown.cancel();
+            r
+        })
+    };
+    let mut role = election.role.clone();
+    let (lost, running) = match stand_by(&mut role, &state, &shutdown).await {
+        Some(reason) => (Some(reason), Vec::new()),
+        None if shutdown.is_cancelled() => (None, Vec::new()),
+        None => {
+            let running = start_leading(
+                &args,
+                &conn,
+                &state,
+                collectors,
+                (disc_tx, disc_rx),
+                &shutdown,
+            );
+            (lead(&mut role, &shutdown).await, running)
+        }
+    };
+    if lost.is_some() {
+        state.metrics.service.leader_is_leader.set(0);
+    }
+    // Stop everything, then release the lease (the fence closed already if it was lost).
+    shutdown.cancel();
+    state.set_all_unready();
+    stop_within(running, STOP_GRACE, "collectors").await;
+    election.stop().await;
+    let served = match tokio::time::timeout(STOP_GRACE, server).await {
+        Ok(joined) => joined.unwrap_or(Ok(())),
+        Err(_) => {
+            tracing::warn!("HTTP server did not stop in time; exiting anyway");
+            Ok(())
+        }
+    };
+    tracing::info!("sweeper stopped");
+    if let Some(reason) = lost {
+        return Err(RunError::LostLease(reason));
+    }
+    served.map_err(Into::into)
+}
 
+/// Each discovery refresh, as collectors receive it.
+type Discovery = watch::Receiver<Option<Arc<DiscoveryReport>>>;
+
+/// The Kubernetes connection every collector shares: one rate-limited client whose writes pass
+/// the leader-election fence.
+struct Connection {
+    config: kube::Config,
+    client: kube::Client,
+    fence: Fence,
+}
+
+async fn connect(
+    args: &RunArgs,
+    metrics: &Metrics,
+    api_calls: ApiCallCounter,
+) -> Result<Connection, RunError> {
     let config = kube::Config::infer()
         .await
         .map_err(|e| RunError::Client(kube::Error::InferConfig(e)))?;
@@ -68,9 +136,9 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let client = client::build_client(
         config.clone(),
         &settings,
-        api_calls.clone(),
+        api_calls,
         fence.clone(),
-        fenced,
+        metrics.service.leader_fenced_requests.clone(),
     )
     .map_err(RunError::Client)?;
     let version = client
@@ -78,60 +146,47 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         .await
         .map_err(RunError::Connect)?;
     tracing::info!(server = %version.git_version, qps = settings.qps, burst = settings.burst, "connected to the API server");
+    Ok(Connection {
+        config,
+        client,
+        fence,
+    })
+}
 
-    let state = AppState::new(metrics);
-    let shutdown = CancellationToken::new();
-    tokio::spawn(signal_shutdown(shutdown.clone()));
+/// Every collector's metrics, registered whether or not it is enabled (dashboards see zeros, not
+/// gaps), and read by /status.
+#[derive(Clone)]
+struct CollectorMetrics {
+    cascade: CascadeMetrics,
+    tenant: TenantMetrics,
+    external: ExternalMetrics,
+}
 
-    // Leader election runs on its own unthrottled, unfenced client, and is stopped only after the
-    // collectors have stopped, so the lease is released when nothing acts any more.
-    let elector_stop = CancellationToken::new();
-    let (role_tx, mut role_rx) = watch::channel(if args.leader_elect {
-        Role::Starting
-    } else {
-        Role::Leading
-    });
-    let leader_cfg = args.leader_elect.then(|| args.leader_config());
-    let elector = match &leader_cfg {
-        Some(cfg) => {
-            let le_client = client::build_client(
-                config,
-                &ClientSettings { qps: 0.0, burst: 1 },
-                api_calls,
-                Fence::open(),
-                Default::default(),
-            )
-            .map_err(RunError::Client)?;
-            state.expect("leader-election");
-            tracing::info!(lease = %format!("{}/{}", cfg.namespace, cfg.lease_name), identity = %cfg.identity, "leader election on");
-            Some(tokio::spawn(
-                Elector::new(le_client, cfg.clone(), fence.clone())
-                    .run(role_tx, elector_stop.clone()),
-            ))
-        }
-        None => None,
-    };
+impl CollectorMetrics {
+    fn register(metrics: &mut Metrics) -> Self {
+        let m = CollectorMetrics {
+            cascade: CascadeMetrics::default(),
+            tenant: TenantMetrics::default(),
+            external: ExternalMetrics::default(),
+        };
+        m.cascade.register(metrics.registry_mut());
+        m.tenant.register(metrics.registry_mut());
+        m.external.register(metrics.registry_mut());
+        m
+    }
+}
 
-    let (disc_tx, disc_rx) = watch::channel(None);
-    let teardowns = crate::engine::progress::Teardowns::default();
-    let leader_status = crate::status::LeaderSource {
-        enabled: args.leader_elect,
-        identity: leader_cfg.as_ref().map(|c| c.identity.clone()),
-        role: role_rx.clone(),
-    };
-    let mut app =
-        server::router(state.clone()).merge(crate::status::router(crate::status::StatusSources {
-            app: state.clone(),
-            cascade: cascade_metrics.clone(),
-            tenant: tenant_metrics.clone(),
-            external: external_metrics.clone(),
-            leader: leader_status,
-            teardowns: teardowns.clone(),
-        }));
-    // Collectors are built now (their query routes must be in the router) but started only once
-    // this replica leads.
-    let mut components: Vec<&'static str> = vec!["discovery"];
-    let mut pending: Vec<Collector> = Vec::new();
+/// The collectors the feature gates enable, built but not started.
+async fn build_collectors(
+    args: &RunArgs,
+    conn: &Connection,
+    metrics: &Metrics,
+    sources: &CollectorMetrics,
+    teardowns: &Teardowns,
+    discovery: &Discovery,
+) -> Vec<Box<dyn Collector>> {
+    let invalid_objects = metrics.service.invalid_objects.clone();
+    let mut out: Vec<Box<dyn Collector>> = Vec::new();
     if args.feature_gates.cascade_gc {
         let cfg = CascadeConfig {
             workers: args.cascade_workers as usize,
@@ -139,19 +194,12 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             sync_timeout: args.cascade_sync_timeout,
             ..Default::default()
         };
-        let (ctx, absent_rx) =
-            crate::cascade::collector::context(client.clone(), cfg, cascade_metrics);
-        app = app.merge(crate::cascade::query::router(ctx.clone()));
-        components.push("cascade");
-        pending.push(Box::pin(crate::cascade::collector::run(
-            ctx,
-            absent_rx,
-            disc_rx.clone(),
-            state.clone(),
-            shutdown.clone(),
+        out.push(Box::new(crate::cascade::collector::CascadeCollector::new(
+            conn.client.clone(),
+            cfg,
+            sources.cascade.clone(),
         )));
     }
-
     if args.feature_gates.tenant_gc {
         let settings = crate::tenant::teardown::TeardownSettings {
             strategy: args.tenant_gc_strategy,
@@ -159,132 +207,198 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             dry_run: args.tenant_dry_run,
             delete_concurrency: args.tenant_delete_concurrency as usize,
         };
-        let ctx = Arc::new(crate::tenant::controller::TenantCtx::new(
-            client.clone(),
+        out.push(Box::new(crate::tenant::controller::TenantCollector::new(
+            conn.client.clone(),
             settings,
-            tenant_metrics,
-            disc_rx.clone(),
+            sources.tenant.clone(),
+            discovery.clone(),
             teardowns.clone(),
-            state.metrics.service.invalid_objects.clone(),
-        ));
-        components.push(crate::tenant::controller::COMPONENT);
-        pending.push(Box::pin(crate::tenant::controller::run(
-            ctx,
-            state.clone(),
-            shutdown.clone(),
+            invalid_objects.clone(),
         )));
     }
-
     if args.feature_gates.external_resource_gc {
-        use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
-        use crate::external::controller::{self as ext, ExternalCtx};
-        let gate_fence = fence.clone();
+        // AWS calls pass the same fence as Kubernetes writes.
+        let fence = conn.fence.clone();
         let aws = sweeper_services::aws::teardown::AwsClients::gated(
             &sweeper_services::aws::load_config().await,
-            sweeper_services::aws::gate::Gate(Arc::new(move || gate_fence.permits())),
+            sweeper_services::aws::gate::Gate(Arc::new(move || fence.permits())),
         );
-        let ctx = Arc::new(ExternalCtx::new(
-            client.clone(),
+        let ctx = crate::external::controller::ExternalCtx::new(
+            conn.client.clone(),
             aws,
-            external_metrics,
+            sources.external.clone(),
             args.feature_gates.alternative_gc_strategy,
-            teardowns,
-            state.metrics.service.invalid_objects.clone(),
+            invalid_objects,
+        );
+        out.push(Box::new(
+            crate::external::controller::ExternalCollector::new(ctx, teardowns.clone()),
         ));
-        use ext::GcKind;
-        components.extend([AWSCluster::COMPONENT, AWSManagedControlPlane::COMPONENT]);
-        pending.push(Box::pin(ext::run::<AWSCluster>(
-            ctx.clone(),
-            state.clone(),
-            shutdown.clone(),
-        )));
-        pending.push(Box::pin(ext::run::<AWSManagedControlPlane>(
-            ctx,
-            state.clone(),
-            shutdown.clone(),
-        )));
+    }
+    out
+}
+
+/// Leader election, when on: the elector runs on its own unthrottled, unfenced client (a busy
+/// collector cannot starve renewals) and is stopped only after the collectors, so the lease is
+/// released when nothing acts any more.
+struct Election {
+    role: watch::Receiver<Role>,
+    /// Without leader election nothing ever changes the role, but the sender must live as long
+    /// as the receiver: a closed channel reads as "stop leading".
+    _fixed_role: Option<watch::Sender<Role>>,
+    task: Option<JoinHandle<()>>,
+    stop: CancellationToken,
+    enabled: bool,
+    identity: Option<String>,
+}
+
+impl Election {
+    fn start(
+        args: &RunArgs,
+        conn: &Connection,
+        api_calls: ApiCallCounter,
+        state: &AppState,
+    ) -> Result<Election, RunError> {
+        let (role_tx, role) = watch::channel(if args.leader_elect {
+            Role::Starting
+        } else {
+            Role::Leading
+        });
+        let stop = CancellationToken::new();
+        let mut election = Election {
+            role,
+            _fixed_role: None,
+            task: None,
+            stop: stop.clone(),
+            enabled: args.leader_elect,
+            identity: None,
+        };
+        if !args.leader_elect {
+            election._fixed_role = Some(role_tx);
+            return Ok(election);
+        }
+        let cfg = args.leader_config();
+        let le_client = client::build_client(
+            conn.config.clone(),
+            &ClientSettings { qps: 0.0, burst: 1 },
+            api_calls,
+            Fence::open(),
+            Default::default(),
+        )
+        .map_err(RunError::Client)?;
+        state.expect("leader-election");
+        tracing::info!(lease = %format!("{}/{}", cfg.namespace, cfg.lease_name), identity = %cfg.identity, "leader election on");
+        election.identity = Some(cfg.identity.clone());
+        election.task = Some(tokio::spawn(
+            Elector::new(le_client, cfg, conn.fence.clone()).run(role_tx, stop),
+        ));
+        Ok(election)
     }
 
-    // A server that cannot bind (or fails) stops the process, as before leader election.
-    let server = {
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let r = server::serve(args.http_addr, app, shutdown.clone()).await;
-            shutdown.cancel();
-            r
-        })
-    };
+    async fn stop(self) {
+        self.stop.cancel();
+        if let Some(task) = self.task {
+            let _ = task.await;
+        }
+    }
+}
 
-    // Stand by until leading (at once without leader election).
-    let mut lost = loop {
-        let role = role_rx.borrow_and_update().clone();
-        match role {
-            Role::Leading => break None,
-            Role::Lost { reason } => break Some(reason),
+/// The HTTP routes: health, metrics, /status and every collector's queries.
+fn router(
+    state: &AppState,
+    collectors: &[Box<dyn Collector>],
+    sources: CollectorMetrics,
+    election: &Election,
+    teardowns: Teardowns,
+) -> axum::Router {
+    let status = crate::status::StatusSources {
+        app: state.clone(),
+        cascade: sources.cascade,
+        tenant: sources.tenant,
+        external: sources.external,
+        leader: crate::status::LeaderSource {
+            enabled: election.enabled,
+            identity: election.identity.clone(),
+            role: election.role.clone(),
+        },
+        teardowns,
+    };
+    collectors.iter().filter_map(|c| c.routes()).fold(
+        server::router(state.clone()).merge(crate::status::router(status)),
+        axum::Router::merge,
+    )
+}
+
+/// Stands by until this replica leads (at once without leader election). Returns the reason if
+/// the lease was lost first; `None` when leading or shutting down.
+async fn stand_by(
+    role: &mut watch::Receiver<Role>,
+    state: &AppState,
+    shutdown: &CancellationToken,
+) -> Option<String> {
+    loop {
+        let current = role.borrow_and_update().clone();
+        match current {
+            Role::Leading => return None,
+            Role::Lost { reason } => return Some(reason),
             Role::Starting => {}
             Role::Standby { .. } => state.set_ready("leader-election", true),
         }
         tokio::select! {
-            _ = shutdown.cancelled() => break None,
-            changed = role_rx.changed() => if changed.is_err() { break None },
+            _ = shutdown.cancelled() => return None,
+            changed = role.changed() => if changed.is_err() { return None },
         }
-    };
+    }
+}
 
-    let mut running = Vec::new();
-    if lost.is_none() && !shutdown.is_cancelled() {
-        is_leader.set(1);
-        if args.leader_elect {
-            state.set_ready("leader-election", true);
-        }
-        for c in &components {
-            state.expect(c);
-        }
-        running.push(tokio::spawn(discovery_loop(
-            client.clone(),
-            state.clone(),
-            args.discovery_interval,
-            disc_tx,
-            shutdown.clone(),
-        )));
-        running.extend(pending.into_iter().map(tokio::spawn));
-        // Lead until shutdown or until the lease is lost.
-        lost = loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break None,
-                changed = role_rx.changed() => {
-                    if changed.is_err() {
-                        break None;
-                    }
-                    if let Role::Lost { reason } = role_rx.borrow_and_update().clone() {
-                        break Some(reason);
-                    }
+/// Starts discovery and every collector.
+fn start_leading(
+    args: &RunArgs,
+    conn: &Connection,
+    state: &AppState,
+    collectors: Vec<Box<dyn Collector>>,
+    (disc_tx, disc_rx): (watch::Sender<Option<Arc<DiscoveryReport>>>, Discovery),
+    shutdown: &CancellationToken,
+) -> Vec<JoinHandle<()>> {
+    state.metrics.service.leader_is_leader.set(1);
+    if args.leader_elect {
+        state.set_ready("leader-election", true);
+    }
+    state.expect("discovery");
+    let mut running = vec![tokio::spawn(discovery::refresh_loop(
+        conn.client.clone(),
+        state.clone(),
+        args.discovery_interval,
+        disc_tx,
+        shutdown.clone(),
+    ))];
+    let env = RunEnv {
+        discovery: disc_rx,
+        state: state.clone(),
+        shutdown: shutdown.clone(),
+    };
+    for c in collectors {
+        c.components().into_iter().for_each(|n| state.expect(n));
+        tracing::info!(collector = c.name(), "starting");
+        running.push(tokio::spawn(c.run(env.clone())));
+    }
+    running
+}
+
+/// Leads until shutdown (None) or until the lease is lost (its reason).
+async fn lead(role: &mut watch::Receiver<Role>, shutdown: &CancellationToken) -> Option<String> {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            changed = role.changed() => {
+                if changed.is_err() {
+                    return None;
+                }
+                if let Role::Lost { reason } = role.borrow_and_update().clone() {
+                    return Some(reason);
                 }
             }
-        };
-    }
-    if lost.is_some() {
-        is_leader.set(0);
-    }
-    // Stop everything, then release the lease (the fence closed already if it was lost).
-    shutdown.cancel();
-    state.set_all_unready();
-    stop_within(running, STOP_GRACE, "collectors").await;
-    elector_stop.cancel();
-    if let Some(e) = elector {
-        let _ = e.await;
-    }
-    let served = match tokio::time::timeout(STOP_GRACE, server).await {
-        Ok(joined) => joined.unwrap_or(Ok(())),
-        Err(_) => {
-            tracing::warn!("HTTP server did not stop in time; exiting anyway");
-            Ok(())
         }
-    };
-    tracing::info!("sweeper stopped");
-    if let Some(reason) = lost {
-        return Err(RunError::LostLease(reason));
     }
-    served.map_err(Into::into)
 }
 
 /// How long stopping collectors (and then the HTTP server) may take after SIGTERM before they
@@ -335,78 +449,4 @@ async fn signal_shutdown(token: CancellationToken) {
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
     token.cancel();
-}
-
-/// Refreshes discovery every `interval` and publishes each report. Readiness means "connected
-/// and discovered at least once".
-async fn discovery_loop(
-    client: kube::Client,
-    state: AppState,
-    interval: std::time::Duration,
-    publish: watch::Sender<Option<Arc<DiscoveryReport>>>,
-    shutdown: CancellationToken,
-) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
-        match discovery::discover_deletable(&client).await {
-            Ok(report) => {
-                record(&state, &report);
-                let changed = publish
-                    .borrow()
-                    .as_ref()
-                    .is_none_or(|old| !same_resources(old, &report));
-                if changed {
-                    publish.send_replace(Some(Arc::new(report)));
-                }
-                state.set_ready("discovery", true);
-            }
-            Err(e) => tracing::warn!(error = %e, "discovery failed; retrying at the next refresh"),
-        }
-    }
-}
-
-/// Whether two reports say the same thing (same resources, same failed groups): an unchanged
-/// report is not republished, so watches are not reconciled for nothing.
-fn same_resources(a: &DiscoveryReport, b: &DiscoveryReport) -> bool {
-    let key = |r: &DiscoveryReport| {
-        let mut v: Vec<String> = r
-            .resources
-            .iter()
-            .map(|d| format!("{}/{}", d.gvk_string(), d.resource.plural))
-            .chain(
-                r.failed
-                    .iter()
-                    .map(|f| format!("failed:{}", f.group_version)),
-            )
-            .collect();
-        v.sort();
-        v
-    };
-    key(a) == key(b)
-}
-
-fn record(state: &AppState, report: &DiscoveryReport) {
-    let m = &state.metrics.service;
-    m.discovered_resources.set(report.resources.len() as i64);
-    m.discovery_refreshes.inc();
-    for failed in &report.failed {
-        m.discovery_failures
-            .get_or_create(&GroupLabels {
-                group: failed.group_version.clone(),
-            })
-            .inc();
-    }
-    let namespaced = report.resources.iter().filter(|r| r.namespaced).count();
-    tracing::debug!(
-        resources = report.resources.len(),
-        namespaced,
-        cluster_scoped = report.resources.len() - namespaced,
-        failed_groups = report.failed.len(),
-        "discovered deletable resources"
-    );
 }

@@ -29,6 +29,46 @@ pub fn context(
     )
 }
 
+/// The cascade collector as `run` sees it.
+pub struct CascadeCollector {
+    ctx: Arc<Ctx>,
+    absent_rx: mpsc::UnboundedReceiver<crate::engine::graph::uid::Uid>,
+}
+
+impl CascadeCollector {
+    pub fn new(client: Client, config: CascadeConfig, metrics: CascadeMetrics) -> Self {
+        let (ctx, absent_rx) = context(client, config, metrics);
+        CascadeCollector { ctx, absent_rx }
+    }
+}
+
+impl crate::engine::collector::Collector for CascadeCollector {
+    fn name(&self) -> &'static str {
+        "cascade"
+    }
+
+    fn components(&self) -> Vec<&'static str> {
+        vec!["cascade"]
+    }
+
+    fn routes(&self) -> Option<axum::Router> {
+        Some(super::query::router(self.ctx.clone()))
+    }
+
+    fn run(
+        self: Box<Self>,
+        env: crate::engine::collector::RunEnv,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(run(
+            self.ctx,
+            self.absent_rx,
+            env.discovery,
+            env.state,
+            env.shutdown,
+        ))
+    }
+}
+
 /// Runs until `shutdown`. `discovery` publishes each refresh.
 pub async fn run(
     ctx: Arc<Ctx>,

@@ -102,6 +102,80 @@ pub async fn discover_deletable(client: &Client) -> Result<DiscoveryReport, Disc
     Ok(report)
 }
 
+/// Refreshes discovery every `interval` and publishes each report. Readiness means "connected
+/// and discovered at least once".
+pub async fn refresh_loop(
+    client: kube::Client,
+    state: crate::server::AppState,
+    interval: std::time::Duration,
+    publish: tokio::sync::watch::Sender<Option<std::sync::Arc<DiscoveryReport>>>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        match discover_deletable(&client).await {
+            Ok(report) => {
+                record(&state, &report);
+                let changed = publish
+                    .borrow()
+                    .as_ref()
+                    .is_none_or(|old| !same_resources(old, &report));
+                if changed {
+                    publish.send_replace(Some(std::sync::Arc::new(report)));
+                }
+                state.set_ready("discovery", true);
+            }
+            Err(e) => tracing::warn!(error = %e, "discovery failed; retrying at the next refresh"),
+        }
+    }
+}
+
+/// Whether two reports say the same thing (same resources, same failed groups): an unchanged
+/// report is not republished, so watches are not reconciled for nothing.
+fn same_resources(a: &DiscoveryReport, b: &DiscoveryReport) -> bool {
+    let key = |r: &DiscoveryReport| {
+        let mut v: Vec<String> = r
+            .resources
+            .iter()
+            .map(|d| format!("{}/{}", d.gvk_string(), d.resource.plural))
+            .chain(
+                r.failed
+                    .iter()
+                    .map(|f| format!("failed:{}", f.group_version)),
+            )
+            .collect();
+        v.sort();
+        v
+    };
+    key(a) == key(b)
+}
+
+fn record(state: &crate::server::AppState, report: &DiscoveryReport) {
+    let m = &state.metrics.service;
+    m.discovered_resources.set(report.resources.len() as i64);
+    m.discovery_refreshes.inc();
+    for failed in &report.failed {
+        m.discovery_failures
+            .get_or_create(&crate::metrics::GroupLabels {
+                group: failed.group_version.clone(),
+            })
+            .inc();
+    }
+    let namespaced = report.resources.iter().filter(|r| r.namespaced).count();
+    tracing::debug!(
+        resources = report.resources.len(),
+        namespaced,
+        cluster_scoped = report.resources.len() - namespaced,
+        failed_groups = report.failed.len(),
+        "discovered deletable resources"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,7 +26,7 @@ pub enum FinalizerError {
 }
 
 /// What the collector should do with an object, from its finalizers and deletion state.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
     /// Live and without our finalizer: add it.
     AddFinalizer,

@@ -2,6 +2,7 @@
 //! rate-limited client, the dependency graph, work queues, the finalizer framework and leader election.
 
 pub mod client;
+pub mod collector;
 pub mod discovery;
 pub mod events;
 pub mod finalizer;
@@ -12,4 +13,5 @@ pub mod meta;
 pub mod name_index;
 pub mod progress;
 pub mod queue;
+pub mod teardown;
 pub mod watch;

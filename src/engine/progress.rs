@@ -90,17 +90,17 @@ mod tests {
     #[test]
     fn begin_is_idempotent_and_finish_removes() {
         let t = Teardowns::default();
-        let (at, fresh) = t.begin("tenant", "Tenant/a");
+        let (at, fresh) = t.begin("tenant", "Tenant a");
         assert!(fresh);
-        let (again, fresh) = t.begin("tenant", "Tenant/a");
+        let (again, fresh) = t.begin("tenant", "Tenant a");
         assert!(!fresh);
         assert_eq!(at, again);
-        t.update("tenant", "Tenant/a", "deleting".into(), "3 left".into());
+        t.update("tenant", "Tenant a", "deleting".into(), "3 left".into());
         let l = t.list();
         assert_eq!(l.len(), 1);
         assert_eq!((l[0].phase.as_str(), l[0].passes), ("deleting", 1));
-        assert!(t.finish("tenant", "Tenant/a").is_some());
-        assert!(t.finish("tenant", "Tenant/a").is_none());
+        assert!(t.finish("tenant", "Tenant a").is_some());
+        assert!(t.finish("tenant", "Tenant a").is_none());
         assert!(t.list().is_empty());
     }
 }

@@ -2,6 +2,8 @@
 //! finalizer while the object lives; on deletion, teardown passes (services/src/aws) until every
 //! phase is empty, then the finalizer goes (FR5: the cluster cannot finish deleting first).
 //! Bad input (annotation, cluster name) is an Event + condition and blocks deletion until fixed.
+//! The finalizer dispatch, registry, metrics and completion Event are the engine's
+//! (engine::teardown); this module supplies validation and one pass.
 
 use super::annotations;
 use super::cluster::{self, ClusterNameError, LinkedAnnotations, ResolveError};
@@ -10,14 +12,12 @@ use super::metrics::ExternalMetrics;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
-use crate::engine::guard::{self, Guarded, Invalid, WatchHealth};
+use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::progress::Teardowns;
+use crate::engine::teardown::{Checked, Driver, Pass, Teardown, TeardownMetrics};
 use crate::metrics::InvalidObjectLabels;
-use crate::server::AppState;
-use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, Client, Resource, ResourceExt};
 use prometheus_client::metrics::counter::Counter;
@@ -27,7 +27,6 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
-use tokio_util::sync::CancellationToken;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
 
@@ -90,6 +89,7 @@ impl GcKind for AWSManagedControlPlane {
     }
 }
 
+/// What both kinds' teardowns share: clients, metrics, the Event publisher.
 pub struct ExternalCtx {
     pub client: Client,
     pub aws: AwsClients,
@@ -97,7 +97,6 @@ pub struct ExternalCtx {
     /// AlternativeGCStrategy: discover with describe calls instead of the tagging API.
     pub alternative_discovery: bool,
     events: Publisher,
-    teardowns: Teardowns,
     /// `sweeper_invalid_objects_total`, shared with the other collectors.
     invalid_objects: Family<InvalidObjectLabels, Counter>,
 }
@@ -108,7 +107,6 @@ impl ExternalCtx {
         aws: AwsClients,
         metrics: ExternalMetrics,
         alternative_discovery: bool,
-        teardowns: Teardowns,
         invalid_objects: Family<InvalidObjectLabels, Counter>,
     ) -> Self {
         ExternalCtx {
@@ -117,7 +115,6 @@ impl ExternalCtx {
             aws,
             metrics,
             alternative_discovery,
-            teardowns,
             invalid_objects,
         }
     }
@@ -138,302 +135,339 @@ pub enum ExternalError {
     },
 }
 
-pub async fn run<K: GcKind>(ctx: Arc<ExternalCtx>, state: AppState, shutdown: CancellationToken) {
-    let api: Api<Guarded<K>> = Api::all(ctx.client.clone());
-    let health = WatchHealth {
-        state,
-        component: K::COMPONENT,
-    };
-    guard::controller(api, health)
-        .graceful_shutdown_on(async move { shutdown.cancelled().await })
-        .run(reconcile_guarded::<K>, error_policy::<K>, ctx)
-        .for_each(|_| async {})
-        .await;
-}
-
-fn error_policy<K: GcKind>(
-    _o: Arc<Guarded<K>>,
-    e: &ExternalError,
-    _ctx: Arc<ExternalCtx>,
-) -> Action {
-    tracing::warn!(error = %e, "external reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(10))
-}
-
-async fn reconcile_guarded<K: GcKind>(
-    g: Arc<Guarded<K>>,
+/// One kind's teardown (the engine drives one controller per kind).
+pub struct KindTeardown<K> {
     ctx: Arc<ExternalCtx>,
-) -> Result<Action, ExternalError> {
-    match &g.0 {
-        Ok(o) => reconcile(Arc::new(o.clone()), ctx).await,
-        Err(bad) => undecodable::<K>(&ctx, &g, bad).await,
+    _kind: std::marker::PhantomData<fn() -> K>,
+}
+
+/// The external collector as `run` sees it: the engine's teardown driver for each kind, on one
+/// shared context.
+pub struct ExternalCollector {
+    clusters: Arc<Driver<KindTeardown<AWSCluster>>>,
+    control_planes: Arc<Driver<KindTeardown<AWSManagedControlPlane>>>,
+}
+
+impl ExternalCollector {
+    pub fn new(ctx: ExternalCtx, registry: Teardowns) -> Self {
+        let ctx = Arc::new(ctx);
+        ExternalCollector {
+            clusters: Arc::new(driver(ctx.clone(), registry.clone())),
+            control_planes: Arc::new(driver(ctx, registry)),
+        }
     }
 }
 
-/// An object sweeper cannot read as its kind: reported (condition, Event, log,
-/// `sweeper_invalid_objects_total`) and never acted on. As with any bad input of this collector,
-/// a finalizer we hold stays, so the cluster cannot finish deleting with its AWS resources
-/// unexamined; fixing the object resumes the teardown.
-#[tracing::instrument(skip_all, fields(object = %format!("{}/{}", g.namespace().unwrap_or_default(), g.name_any())))]
-async fn undecodable<K: GcKind>(
-    ctx: &ExternalCtx,
-    g: &Guarded<K>,
-    bad: &Invalid,
-) -> Result<Action, ExternalError> {
-    let ns = g.namespace().unwrap_or_default();
-    let label = format!("{} {ns}/{}", K::kind(&()), g.name_any());
-    let message =
-        format!("{label} cannot be read: {bad}; nothing is deleted for it until it is fixed");
-    let dynamic: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &ApiResource::erase::<K>(&()));
-    let changed = conditions::set(
-        &dynamic,
-        &g.name_any(),
-        Desired::not_done(Severity::Error, "InvalidObject", &message),
-    )
-    .await
-    .map_err(|source| ExternalError::Condition {
-        object: label.clone(),
-        source,
-    })?;
-    if changed {
-        tracing::warn!(field = %bad.field, error = %bad.error, "undecodable object: nothing will be deleted for it");
-        ctx.invalid_objects
-            .get_or_create(&InvalidObjectLabels {
-                collector: COLLECTOR.into(),
-                kind: K::kind(&()).into_owned(),
-            })
-            .inc();
-        ctx.events
-            .emit(
-                &g.object_ref(&()),
-                EventType::Warning,
-                "InvalidObject",
-                message,
-            )
-            .await;
+fn driver<K: GcKind>(ctx: Arc<ExternalCtx>, registry: Teardowns) -> Driver<KindTeardown<K>> {
+    let m = &ctx.metrics;
+    Driver {
+        collector: COLLECTOR,
+        metrics: TeardownMetrics {
+            in_progress: m.teardowns_in_progress.clone(),
+            seconds: m.teardown_seconds.clone(),
+            completed: m.teardowns_completed.clone(),
+            reconcile_failures: m.reconcile_failures.clone(),
+        },
+        registry,
+        done_reason: "ExternalResourcesDeleted",
+        retry_after: Duration::from_secs(10),
+        events: ctx.events.clone(),
+        teardown: KindTeardown {
+            ctx,
+            _kind: std::marker::PhantomData,
+        },
     }
-    Ok(Action::await_change())
 }
 
-struct Obj<'a, K> {
-    obj: &'a K,
-    api: Api<K>,
-    dynamic: Api<DynamicObject>,
-    label: String,
+impl crate::engine::collector::Collector for ExternalCollector {
+    fn name(&self) -> &'static str {
+        COLLECTOR
+    }
+
+    fn components(&self) -> Vec<&'static str> {
+        vec![AWSCluster::COMPONENT, AWSManagedControlPlane::COMPONENT]
+    }
+
+    fn run(
+        self: Box<Self>,
+        env: crate::engine::collector::RunEnv,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let client = self.clusters.teardown.ctx.client.clone();
+        let clusters = self.clusters.run(
+            Api::all(client.clone()),
+            env.state.clone(),
+            AWSCluster::COMPONENT,
+            env.shutdown.clone(),
+        );
+        let control_planes = self.control_planes.run(
+            Api::all(client),
+            env.state,
+            AWSManagedControlPlane::COMPONENT,
+            env.shutdown,
+        );
+        Box::pin(async move {
+            futures::future::join(clusters, control_planes).await;
+        })
+    }
 }
 
-impl<K: GcKind> Obj<'_, K> {
+/// What a valid object's teardown needs.
+pub struct Plan {
+    settings: annotations::GcSettings,
+    cluster_name: String,
+}
+
+impl<K: GcKind> KindTeardown<K> {
+    fn dynamic(&self, obj: &impl Resource<DynamicType = ()>) -> Api<DynamicObject> {
+        let ns = obj.meta().namespace.clone().unwrap_or_default();
+        Api::namespaced_with(self.ctx.client.clone(), &ns, &ApiResource::erase::<K>(&()))
+    }
+
+    fn label(obj: &impl Resource<DynamicType = ()>) -> String {
+        format!(
+            "{} {}/{}",
+            K::kind(&()),
+            obj.meta().namespace.as_deref().unwrap_or_default(),
+            obj.meta().name.as_deref().unwrap_or_default()
+        )
+    }
+
     /// Sets our condition; true when it changed.
-    async fn condition(&self, want: Desired<'_>) -> Result<bool, ExternalError> {
-        conditions::set(&self.dynamic, &self.obj.name_any(), want)
+    async fn condition(
+        &self,
+        obj: &impl Resource<DynamicType = ()>,
+        want: Desired<'_>,
+    ) -> Result<bool, ExternalError> {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        conditions::set(&self.dynamic(obj), &name, want)
             .await
             .map_err(|source| ExternalError::Condition {
-                object: self.label.clone(),
+                object: Self::label(obj),
                 source,
             })
     }
-}
 
-async fn event<K: GcKind>(
-    ctx: &ExternalCtx,
-    obj: &K,
-    type_: EventType,
-    reason: &str,
-    note: String,
-) {
-    ctx.events
-        .emit(&obj.object_ref(&()), type_, reason, note)
-        .await;
-}
-
-#[tracing::instrument(skip_all, fields(object = %format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())))]
-async fn reconcile<K: GcKind>(o: Arc<K>, ctx: Arc<ExternalCtx>) -> Result<Action, ExternalError> {
-    let ns = o.namespace().unwrap_or_default();
-    let this = Obj {
-        obj: &*o,
-        api: Api::namespaced(ctx.client.clone(), &ns),
-        dynamic: Api::namespaced_with(ctx.client.clone(), &ns, &ApiResource::erase::<K>(&())),
-        label: format!("{} {ns}/{}", K::kind(&()), o.name_any()),
-    };
-    let stage = finalizer::stage(&*o, FINALIZER);
-    match stage {
-        Stage::NotOurs => return Ok(Action::await_change()),
-        Stage::AddFinalizer => {
-            finalizer::add(&this.api, &*o, FINALIZER).await?;
-            return Ok(Action::await_change());
-        }
-        Stage::Live | Stage::Cleanup => {}
+    async fn warn(&self, obj: &impl Resource<DynamicType = ()>, reason: &str, note: String) {
+        self.ctx
+            .events
+            .emit(&obj.object_ref(&()), EventType::Warning, reason, note)
+            .await;
     }
-    // Validate before anything is deleted; report bad input while the object lives, too.
-    let linked = match o.linked_switches(&ctx.client).await {
-        Ok(linked) => linked,
-        // Nothing is at stake while the object lives; it is checked again at deletion.
-        Err(e) if stage == Stage::Live => {
-            tracing::warn!(error = %e, "cannot read the linked GC switches");
-            return Ok(Action::await_change());
-        }
-        Err(e) => {
-            // Whether the user opted out there is unknown: deleting now could delete what they
-            // asked to keep, so wait until it can be read.
-            let message = format!(
-                "cannot read the GC annotations that also apply to this object: {e}; nothing is deleted until they can be read"
-            );
-            tracing::warn!(error = %e, "linked GC switches unreadable: requeue");
-            this.condition(Desired::not_done(
-                Severity::Warning,
-                "SettingsUnreadable",
-                &message,
-            ))
-            .await?;
-            return Ok(Action::requeue(Duration::from_secs(10)));
-        }
-    };
-    let parsed = annotations::parse(o.annotations()).map_err(|e| e.to_string());
-    let parsed = match (parsed, linked) {
-        (Ok(own), Some((label, other))) => annotations::parse(&other)
-            .map(|other| annotations::combine(own, other))
-            .map_err(|e| format!("{label}: {e}")),
-        (parsed, _) => parsed,
-    };
-    let name = o.tag_name().map_err(|e| e.to_string());
-    let (settings, cluster_name) = match (parsed, name) {
-        (Ok(s), Ok(n)) => (s, n),
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::warn!(error = %e, "invalid GC configuration: nothing is deleted until it is fixed");
-            if this
-                .condition(Desired::not_done(
-                    Severity::Error,
-                    "InvalidConfiguration",
-                    &e,
-                ))
-                .await?
-            {
-                ctx.metrics.invalid_objects.inc();
-                event(&ctx, &*o, EventType::Warning, "InvalidConfiguration", e).await;
+}
+
+impl<K: GcKind> Teardown for KindTeardown<K> {
+    type Object = K;
+    type Plan = Plan;
+    type Error = ExternalError;
+
+    fn finalizer(&self) -> &'static str {
+        FINALIZER
+    }
+
+    /// A cluster is guarded from creation: with a typo in its annotations its deletion must wait
+    /// for the fix, not skip the teardown.
+    fn guard_before_validating(&self) -> bool {
+        true
+    }
+
+    fn api(&self, obj: &K) -> Api<K> {
+        Api::namespaced(
+            self.ctx.client.clone(),
+            obj.meta().namespace.as_deref().unwrap_or_default(),
+        )
+    }
+
+    /// Validates before anything is deleted; bad input is reported while the object lives, too.
+    async fn validate(&self, o: &K, stage: Stage) -> Result<Checked<Plan>, ExternalError> {
+        let linked = match o.linked_switches(&self.ctx.client).await {
+            Ok(linked) => linked,
+            // Nothing is at stake while the object lives; it is checked again at deletion.
+            Err(e) if stage == Stage::Live => {
+                tracing::warn!(error = %e, "cannot read the linked GC switches");
+                return Ok(Checked::Invalid {
+                    release: false,
+                    retry: None,
+                });
             }
-            // A fix on this object triggers a reconcile; a fix on the linked object does not,
-            // so a deletion waiting on it looks again now and then.
-            return Ok(match stage {
-                Stage::Cleanup => Action::requeue(Duration::from_secs(30)),
-                _ => Action::await_change(),
+            Err(e) => {
+                // Whether the user opted out there is unknown: deleting now could delete what
+                // they asked to keep, so wait until it can be read.
+                let message = format!(
+                    "cannot read the GC annotations that also apply to this object: {e}; nothing is deleted until they can be read"
+                );
+                tracing::warn!(error = %e, "linked GC switches unreadable: requeue");
+                self.condition(
+                    o,
+                    Desired::not_done(Severity::Warning, "SettingsUnreadable", &message),
+                )
+                .await?;
+                return Ok(Checked::Invalid {
+                    release: false,
+                    retry: Some(Duration::from_secs(10)),
+                });
+            }
+        };
+        let parsed = annotations::parse(o.annotations()).map_err(|e| e.to_string());
+        let parsed = match (parsed, linked) {
+            (Ok(own), Some((label, other))) => annotations::parse(&other)
+                .map(|other| annotations::combine(own, other))
+                .map_err(|e| format!("{label}: {e}")),
+            (parsed, _) => parsed,
+        };
+        match (parsed, o.tag_name().map_err(|e| e.to_string())) {
+            (Ok(settings), Ok(cluster_name)) => Ok(Checked::Valid(Plan {
+                settings,
+                cluster_name,
+            })),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(error = %e, "invalid GC configuration: nothing is deleted until it is fixed");
+                let want = Desired::not_done(Severity::Error, "InvalidConfiguration", &e);
+                if self.condition(o, want).await? {
+                    self.ctx.metrics.invalid_objects.inc();
+                    self.warn(o, "InvalidConfiguration", e).await;
+                }
+                // A fix on this object triggers a reconcile; a fix on the linked object does
+                // not, so a deletion waiting on it looks again now and then.
+                Ok(Checked::Invalid {
+                    release: false,
+                    retry: Some(Duration::from_secs(30)),
+                })
+            }
+        }
+    }
+
+    async fn live(&self, _o: &K, _plan: Plan) -> Result<(), ExternalError> {
+        Ok(())
+    }
+
+    async fn pass(&self, o: &K, plan: Plan) -> Result<Pass, ExternalError> {
+        let Plan {
+            settings,
+            cluster_name,
+        } = plan;
+        let req = TeardownRequest {
+            cluster_name: cluster_name.clone(),
+            external_gc: settings.external_gc,
+            tasks: settings.tasks.map(|ts| {
+                ts.iter()
+                    .filter_map(|t| t.as_str().parse::<GcTask>().ok())
+                    .collect()
+            }),
+            dry_run: false,
+            alternative_discovery: self.ctx.alternative_discovery,
+        };
+        let report = teardown_pass(&self.ctx.aws, &req).await;
+        let tally = Tally::of(&report, &self.ctx.metrics);
+        tracing::info!(cluster = %cluster_name, deleted = tally.deleted, remaining = tally.remaining.len(), errors = tally.errors.len(), done = report.done, "teardown pass");
+        if report.done {
+            let message = format!("all AWS resources of cluster {cluster_name} are deleted");
+            self.condition(o, Desired::done("Deleted", &message))
+                .await?;
+            return Ok(Pass::Done {
+                note: format!("AWS teardown of {cluster_name} finished"),
             });
         }
-    };
-    if stage == Stage::Live {
-        return Ok(Action::await_change());
+        let message = tally.summary();
+        // Failures are retried with backoff, so they are Warnings, not Errors (which CAPI
+        // reserves for what does not fix itself).
+        let (severity, reason) = if tally.errors.is_empty() {
+            (Severity::Info, "Deleting")
+        } else {
+            (Severity::Warning, "DeletionFailed")
+        };
+        let changed = self
+            .condition(o, Desired::not_done(severity, reason, &message))
+            .await?;
+        if !tally.errors.is_empty() && changed {
+            self.warn(o, "ExternalResourcesDeletionFailed", message)
+                .await;
+        }
+        let (phase, detail) = phase_of(&report);
+        Ok(Pass::Left {
+            phase,
+            detail,
+            after: Duration::from_secs(if tally.deleted > 0 { 1 } else { 5 }),
+        })
     }
-    cleanup(&ctx, &this, settings, cluster_name).await
+
+    /// An object sweeper cannot read as its kind: reported (condition, Event, log,
+    /// `sweeper_invalid_objects_total`) and never acted on. As with any bad input of this
+    /// collector, a finalizer we hold stays, so the cluster cannot finish deleting with its AWS
+    /// resources unexamined; fixing the object resumes the teardown.
+    async fn undecodable(&self, g: &Guarded<K>, bad: &Invalid) -> Result<(), ExternalError> {
+        let message = format!(
+            "{} cannot be read: {bad}; nothing is deleted for it until it is fixed",
+            Self::label(g)
+        );
+        let want = Desired::not_done(Severity::Error, "InvalidObject", &message);
+        if self.condition(g, want).await? {
+            tracing::warn!(field = %bad.field, error = %bad.error, "undecodable object: nothing will be deleted for it");
+            self.ctx
+                .invalid_objects
+                .get_or_create(&InvalidObjectLabels {
+                    collector: COLLECTOR.into(),
+                    kind: K::kind(&()).into_owned(),
+                })
+                .inc();
+            self.warn(g, "InvalidObject", message).await;
+        }
+        Ok(())
+    }
 }
 
-async fn cleanup<K: GcKind>(
-    ctx: &ExternalCtx,
-    this: &Obj<'_, K>,
-    settings: annotations::GcSettings,
-    cluster_name: String,
-) -> Result<Action, ExternalError> {
-    if ctx.teardowns.begin(COLLECTOR, &this.label).1 {
-        ctx.metrics.teardowns_in_progress.inc();
-    }
-    let req = TeardownRequest {
-        cluster_name: cluster_name.clone(),
-        external_gc: settings.external_gc,
-        tasks: settings.tasks.map(|ts| {
-            ts.iter()
-                .filter_map(|t| t.as_str().parse::<GcTask>().ok())
-                .collect()
-        }),
-        dry_run: false,
-        alternative_discovery: ctx.alternative_discovery,
-    };
-    let report = teardown_pass(&ctx.aws, &req).await;
-    let mut deleted = 0usize;
-    let mut remaining = Vec::new();
-    let mut errors = Vec::new();
-    for p in &report.phases {
-        for d in &p.deleted {
-            deleted += 1;
-            ctx.metrics
-                .deleted
-                .get_or_create(&ExternalMetrics::labels(&d.service, &d.kind))
-                .inc();
+/// What one pass did, counted into the metrics as it is read.
+struct Tally {
+    deleted: usize,
+    remaining: Vec<String>,
+    errors: Vec<String>,
+}
+
+impl Tally {
+    fn of(report: &sweeper_services::aws::teardown::TeardownReport, m: &ExternalMetrics) -> Tally {
+        let mut t = Tally {
+            deleted: 0,
+            remaining: Vec::new(),
+            errors: Vec::new(),
+        };
+        for p in &report.phases {
+            for d in &p.deleted {
+                t.deleted += 1;
+                m.deleted
+                    .get_or_create(&ExternalMetrics::labels(&d.service, &d.kind))
+                    .inc();
+            }
+            for (r, why) in &p.remaining {
+                m.errors
+                    .get_or_create(&ExternalMetrics::labels(&r.service, &r.kind))
+                    .inc();
+                t.remaining
+                    .push(format!("phase {}: {} {} ({why})", p.phase, r.kind, r.id));
+            }
+            t.errors
+                .extend(p.errors.iter().map(|e| format!("phase {}: {e}", p.phase)));
         }
-        for (r, why) in &p.remaining {
-            ctx.metrics
-                .errors
-                .get_or_create(&ExternalMetrics::labels(&r.service, &r.kind))
-                .inc();
-            remaining.push(format!("phase {}: {} {} ({why})", p.phase, r.kind, r.id));
+        t
+    }
+
+    /// The condition message: errors first, then what is left, at most ten.
+    fn summary(&self) -> String {
+        let mut left: Vec<String> = self
+            .errors
+            .iter()
+            .chain(self.remaining.iter())
+            .take(10)
+            .cloned()
+            .collect();
+        let all = self.errors.len() + self.remaining.len();
+        if all > left.len() {
+            left.push(format!("… and {} more", all - left.len()));
         }
-        errors.extend(p.errors.iter().map(|e| format!("phase {}: {e}", p.phase)));
+        if left.is_empty() {
+            "teardown in progress".to_string()
+        } else {
+            left.join("; ")
+        }
     }
-    tracing::info!(cluster = %cluster_name, deleted, remaining = remaining.len(), errors = errors.len(), done = report.done, "teardown pass");
-    let (phase, detail) = phase_of(&report);
-    ctx.teardowns.update(COLLECTOR, &this.label, phase, detail);
-    if report.done {
-        this.condition(Desired::done(
-            "Deleted",
-            &format!("all AWS resources of cluster {cluster_name} are deleted"),
-        ))
-        .await?;
-        finalizer::remove(&this.api, this.obj, FINALIZER).await?;
-        let secs = ctx
-            .teardowns
-            .finish(COLLECTOR, &this.label)
-            .unwrap_or_default()
-            .as_secs_f64();
-        ctx.metrics.teardowns_in_progress.dec();
-        ctx.metrics.teardown_seconds.observe(secs);
-        event(
-            ctx,
-            this.obj,
-            EventType::Normal,
-            "ExternalResourcesDeleted",
-            format!("AWS teardown of {cluster_name} finished in {secs:.0}s"),
-        )
-        .await;
-        return Ok(Action::await_change());
-    }
-    let mut left: Vec<String> = errors
-        .iter()
-        .chain(remaining.iter())
-        .take(10)
-        .cloned()
-        .collect();
-    let more = errors.len() + remaining.len();
-    if more > left.len() {
-        left.push(format!("… and {} more", more - left.len()));
-    }
-    let message = if left.is_empty() {
-        "teardown in progress".to_string()
-    } else {
-        left.join("; ")
-    };
-    // Failures are retried with backoff, so they are Warnings, not Errors (which CAPI reserves
-    // for what does not fix itself).
-    let (severity, reason) = if errors.is_empty() {
-        (Severity::Info, "Deleting")
-    } else {
-        (Severity::Warning, "DeletionFailed")
-    };
-    let changed = this
-        .condition(Desired::not_done(severity, reason, &message))
-        .await?;
-    if !errors.is_empty() && changed {
-        event(
-            ctx,
-            this.obj,
-            EventType::Warning,
-            "ExternalResourcesDeletionFailed",
-            message,
-        )
-        .await;
-    }
-    Ok(Action::requeue(Duration::from_secs(if deleted > 0 {
-        1
-    } else {
-        5
-    })))
 }
 
 /// The collector's name in the teardown registry (`sweeper status`).

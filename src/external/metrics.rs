@@ -20,6 +20,9 @@ pub struct ExternalMetrics {
     pub teardowns_in_progress: Gauge,
     pub teardown_seconds: Histogram,
     pub invalid_objects: Counter,
+    pub teardowns_completed: Counter,
+    /// Reconciles that failed (an API error), retried after a pause.
+    pub reconcile_failures: Counter,
 }
 
 impl Default for ExternalMetrics {
@@ -32,6 +35,8 @@ impl Default for ExternalMetrics {
                 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0,
             ]),
             invalid_objects: Counter::default(),
+            teardowns_completed: Counter::default(),
+            reconcile_failures: Counter::default(),
         }
     }
 }
@@ -63,6 +68,16 @@ impl ExternalMetrics {
             "invalid_objects",
             "Passes refused for a bad annotation or cluster name",
             self.invalid_objects.clone(),
+        );
+        r.register(
+            "teardowns_completed",
+            "Cluster teardowns finished (finalizer released)",
+            self.teardowns_completed.clone(),
+        );
+        r.register(
+            "reconcile_failures",
+            "External reconciles that failed with an API error (retried)",
+            self.reconcile_failures.clone(),
         );
     }
 

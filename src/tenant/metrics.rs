@@ -27,6 +27,8 @@ pub struct TenantMetrics {
     pub listed_objects: Family<StrategyLabels, Counter>,
     pub teardown_seconds: Histogram,
     pub invalid_tenants: Counter,
+    /// Reconciles that failed (an API error), retried after a pause.
+    pub reconcile_failures: Counter,
 }
 
 impl Default for TenantMetrics {
@@ -39,6 +41,7 @@ impl Default for TenantMetrics {
             listed_objects: Family::default(),
             teardown_seconds: Histogram::new([0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0]),
             invalid_tenants: Counter::default(),
+            reconcile_failures: Counter::default(),
         }
     }
 }
@@ -80,6 +83,11 @@ impl TenantMetrics {
             "invalid_tenants",
             "Tenants refused for an invalid id",
             self.invalid_tenants.clone(),
+        );
+        r.register(
+            "reconcile_failures",
+            "Tenant reconciles that failed with an API error (retried)",
+            self.reconcile_failures.clone(),
         );
     }
 

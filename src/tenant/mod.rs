@@ -5,4 +5,5 @@ pub mod controller;
 pub mod id;
 pub mod inventory;
 pub mod metrics;
+pub mod status;
 pub mod teardown;

@@ -1,0 +1,38 @@
+//! What `sweeper run` needs of a collector, and nothing more: its name, the readiness components it
+//! reports, the HTTP routes it serves, and a future that runs it until shutdown. `run` builds a list
+//! of these from the feature gates and treats them alike; adding a collector is adding one entry.
+
+use crate::engine::discovery::DiscoveryReport;
+use crate::server::AppState;
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// What a leading replica hands every collector when it starts it.
+#[derive(Clone)]
+pub struct RunEnv {
+    /// Each discovery refresh (None until the first one).
+    pub discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
+    /// Readiness and metrics.
+    pub state: AppState,
+    /// Cancelled on SIGTERM or when the lease is lost.
+    pub shutdown: CancellationToken,
+}
+
+pub trait Collector: Send {
+    /// For logs.
+    fn name(&self) -> &'static str;
+
+    /// Readiness components this collector reports; /readyz waits for all of them once leading.
+    fn components(&self) -> Vec<&'static str>;
+
+    /// Query routes served by the HTTP port (mounted before the collector runs, so a standby
+    /// answers them too).
+    fn routes(&self) -> Option<axum::Router> {
+        None
+    }
+
+    /// The collector, running until `env.shutdown` is cancelled.
+    fn run(self: Box<Self>, env: RunEnv) -> BoxFuture<'static, ()>;
+}

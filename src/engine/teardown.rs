@@ -1,0 +1,278 @@
+//! The controller every teardown collector shares, in the spirit of kube-runtime's `finalizer()`:
+//! the engine owns the finalizer dispatch, per-object decoding, the teardown registry
+//! (`sweeper status`), the in-progress gauge, the duration histogram, the completions counter,
+//! `sweeper_<collector>_reconcile_failures_total` and the completion Event. A collector supplies
+//! only what differs: how to validate an object, what to do while it lives, and one idempotent
+//! pass that says whether anything is left.
+
+use crate::engine::events::Publisher;
+use crate::engine::finalizer::{self, FinalizerError, Stage};
+use crate::engine::guard::{self, Guarded, Invalid, WatchHealth};
+use crate::engine::progress::Teardowns;
+use crate::server::AppState;
+use futures::StreamExt;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What validation decided.
+pub enum Checked<P> {
+    /// Good input: what the teardown needs.
+    Valid(P),
+    /// Bad input, already reported on the object by the collector. Nothing is deleted. `release`:
+    /// the finalizer goes anyway (the input can never be fixed); else it stays until fixed.
+    /// `retry`: look again after this long (a fix elsewhere triggers no reconcile).
+    Invalid {
+        release: bool,
+        retry: Option<Duration>,
+    },
+}
+
+/// What one pass left.
+pub enum Pass {
+    /// Nothing: the finalizer may go. `note` goes into the completion Event (the duration is
+    /// appended).
+    Done { note: String },
+    /// Work is left: the phase and detail for `sweeper status`, and when to look again.
+    Left {
+        phase: String,
+        detail: String,
+        after: Duration,
+    },
+}
+
+/// The metrics the engine keeps for a collector's teardowns (handles into its registry).
+#[derive(Clone)]
+pub struct TeardownMetrics {
+    pub in_progress: Gauge,
+    pub seconds: Histogram,
+    pub completed: Counter,
+    pub reconcile_failures: Counter,
+}
+
+/// The object kinds a teardown collector watches.
+pub trait TeardownObject:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> TeardownObject for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+/// What a teardown collector supplies.
+pub trait Teardown: Send + Sync + 'static {
+    type Object: TeardownObject;
+    type Plan: Send;
+    type Error: std::error::Error + From<FinalizerError> + Send + Sync + 'static;
+
+    /// The finalizer this collector holds while it may still have to tear down.
+    fn finalizer(&self) -> &'static str;
+
+    /// Whether the finalizer is added before validation: true where an unguarded deletion of an
+    /// object with bad input would skip a teardown the user expects (a cluster with a typo in its
+    /// annotations); false where bad input means the object is not ours at all (an invalid
+    /// tenant id).
+    fn guard_before_validating(&self) -> bool;
+
+    /// Whether new objects get the finalizer at all (a dry run only reports).
+    fn takes_finalizer(&self) -> bool {
+        true
+    }
+
+    /// The API the object is read and patched through (its namespace, or cluster-wide).
+    fn api(&self, obj: &Self::Object) -> Api<Self::Object>;
+
+    /// Checks the object; bad input is reported on it by the collector.
+    fn validate(
+        &self,
+        obj: &Self::Object,
+        stage: Stage,
+    ) -> impl Future<Output = Result<Checked<Self::Plan>, Self::Error>> + Send;
+
+    /// A valid object that is not being deleted (e.g. write its status).
+    fn live(
+        &self,
+        obj: &Self::Object,
+        plan: Self::Plan,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// One idempotent teardown pass, re-deriving what is left from the world.
+    fn pass(
+        &self,
+        obj: &Self::Object,
+        plan: Self::Plan,
+    ) -> impl Future<Output = Result<Pass, Self::Error>> + Send;
+
+    /// An object that does not decode as `Object`: report it; nothing is deleted for it.
+    fn undecodable(
+        &self,
+        obj: &Guarded<Self::Object>,
+        bad: &Invalid,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// The finalizer is gone (teardown complete, or released on bad input): forget per-object
+    /// memory.
+    fn released(&self, _obj: &Self::Object) {}
+}
+
+/// The engine's side of a teardown collector.
+pub struct Driver<T> {
+    pub collector: &'static str,
+    pub teardown: T,
+    pub metrics: TeardownMetrics,
+    pub registry: Teardowns,
+    /// The Normal Event's reason when a teardown completes.
+    pub done_reason: &'static str,
+    /// How long after a failed reconcile to try again.
+    pub retry_after: Duration,
+    pub events: Publisher,
+}
+
+impl<T: Teardown> Driver<T>
+where
+    <T::Object as Resource>::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
+{
+    /// Runs the controller until `shutdown`; its watch health is `component` on `state`.
+    pub async fn run(
+        self: Arc<Self>,
+        api: Api<Guarded<T::Object>>,
+        state: AppState,
+        component: &'static str,
+        shutdown: CancellationToken,
+    ) {
+        let health = WatchHealth { state, component };
+        let collector = self.collector;
+        guard::controller(api, health)
+            .graceful_shutdown_on(async move { shutdown.cancelled().await })
+            .run(reconcile::<T>, error_policy::<T>, self)
+            .for_each(|r| async move {
+                if let Err(e) = r {
+                    tracing::debug!(collector, error = %e, "reconcile");
+                }
+            })
+            .await;
+    }
+
+    /// The object's name in `sweeper status`: `Kind ns/name`, or `Kind name` when
+    /// cluster-scoped (how `kubectl describe` names it, and what the status tests read).
+    fn label(obj: &impl Resource<DynamicType = ()>) -> String {
+        match obj.meta().namespace.as_deref() {
+            Some(ns) => format!("{} {ns}/{}", T::Object::kind(&()), obj.name_any()),
+            None => format!("{} {}", T::Object::kind(&()), obj.name_any()),
+        }
+    }
+
+    async fn cleanup(&self, obj: &T::Object, plan: T::Plan) -> Result<Action, T::Error> {
+        let label = Self::label(obj);
+        if self.registry.begin(self.collector, &label).1 {
+            self.metrics.in_progress.inc();
+        }
+        match self.teardown.pass(obj, plan).await? {
+            Pass::Left {
+                phase,
+                detail,
+                after,
+            } => {
+                self.registry.update(self.collector, &label, phase, detail);
+                Ok(Action::requeue(after))
+            }
+            Pass::Done { note } => {
+                finalizer::remove(&self.teardown.api(obj), obj, self.teardown.finalizer()).await?;
+                self.teardown.released(obj);
+                let secs = self
+                    .registry
+                    .finish(self.collector, &label)
+                    .unwrap_or_default()
+                    .as_secs_f64();
+                self.metrics.in_progress.dec();
+                self.metrics.completed.inc();
+                self.metrics.seconds.observe(secs);
+                tracing::info!(seconds = secs, "teardown complete; finalizer released");
+                self.events
+                    .emit(
+                        &obj.object_ref(&()),
+                        EventType::Normal,
+                        self.done_reason,
+                        format!("{note} ({secs:.1}s)"),
+                    )
+                    .await;
+                Ok(Action::await_change())
+            }
+        }
+    }
+}
+
+fn error_policy<T: Teardown>(
+    _obj: Arc<Guarded<T::Object>>,
+    e: &T::Error,
+    driver: Arc<Driver<T>>,
+) -> Action {
+    driver.metrics.reconcile_failures.inc();
+    tracing::warn!(collector = driver.collector, error = %e, "reconcile failed; retrying");
+    Action::requeue(driver.retry_after)
+}
+
+#[tracing::instrument(skip_all, fields(collector = driver.collector, object = %Driver::<T>::label(&*g)))]
+async fn reconcile<T: Teardown>(
+    g: Arc<Guarded<T::Object>>,
+    driver: Arc<Driver<T>>,
+) -> Result<Action, T::Error>
+where
+    <T::Object as Resource>::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
+{
+    let t = &driver.teardown;
+    let obj = match &g.0 {
+        Ok(obj) => obj,
+        Err(bad) => {
+            t.undecodable(&g, bad).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let stage = finalizer::stage(obj, t.finalizer());
+    if stage == Stage::NotOurs {
+        return Ok(Action::await_change());
+    }
+    if stage == Stage::AddFinalizer && t.guard_before_validating() {
+        finalizer::add(&t.api(obj), obj, t.finalizer()).await?;
+        return Ok(Action::await_change());
+    }
+    let plan = match t.validate(obj, stage).await? {
+        Checked::Valid(plan) => plan,
+        Checked::Invalid { release, retry } => {
+            if release && stage == Stage::Cleanup {
+                finalizer::remove(&t.api(obj), obj, t.finalizer()).await?;
+                t.released(obj);
+            }
+            return Ok(match (stage, retry) {
+                (Stage::Cleanup, Some(after)) => Action::requeue(after),
+                _ => Action::await_change(),
+            });
+        }
+    };
+    match stage {
+        Stage::AddFinalizer => {
+            if t.takes_finalizer() {
+                finalizer::add(&t.api(obj), obj, t.finalizer()).await?;
+            }
+            Ok(Action::await_change())
+        }
+        Stage::Live => {
+            t.live(obj, plan).await?;
+            Ok(Action::await_change())
+        }
+        Stage::Cleanup => driver.cleanup(obj, plan).await,
+        Stage::NotOurs => Ok(Action::await_change()),
+    }
+}
