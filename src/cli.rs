@@ -232,7 +232,7 @@ pub enum GcCommand {
         cluster: GcCluster,
         /// load-balancer, target-group or security-group; repeat for several.
         #[arg(long = "gc-task")]
-        tasks: Vec<crate::external::annotations::Task>,
+        tasks: Vec<sweeper_services::aws::teardown::GcTask>,
     },
 }
 

@@ -3,62 +3,29 @@
 //!   (phase 2), "false" = opt out (phases 1 and 3 still run). Anything else is an error.
 //! - `aws.cluster.x-k8s.io/external-resource-tasks-gc`: comma list of `load-balancer`,
 //!   `target-group`, `security-group` limiting phase 2; absent = all. An unknown or empty task is
-//!   an error.
+//!   an error. The list parses straight into the services crate's `GcTask`, whose names are the
+//!   ones the registered cleaners declare: there is no second list to keep in step.
 //!
 //! An error here means: a Warning Event and a condition naming the bad value, and nothing is
 //! deleted until it is fixed.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
+
+use sweeper_services::aws::teardown::{GcTask, UnknownGcTask};
 
 pub const GC_ANNOTATION: &str = "aws.cluster.x-k8s.io/external-resource-gc";
 pub const TASKS_ANNOTATION: &str = "aws.cluster.x-k8s.io/external-resource-tasks-gc";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Task {
-    LoadBalancer,
-    TargetGroup,
-    SecurityGroup,
-}
-
-impl Task {
-    pub const ALL: [Task; 3] = [Task::LoadBalancer, Task::TargetGroup, Task::SecurityGroup];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Task::LoadBalancer => "load-balancer",
-            Task::TargetGroup => "target-group",
-            Task::SecurityGroup => "security-group",
-        }
-    }
-}
-
-impl fmt::Display for Task {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
 pub enum AnnotationError {
     #[error("annotation {GC_ANNOTATION} has value {0:?}: use \"true\" or \"false\"")]
     BadSwitch(String),
-    #[error(
-        "annotation {TASKS_ANNOTATION} has unknown task {0:?}: use load-balancer, target-group, security-group"
-    )]
-    UnknownTask(String),
+    /// The known names come from the registered phase-2 cleaners (`GcTask`'s parser), so a new
+    /// cleaner's task is accepted here without touching this file.
+    #[error("annotation {TASKS_ANNOTATION} has unknown task {:?}: use {}", .0.given, .0.expected)]
+    UnknownTask(#[from] UnknownGcTask),
     #[error("annotation {TASKS_ANNOTATION} has an empty task in {0:?}")]
     EmptyTask(String),
-}
-
-impl FromStr for Task {
-    type Err = AnnotationError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Task::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| AnnotationError::UnknownTask(s.to_string()))
-    }
 }
 
 /// What the annotations ask for.
@@ -67,7 +34,7 @@ pub struct GcSettings {
     /// Phase 2 (external resources) runs.
     pub external_gc: bool,
     /// Phase 2 cleaners selected; `None` = all.
-    pub tasks: Option<Vec<Task>>,
+    pub tasks: Option<Vec<GcTask>>,
 }
 
 pub fn parse(annotations: &BTreeMap<String, String>) -> Result<GcSettings, AnnotationError> {
@@ -85,7 +52,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<GcSettings, Annot
                 if part.is_empty() {
                     return Err(AnnotationError::EmptyTask(list.clone()));
                 }
-                let t: Task = part.parse()?;
+                let t: GcTask = part.parse()?;
                 if !tasks.contains(&t) {
                     tasks.push(t);
                 }
@@ -115,6 +82,10 @@ pub fn combine(a: GcSettings, b: GcSettings) -> GcSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn task(name: &str) -> GcTask {
+        name.parse().unwrap()
+    }
 
     fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -160,15 +131,24 @@ mod tests {
             "load-balancer, target-group,load-balancer",
         )]))
         .unwrap();
-        assert_eq!(s.tasks, Some(vec![Task::LoadBalancer, Task::TargetGroup]));
+        assert_eq!(
+            s.tasks,
+            Some(vec![task("load-balancer"), task("target-group")])
+        );
     }
 
     #[test]
     fn unknown_or_empty_tasks_are_errors() {
-        assert_eq!(
-            parse(&ann(&[(TASKS_ANNOTATION, "load-balancer,nat-gateway")])).unwrap_err(),
-            AnnotationError::UnknownTask("nat-gateway".into())
-        );
+        let e = parse(&ann(&[(TASKS_ANNOTATION, "load-balancer,nat-gateway")])).unwrap_err();
+        let AnnotationError::UnknownTask(unknown) = &e else {
+            panic!("expected UnknownTask, got {e:?}");
+        };
+        assert_eq!(unknown.given, "nat-gateway");
+        let text = e.to_string();
+        assert!(text.contains("\"nat-gateway\""), "{text}");
+        for known in ["load-balancer", "target-group", "security-group"] {
+            assert!(text.contains(known), "the error lists {known}: {text}");
+        }
         assert!(matches!(
             parse(&ann(&[(TASKS_ANNOTATION, "")])),
             Err(AnnotationError::EmptyTask(_))
@@ -179,10 +159,10 @@ mod tests {
         ));
     }
 
-    fn settings(external_gc: bool, tasks: Option<&[Task]>) -> GcSettings {
+    fn settings(external_gc: bool, tasks: Option<&[GcTask]>) -> GcSettings {
         GcSettings {
             external_gc,
-            tasks: tasks.map(<[Task]>::to_vec),
+            tasks: tasks.map(<[GcTask]>::to_vec),
         }
     }
 
@@ -196,24 +176,25 @@ mod tests {
 
     #[test]
     fn tasks_on_both_are_intersected_on_one_apply() {
-        use Task::*;
+        let (lb, tg, sg) = (
+            task("load-balancer"),
+            task("target-group"),
+            task("security-group"),
+        );
         let both = combine(
-            settings(true, Some(&[LoadBalancer, TargetGroup])),
-            settings(true, Some(&[TargetGroup, SecurityGroup])),
+            settings(true, Some(&[lb, tg])),
+            settings(true, Some(&[tg, sg])),
         );
-        assert_eq!(both.tasks, Some(vec![TargetGroup]));
-        let disjoint = combine(
-            settings(true, Some(&[LoadBalancer])),
-            settings(true, Some(&[SecurityGroup])),
-        );
+        assert_eq!(both.tasks, Some(vec![tg]));
+        let disjoint = combine(settings(true, Some(&[lb])), settings(true, Some(&[sg])));
         assert_eq!(disjoint.tasks, Some(vec![]), "nothing both allow");
         assert_eq!(
-            combine(settings(true, None), settings(true, Some(&[SecurityGroup]))).tasks,
-            Some(vec![SecurityGroup])
+            combine(settings(true, None), settings(true, Some(&[sg]))).tasks,
+            Some(vec![sg])
         );
         assert_eq!(
-            combine(settings(true, Some(&[LoadBalancer])), settings(true, None)).tasks,
-            Some(vec![LoadBalancer])
+            combine(settings(true, Some(&[lb])), settings(true, None)).tasks,
+            Some(vec![lb])
         );
         assert_eq!(
             combine(settings(true, None), settings(true, None)).tasks,

@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
-use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
+use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
 
@@ -348,11 +348,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         let req = TeardownRequest {
             cluster_name: cluster_name.clone(),
             external_gc: settings.external_gc,
-            tasks: settings.tasks.map(|ts| {
-                ts.iter()
-                    .filter_map(|t| t.as_str().parse::<GcTask>().ok())
-                    .collect()
-            }),
+            tasks: settings.tasks,
             dry_run: false,
             alternative_discovery: self.ctx.alternative_discovery,
         };

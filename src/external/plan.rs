@@ -5,7 +5,7 @@ use super::annotations;
 use super::cluster;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
-use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
+use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 
 /// Renders the plan for the CAPI Cluster `name` in `namespace`.
 pub async fn plan(
@@ -52,11 +52,7 @@ pub async fn plan(
     let req = TeardownRequest {
         cluster_name: tag_name.clone(),
         external_gc: settings.external_gc,
-        tasks: settings.tasks.map(|ts| {
-            ts.iter()
-                .filter_map(|t| t.as_str().parse::<GcTask>().ok())
-                .collect()
-        }),
+        tasks: settings.tasks,
         dry_run: true,
         alternative_discovery: alternative,
     };

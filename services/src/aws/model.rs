@@ -74,7 +74,7 @@ impl fmt::Display for GcTask {
     }
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error("unknown GC task {given:?}: expected one of {expected}")]
 pub struct UnknownGcTask {
     pub given: String,
