@@ -5,6 +5,7 @@ use super::actions::{self, Target};
 use super::context::Ctx;
 use super::metrics::CascadeMetrics;
 use super::worker::WorkError;
+use crate::engine::graph::kinds::ResolvedKind;
 use crate::engine::graph::node::CLUSTER;
 use crate::engine::graph::uid::Uid;
 use crate::engine::meta::FINALIZER_ORPHAN;
@@ -25,53 +26,60 @@ pub async fn run(ctx: Arc<Ctx>) {
 
 struct Edit {
     gvk: String,
-    resolved: Option<crate::engine::graph::kinds::ResolvedKind>,
+    resolved: Option<ResolvedKind>,
     namespace: Option<String>,
     name: String,
     rv: u64,
     refs: Vec<serde_json::Value>,
 }
 
+/// Where the owner's finalizer is released: its kind, namespace, name and uid.
+type OwnerTarget = (Option<ResolvedKind>, Option<String>, String, String);
+
+/// The dependents' rewritten owner references and the owner's coordinates, read under the graph's
+/// read lock; `None` when the owner is gone or no longer orphaning.
+fn plan(ctx: &Ctx, owner: Uid) -> Option<(Vec<Edit>, OwnerTarget)> {
+    let g = ctx.read();
+    let node = g.get(&owner)?;
+    if !node.orphaning() {
+        return None;
+    }
+    let edits: Vec<Edit> = g
+        .dependents(node)
+        .filter(|d| d.observed())
+        .map(|d| {
+            let info = g.kinds.info(d.kind);
+            Edit {
+                gvk: format!("{}/{}", info.api_version, info.kind),
+                resolved: g.kinds.resolve(d.kind).cloned(),
+                namespace: g.namespace(d.namespace).map(str::to_string),
+                name: d.name.to_string(),
+                rv: d.resource_version,
+                refs: d
+                    .owners
+                    .iter()
+                    .filter(|l| l.uid != owner)
+                    .map(|l| super::snapshot::owner_ref_json(&g, l))
+                    .collect(),
+            }
+        })
+        .collect();
+    let target = (
+        g.kinds.resolve(node.kind).cloned(),
+        (node.namespace != CLUSTER)
+            .then(|| g.namespace(node.namespace).map(str::to_string))
+            .flatten(),
+        node.name.to_string(),
+        g.uid_text(&owner),
+    );
+    Some((edits, target))
+}
+
 #[tracing::instrument(skip(ctx, owner), fields(owner = %owner))]
 async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), WorkError> {
     // Collect the rewrites under the read lock; make the calls without it.
-    let (edits, owner_target) = {
-        let g = ctx.read();
-        let Some(node) = g.get(&owner) else {
-            return Ok(());
-        };
-        if !node.orphaning() {
-            return Ok(());
-        }
-        let edits: Vec<Edit> = g
-            .dependents(node)
-            .filter(|d| d.observed())
-            .map(|d| {
-                let info = g.kinds.info(d.kind);
-                Edit {
-                    gvk: format!("{}/{}", info.api_version, info.kind),
-                    resolved: g.kinds.resolve(d.kind).cloned(),
-                    namespace: g.namespace(d.namespace).map(str::to_string),
-                    name: d.name.to_string(),
-                    rv: d.resource_version,
-                    refs: d
-                        .owners
-                        .iter()
-                        .filter(|l| l.uid != owner)
-                        .map(|l| super::snapshot::owner_ref_json(&g, l))
-                        .collect(),
-                }
-            })
-            .collect();
-        let target = (
-            g.kinds.resolve(node.kind).cloned(),
-            (node.namespace != CLUSTER)
-                .then(|| g.namespace(node.namespace).map(str::to_string))
-                .flatten(),
-            node.name.to_string(),
-            g.uid_text(&owner),
-        );
-        (edits, target)
+    let Some((edits, owner_target)) = plan(ctx, owner) else {
+        return Ok(()); // gone, or no longer orphaning
     };
     if ctx.config.dry_run {
         tracing::info!(dependents = edits.len(), "dry run: would orphan dependents");

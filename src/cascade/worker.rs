@@ -2,7 +2,7 @@
 //! and collect objects whose owners are gone.
 
 use super::actions::{self, ActionError, Outcome, Target};
-use super::classify::{Decision, OwnerStatus, decide};
+use super::classify::{Decision, OwnerStatus, Propagation, decide};
 use super::context::Ctx;
 use super::metrics::CascadeMetrics;
 use super::snapshot::Snapshot;
@@ -129,81 +129,92 @@ async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure> {
                 .unwrap_or_default();
             Err(fail(WorkError::UnknownOwnerKind { object, kind }))
         }
-        Decision::RemoveOwnerRefs(drop) => {
-            let keep: Vec<serde_json::Value> = snap
-                .owners
-                .iter()
-                .zip(&snap.owner_refs)
-                .filter(|((l, _), _)| !drop.contains(&l.uid))
-                .map(|(_, r)| r.clone())
-                .collect();
-            if ctx.config.dry_run {
-                tracing::info!(
-                    removed = drop.len(),
-                    "dry run: would remove dangling owner references"
-                );
-                return Ok(());
-            }
-            actions::set_owner_references(
-                &ctx.client,
-                &target,
-                snap.node.resource_version,
-                keep.into(),
-            )
+        Decision::RemoveOwnerRefs(drop) => remove_owner_refs(ctx, &snap, &target, &drop)
             .await
-            .map_err(|e| fail(e.into()))?;
-            ctx.metrics
-                .owner_refs_removed
-                .get_or_create(&CascadeMetrics::resource(&snap.gvk))
-                .inc();
-            tracing::info!(
-                removed = drop.len(),
-                "removed owner references to absent or waiting owners; a solid owner remains"
-            );
-            Ok(())
-        }
+            .map_err(fail),
         Decision::Delete {
             policy,
             unblock_first,
-        } => {
-            if ctx.config.dry_run {
-                tracing::info!(policy = policy.as_str(), "dry run: would delete");
-                ctx.metrics
-                    .would_delete
-                    .get_or_create(&CascadeMetrics::resource(&snap.gvk))
-                    .inc();
-                return Ok(());
-            }
-            let mut rv = snap.node.resource_version;
-            if unblock_first {
-                // Break a potential foreground cycle: our owners must not wait on us.
-                let refs: Vec<serde_json::Value> = snap
-                    .owner_refs
-                    .iter()
-                    .map(|r| {
-                        let mut r = r.clone();
-                        r["blockOwnerDeletion"] = false.into();
-                        r
-                    })
-                    .collect();
-                actions::set_owner_references(&ctx.client, &target, rv, refs.into())
-                    .await
-                    .map_err(|e| fail(e.into()))?;
-                rv = 0; // the patch moved the version on; the uid precondition still guards
-            }
-            let outcome = actions::delete(&ctx.client, &target, &snap.uid_text, rv, policy)
-                .await
-                .map_err(|e| fail(e.into()))?;
-            if outcome == Outcome::Done {
-                ctx.metrics
-                    .deleted
-                    .get_or_create(&CascadeMetrics::resource(&snap.gvk))
-                    .inc();
-                tracing::info!(policy = policy.as_str(), "deleted: every owner is gone");
-            }
-            Ok(())
-        }
+        } => delete(ctx, &snap, &target, policy, unblock_first)
+            .await
+            .map_err(fail),
     }
+}
+
+/// A solid owner keeps the object: drop its references to absent or waiting owners.
+async fn remove_owner_refs(
+    ctx: &Ctx,
+    snap: &Snapshot,
+    target: &Target<'_>,
+    drop: &[Uid],
+) -> Result<(), WorkError> {
+    let keep: Vec<serde_json::Value> = snap
+        .owners
+        .iter()
+        .zip(&snap.owner_refs)
+        .filter(|((l, _), _)| !drop.contains(&l.uid))
+        .map(|(_, r)| r.clone())
+        .collect();
+    if ctx.config.dry_run {
+        tracing::info!(
+            removed = drop.len(),
+            "dry run: would remove dangling owner references"
+        );
+        return Ok(());
+    }
+    actions::set_owner_references(&ctx.client, target, snap.node.resource_version, keep.into())
+        .await?;
+    ctx.metrics
+        .owner_refs_removed
+        .get_or_create(&CascadeMetrics::resource(&snap.gvk))
+        .inc();
+    tracing::info!(
+        removed = drop.len(),
+        "removed owner references to absent or waiting owners; a solid owner remains"
+    );
+    Ok(())
+}
+
+/// Every owner is gone (or deleting in the background): delete the object.
+async fn delete(
+    ctx: &Ctx,
+    snap: &Snapshot,
+    target: &Target<'_>,
+    policy: Propagation,
+    unblock_first: bool,
+) -> Result<(), WorkError> {
+    if ctx.config.dry_run {
+        tracing::info!(policy = policy.as_str(), "dry run: would delete");
+        ctx.metrics
+            .would_delete
+            .get_or_create(&CascadeMetrics::resource(&snap.gvk))
+            .inc();
+        return Ok(());
+    }
+    let mut rv = snap.node.resource_version;
+    if unblock_first {
+        // Break a potential foreground cycle: our owners must not wait on us.
+        let refs: Vec<serde_json::Value> = snap
+            .owner_refs
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r["blockOwnerDeletion"] = false.into();
+                r
+            })
+            .collect();
+        actions::set_owner_references(&ctx.client, target, rv, refs.into()).await?;
+        rv = 0; // the patch moved the version on; the uid precondition still guards
+    }
+    let outcome = actions::delete(&ctx.client, target, &snap.uid_text, rv, policy).await?;
+    if outcome == Outcome::Done {
+        ctx.metrics
+            .deleted
+            .get_or_create(&CascadeMetrics::resource(&snap.gvk))
+            .inc();
+        tracing::info!(policy = policy.as_str(), "deleted: every owner is gone");
+    }
+    Ok(())
 }
 
 /// A virtual node: does the owner exist? If not, its dependents are collected.

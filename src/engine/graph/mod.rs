@@ -197,12 +197,10 @@ impl Graph {
         node
     }
 
-    /// An add or update seen by a watch on `kind`.
-    pub fn apply(&mut self, kind: KindId, meta: &MetaLite) -> Vec<Work> {
-        let mut work = Vec::new();
-        let ns = self.ns_id(meta.namespace.as_deref());
-        let owners: Box<[OwnerLink]> = meta
-            .owners
+    /// The object's owner references as graph links, kinds interned and names shared with the
+    /// owner's node when it is already known.
+    fn owner_links(&mut self, meta: &MetaLite) -> Box<[OwnerLink]> {
+        meta.owners
             .iter()
             .map(|o| OwnerLink {
                 uid: o.uid,
@@ -222,7 +220,14 @@ impl Graph {
                     0
                 }),
             })
-            .collect();
+            .collect()
+    }
+
+    /// An add or update seen by a watch on `kind`.
+    pub fn apply(&mut self, kind: KindId, meta: &MetaLite) -> Vec<Work> {
+        let mut work = Vec::new();
+        let ns = self.ns_id(meta.namespace.as_deref());
+        let owners = self.owner_links(meta);
         self.remember_odd_uid(meta.uid, meta.odd_uid.as_deref());
         let new_flags = meta.flags | flag::OBSERVED;
 
