@@ -10,12 +10,13 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::aws::{
-    Net, gc_plan, lb, lb_exists, network, sg, sg_exists, sweeper_gc, tag_ec2, vpc_exists,
+    Net, clients, gc_plan, held_target_group, lb_exists, network, nlb, sg, sg_exists, sweeper_gc,
+    tag, tagged, vpc_exists,
 };
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
-use support::{EnvFacts, TestScope, aws_config, unique_name};
-use sweeper_services::aws::sdk::{ec2, elbv2};
+use support::{EnvFacts, TestScope, unique_name};
+use sweeper_services::aws::teardown::AwsClients;
 
 const T: Duration = Duration::from_secs(90);
 const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];
@@ -156,69 +157,34 @@ struct CapaWorld {
     blocker: String,
 }
 
-async fn capa_world(e: &ec2::Client, l: &elbv2::Client, name: &str) -> CapaWorld {
+async fn capa_world(aws: &AwsClients, name: &str) -> CapaWorld {
     let capa_key = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{name}");
     let key = format!("kubernetes.io/cluster/{name}");
-    let net = network(e).await;
+    let net = network(aws).await;
     for id in [&net.vpc, &net.subnet] {
-        tag_ec2(e, id, &capa_key, "owned").await;
+        tag(aws, id, &capa_key, "owned").await;
     }
-    tag_ec2(
-        e,
+    tag(
+        aws,
         &net.vpc,
         "sigs.k8s.io/cluster-api-provider-aws/role",
         "common",
     )
     .await;
     let short = &name[name.len() - 6..];
-    let apiserver_lb = lb(l, &net, &format!("{short}-apiserver"), &capa_key).await;
-    let service_lb = lb(l, &net, &format!("{short}-svc"), &key).await;
-    let owned_sg = sg(e, &net, &format!("{name}-svc"), Some((&key, "owned"))).await;
-    let tg = l
-        .create_target_group()
-        .name(format!("{short}-tg"))
-        .protocol(elbv2::types::ProtocolEnum::Tcp)
-        .port(80)
-        .vpc_id(&net.vpc)
-        .tags(
-            elbv2::types::Tag::builder()
-                .key(&key)
-                .value("owned")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .target_groups()[0]
-        .target_group_arn()
-        .unwrap()
-        .to_string();
-    let foreign = network(e).await;
-    let blocker = l
-        .create_load_balancer()
-        .name(format!("{short}-foreign"))
-        .subnets(&foreign.subnet)
-        .r#type(elbv2::types::LoadBalancerTypeEnum::Network)
-        .send()
-        .await
-        .unwrap()
-        .load_balancers()[0]
-        .load_balancer_arn()
-        .unwrap()
-        .to_string();
-    l.create_listener()
-        .load_balancer_arn(&blocker)
-        .protocol(elbv2::types::ProtocolEnum::Tcp)
-        .port(80)
-        .default_actions(
-            elbv2::types::Action::builder()
-                .r#type(elbv2::types::ActionTypeEnum::Forward)
-                .target_group_arn(&tg)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let owned = tagged(&key, "owned");
+    let apiserver_lb = nlb(
+        aws,
+        &net,
+        &format!("{short}-apiserver"),
+        &tagged(&capa_key, "owned"),
+    )
+    .await;
+    let service_lb = nlb(aws, &net, &format!("{short}-svc"), &owned).await;
+    let owned_sg = sg(aws, &net.vpc, &format!("{name}-svc"), &owned).await;
+    let foreign = network(aws).await;
+    let (_, blocker) =
+        held_target_group(aws, &format!("{short}-tg"), &net.vpc, &foreign, &owned).await;
     CapaWorld {
         net,
         apiserver_lb,
@@ -229,8 +195,9 @@ async fn capa_world(e: &ec2::Client, l: &elbv2::Client, name: &str) -> CapaWorld
 }
 
 impl CapaWorld {
-    async fn unblock(&self, l: &elbv2::Client) {
-        l.delete_load_balancer()
+    async fn unblock(&self, aws: &AwsClients) {
+        aws.elbv2
+            .delete_load_balancer()
             .load_balancer_arn(&self.blocker)
             .send()
             .await
@@ -245,28 +212,34 @@ struct Bystanders {
     untagged_sg: String,
 }
 
-async fn bystanders(e: &ec2::Client, name: &str) -> Bystanders {
-    let net = network(e).await;
+async fn bystanders(aws: &AwsClients, name: &str) -> Bystanders {
+    let net = network(aws).await;
     let key = format!("kubernetes.io/cluster/{name}");
     Bystanders {
-        shared_sg: sg(e, &net, &format!("{name}-shared"), Some((&key, "shared"))).await,
-        untagged_sg: sg(e, &net, &format!("{name}-untagged"), None).await,
+        shared_sg: sg(
+            aws,
+            &net.vpc,
+            &format!("{name}-shared"),
+            &tagged(&key, "shared"),
+        )
+        .await,
+        untagged_sg: sg(aws, &net.vpc, &format!("{name}-untagged"), &[]).await,
         vpc: net.vpc,
     }
 }
 
 impl Bystanders {
-    async fn assert_intact(&self, e: &ec2::Client) {
+    async fn assert_intact(&self, aws: &AwsClients) {
         assert!(
-            sg_exists(e, &self.shared_sg).await,
+            sg_exists(aws, &self.shared_sg).await,
             "a `shared` resource survives"
         );
         assert!(
-            sg_exists(e, &self.untagged_sg).await,
+            sg_exists(aws, &self.untagged_sg).await,
             "an untagged resource survives"
         );
         assert!(
-            vpc_exists(e, &self.vpc).await,
+            vpc_exists(aws, &self.vpc).await,
             "a VPC CAPA does not own survives"
         );
     }
@@ -293,11 +266,10 @@ async fn capa_aws_cluster_from_the_template_is_torn_down_and_released() {
     let ns = scope.namespace().await;
     let c = scope.client.clone();
     upstream_crds(&c).await;
-    let conf = aws_config().await;
-    let (e, l) = (ec2::Client::new(&conf), elbv2::Client::new(&conf));
+    let aws = clients().await;
     let name = unique_name("capa");
-    let world = capa_world(&e, &l, &name).await;
-    let others = bystanders(&e, &name).await;
+    let world = capa_world(&aws, &name).await;
+    let others = bystanders(&aws, &name).await;
     let region = EnvFacts::load().get("AWS_REGION");
     let vars = vars(&name, &region);
     let tpl = "capa/templates/cluster-template.yaml";
@@ -333,7 +305,7 @@ async fn capa_aws_cluster_from_the_template_is_torn_down_and_released() {
         "finalizer added while the cluster lives"
     );
     assert!(
-        lb_exists(&l, &world.apiserver_lb).await,
+        lb_exists(&aws, &world.apiserver_lb).await,
         "nothing deleted before the object is"
     );
 
@@ -346,28 +318,28 @@ async fn capa_aws_cluster_from_the_template_is_torn_down_and_released() {
         has_finalizer(&infra, &name).await,
         "blocked: the finalizer holds"
     );
-    world.unblock(&l).await;
+    world.unblock(&aws).await;
     assert!(
         eventually(T, || gone(&infra, &name)).await,
         "the final condition write is accepted and the finalizer released"
     );
     assert!(
-        !lb_exists(&l, &world.apiserver_lb).await,
+        !lb_exists(&aws, &world.apiserver_lb).await,
         "phase 1: the API server NLB is deleted"
     );
     assert!(
-        !lb_exists(&l, &world.service_lb).await,
+        !lb_exists(&aws, &world.service_lb).await,
         "phase 2: the Service's NLB is deleted"
     );
     assert!(
-        !sg_exists(&e, &world.owned_sg).await,
+        !sg_exists(&aws, &world.owned_sg).await,
         "phase 2: the owned security group is deleted"
     );
     assert!(
-        !vpc_exists(&e, &world.net.vpc).await,
+        !vpc_exists(&aws, &world.net.vpc).await,
         "phase 3: the CAPA-managed VPC is deleted"
     );
-    others.assert_intact(&e).await;
+    others.assert_intact(&aws).await;
 }
 
 /// The EKS objects of CAPA's cluster-template-eks.yaml, with `spec.eksClusterName` set as CAPA's
@@ -426,11 +398,10 @@ async fn capa_eks_cluster_from_the_template_gc_commands_and_teardown() {
     let ns = scope.namespace().await;
     let c = scope.client.clone();
     upstream_crds(&c).await;
-    let conf = aws_config().await;
-    let (e, l) = (ec2::Client::new(&conf), elbv2::Client::new(&conf));
+    let aws = clients().await;
     let name = unique_name("eks");
-    let world = capa_world(&e, &l, &name).await;
-    let others = bystanders(&e, &name).await;
+    let world = capa_world(&aws, &name).await;
+    let others = bystanders(&aws, &name).await;
     let region = EnvFacts::load().get("AWS_REGION");
     let (cps, managed, cp) = eks_cluster(&c, &ns, &name, &region).await;
 
@@ -480,7 +451,7 @@ async fn capa_eks_cluster_from_the_template_gc_commands_and_teardown() {
         "{text}"
     );
     assert!(
-        sg_exists(&e, &world.owned_sg).await,
+        sg_exists(&aws, &world.owned_sg).await,
         "a plan deletes nothing"
     );
 
@@ -491,16 +462,16 @@ async fn capa_eks_cluster_from_the_template_gc_commands_and_teardown() {
         eventually(T, || blocked_condition_accepted(&cps, &cp)).await,
         "while blocked, our condition is accepted by CAPA's schema and CAPA's conditions stay"
     );
-    world.unblock(&l).await;
+    world.unblock(&aws).await;
     assert!(
         eventually(T, || gone(&cps, &cp)).await,
         "finalizer released"
     );
-    assert!(!lb_exists(&l, &world.apiserver_lb).await);
-    assert!(!lb_exists(&l, &world.service_lb).await);
-    assert!(!sg_exists(&e, &world.owned_sg).await);
-    assert!(!vpc_exists(&e, &world.net.vpc).await);
-    others.assert_intact(&e).await;
+    assert!(!lb_exists(&aws, &world.apiserver_lb).await);
+    assert!(!lb_exists(&aws, &world.service_lb).await);
+    assert!(!sg_exists(&aws, &world.owned_sg).await);
+    assert!(!vpc_exists(&aws, &world.net.vpc).await);
+    others.assert_intact(&aws).await;
 }
 
 /// `clusterawsadm gc disable` annotates the AWSManagedCluster (Cluster.spec.infrastructureRef):
@@ -515,13 +486,24 @@ async fn eks_opt_out_on_the_aws_managed_cluster_keeps_the_external_resources() {
     let ns = scope.namespace().await;
     let c = scope.client.clone();
     upstream_crds(&c).await;
-    let conf = aws_config().await;
-    let (e, l) = (ec2::Client::new(&conf), elbv2::Client::new(&conf));
+    let aws = clients().await;
     let name = unique_name("eksopt");
     let key = format!("kubernetes.io/cluster/{name}");
-    let net = network(&e).await;
-    let owned_sg = sg(&e, &net, &format!("{name}-svc"), Some((&key, "owned"))).await;
-    let service_lb = lb(&l, &net, &format!("{}-svc", &name[name.len() - 6..]), &key).await;
+    let net = network(&aws).await;
+    let owned_sg = sg(
+        &aws,
+        &net.vpc,
+        &format!("{name}-svc"),
+        &tagged(&key, "owned"),
+    )
+    .await;
+    let service_lb = nlb(
+        &aws,
+        &net,
+        &format!("{}-svc", &name[name.len() - 6..]),
+        &tagged(&key, "owned"),
+    )
+    .await;
     let region = EnvFacts::load().get("AWS_REGION");
     let (cps, managed, cp) = eks_cluster(&c, &ns, &name, &region).await;
     // As clusterawsadm does it: on the infrastructure ref.
@@ -547,11 +529,11 @@ async fn eks_opt_out_on_the_aws_managed_cluster_keeps_the_external_resources() {
         "phases 1 and 3 ran; the finalizer goes"
     );
     assert!(
-        sg_exists(&e, &owned_sg).await,
+        sg_exists(&aws, &owned_sg).await,
         "opted out: the security group survives"
     );
     assert!(
-        lb_exists(&l, &service_lb).await,
+        lb_exists(&aws, &service_lb).await,
         "opted out: the Service's load balancer survives"
     );
 }

@@ -6,11 +6,14 @@ mod support;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use std::time::Duration;
-use support::aws::{Net, gc_plan, lb, lb_exists, network, sg, sg_exists};
+use support::aws::{
+    Net, clients, gc_plan, held_target_group, lb_exists, network, nlb, sg, sg_exists, tagged,
+    tg_exists,
+};
 use support::sweeper::{Sweeper, eventually};
-use support::{TestScope, aws_config, unique_name};
+use support::{TestScope, unique_name};
 use sweeper::api::capa::{AWSCluster, Cluster, ClusterSpec, ObjectRef};
-use sweeper_services::aws::sdk::{ec2, elbv2};
+use sweeper_services::aws::teardown::AwsClients;
 
 const T: Duration = Duration::from_secs(60);
 const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];
@@ -83,8 +86,7 @@ struct World {
     scope: TestScope,
     ns: String,
     c: Client,
-    e: ec2::Client,
-    l: elbv2::Client,
+    aws: AwsClients,
     cluster: String,
     key: String,
     net: Net,
@@ -96,18 +98,22 @@ async fn world(prefix: &str) -> World {
     let ns = scope.namespace().await;
     let c = scope.client.clone();
     support::objects::install_sweeper_crds(&c).await;
-    let conf = aws_config().await;
-    let (e, l) = (ec2::Client::new(&conf), elbv2::Client::new(&conf));
+    let aws = clients().await;
     let cluster = unique_name("c");
     let key = format!("kubernetes.io/cluster/{cluster}");
-    let net = network(&e).await;
-    let owned_sg = sg(&e, &net, &format!("{cluster}-owned"), Some((&key, "owned"))).await;
+    let net = network(&aws).await;
+    let owned_sg = sg(
+        &aws,
+        &net.vpc,
+        &format!("{cluster}-owned"),
+        &tagged(&key, "owned"),
+    )
+    .await;
     World {
         scope,
         ns,
         c,
-        e,
-        l,
+        aws,
         cluster,
         key,
         net,
@@ -122,36 +128,35 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
         scope: _scope,
         ns,
         c,
-        e,
-        l,
+        aws,
         cluster,
         key,
         net,
         owned_sg,
         ..
     } = world("ext").await;
-    let owned_lb = lb(
-        &l,
+    let owned_lb = nlb(
+        &aws,
         &net,
         &format!("lb-{}", &cluster[cluster.len() - 6..]),
-        &key,
+        &tagged(&key, "owned"),
     )
     .await;
     // Must survive: `shared`, untagged, and a cluster whose name extends this one.
     let shared_sg = sg(
-        &e,
-        &net,
+        &aws,
+        &net.vpc,
         &format!("{cluster}-shared"),
-        Some((&key, "shared")),
+        &tagged(&key, "shared"),
     )
     .await;
-    let untagged_sg = sg(&e, &net, &format!("{cluster}-untagged"), None).await;
+    let untagged_sg = sg(&aws, &net.vpc, &format!("{cluster}-untagged"), &[]).await;
     let other_key = format!("kubernetes.io/cluster/{cluster}-b");
     let other_sg = sg(
-        &e,
-        &net,
+        &aws,
+        &net.vpc,
         &format!("{cluster}-b-owned"),
-        Some((&other_key, "owned")),
+        &tagged(&other_key, "owned"),
     )
     .await;
 
@@ -163,7 +168,7 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
         "finalizer added while the cluster lives"
     );
     assert!(
-        lb_exists(&l, &owned_lb).await,
+        lb_exists(&aws, &owned_lb).await,
         "nothing deleted before the object is"
     );
 
@@ -171,23 +176,23 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
     let released = eventually(T, || gone(&api, &name)).await;
     assert!(released, "finalizer released once the teardown succeeded");
     assert!(
-        !lb_exists(&l, &owned_lb).await,
+        !lb_exists(&aws, &owned_lb).await,
         "owned load balancer deleted"
     );
     assert!(
-        !sg_exists(&e, &owned_sg).await,
+        !sg_exists(&aws, &owned_sg).await,
         "owned security group deleted"
     );
     assert!(
-        sg_exists(&e, &shared_sg).await,
+        sg_exists(&aws, &shared_sg).await,
         "a `shared` resource survives"
     );
     assert!(
-        sg_exists(&e, &untagged_sg).await,
+        sg_exists(&aws, &untagged_sg).await,
         "an untagged resource survives"
     );
     assert!(
-        sg_exists(&e, &other_sg).await,
+        sg_exists(&aws, &other_sg).await,
         "another cluster's resource (shared name prefix) survives"
     );
 }
@@ -199,7 +204,7 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
         scope: _scope,
         ns,
         c,
-        e,
+        aws,
         cluster,
         net: _,
         owned_sg,
@@ -248,7 +253,7 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
     assert!(evented, "a Warning Event");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
-        sg_exists(&e, &owned_sg).await,
+        sg_exists(&aws, &owned_sg).await,
         "nothing deleted while the annotation is bad"
     );
     assert!(has_finalizer(&api, &name).await, "the finalizer holds");
@@ -259,7 +264,7 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
         .unwrap();
     let released = eventually(T, || gone(&api, &name)).await;
     assert!(released, "fixed: the teardown runs and the finalizer goes");
-    assert!(!sg_exists(&e, &owned_sg).await);
+    assert!(!sg_exists(&aws, &owned_sg).await);
 }
 
 #[tokio::test]
@@ -269,7 +274,7 @@ async fn an_opted_out_cluster_keeps_its_external_resources() {
         scope: _scope,
         ns,
         c,
-        e,
+        aws,
         cluster,
         net: _,
         owned_sg,
@@ -297,7 +302,7 @@ async fn an_opted_out_cluster_keeps_its_external_resources() {
         "phases 1 and 3 ran (nothing there); the finalizer goes"
     );
     assert!(
-        sg_exists(&e, &owned_sg).await,
+        sg_exists(&aws, &owned_sg).await,
         "phase 2 was skipped: the opted-out cluster's resources survive"
     );
 }
@@ -309,7 +314,7 @@ async fn gc_plan_lists_what_would_be_deleted_and_deletes_nothing() {
         scope: _scope,
         ns,
         c,
-        e,
+        aws,
         cluster,
         net: _,
         owned_sg,
@@ -325,7 +330,7 @@ async fn gc_plan_lists_what_would_be_deleted_and_deletes_nothing() {
         text.contains("phase 1") && text.contains("phase 2") && text.contains("phase 3"),
         "{text}"
     );
-    assert!(sg_exists(&e, &owned_sg).await, "a plan deletes nothing");
+    assert!(sg_exists(&aws, &owned_sg).await, "a plan deletes nothing");
 }
 
 #[tokio::test]
@@ -335,7 +340,7 @@ async fn with_the_feature_gate_off_nothing_is_touched() {
         scope: _scope,
         ns,
         c,
-        e,
+        aws,
         cluster,
         net: _,
         owned_sg,
@@ -353,7 +358,7 @@ async fn with_the_feature_gate_off_nothing_is_touched() {
     api.delete(&name, &Default::default()).await.unwrap();
     assert!(eventually(T, || gone(&api, &name)).await);
     assert!(
-        sg_exists(&e, &owned_sg).await,
+        sg_exists(&aws, &owned_sg).await,
         "nothing deleted with the gate off"
     );
 }
@@ -365,8 +370,7 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         scope: _scope,
         ns,
         c,
-        e,
-        l,
+        aws,
         cluster,
         key,
         net,
@@ -375,50 +379,14 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
     } = world("extcrash").await;
     // An owned target group still used by a load balancer that is NOT the cluster's: the teardown
     // cannot finish while it is attached, so the process is surely killed mid-teardown.
-    let tg = l
-        .create_target_group()
-        .name(format!("tg-{}", &cluster[cluster.len() - 6..]))
-        .protocol(elbv2::types::ProtocolEnum::Tcp)
-        .port(80)
-        .vpc_id(&net.vpc)
-        .tags(
-            elbv2::types::Tag::builder()
-                .key(&key)
-                .value("owned")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .target_groups()[0]
-        .target_group_arn()
-        .unwrap()
-        .to_string();
-    let foreign = l
-        .create_load_balancer()
-        .name(format!("fx-{}", &cluster[cluster.len() - 6..]))
-        .subnets(&net.subnet)
-        .r#type(elbv2::types::LoadBalancerTypeEnum::Network)
-        .send()
-        .await
-        .unwrap()
-        .load_balancers()[0]
-        .load_balancer_arn()
-        .unwrap()
-        .to_string();
-    l.create_listener()
-        .load_balancer_arn(&foreign)
-        .protocol(elbv2::types::ProtocolEnum::Tcp)
-        .port(80)
-        .default_actions(
-            elbv2::types::Action::builder()
-                .r#type(elbv2::types::ActionTypeEnum::Forward)
-                .target_group_arn(&tg)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let (tg, foreign) = held_target_group(
+        &aws,
+        &format!("tg-{}", &cluster[cluster.len() - 6..]),
+        &net.vpc,
+        &net,
+        &tagged(&key, "owned"),
+    )
+    .await;
 
     let mut gc = Sweeper::start(&GATES).await;
     let api = aws_cluster(&c, &ns, &cluster, &[]).await;
@@ -426,7 +394,7 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
     assert!(eventually(T, || has_finalizer(&api, &name)).await);
     api.delete(&name, &Default::default()).await.unwrap();
     assert!(
-        eventually(T, || async { !sg_exists(&e, &owned_sg).await }).await,
+        eventually(T, || async { !sg_exists(&aws, &owned_sg).await }).await,
         "the teardown made progress"
     );
     // `sweeper status` shows the teardown, stuck in phase 2 on the held target group.
@@ -451,12 +419,13 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         "killed while the teardown was unfinished"
     );
     assert!(
-        lb_exists(&l, &foreign).await,
+        lb_exists(&aws, &foreign).await,
         "a load balancer that is not the cluster's is never deleted"
     );
 
     // The foreign user lets go of the target group; a fresh process finishes the job.
-    l.delete_load_balancer()
+    aws.elbv2
+        .delete_load_balancer()
         .load_balancer_arn(&foreign)
         .send()
         .await
@@ -467,11 +436,8 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         released,
         "the restarted collector finished the teardown and released the finalizer"
     );
-    let tg_left = l
-        .describe_target_groups()
-        .target_group_arns(&tg)
-        .send()
-        .await
-        .is_ok_and(|o| !o.target_groups().is_empty());
-    assert!(!tg_left, "the owned target group is deleted once free");
+    assert!(
+        !tg_exists(&aws, &tg).await,
+        "the owned target group is deleted once free"
+    );
 }

@@ -57,6 +57,30 @@ pub async fn subnet(c: &AwsClients, vpc: &str, cidr: &str, az: &str) -> String {
     out.subnet().unwrap().subnet_id().unwrap().to_string()
 }
 
+/// A VPC with one subnet in [`AZ`]: the network most tests put their resources in.
+pub struct Net {
+    pub vpc: String,
+    pub subnet: String,
+}
+
+/// An untagged VPC with one subnet (tag it with [`tag`] to make it a cluster's, as CAPA does).
+pub async fn network(c: &AwsClients) -> Net {
+    let vpc = vpc(c, &[]).await;
+    let subnet = subnet(c, &vpc, "10.0.1.0/24", AZ).await;
+    Net { vpc, subnet }
+}
+
+/// Tags an EC2 resource after the fact (e.g. a VPC, as CAPA tags the network it manages).
+pub async fn tag(c: &AwsClients, id: &str, key: &str, value: &str) {
+    c.ec2
+        .create_tags()
+        .resources(id)
+        .tags(ec2::types::Tag::builder().key(key).value(value).build())
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("tag {id} with {key}={value}: {err}"));
+}
+
 /// An untagged (bring-your-own) VPC with two subnets in two zones.
 pub async fn byo_network(c: &AwsClients) -> (String, Vec<String>) {
     let v = vpc(c, &[]).await;
@@ -122,11 +146,21 @@ pub async fn v2_lb(
 }
 
 pub async fn tg(c: &AwsClients, name: &str, vpc: &str, tags: &[(String, String)]) -> String {
+    tg_for(c, name, vpc, elbv2::types::ProtocolEnum::Http, tags).await
+}
+
+async fn tg_for(
+    c: &AwsClients,
+    name: &str,
+    vpc: &str,
+    protocol: elbv2::types::ProtocolEnum,
+    tags: &[(String, String)],
+) -> String {
     let mut req = c
         .elbv2
         .create_target_group()
         .name(name)
-        .protocol(elbv2::types::ProtocolEnum::Http)
+        .protocol(protocol)
         .port(80)
         .vpc_id(vpc);
     for (k, v) in tags {
@@ -139,10 +173,14 @@ pub async fn tg(c: &AwsClients, name: &str, vpc: &str, tags: &[(String, String)]
 }
 
 pub async fn listener(c: &AwsClients, lb: &str, tg: &str) {
+    listener_for(c, lb, tg, elbv2::types::ProtocolEnum::Http).await
+}
+
+async fn listener_for(c: &AwsClients, lb: &str, tg: &str, protocol: elbv2::types::ProtocolEnum) {
     c.elbv2
         .create_listener()
         .load_balancer_arn(lb)
-        .protocol(elbv2::types::ProtocolEnum::Http)
+        .protocol(protocol)
         .port(80)
         .default_actions(
             elbv2::types::Action::builder()
@@ -200,4 +238,27 @@ pub async fn eni(c: &AwsClients, subnet: &str, group: &str) -> String {
         .network_interface_id()
         .unwrap()
         .to_string()
+}
+
+/// A network load balancer in `net`'s subnet.
+pub async fn nlb(c: &AwsClients, net: &Net, name: &str, tags: &[(String, String)]) -> String {
+    let ty = elbv2::types::LoadBalancerTypeEnum::Network;
+    v2_lb(c, name, ty, std::slice::from_ref(&net.subnet), tags).await
+}
+
+/// A TCP target group in `vpc` with `tags`, held by the listener of an untagged network load
+/// balancer in `foreign` (a network of no cluster). A teardown cannot delete the target group
+/// while the listener holds it, so a test can stop a teardown midway and let go by deleting the
+/// returned blocker. Returns (target group ARN, blocker ARN).
+pub async fn held_target_group(
+    c: &AwsClients,
+    name: &str,
+    vpc: &str,
+    foreign: &Net,
+    tags: &[(String, String)],
+) -> (String, String) {
+    let tg = tg_for(c, name, vpc, elbv2::types::ProtocolEnum::Tcp, tags).await;
+    let blocker = nlb(c, foreign, &format!("{name}-fx"), &[]).await;
+    listener_for(c, &blocker, &tg, elbv2::types::ProtocolEnum::Tcp).await;
+    (tg, blocker)
 }

@@ -6,6 +6,7 @@
 mod baseline;
 pub mod build;
 pub mod localstack;
+pub mod probe;
 mod recorder;
 
 pub use baseline::baseline_phase2;
