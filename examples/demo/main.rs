@@ -31,7 +31,6 @@ use live::{Board, Replica, Shared, lock};
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use sweeper_services::aws::sdk::{ec2, elb, elbv2, tagging};
 use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 
 const FINALIZER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -101,12 +100,7 @@ async fn main() {
 /// and for watching and cleaning (sweeper's own: retries off, short calls).
 async fn aws_clients() -> (AwsClients, AwsClients) {
     let sdk = sweeper_services::aws::load_config().await;
-    let setup = AwsClients {
-        ec2: ec2::Client::new(&sdk),
-        elb: elb::Client::new(&sdk),
-        elbv2: elbv2::Client::new(&sdk),
-        tagging: tagging::Client::new(&sdk),
-    };
+    let setup = sweeper_services::aws::testing::localstack::retrying_clients(&sdk);
     (setup, AwsClients::new(&sdk))
 }
 
