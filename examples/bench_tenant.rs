@@ -242,6 +242,13 @@ async fn main() {
                 inv.objects.len() + inv.crds.len()
             );
         }
+        let t = Instant::now();
+        let check = sweeper::tenant::inventory::confirm(&c, &id, &resources).await;
+        eprintln!(
+            "index's last check (label-selected quorum lists): {:.3}s, {} found",
+            t.elapsed().as_secs_f64(),
+            check.objects.len() + check.crds.len()
+        );
     }
     let (index_s, index_listed) = teardown(&c, &ids[0], Strategy::Index, &index).await;
     assert_eq!(count_left(&c, &ids[0]).await, 0, "index teardown complete");
