@@ -207,8 +207,15 @@ pub async fn find(
 
 /// The last word before a teardown may end (`index` strategy): every candidate kind listed with
 /// the selector `kubezoo.io/tenant=<id>`, read from etcd (not a cache), so a labelled object the
-/// index has not seen yet still holds the finalizer. Cheap: the server returns only the tenant's
-/// labelled objects, none once the teardown is through.
+/// index has not seen yet still holds the finalizer. The server returns only the tenant's labelled
+/// objects, none once the teardown is through; but on a 1.20 API server it reads every object of
+/// the kind from etcd to filter them, so this check costs about as much as a `scan` (bench-tenant
+/// prints it: 0.30 s against 0.22 s for a scan of 10,180 objects).
+///
+/// Tried and dropped: a quorum `limit=1` read for etcd's revision R, then each kind listed with
+/// `resourceVersion=R, resourceVersionMatch=NotOlderThan` (served from the watch cache). On 1.20
+/// an idle kind's watch cache never reaches R (no progress notifications), so every such list
+/// waited 3 s and failed.
 pub async fn confirm(client: &Client, id: &TenantId, resources: &[DeletableResource]) -> Inventory {
     let kinds: Vec<DeletableResource> = candidate_kinds(resources, id)
         .into_iter()
