@@ -366,3 +366,119 @@ async fn a_group_failing_discovery_holds_the_finalizer_but_not_the_deletes() {
         "with the group back (gone), the finalizer is released"
     );
 }
+
+/// The `index` strategy's last check: kinds whose watch has passed the teardown's starting
+/// revision are answered by the index, the others are listed in full; and what exists but a
+/// stale or missing index does not show is still found.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn the_last_check_lists_only_what_the_index_cannot_vouch_for_and_misses_nothing() {
+    use sweeper::engine::name_index::{IndexWatches, NameIndex, current_revision};
+    use sweeper::tenant::id::TenantId;
+    use sweeper::tenant::inventory::{Strategy, confirm, find};
+    use sweeper::tenant::metrics::TenantMetrics;
+    use sweeper::tenant::teardown::{TeardownSettings, pass};
+    let scope = TestScope::new("tenant-check").await;
+    let c = scope.client.clone();
+    let (a, b) = ids();
+    for n in ["x", "y"] {
+        cluster_role(&c, &format!("{a}-{n}"), None).await;
+        priority_class(&c, &format!("{a}-{n}"), None).await;
+    }
+    cluster_role(&c, &format!("{b}-keep"), None).await;
+    let resources = sweeper::engine::discovery::discover_deletable(&c)
+        .await
+        .expect("discovery")
+        .resources;
+    let index = NameIndex::default();
+    let mut watches = IndexWatches::new(c.clone(), index.clone());
+    watches.reconcile(&resources);
+    let id = TenantId::parse(&a, None).unwrap();
+    let seen_all = eventually(T, || async {
+        find(&c, &id, &resources, Strategy::Index, &[], &index)
+            .await
+            .objects
+            .len()
+            == 4
+    })
+    .await;
+    assert!(seen_all, "the index holds the tenant's four objects");
+    let everything = find(&c, &id, &resources, Strategy::Scan, &[], &index)
+        .await
+        .listed;
+
+    // A teardown: its deletes move ClusterRoles and PriorityClasses past the starting revision,
+    // so the last check lists only the kinds it never touched.
+    let settings = TeardownSettings {
+        strategy: Strategy::Index,
+        scan_kinds: vec![],
+        dry_run: false,
+        delete_concurrency: 4,
+    };
+    let metrics = TenantMetrics::default();
+    let report = pass(&c, &id, &resources, &settings, &metrics, &index, None).await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(report.deleted, 4);
+    assert!(report.since.is_some(), "the starting revision was read");
+    assert!(report.done, "everything went at once and the check agrees");
+    let roles: Api<ClusterRole> = Api::all(c.clone());
+    assert!(!exists(&roles, &format!("{a}-x")).await);
+    assert!(
+        exists(&roles, &format!("{b}-keep")).await,
+        "the sibling tenant sharing a prefix is untouched"
+    );
+    let roles_now = roles
+        .list_metadata(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .len() as u64;
+    // Other tests create objects meanwhile: the margin is half the ClusterRoles, not all of them.
+    assert!(
+        everything.saturating_sub(report.listed) >= roles_now / 2,
+        "the check listed {} objects of the {everything} a scan lists: the ClusterRoles \
+         ({roles_now}) should have been answered by the index",
+        report.listed
+    );
+
+    // An object the index cannot vouch for is found by listing: one created now, checked against
+    // an index that watches nothing, against this one with a revision no kind has reached, and
+    // with no revision at all.
+    let late = current_revision(&c).await;
+    cluster_role(&c, &format!("{a}-late"), None).await;
+    let mut listed_all = 0;
+    for (label, idx, since) in [
+        ("no index", NameIndex::default(), late),
+        (
+            "a revision no kind has reached",
+            index.clone(),
+            late.map(|r| r + 1_000_000),
+        ),
+        ("no revision", index.clone(), None),
+    ] {
+        let check = confirm(&c, &id, &resources, &[], &idx, since, &[]).await;
+        let names: Vec<&str> = check.objects.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, vec![format!("{a}-late")], "{label}");
+        listed_all = listed_all.max(check.listed);
+    }
+    // Once the index has delivered the new object (after `late`), it answers for ClusterRoles.
+    let delivered = eventually(T, || async {
+        let check = confirm(&c, &id, &resources, &[], &index, late, &[]).await;
+        check.objects.iter().any(|f| f.name == format!("{a}-late"))
+            && listed_all.saturating_sub(check.listed) >= roles_now / 2
+    })
+    .await;
+    assert!(
+        delivered,
+        "the fresh index answers for ClusterRoles without a list"
+    );
+    roles
+        .delete(&format!("{a}-late"), &Default::default())
+        .await
+        .unwrap();
+    roles
+        .delete(&format!("{b}-keep"), &Default::default())
+        .await
+        .unwrap();
+    drop(watches);
+}

@@ -8,6 +8,12 @@
 //! A kind whose watch has not listed yet, or keeps failing, answers [`NotIndexed`]: the caller
 //! then lists that kind itself, so the index only ever makes a teardown cheaper, never less
 //! complete. The set of watches follows discovery, like the cascade collector's.
+//!
+//! Freshness: each kind records the highest resourceVersion its watch has delivered. A watch
+//! delivers a kind's events in resourceVersion order, so a kind that has seen revision `R` holds
+//! every change made to it up to `R`. [`NameIndex::fresh_prefix`] answers only for kinds that
+//! have reached a given revision: that is how the tenant collector proves, without listing a kind,
+//! that the index saw everything the kind held when a teardown began.
 
 use crate::engine::discovery::DeletableResource;
 use crate::engine::watch::resource_key;
@@ -37,6 +43,12 @@ pub enum NotIndexed {
     Listing(String),
     #[error("the watch of {resource} is failing: {reason}")]
     Failing { resource: String, reason: String },
+    #[error("the watch of {resource} has not reached revision {since} yet (at {seen:?})")]
+    Behind {
+        resource: String,
+        since: u64,
+        seen: Option<u64>,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -45,6 +57,17 @@ struct Kind {
     /// None while the first list is running; Some(None) once synced and healthy;
     /// Some(Some(reason)) while the watch fails (the last good view is kept meanwhile).
     synced: Option<Option<String>>,
+    /// The highest resourceVersion delivered (None until one parses as etcd's revision number:
+    /// such a kind is never called fresh, so it is listed).
+    seen: Option<u64>,
+}
+
+impl Kind {
+    fn saw(&mut self, m: &ObjectMeta) {
+        if let Some(rv) = m.resource_version.as_deref().and_then(|v| v.parse().ok()) {
+            self.seen = Some(self.seen.map_or(rv, |s: u64| s.max(rv)));
+        }
+    }
 }
 
 /// The shared index: cheap to clone, read by any task.
@@ -60,6 +83,40 @@ impl NameIndex {
         r: &DeletableResource,
         prefix: &str,
     ) -> Result<Vec<(String, Entry)>, NotIndexed> {
+        self.answer(r, prefix, None)
+    }
+
+    /// Like [`Self::with_prefix`], but only from a kind whose watch has delivered revision
+    /// `since` or later: the answer then includes everything the kind held at `since`.
+    pub fn fresh_prefix(
+        &self,
+        r: &DeletableResource,
+        prefix: &str,
+        since: u64,
+    ) -> Result<Vec<(String, Entry)>, NotIndexed> {
+        self.answer(r, prefix, Some(since))
+    }
+
+    /// Whether `r` is indexed, healthy and has delivered revision `since` (see `fresh_prefix`).
+    pub fn is_fresh(&self, r: &DeletableResource, since: u64) -> bool {
+        let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+        kinds
+            .get(&resource_key(r))
+            .is_some_and(|k| k.synced == Some(None) && k.seen.is_some_and(|seen| seen >= since))
+    }
+
+    /// The entry of `name` in `r`, if the kind is indexed and holds it.
+    pub fn get(&self, r: &DeletableResource, name: &str) -> Option<Entry> {
+        let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
+        kinds.get(&resource_key(r))?.objects.get(name).cloned()
+    }
+
+    fn answer(
+        &self,
+        r: &DeletableResource,
+        prefix: &str,
+        since: Option<u64>,
+    ) -> Result<Vec<(String, Entry)>, NotIndexed> {
         let key = resource_key(r);
         let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
         let kind = kinds
@@ -74,6 +131,15 @@ impl NameIndex {
                 });
             }
             Some(None) => {}
+        }
+        if let Some(since) = since
+            && kind.seen.is_none_or(|seen| seen < since)
+        {
+            return Err(NotIndexed::Behind {
+                resource: key,
+                since,
+                seen: kind.seen,
+            });
         }
         Ok(kind
             .objects
@@ -103,6 +169,24 @@ impl NameIndex {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(key);
+    }
+}
+
+/// etcd's current revision, read with quorum: a one-item list of namespaces (cheap at any size;
+/// a list's resourceVersion is the store's revision at the read). None when the server's
+/// resourceVersions are not numbers or the read fails: then nothing is called fresh.
+pub async fn current_revision(client: &Client) -> Option<u64> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: Api<Namespace> = Api::all(client.clone());
+    match api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Ok(list) => list.metadata.resource_version?.parse().ok(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the store's revision; every kind will be listed");
+            None
+        }
     }
 }
 
@@ -182,21 +266,35 @@ async fn watch(client: Client, r: DeletableResource, key: String, index: NameInd
     // A relist builds a fresh view beside the current one, which keeps answering until the new
     // one is complete.
     let mut relist: BTreeMap<String, Entry> = BTreeMap::new();
+    // A relist's revision is not exposed by the watcher: its newest object's stands in for it
+    // (lower or equal, so freshness is never overstated).
+    let mut relist_seen = Kind::default();
     while let Some(event) = stream.next().await {
         match event {
-            Ok(Event::Init) => relist.clear(),
-            Ok(Event::InitApply(o)) => relist.extend(entry(&o.metadata)),
+            Ok(Event::Init) => {
+                relist.clear();
+                relist_seen = Kind::default();
+            }
+            Ok(Event::InitApply(o)) => {
+                relist_seen.saw(&o.metadata);
+                relist.extend(entry(&o.metadata));
+            }
             Ok(Event::InitDone) => {
                 let fresh = std::mem::take(&mut relist);
+                let seen = relist_seen.seen;
                 index.update(&key, |k| {
                     k.objects = fresh;
                     k.synced = Some(None);
+                    k.seen = seen;
                 });
             }
+            // The object and the revision change under one lock: a reader that sees the revision
+            // sees the change.
             Ok(Event::Apply(o)) => {
                 if let Some((name, e)) = entry(&o.metadata) {
                     index.update(&key, |k| {
                         k.objects.insert(name, e);
+                        k.saw(&o.metadata);
                     });
                 }
             }
@@ -204,6 +302,7 @@ async fn watch(client: Client, r: DeletableResource, key: String, index: NameInd
                 if let Some(name) = &o.metadata.name {
                     index.update(&key, |k| {
                         k.objects.remove(name);
+                        k.saw(&o.metadata);
                     });
                 }
             }
@@ -280,6 +379,47 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["abc123-a", "abc123-b"]);
         assert_eq!(index.with_prefix(&r, "").unwrap().len(), 6);
+    }
+
+    fn at(name: &str, rv: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            resource_version: Some(rv.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_kind_is_fresh_only_once_its_watch_has_reached_the_revision() {
+        let index = NameIndex::default();
+        let r = roles();
+        index.update(&resource_key(&r), |k| {
+            k.objects.insert("abc123-a".into(), e("u"));
+            k.synced = Some(None);
+            k.saw(&at("abc123-a", "100"));
+            k.saw(&at("zz", "90")); // older events never lower it
+        });
+        assert_eq!(index.fresh_prefix(&r, "abc123-", 100).unwrap().len(), 1);
+        assert!(index.is_fresh(&r, 100) && !index.is_fresh(&r, 101));
+        assert!(matches!(
+            index.fresh_prefix(&r, "abc123-", 101),
+            Err(NotIndexed::Behind {
+                since: 101,
+                seen: Some(100),
+                ..
+            })
+        ));
+        // An unparsable resourceVersion proves nothing: the kind stays where it was.
+        index.update(&resource_key(&r), |k| k.saw(&at("x", "opaque-42")));
+        assert!(index.fresh_prefix(&r, "abc123-", 101).is_err());
+        assert_eq!(index.get(&r, "abc123-a"), Some(e("u")));
+        // A kind that never saw a parsable revision is never fresh.
+        let other = NameIndex::default();
+        other.update(&resource_key(&r), |k| k.synced = Some(None));
+        assert!(matches!(
+            other.fresh_prefix(&r, "", 1),
+            Err(NotIndexed::Behind { seen: None, .. })
+        ));
     }
 
     #[test]

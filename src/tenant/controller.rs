@@ -44,6 +44,9 @@ pub struct TenantCtx {
     warnings: Warnings,
     /// Cluster-scoped objects by name, kept by watches while the strategy is `index`.
     index: NameIndex,
+    /// Per tenant uid, etcd's revision when its teardown began (see `inventory::confirm`). Only
+    /// an accelerator: lost on restart, when the next pass reads a new one.
+    since: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +84,7 @@ impl TenantCollector {
             invalid_objects,
             warnings: Warnings::new(events.clone()),
             index: NameIndex::default(),
+            since: Default::default(),
         };
         TenantCollector(Arc::new(Driver {
             collector: COLLECTOR,
@@ -202,6 +206,8 @@ impl Teardown for TenantCtx {
                 after: Duration::from_secs(1),
             });
         };
+        let uid = t.metadata.uid.clone().unwrap_or_default();
+        let since = self.since_of(&uid, None);
         let mut report = teardown::pass(
             &self.client,
             &id,
@@ -209,8 +215,10 @@ impl Teardown for TenantCtx {
             &self.settings,
             &self.metrics,
             &self.index,
+            since,
         )
         .await;
+        self.since_of(&uid, report.since);
         // A group we could not discover may hold tenant objects: the finalizer stays until it
         // is back.
         let failed_groups: Vec<String> = discovery
@@ -295,10 +303,25 @@ impl Teardown for TenantCtx {
 
     fn released(&self, t: &Tenant) {
         self.warnings.forget(t);
+        if let Some(uid) = &t.metadata.uid {
+            self.since
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(uid);
+        }
     }
 }
 
 impl TenantCtx {
+    /// The teardown's starting revision for `uid`; records `set` when given.
+    fn since_of(&self, uid: &str, set: Option<u64>) -> Option<u64> {
+        let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(rev) = set {
+            since.insert(uid.to_string(), rev);
+        }
+        since.get(uid).copied()
+    }
+
     /// An invalid id is never used as a prefix: nothing is deleted. A tenant that carries our
     /// finalizer anyway is released, so it does not hang.
     async fn invalid(

@@ -3,31 +3,31 @@
 //! - `index` (default): answered from the engine's name-ordered index of cluster-scoped objects
 //!   (engine::name_index, kept by metadata watches), with no list call. A kind the index cannot
 //!   answer (not listed yet, watch failing) and the kinds in `--tenant-scan-kinds` are listed
-//!   and prefix-scanned instead. Before a teardown may end, [`confirm`] asks the API server once
-//!   more with the label `kubezoo.io/tenant=<id>`: the label is an accelerator of that last check,
-//!   never the filter. `label`, the name of the old default, is accepted as an alias.
+//!   and prefix-scanned instead. Before a teardown may end, [`confirm`] proves that nothing the
+//!   tenant had when the teardown began is left: from the index for the kinds whose watch has
+//!   reached the teardown's starting revision, by a full list for the others. No label is needed
+//!   (KubeZoo sets none); `label`, the name of the old default, is accepted as an alias.
 //! - `scan`: list every cluster-scoped kind and keep names starting with `<id>-` (KubeZoo's way;
 //!   cost grows with the whole cluster).
 //!
-//! A labelled object whose name lacks `<id>-` is reported, never deleted. A kind that can't be
-//! listed (Forbidden, a failing API group) is reported and skipped; the rest is still found.
+//! Only names decide: an object whose name lacks `<id>-` is never the tenant's, whatever its
+//! labels. A kind that can't be listed (Forbidden, a failing API group) is reported and skipped; the rest is still found.
 
 use super::id::TenantId;
 use crate::engine::discovery::DeletableResource;
-use crate::engine::name_index::NameIndex;
+use crate::engine::name_index::{Entry, NameIndex, NotIndexed};
 use futures::StreamExt;
 use kube::api::{DynamicObject, ListParams, PartialObjectMeta};
 use kube::discovery::ApiResource;
 use kube::{Api, Client};
-
-pub const TENANT_LABEL: &str = "kubezoo.io/tenant";
+use std::time::Duration;
 
 /// Kinds listed at once.
 const LIST_CONCURRENCY: usize = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Default)]
 pub enum Strategy {
-    /// The watch-fed name index, a list of what it cannot answer, and a label-selected last check.
+    /// The watch-fed name index, a list of what it cannot answer, and a freshness-proved last check.
     #[default]
     #[value(alias = "label")]
     Index,
@@ -94,18 +94,14 @@ pub fn candidate_kinds<'a>(
         .collect()
 }
 
+/// Every object of `ar`, metadata only, in pages, read from etcd (no resourceVersion: a quorum
+/// read, never the watch cache, so it is not older than the index it stands in for).
 async fn list_names(
     client: &Client,
     ar: &ApiResource,
-    selector: Option<&str>,
 ) -> Result<(Vec<PartialObjectMeta<DynamicObject>>, u64), InventoryError> {
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), ar);
     let mut lp = ListParams::default().limit(500);
-    if let Some(s) = selector {
-        // A quorum read, not the watch cache: this is the last check before a release, so it
-        // must not be older than the index it double-checks.
-        lp = lp.labels(s);
-    }
     let mut out = Vec::new();
     let mut listed = 0u64;
     loop {
@@ -144,20 +140,102 @@ pub async fn find(
     scan_kinds: &[String],
     index: &NameIndex,
 ) -> Inventory {
+    gather(client, id, resources, |r, prefix| {
+        (strategy == Strategy::Index && !scan_kinds.contains(&r.resource.plural))
+            .then(|| index.with_prefix(r, prefix))
+    })
+    .await
+}
+
+/// How long [`confirm`] waits for the index to show this pass's deletes before it lists the
+/// kinds concerned instead (the watch normally delivers them within milliseconds).
+const CONFIRM_WAIT: Duration = Duration::from_secs(2);
+
+/// The last word before a teardown may end (`index` strategy): everything the tenant had when
+/// the teardown began is gone. `since` is etcd's revision read (with quorum) when the teardown
+/// began; a kind whose watch has delivered that revision or a later one holds every object the
+/// kind had then, so the index answers for it ([`NameIndex::fresh_prefix`]). Every other kind is
+/// listed in full from etcd and prefix-scanned, as `scan` does. The kinds a teardown deleted from
+/// have delivered those deletes, so only the kinds it never touched are listed, and they hold
+/// no objects of the tenant.
+///
+/// What it vouches for is what `scan` vouches for: every `<id>-` object that existed when the
+/// teardown began (and every one created since that the watch delivered) has been seen. An
+/// object created in the last milliseconds before the release escapes both, as it does
+/// KubeZoo's own scan. `gone` are the objects this pass deleted outright: the index is waited
+/// for until it no longer holds them, so they are not reported as left.
+///
+/// Tried and dropped: (1) a label-selected quorum list of every kind (the label as an
+/// accelerator): on a 1.20 API server it reads every object of the kind from etcd to filter them,
+/// so it cost as much as a scan (0.30 s against 0.22 s for 10,180 objects) and did not see
+/// unlabelled objects anyway; (2) lists with `resourceVersion=R, resourceVersionMatch=NotOlderThan`
+/// (served from the watch cache): on 1.20 an idle kind's watch cache never reaches R (no
+/// progress notifications), so each such list waited 3 s and failed.
+pub async fn confirm(
+    client: &Client,
+    id: &TenantId,
+    resources: &[DeletableResource],
+    scan_kinds: &[String],
+    index: &NameIndex,
+    since: Option<u64>,
+    gone: &[Found],
+) -> Inventory {
+    let Some(since) = since else {
+        // No revision to be fresh against: every kind is listed.
+        return gather(client, id, resources, |_, _| None).await;
+    };
+    wait_for_index(index, since, gone).await;
+    gather(client, id, resources, |r, prefix| {
+        (!scan_kinds.contains(&r.resource.plural)).then(|| index.fresh_prefix(r, prefix, since))
+    })
+    .await
+}
+
+/// Until the index has delivered `since` in every kind of `gone` and holds none of `gone` any
+/// more (or holds it as deleting), or [`CONFIRM_WAIT`] has passed.
+async fn wait_for_index(index: &NameIndex, since: u64, gone: &[Found]) {
+    let deadline = tokio::time::Instant::now() + CONFIRM_WAIT;
+    let kind = |f: &Found| DeletableResource {
+        resource: f.resource.clone(),
+        namespaced: false,
+    };
+    loop {
+        let caught_up = gone.iter().all(|f| {
+            let r = kind(f);
+            index.is_fresh(&r, since)
+                && index
+                    .get(&r, &f.name)
+                    .is_none_or(|e| e.uid != f.uid || e.deleting)
+        });
+        if caught_up || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// An inventory built from what `ask` answers per kind (with `""` as the prefix for the CRD kind,
+/// whose names carry the tenant in their group); whatever it does not answer is listed.
+async fn gather(
+    client: &Client,
+    id: &TenantId,
+    resources: &[DeletableResource],
+    ask: impl Fn(&DeletableResource, &str) -> Option<Result<Vec<(String, Entry)>, NotIndexed>>,
+) -> Inventory {
     let mut inv = Inventory::default();
     let crd_kind = resources.iter().find(|r| is_crd_kind(r));
-    let indexed_crds = match (strategy, crd_kind) {
-        (Strategy::Index, Some(r)) => index.with_prefix(r, "").ok(),
-        _ => None,
-    };
     // CRDs: their names don't carry the prefix, their group does (`<plural>.<group>`).
-    let crds = match indexed_crds {
-        Some(all) => Ok((
+    let crds = match crd_kind.and_then(|r| ask(r, "")) {
+        Some(Ok(all)) => Ok((
             all.into_iter()
                 .map(|(name, e)| (name, e.uid, e.deleting, e.finalizers))
                 .collect(),
             0,
         )),
+        Some(Err(why)) => {
+            tracing::debug!(%why, "CRDs not answered by the index; listing them");
+            list_crds(client).await
+        }
         None => list_crds(client).await,
     };
     match crds {
@@ -181,9 +259,7 @@ pub async fn find(
     // What the index answers costs no call; the rest is listed, concurrently (bounded).
     let mut to_list: Vec<DeletableResource> = Vec::new();
     for r in candidate_kinds(resources, id) {
-        let from_index = (strategy == Strategy::Index && !scan_kinds.contains(&r.resource.plural))
-            .then(|| index.with_prefix(r, &id.prefix()));
-        match from_index {
+        match ask(r, &id.prefix()) {
             Some(Ok(entries)) => inv
                 .objects
                 .extend(entries.into_iter().map(|(name, e)| Found {
@@ -200,31 +276,8 @@ pub async fn find(
             None => to_list.push(r.clone()),
         }
     }
-    let lists = list_all(client, to_list, None).await;
-    collect(&mut inv, id, lists, None);
-    inv
-}
-
-/// The last word before a teardown may end (`index` strategy): every candidate kind listed with
-/// the selector `kubezoo.io/tenant=<id>`, read from etcd (not a cache), so a labelled object the
-/// index has not seen yet still holds the finalizer. The server returns only the tenant's labelled
-/// objects, none once the teardown is through; but on a 1.20 API server it reads every object of
-/// the kind from etcd to filter them, so this check costs about as much as a `scan` (bench-tenant
-/// prints it: 0.30 s against 0.22 s for a scan of 10,180 objects).
-///
-/// Tried and dropped: a quorum `limit=1` read for etcd's revision R, then each kind listed with
-/// `resourceVersion=R, resourceVersionMatch=NotOlderThan` (served from the watch cache). On 1.20
-/// an idle kind's watch cache never reaches R (no progress notifications), so every such list
-/// waited 3 s and failed.
-pub async fn confirm(client: &Client, id: &TenantId, resources: &[DeletableResource]) -> Inventory {
-    let kinds: Vec<DeletableResource> = candidate_kinds(resources, id)
-        .into_iter()
-        .cloned()
-        .collect();
-    let selector = format!("{TENANT_LABEL}={id}");
-    let lists = list_all(client, kinds, Some(&selector)).await;
-    let mut inv = Inventory::default();
-    collect(&mut inv, id, lists, Some(&selector));
+    let lists = list_all(client, to_list).await;
+    collect(&mut inv, id, lists);
     inv
 }
 
@@ -234,16 +287,12 @@ type Listed = (
 );
 
 /// Lists `kinds` concurrently (bounded); owned inputs, so the futures borrow nothing.
-async fn list_all(
-    client: &Client,
-    kinds: Vec<DeletableResource>,
-    selector: Option<&str>,
-) -> Vec<Listed> {
+async fn list_all(client: &Client, kinds: Vec<DeletableResource>) -> Vec<Listed> {
     futures::stream::iter(kinds)
         .map(|r: DeletableResource| {
-            let (client, selector) = (client.clone(), selector.map(str::to_string));
+            let client = client.clone();
             async move {
-                let result = list_names(&client, &r.resource, selector.as_deref()).await;
+                let result = list_names(&client, &r.resource).await;
                 (r, result)
             }
         })
@@ -253,19 +302,17 @@ async fn list_all(
 }
 
 /// Keeps the tenant's objects of what was listed; reports what could not be.
-fn collect(inv: &mut Inventory, id: &TenantId, lists: Vec<Listed>, selector: Option<&str>) {
+fn collect(inv: &mut Inventory, id: &TenantId, lists: Vec<Listed>) {
     for (r, result) in lists {
         match result {
             Ok((items, listed)) => {
                 inv.listed += listed;
-                for m in &items {
-                    let name = m.metadata.name.as_deref().unwrap_or("");
-                    if id.owns(name) {
-                        inv.objects.push(found(&r.resource, m));
-                    } else if selector.is_some() {
-                        tracing::warn!(resource = %r.gvk_string(), name, tenant = %id, "labelled for the tenant but not named <id>-...: not deleted");
-                    }
-                }
+                inv.objects.extend(
+                    items
+                        .iter()
+                        .filter(|m| id.owns(m.metadata.name.as_deref().unwrap_or("")))
+                        .map(|m| found(&r.resource, m)),
+                );
             }
             Err(e) => {
                 tracing::warn!(error = %e, tenant = %id, "skipping a kind that cannot be listed");

@@ -11,7 +11,7 @@ use super::id::TenantId;
 use super::inventory::{self, Found, Inventory, Strategy};
 use super::metrics::TenantMetrics;
 use crate::engine::discovery::DeletableResource;
-use crate::engine::name_index::NameIndex;
+use crate::engine::name_index::{self, NameIndex};
 use futures::StreamExt;
 use kube::api::{DeleteParams, DynamicObject, Preconditions};
 use kube::{Api, Client};
@@ -53,6 +53,11 @@ pub struct PassReport {
     pub would_delete: Vec<String>,
     /// Deletes the API server completed at once (no finalizer held the object).
     pub gone_now: u64,
+    /// etcd's revision when the teardown began (`index` strategy): the caller hands it back to
+    /// every later pass of the same teardown; see [`inventory::confirm`].
+    pub since: Option<u64>,
+    /// The objects deleted outright in this pass.
+    gone: Vec<Found>,
 }
 
 pub async fn pass(
@@ -62,7 +67,16 @@ pub async fn pass(
     settings: &TeardownSettings,
     metrics: &TenantMetrics,
     index: &NameIndex,
+    since: Option<u64>,
 ) -> PassReport {
+    let mut report = PassReport::default();
+    if settings.strategy == Strategy::Index {
+        // Read before anything is found: whatever the tenant has at this revision is seen.
+        report.since = match since {
+            Some(s) => Some(s),
+            None => name_index::current_revision(client).await,
+        };
+    }
     let inv: Inventory = inventory::find(
         client,
         id,
@@ -72,12 +86,21 @@ pub async fn pass(
         index,
     )
     .await;
-    let mut report = PassReport::default();
     let mut done = delete_found(client, id, inv, settings, metrics, &mut report).await;
     if done && settings.strategy == Strategy::Index {
         // The index said nothing is left (or everything went at once): one authoritative check
         // before the finalizer may go. What it finds is deleted now and checked again next pass.
-        let check = inventory::confirm(client, id, resources).await;
+        let gone = std::mem::take(&mut report.gone);
+        let check = inventory::confirm(
+            client,
+            id,
+            resources,
+            &settings.scan_kinds,
+            index,
+            report.since,
+            &gone,
+        )
+        .await;
         if !check.is_empty() || !check.errors.is_empty() {
             tracing::info!(tenant = %id, found = check.crds.len() + check.objects.len(), "the last check found objects the index had not seen yet");
             delete_found(client, id, check, settings, metrics, &mut report).await;
@@ -152,6 +175,7 @@ async fn delete_found(
                     report.deleted += 1;
                     if gone {
                         report.gone_now += 1;
+                        report.gone.push(f.clone());
                     }
                     metrics.deleted(&f.kind_key());
                     tracing::info!(tenant = %id, kind = %f.kind_key(), name = %f.name, "deleted");
