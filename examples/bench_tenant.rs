@@ -146,7 +146,15 @@ async fn teardown(c: &Client, id: &str, strategy: Strategy, index: &NameIndex) -
     let mut listed = 0;
     let mut since = None;
     for _ in 0..100 {
+        let t = Instant::now();
         let r = pass(c, &id, &resources, &settings, &metrics, index, since).await;
+        eprintln!(
+            "  {strategy:?} pass: {:.3}s, {} deleted, {} listed, done={}",
+            t.elapsed().as_secs_f64(),
+            r.deleted,
+            r.listed,
+            r.done
+        );
         since = r.since;
         listed += r.listed;
         if r.done {

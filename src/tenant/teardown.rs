@@ -105,6 +105,9 @@ pub async fn pass(
             tracing::info!(tenant = %id, found = check.crds.len() + check.objects.len(), "the last check found objects the index had not seen yet");
             delete_found(client, id, check, settings, metrics, &mut report).await;
             done = false;
+        } else {
+            // What the check listed counts even when it found nothing.
+            report.listed += check.listed;
         }
     }
     metrics.listed(settings.strategy, report.listed);
