@@ -5,6 +5,9 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SWEEPER_CACHE="${SWEEPER_CACHE:-$HOME/.cache/sweeper}"
 SWEEPER_STATE="${SWEEPER_STATE:-$REPO_ROOT/.state}"
+# Builds too (the AWS SDK crates take ~15 minutes from scratch): every clone, CI run, benchmark and
+# demo shares one target directory unless the caller picks another.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SWEEPER_CACHE/cargo-target}"
 
 # Pinned versions: the cache is keyed by them, so bumping one rebuilds only that part.
 K8S_DEB_VERSION="1.20.5+really1.20.2-1.1+deb12u1"

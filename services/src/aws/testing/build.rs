@@ -1,5 +1,9 @@
-//! Builders for the AWS resources the LocalStack tests and the benchmark create. They panic on
-//! failure: a fixture that cannot be built is a broken test setup, and the panic names the call.
+//! Builders for the AWS resources the LocalStack tests, the benchmark and the demo create.
+//!
+//! [`fallible`] holds every SDK call once, returning errors that name the call: the demo records
+//! what it made and reports a failure. The functions at this module's top level wrap them for
+//! tests and the benchmark and panic on failure: a fixture that cannot be built is a broken test
+//! setup, and the panic names the call.
 
 use crate::aws::model::AwsClients;
 use aws_sdk_ec2 as ec2;
@@ -21,40 +25,402 @@ pub fn cloud(c: &str, v: &str) -> (String, String) {
     (format!("kubernetes.io/cluster/{c}"), v.into())
 }
 
-fn ec2_tags(
-    rt: ec2::types::ResourceType,
-    tags: &[(String, String)],
-) -> ec2::types::TagSpecification {
-    let mut b = ec2::types::TagSpecification::builder().resource_type(rt);
-    for (k, v) in tags {
-        b = b.tags(ec2::types::Tag::builder().key(k).value(v).build());
+/// Panics with the call's error: for fixtures.
+fn ok<T>(r: fallible::Built<T>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub mod fallible {
+    //! Each builder once, fallible. An id the API does not return is an error too.
+
+    use super::{ec2, elb, elbv2};
+    use crate::aws::model::AwsClients;
+    use ec2::types::ResourceType;
+
+    /// A builder call that failed, naming it.
+    #[derive(Debug, thiserror::Error)]
+    #[error("{call}: {message}")]
+    pub struct BuildError {
+        pub call: String,
+        pub message: String,
     }
-    b.build()
+
+    pub type Built<T = String> = Result<T, BuildError>;
+
+    fn err(call: &str) -> impl FnOnce(String) -> BuildError + '_ {
+        move |message| BuildError {
+            call: call.into(),
+            message,
+        }
+    }
+
+    /// The SDK error rendered with its cause chain (its Display alone says only "service error").
+    fn sdk<E: std::error::Error>(call: &str) -> impl FnOnce(E) -> BuildError + '_ {
+        move |e| {
+            let mut message = e.to_string();
+            let mut source = e.source();
+            while let Some(s) = source {
+                message.push_str(": ");
+                message.push_str(&s.to_string());
+                source = s.source();
+            }
+            err(call)(message)
+        }
+    }
+
+    fn id(call: &str, id: Option<&str>) -> Built {
+        id.map(str::to_string)
+            .ok_or_else(|| err(call)("the response carries no id".into()))
+    }
+
+    fn ec2_tags(rt: ResourceType, tags: &[(String, String)]) -> ec2::types::TagSpecification {
+        let mut b = ec2::types::TagSpecification::builder().resource_type(rt);
+        for (k, v) in tags {
+            b = b.tags(ec2::types::Tag::builder().key(k).value(v).build());
+        }
+        b.build()
+    }
+
+    pub async fn vpc(c: &AwsClients, cidr: &str, tags: &[(String, String)]) -> Built {
+        let call = "CreateVpc";
+        let out = c
+            .ec2
+            .create_vpc()
+            .cidr_block(cidr)
+            .tag_specifications(ec2_tags(ResourceType::Vpc, tags))
+            .send()
+            .await
+            .map_err(sdk(call))?;
+        id(call, out.vpc().and_then(|v| v.vpc_id()))
+    }
+
+    pub async fn subnet(
+        c: &AwsClients,
+        vpc: &str,
+        cidr: &str,
+        az: &str,
+        tags: &[(String, String)],
+    ) -> Built {
+        let call = "CreateSubnet";
+        let mut req = c
+            .ec2
+            .create_subnet()
+            .vpc_id(vpc)
+            .cidr_block(cidr)
+            .availability_zone(az);
+        if !tags.is_empty() {
+            req = req.tag_specifications(ec2_tags(ResourceType::Subnet, tags));
+        }
+        let out = req.send().await.map_err(sdk(call))?;
+        id(call, out.subnet().and_then(|s| s.subnet_id()))
+    }
+
+    /// Creates an internet gateway and attaches it to `vpc`.
+    pub async fn internet_gateway(c: &AwsClients, vpc: &str, tags: &[(String, String)]) -> Built {
+        let call = "CreateInternetGateway";
+        let out = c
+            .ec2
+            .create_internet_gateway()
+            .tag_specifications(ec2_tags(ResourceType::InternetGateway, tags))
+            .send()
+            .await
+            .map_err(sdk(call))?;
+        let igw = id(
+            call,
+            out.internet_gateway().and_then(|g| g.internet_gateway_id()),
+        )?;
+        c.ec2
+            .attach_internet_gateway()
+            .internet_gateway_id(&igw)
+            .vpc_id(vpc)
+            .send()
+            .await
+            .map_err(sdk("AttachInternetGateway"))?;
+        Ok(igw)
+    }
+
+    /// Creates a route table in `vpc` associated with `subnets`.
+    pub async fn route_table(
+        c: &AwsClients,
+        vpc: &str,
+        subnets: &[&str],
+        tags: &[(String, String)],
+    ) -> Built {
+        let call = "CreateRouteTable";
+        let out = c
+            .ec2
+            .create_route_table()
+            .vpc_id(vpc)
+            .tag_specifications(ec2_tags(ResourceType::RouteTable, tags))
+            .send()
+            .await
+            .map_err(sdk(call))?;
+        let rt = id(call, out.route_table().and_then(|r| r.route_table_id()))?;
+        for s in subnets {
+            c.ec2
+                .associate_route_table()
+                .route_table_id(&rt)
+                .subnet_id(*s)
+                .send()
+                .await
+                .map_err(sdk("AssociateRouteTable"))?;
+        }
+        Ok(rt)
+    }
+
+    /// A VPC elastic IP: its allocation id.
+    pub async fn elastic_ip(c: &AwsClients, tags: &[(String, String)]) -> Built {
+        let call = "AllocateAddress";
+        let out = c
+            .ec2
+            .allocate_address()
+            .domain(ec2::types::DomainType::Vpc)
+            .tag_specifications(ec2_tags(ResourceType::ElasticIp, tags))
+            .send()
+            .await
+            .map_err(sdk(call))?;
+        id(call, out.allocation_id())
+    }
+
+    pub async fn nat_gateway(
+        c: &AwsClients,
+        subnet: &str,
+        allocation: &str,
+        tags: &[(String, String)],
+    ) -> Built {
+        let call = "CreateNatGateway";
+        let out = c
+            .ec2
+            .create_nat_gateway()
+            .subnet_id(subnet)
+            .allocation_id(allocation)
+            .tag_specifications(ec2_tags(ResourceType::Natgateway, tags))
+            .send()
+            .await
+            .map_err(sdk(call))?;
+        id(call, out.nat_gateway().and_then(|n| n.nat_gateway_id()))
+    }
+
+    pub async fn security_group(
+        c: &AwsClients,
+        vpc: &str,
+        name: &str,
+        description: &str,
+        tags: &[(String, String)],
+    ) -> Built {
+        let call = "CreateSecurityGroup";
+        let mut req = c
+            .ec2
+            .create_security_group()
+            .vpc_id(vpc)
+            .group_name(name)
+            .description(description);
+        if !tags.is_empty() {
+            req = req.tag_specifications(ec2_tags(ResourceType::SecurityGroup, tags));
+        }
+        let out = req.send().await.map_err(sdk(call))?;
+        id(call, out.group_id())
+    }
+
+    /// One instance in `subnet`, in `groups` (none: the VPC's default group).
+    pub async fn instance(
+        c: &AwsClients,
+        subnet: &str,
+        groups: &[&str],
+        ty: Option<ec2::types::InstanceType>,
+        tags: &[(String, String)],
+    ) -> Built {
+        let call = "RunInstances";
+        let mut req = c
+            .ec2
+            .run_instances()
+            .image_id("ami-12345678")
+            .set_instance_type(ty)
+            .min_count(1)
+            .max_count(1)
+            .subnet_id(subnet);
+        for g in groups {
+            req = req.security_group_ids(*g);
+        }
+        if !tags.is_empty() {
+            req = req.tag_specifications(ec2_tags(ResourceType::Instance, tags));
+        }
+        let out = req.send().await.map_err(sdk(call))?;
+        id(call, out.instances().first().and_then(|i| i.instance_id()))
+    }
+
+    pub async fn volume(c: &AwsClients, az: &str, tags: &[(String, String)]) -> Built {
+        let call = "CreateVolume";
+        let out = c
+            .ec2
+            .create_volume()
+            .availability_zone(az)
+            .size(1)
+            .tag_specifications(ec2_tags(ResourceType::Volume, tags))
+            .send()
+            .await
+            .map_err(sdk(call))?;
+        id(call, out.volume_id())
+    }
+
+    /// A detached network interface in `subnet` and `group`.
+    pub async fn eni(
+        c: &AwsClients,
+        subnet: &str,
+        group: &str,
+        description: Option<&str>,
+    ) -> Built {
+        let call = "CreateNetworkInterface";
+        let out = c
+            .ec2
+            .create_network_interface()
+            .subnet_id(subnet)
+            .groups(group)
+            .set_description(description.map(str::to_string))
+            .send()
+            .await
+            .map_err(sdk(call))?;
+        id(
+            call,
+            out.network_interface()
+                .and_then(|n| n.network_interface_id()),
+        )
+    }
+
+    /// A classic load balancer with one TCP listener on `port`; returns its name.
+    pub async fn classic_lb(
+        c: &AwsClients,
+        name: &str,
+        subnets: &[&str],
+        groups: &[&str],
+        port: i32,
+        tags: &[(String, String)],
+    ) -> Built {
+        let call = "CreateLoadBalancer (classic)";
+        let listener = elb::types::Listener::builder()
+            .protocol("TCP")
+            .load_balancer_port(port)
+            .instance_port(port)
+            .build()
+            .map_err(sdk(call))?;
+        let mut req = c
+            .elb
+            .create_load_balancer()
+            .load_balancer_name(name)
+            .listeners(listener);
+        for s in subnets {
+            req = req.subnets(*s);
+        }
+        for g in groups {
+            req = req.security_groups(*g);
+        }
+        for (k, v) in tags {
+            req = req.tags(
+                elb::types::Tag::builder()
+                    .key(k)
+                    .value(v)
+                    .build()
+                    .map_err(sdk(call))?,
+            );
+        }
+        req.send().await.map_err(sdk(call))?;
+        Ok(name.to_string())
+    }
+
+    fn v2_tags(tags: &[(String, String)]) -> Option<Vec<elbv2::types::Tag>> {
+        let tags: Vec<_> = tags
+            .iter()
+            .map(|(k, v)| elbv2::types::Tag::builder().key(k).value(v).build())
+            .collect();
+        (!tags.is_empty()).then_some(tags)
+    }
+
+    /// An application or network load balancer; returns its ARN.
+    pub async fn v2_lb(
+        c: &AwsClients,
+        name: &str,
+        ty: elbv2::types::LoadBalancerTypeEnum,
+        subnets: &[&str],
+        tags: &[(String, String)],
+    ) -> Built {
+        let call = "CreateLoadBalancer (v2)";
+        let out = c
+            .elbv2
+            .create_load_balancer()
+            .name(name)
+            .r#type(ty)
+            .set_subnets(Some(subnets.iter().map(|s| s.to_string()).collect()))
+            .set_tags(v2_tags(tags))
+            .send()
+            .await
+            .map_err(sdk(call))?;
+        id(
+            call,
+            out.load_balancers()
+                .first()
+                .and_then(|l| l.load_balancer_arn()),
+        )
+    }
+
+    /// A target group on port 80; returns its ARN.
+    pub async fn target_group(
+        c: &AwsClients,
+        name: &str,
+        vpc: &str,
+        protocol: elbv2::types::ProtocolEnum,
+        tags: &[(String, String)],
+    ) -> Built {
+        let call = "CreateTargetGroup";
+        let out = c
+            .elbv2
+            .create_target_group()
+            .name(name)
+            .protocol(protocol)
+            .port(80)
+            .vpc_id(vpc)
+            .set_tags(v2_tags(tags))
+            .send()
+            .await
+            .map_err(sdk(call))?;
+        id(
+            call,
+            out.target_groups()
+                .first()
+                .and_then(|t| t.target_group_arn()),
+        )
+    }
+
+    /// A listener on port 80 of `lb` forwarding to `tg`.
+    pub async fn listener(
+        c: &AwsClients,
+        lb: &str,
+        tg: &str,
+        protocol: elbv2::types::ProtocolEnum,
+    ) -> Built<()> {
+        c.elbv2
+            .create_listener()
+            .load_balancer_arn(lb)
+            .protocol(protocol)
+            .port(80)
+            .default_actions(
+                elbv2::types::Action::builder()
+                    .r#type(elbv2::types::ActionTypeEnum::Forward)
+                    .target_group_arn(tg)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(sdk("CreateListener"))?;
+        Ok(())
+    }
 }
 
 pub async fn vpc(c: &AwsClients, tags: &[(String, String)]) -> String {
-    let out = c
-        .ec2
-        .create_vpc()
-        .cidr_block("10.0.0.0/16")
-        .tag_specifications(ec2_tags(ec2::types::ResourceType::Vpc, tags))
-        .send()
-        .await
-        .unwrap();
-    out.vpc().unwrap().vpc_id().unwrap().to_string()
+    ok(fallible::vpc(c, "10.0.0.0/16", tags).await)
 }
 
 pub async fn subnet(c: &AwsClients, vpc: &str, cidr: &str, az: &str) -> String {
-    let out = c
-        .ec2
-        .create_subnet()
-        .vpc_id(vpc)
-        .cidr_block(cidr)
-        .availability_zone(az)
-        .send()
-        .await
-        .unwrap();
-    out.subnet().unwrap().subnet_id().unwrap().to_string()
+    ok(fallible::subnet(c, vpc, cidr, az, &[]).await)
 }
 
 /// A VPC with one subnet in [`AZ`]: the network most tests put their resources in.
@@ -90,36 +456,11 @@ pub async fn byo_network(c: &AwsClients) -> (String, Vec<String>) {
 }
 
 pub async fn sg(c: &AwsClients, vpc: &str, name: &str, tags: &[(String, String)]) -> String {
-    let mut req = c
-        .ec2
-        .create_security_group()
-        .vpc_id(vpc)
-        .group_name(name)
-        .description("test");
-    if !tags.is_empty() {
-        req = req.tag_specifications(ec2_tags(ec2::types::ResourceType::SecurityGroup, tags));
-    }
-    req.send().await.unwrap().group_id().unwrap().to_string()
+    ok(fallible::security_group(c, vpc, name, "test", tags).await)
 }
 
 pub async fn classic_lb(c: &AwsClients, name: &str, subnet: &str, tags: &[(String, String)]) {
-    let mut req = c
-        .elb
-        .create_load_balancer()
-        .load_balancer_name(name)
-        .subnets(subnet)
-        .listeners(
-            elb::types::Listener::builder()
-                .protocol("TCP")
-                .load_balancer_port(80)
-                .instance_port(80)
-                .build()
-                .unwrap(),
-        );
-    for (k, v) in tags {
-        req = req.tags(elb::types::Tag::builder().key(k).value(v).build().unwrap());
-    }
-    req.send().await.unwrap();
+    ok(fallible::classic_lb(c, name, &[subnet], &[], 80, tags).await);
 }
 
 pub async fn v2_lb(
@@ -129,115 +470,30 @@ pub async fn v2_lb(
     subnets: &[String],
     tags: &[(String, String)],
 ) -> String {
-    let mut req = c
-        .elbv2
-        .create_load_balancer()
-        .name(name)
-        .r#type(ty)
-        .set_subnets(Some(subnets.to_vec()));
-    for (k, v) in tags {
-        req = req.tags(elbv2::types::Tag::builder().key(k).value(v).build());
-    }
-    let out = req.send().await.unwrap();
-    out.load_balancers()[0]
-        .load_balancer_arn()
-        .unwrap()
-        .to_string()
+    let subnets: Vec<&str> = subnets.iter().map(String::as_str).collect();
+    ok(fallible::v2_lb(c, name, ty, &subnets, tags).await)
 }
 
 pub async fn tg(c: &AwsClients, name: &str, vpc: &str, tags: &[(String, String)]) -> String {
-    tg_for(c, name, vpc, elbv2::types::ProtocolEnum::Http, tags).await
-}
-
-async fn tg_for(
-    c: &AwsClients,
-    name: &str,
-    vpc: &str,
-    protocol: elbv2::types::ProtocolEnum,
-    tags: &[(String, String)],
-) -> String {
-    let mut req = c
-        .elbv2
-        .create_target_group()
-        .name(name)
-        .protocol(protocol)
-        .port(80)
-        .vpc_id(vpc);
-    for (k, v) in tags {
-        req = req.tags(elbv2::types::Tag::builder().key(k).value(v).build());
-    }
-    req.send().await.unwrap().target_groups()[0]
-        .target_group_arn()
-        .unwrap()
-        .to_string()
+    let http = elbv2::types::ProtocolEnum::Http;
+    ok(fallible::target_group(c, name, vpc, http, tags).await)
 }
 
 pub async fn listener(c: &AwsClients, lb: &str, tg: &str) {
-    listener_for(c, lb, tg, elbv2::types::ProtocolEnum::Http).await
-}
-
-async fn listener_for(c: &AwsClients, lb: &str, tg: &str, protocol: elbv2::types::ProtocolEnum) {
-    c.elbv2
-        .create_listener()
-        .load_balancer_arn(lb)
-        .protocol(protocol)
-        .port(80)
-        .default_actions(
-            elbv2::types::Action::builder()
-                .r#type(elbv2::types::ActionTypeEnum::Forward)
-                .target_group_arn(tg)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let http = elbv2::types::ProtocolEnum::Http;
+    ok(fallible::listener(c, lb, tg, http).await)
 }
 
 pub async fn instance(c: &AwsClients, subnet: &str, tags: &[(String, String)]) -> String {
-    let mut req = c
-        .ec2
-        .run_instances()
-        .image_id("ami-12345678")
-        .min_count(1)
-        .max_count(1)
-        .subnet_id(subnet);
-    if !tags.is_empty() {
-        req = req.tag_specifications(ec2_tags(ec2::types::ResourceType::Instance, tags));
-    }
-    req.send().await.unwrap().instances()[0]
-        .instance_id()
-        .unwrap()
-        .to_string()
+    ok(fallible::instance(c, subnet, &[], None, tags).await)
 }
 
 pub async fn volume(c: &AwsClients, tags: &[(String, String)]) -> String {
-    c.ec2
-        .create_volume()
-        .availability_zone(AZ)
-        .size(1)
-        .tag_specifications(ec2_tags(ec2::types::ResourceType::Volume, tags))
-        .send()
-        .await
-        .unwrap()
-        .volume_id()
-        .unwrap()
-        .to_string()
+    ok(fallible::volume(c, AZ, tags).await)
 }
 
 pub async fn eni(c: &AwsClients, subnet: &str, group: &str) -> String {
-    let out = c
-        .ec2
-        .create_network_interface()
-        .subnet_id(subnet)
-        .groups(group)
-        .send()
-        .await
-        .unwrap();
-    out.network_interface()
-        .unwrap()
-        .network_interface_id()
-        .unwrap()
-        .to_string()
+    ok(fallible::eni(c, subnet, group, None).await)
 }
 
 /// A network load balancer in `net`'s subnet.
@@ -257,8 +513,9 @@ pub async fn held_target_group(
     foreign: &Net,
     tags: &[(String, String)],
 ) -> (String, String) {
-    let tg = tg_for(c, name, vpc, elbv2::types::ProtocolEnum::Tcp, tags).await;
+    let tcp = elbv2::types::ProtocolEnum::Tcp;
+    let tg = ok(fallible::target_group(c, name, vpc, tcp.clone(), tags).await);
     let blocker = nlb(c, foreign, &format!("{name}-fx"), &[]).await;
-    listener_for(c, &blocker, &tg, elbv2::types::ProtocolEnum::Tcp).await;
+    ok(fallible::listener(c, &blocker, &tg, tcp).await);
     (tg, blocker)
 }
