@@ -441,3 +441,98 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         "the owned target group is deleted once free"
     );
 }
+
+/// Opted out, with a CAPA-managed VPC: phase 1 still deletes CAPA's own security group, but the
+/// cloud provider's group in the VPC is not the teardown's. It is kept, the condition names it as
+/// what blocks the VPC, a Warning Event says so, and the finalizer holds; once its owner removes
+/// it, the network goes and the finalizer is released.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn an_opted_out_cluster_with_a_capa_vpc_names_what_blocks_it_and_deletes_none_of_it() {
+    let World {
+        scope: _scope,
+        ns,
+        c,
+        aws,
+        cluster,
+        net,
+        owned_sg,
+        ..
+    } = world("extblk").await;
+    let capa_key = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{cluster}");
+    for id in [&net.vpc, &net.subnet] {
+        support::aws::tag(&aws, id, &capa_key, "owned").await;
+    }
+    let node_sg = sg(
+        &aws,
+        &net.vpc,
+        &format!("{cluster}-node"),
+        &tagged(&capa_key, "owned"),
+    )
+    .await;
+    let _gc = Sweeper::start(&GATES).await;
+    let api = aws_cluster(
+        &c,
+        &ns,
+        &cluster,
+        &[("aws.cluster.x-k8s.io/external-resource-gc", "false")],
+    )
+    .await;
+    let name = infra_name(&cluster);
+    assert!(eventually(T, || has_finalizer(&api, &name)).await);
+    api.delete(&name, &Default::default()).await.unwrap();
+
+    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        &ns,
+        &kube::api::ApiResource::erase::<AWSCluster>(&()),
+    );
+    let named = eventually(T, || async {
+        dynamic.get(&name).await.is_ok_and(|o| {
+            o.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    let m = c["message"].as_str().unwrap_or("");
+                    c["type"] == "ExternalResourcesDeleted"
+                        && c["status"] == "False"
+                        && m.contains(&owned_sg)
+                        && m.contains(&format!("blocks deleting {}", net.vpc))
+                })
+            })
+        })
+    })
+    .await;
+    assert!(named, "the condition names the group that blocks the VPC");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
+    let warned = eventually(T, || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("VpcDeletionBlocked")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains(&net.vpc) && n.contains(&owned_sg))
+            })
+    })
+    .await;
+    assert!(warned, "a Warning Event says the VPC waits for it");
+    assert!(!sg_exists(&aws, &node_sg).await, "phase 1 ran");
+    assert!(sg_exists(&aws, &owned_sg).await, "opted out: kept");
+    assert!(has_finalizer(&api, &name).await, "the finalizer holds");
+
+    aws.ec2
+        .delete_security_group()
+        .group_id(&owned_sg)
+        .send()
+        .await
+        .unwrap();
+    let released = eventually(T, || gone(&api, &name)).await;
+    assert!(
+        released,
+        "nothing blocks the VPC any more: the teardown finishes"
+    );
+}

@@ -378,6 +378,10 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             self.warn(o, "ExternalResourcesDeletionFailed", message)
                 .await;
         }
+        if !tally.blockers.is_empty() && changed {
+            self.warn(o, "VpcDeletionBlocked", tally.blocked_vpcs())
+                .await;
+        }
         let (phase, detail) = phase_of(&report);
         Ok(Pass::Left {
             phase,
@@ -416,6 +420,8 @@ struct Tally {
     deleted: usize,
     remaining: Vec<String>,
     errors: Vec<String>,
+    /// Resources the cluster does not own that keep its VPC from being deleted: `(what, vpc)`.
+    blockers: Vec<(String, String)>,
 }
 
 impl Tally {
@@ -424,6 +430,7 @@ impl Tally {
             deleted: 0,
             remaining: Vec::new(),
             errors: Vec::new(),
+            blockers: Vec::new(),
         };
         for p in &report.phases {
             for d in &p.deleted {
@@ -441,8 +448,35 @@ impl Tally {
             }
             t.errors
                 .extend(p.errors.iter().map(|e| format!("phase {}: {e}", p.phase)));
+            for (r, vpc) in &p.blockers {
+                t.remaining.push(format!(
+                    "phase {}: {} {} (not the cluster's; blocks deleting {vpc})",
+                    p.phase, r.kind, r.id
+                ));
+                t.blockers
+                    .push((format!("{} {}", r.kind, r.id), vpc.clone()));
+            }
         }
         t
+    }
+
+    /// The Warning Event's text: per VPC, what blocks it.
+    fn blocked_vpcs(&self) -> String {
+        let mut by_vpc: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for (what, vpc) in &self.blockers {
+            by_vpc.entry(vpc).or_default().push(what);
+        }
+        by_vpc
+            .into_iter()
+            .map(|(vpc, what)| {
+                format!(
+                    "VPC {vpc} cannot be deleted until these resources, which the cluster does not \
+                     own and sweeper will not delete, are gone: {}",
+                    what.join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     /// The condition message: errors first, then what is left, at most ten.

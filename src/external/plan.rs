@@ -78,6 +78,12 @@ pub async fn plan(
         for r in &p.planned {
             out.push_str(&format!("  {} {} {}\n", r.service, r.kind, r.id));
         }
+        for (r, vpc) in &p.blockers {
+            out.push_str(&format!(
+                "  blocked by {} {} {} (not the cluster's; kept, and {vpc} with it until it is gone)\n",
+                r.service, r.kind, r.id
+            ));
+        }
         for e in &p.errors {
             out.push_str(&format!("  error: {e}\n"));
         }

@@ -106,6 +106,9 @@ pub struct PhaseReport {
     pub errors: Vec<String>,
     /// Dry run: what would be deleted.
     pub planned: Vec<ResourceRef>,
+    /// Phase 3: resources the cluster does not own that keep its VPC from being deleted, with
+    /// the VPC each one blocks. Never deleted; the phase waits until they are gone.
+    pub blockers: Vec<(ResourceRef, String)>,
 }
 
 impl PhaseReport {
@@ -126,7 +129,10 @@ impl PhaseReport {
 
     /// Nothing left and nothing failed: the next phase may start.
     pub fn is_clear(&self) -> bool {
-        self.started && self.remaining.is_empty() && self.errors.is_empty()
+        self.started
+            && self.remaining.is_empty()
+            && self.errors.is_empty()
+            && self.blockers.is_empty()
     }
 
     pub fn merge(&mut self, other: PhaseReport) {
@@ -134,5 +140,6 @@ impl PhaseReport {
         self.remaining.extend(other.remaining);
         self.errors.extend(other.errors);
         self.planned.extend(other.planned);
+        self.blockers.extend(other.blockers);
     }
 }

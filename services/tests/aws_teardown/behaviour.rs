@@ -69,8 +69,12 @@ async fn dry_run_plans_every_phase_and_deletes_nothing() {
     let (c, rec) = env().await;
     let n = cluster("dry");
     let v = vpc(&c, &[capa(&n)]).await;
-    let sn = subnet(&c, &v, "10.0.1.0/24", AZ).await;
-    let sn2 = subnet(&c, &v, "10.0.2.0/24", "us-east-1b").await;
+    let sn = fallible::subnet(&c, &v, "10.0.1.0/24", AZ, &[capa(&n)])
+        .await
+        .unwrap();
+    let sn2 = fallible::subnet(&c, &v, "10.0.2.0/24", "us-east-1b", &[capa(&n)])
+        .await
+        .unwrap();
     let inst = instance(&c, &sn, &[capa(&n)]).await;
     let owned = [cloud(&n, "owned")];
     let lb = v2_lb(
@@ -104,6 +108,10 @@ async fn dry_run_plans_every_phase_and_deletes_nothing() {
     assert!(
         planned(2).contains(&v) && planned(2).contains(&sn),
         "{report:#?}"
+    );
+    assert!(
+        report.phases[2].blockers.is_empty(),
+        "what phases 1 and 2 would delete blocks nothing: {report:#?}"
     );
     assert!(report.phases.iter().all(|p| p.deleted.is_empty()));
     let calls = rec.calls();

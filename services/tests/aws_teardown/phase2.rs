@@ -11,6 +11,8 @@ struct World {
     tg: String,
     sg: String,
     keep_sgs: Vec<String>,
+    /// CAPA's own group (tagged by both): never phase 2's; phase 1 deletes it.
+    capa_sg: String,
     keep_classic: String,
     keep_tg: String,
     vol: String,
@@ -49,7 +51,6 @@ async fn world(c: &sweeper_services::aws::teardown::AwsClients, n: &str) -> Worl
         crate::fixtures::sg(c, &v, &format!("{n}-shared"), &[cloud(n, "shared")]).await,
         crate::fixtures::sg(c, &v, &format!("{n}-other"), &[cloud(&other, "owned")]).await,
         crate::fixtures::sg(c, &v, &format!("{n}-untagged"), &[]).await,
-        crate::fixtures::sg(c, &v, &format!("{n}-capa"), &[cloud(n, "owned"), capa(n)]).await,
         crate::fixtures::sg(
             c,
             &v,
@@ -58,6 +59,8 @@ async fn world(c: &sweeper_services::aws::teardown::AwsClients, n: &str) -> Worl
         )
         .await,
     ];
+    let capa_sg =
+        crate::fixtures::sg(c, &v, &format!("{n}-capa"), &[cloud(n, "owned"), capa(n)]).await;
     let keep_classic = format!("{other}-clb");
     classic_lb(c, &keep_classic, &subnets[0], &[cloud(&other, "owned")]).await;
     let keep_tg = crate::fixtures::tg(c, &format!("{n}-tgs"), &v, &[cloud(n, "shared")]).await;
@@ -74,6 +77,7 @@ async fn world(c: &sweeper_services::aws::teardown::AwsClients, n: &str) -> Worl
         tg,
         sg,
         keep_sgs,
+        capa_sg,
         keep_classic,
         keep_tg,
         vol,
@@ -111,6 +115,7 @@ async fn check_external(alternative: bool) {
     assert!(!tg_exists(&c, &w.tg).await);
     assert!(!sg_exists(&c, &w.sg).await);
     assert!(!eni_exists(&c, &w.eni).await);
+    assert!(!sg_exists(&c, &w.capa_sg).await, "CAPA's group: phase 1's");
     assert_survivors(&c, &w).await;
     let calls = rec.calls();
     // The target group is deleted only after the load balancer that used it.
@@ -162,6 +167,10 @@ async fn phase2_opted_out_keeps_external_resources() {
     assert!(tg_exists(&c, &w.tg).await);
     assert!(sg_exists(&c, &w.sg).await);
     assert!(eni_exists(&c, &w.eni).await);
+    assert!(
+        !sg_exists(&c, &w.capa_sg).await,
+        "phase 1 still deletes CAPA's own group"
+    );
     assert_survivors(&c, &w).await;
 }
 

@@ -1,63 +1,26 @@
 use crate::fixtures::*;
-use sweeper_services::aws::sdk::ec2::types::{DomainType, ResourceType, Tag, TagSpecification};
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest};
+use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 
-/// A CAPA-managed network for `n`: VPC, subnets, IGW, route table, NAT gateway + EIP, an SG.
+/// A CAPA-managed network for `n`, every part carrying CAPA's ownership tag as CAPA tags it:
+/// VPC, two subnets, IGW, route table, NAT gateway + EIP, and CAPA's node security group.
 async fn capa_network(c: &AwsClients, n: &str) -> (String, Vec<String>, String) {
-    let v = vpc(c, &[capa(n)]).await;
-    let public = subnet(c, &v, "10.0.1.0/24", AZ).await;
-    let private = subnet(c, &v, "10.0.2.0/24", "us-east-1b").await;
-    let igw = c.ec2.create_internet_gateway().send().await.unwrap();
-    let igw = igw
-        .internet_gateway()
-        .unwrap()
-        .internet_gateway_id()
-        .unwrap()
-        .to_string();
-    c.ec2
-        .attach_internet_gateway()
-        .internet_gateway_id(&igw)
-        .vpc_id(&v)
-        .send()
+    let tags = [capa(n)];
+    let v = vpc(c, &tags).await;
+    let public = fallible::subnet(c, &v, "10.0.1.0/24", AZ, &tags)
         .await
         .unwrap();
-    let rt = c.ec2.create_route_table().vpc_id(&v).send().await.unwrap();
-    let rt = rt
-        .route_table()
-        .unwrap()
-        .route_table_id()
-        .unwrap()
-        .to_string();
-    c.ec2
-        .associate_route_table()
-        .route_table_id(&rt)
-        .subnet_id(&public)
-        .send()
+    let private = fallible::subnet(c, &v, "10.0.2.0/24", "us-east-1b", &tags)
         .await
         .unwrap();
-    let (k, val) = capa(n);
-    let eip = c
-        .ec2
-        .allocate_address()
-        .domain(DomainType::Vpc)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::ElasticIp)
-                .tags(Tag::builder().key(k).value(val).build())
-                .build(),
-        )
-        .send()
+    fallible::internet_gateway(c, &v, &tags).await.unwrap();
+    fallible::route_table(c, &v, &[&public], &tags)
         .await
         .unwrap();
-    let alloc = eip.allocation_id().unwrap().to_string();
-    c.ec2
-        .create_nat_gateway()
-        .subnet_id(&public)
-        .allocation_id(&alloc)
-        .send()
+    let alloc = fallible::elastic_ip(c, &tags).await.unwrap();
+    fallible::nat_gateway(c, &public, &alloc, &tags)
         .await
         .unwrap();
-    let g = sg(c, &v, &format!("{n}-node"), &[capa(n)]).await;
+    let g = sg(c, &v, &format!("{n}-node"), &tags).await;
     (v, vec![public, private], g)
 }
 
@@ -84,13 +47,15 @@ async fn phase3_deletes_a_capa_managed_network_only() {
         assert!(subnet_exists(&c, s).await);
     }
     assert!(
-        sg_exists(&c, &byo_sg).await,
-        "a CAPA group in a bring-your-own VPC is not phase 3's"
+        !sg_exists(&c, &byo_sg).await,
+        "CAPA's group in a bring-your-own VPC is deleted (phase 1), the VPC and subnets kept"
     );
     assert!(vpc_exists(&c, &other_vpc).await);
     assert!(subnet_exists(&c, &other_subnet).await);
     let calls = rec.calls();
+    // CAPA's groups go in phase 1, before the network.
     let order = [
+        "EC2.DeleteSecurityGroup",
         "EC2.DeleteNatGateway",
         "EC2.ReleaseAddress",
         "EC2.DetachInternetGateway",
@@ -98,7 +63,6 @@ async fn phase3_deletes_a_capa_managed_network_only() {
         "EC2.DisassociateRouteTable",
         "EC2.DeleteRouteTable",
         "EC2.DeleteSubnet",
-        "EC2.DeleteSecurityGroup",
         "EC2.DeleteVpc",
     ];
     let idx: Vec<usize> = order.iter().map(|op| first(&calls, op)).collect();
@@ -106,4 +70,87 @@ async fn phase3_deletes_a_capa_managed_network_only() {
         idx.windows(2).all(|w| w[0] < w[1]),
         "{order:?} at {idx:?}: {calls:?}"
     );
+}
+
+/// Opted out, with a CAPA-managed VPC: phase 1 still deletes CAPA's group, but the cloud
+/// provider's group and load balancer (`kubernetes.io/cluster/<n>=owned` only) and a subnet CAPA
+/// did not tag are not the teardown's. Phase 3 names them as what blocks the VPC, touches nothing
+/// of the network and is not done; once they are gone, it finishes.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn phase3_waits_for_what_the_cluster_does_not_own_and_deletes_none_of_it() {
+    let (c, rec) = env().await;
+    let n = cluster("p3blk");
+    let (v, subnets, node_sg) = capa_network(&c, &n).await;
+    let elb_sg = sg(&c, &v, &format!("k8s-elb-{n}"), &[cloud(&n, "owned")]).await;
+    let lb = nlb(
+        &c,
+        &Net {
+            vpc: v.clone(),
+            subnet: subnets[0].clone(),
+        },
+        &format!("{}-svc", &n[n.len() - 8..]),
+        &[cloud(&n, "owned")],
+    )
+    .await;
+    let foreign_subnet = subnet(&c, &v, "10.0.9.0/24", AZ).await;
+    let req = TeardownRequest {
+        external_gc: false,
+        ..TeardownRequest::new(&n)
+    };
+    let mut last = None;
+    for _ in 0..4 {
+        last = Some(teardown_pass(&c, &req).await);
+    }
+    let report = last.unwrap();
+    assert!(!report.done);
+    let p3 = &report.phases[2];
+    assert!(p3.started, "{report:#?}");
+    let mut blockers: Vec<&str> = p3.blockers.iter().map(|(r, _)| r.id.as_str()).collect();
+    blockers.sort();
+    let mut expected = vec![elb_sg.as_str(), lb.as_str(), foreign_subnet.as_str()];
+    expected.sort();
+    assert_eq!(blockers, expected, "{p3:#?}");
+    assert!(p3.blockers.iter().all(|(_, vpc)| vpc == &v), "{p3:#?}");
+    assert!(
+        !sg_exists(&c, &node_sg).await,
+        "phase 1 ran: CAPA's group is gone"
+    );
+    assert!(sg_exists(&c, &elb_sg).await);
+    assert!(v2_exists(&c, &lb).await);
+    assert!(vpc_exists(&c, &v).await);
+    for s in subnets.iter().chain([&foreign_subnet]) {
+        assert!(subnet_exists(&c, s).await, "the network is not touched");
+    }
+    let calls = rec.calls();
+    for op in [
+        "EC2.DeleteNatGateway",
+        "EC2.DeleteSubnet",
+        "EC2.DeleteVpc",
+        "ElasticLoadBalancingv2.DeleteLoadBalancer",
+    ] {
+        assert!(!calls.iter().any(|c| c == op), "{op} called: {calls:?}");
+    }
+
+    // The owner removes them: the teardown finishes.
+    c.elbv2
+        .delete_load_balancer()
+        .load_balancer_arn(&lb)
+        .send()
+        .await
+        .unwrap();
+    c.ec2
+        .delete_security_group()
+        .group_id(&elb_sg)
+        .send()
+        .await
+        .unwrap();
+    c.ec2
+        .delete_subnet()
+        .subnet_id(&foreign_subnet)
+        .send()
+        .await
+        .unwrap();
+    until_done(&c, &req, 20).await;
+    assert!(!vpc_exists(&c, &v).await);
 }

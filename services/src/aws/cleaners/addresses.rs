@@ -1,5 +1,5 @@
 //! Phase 3: Elastic IPs of the cluster's NAT gateways: those CAPA tagged for the cluster plus
-//! those the VPC's NAT gateways (in any state, deleted included) hold. Released once no live NAT
+//! those the VPC's CAPA-tagged NAT gateways (in any state, deleted included) hold. Released once no live NAT
 //! gateway holds them; while one does, they are reported waiting.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
@@ -45,6 +45,10 @@ impl Cleaner for Addresses {
                 .ec2
                 .describe_nat_gateways()
                 .filter(tags::ec2_filter("vpc-id", ctx.vpc_ids))
+                .filter(tags::ec2_tag_filter(
+                    &tags::capa_key(ctx.cluster),
+                    tags::OWNED,
+                ))
                 .send()
         })
         .await

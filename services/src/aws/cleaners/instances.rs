@@ -25,6 +25,10 @@ impl Cleaner for Instances {
     fn order(&self) -> u32 {
         10
     }
+    /// CAPA's security groups (next in phase 1) cannot go while its instances use them.
+    fn gates_later(&self) -> bool {
+        true
+    }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();

@@ -1,4 +1,5 @@
-//! Phase 3: internet gateways attached to the CAPA-managed VPC: detached, then deleted.
+//! Phase 3: internet gateways attached to the CAPA-managed VPC and carrying CAPA's ownership tag:
+//! detached, then deleted.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::aws::discovery::tags;
@@ -39,6 +40,10 @@ impl Cleaner for InternetGateways {
                 .ec2
                 .describe_internet_gateways()
                 .filters(tags::ec2_filter("attachment.vpc-id", ctx.vpc_ids))
+                .filters(tags::ec2_tag_filter(
+                    &tags::capa_key(ctx.cluster),
+                    tags::OWNED,
+                ))
                 .send()
         })
         .await

@@ -117,6 +117,12 @@ pub trait Cleaner: Send + Sync {
     fn gates_later(&self) -> bool {
         false
     }
+    /// False for a kind whose leftovers must not hold up the next phase, because what keeps
+    /// them alive may be the next phase's to delete (CAPA's security groups, held by the
+    /// cloud provider's network interfaces). They still hold the phase after it, and `done`.
+    fn holds_next_phase(&self) -> bool {
+        true
+    }
 
     /// Phase 2, tagging-API discovery: if `r` (owned by the cluster, not by CAPA) is of this
     /// kind, record it in the inventory (or an error there for one this kind cannot handle) and

@@ -1,4 +1,4 @@
-//! Phase 3: NAT gateways of the CAPA-managed VPC. Deletion is asynchronous: a pass requests it and
+//! Phase 3: NAT gateways of the CAPA-managed VPC carrying CAPA's ownership tag. Deletion is asynchronous: a pass requests it and
 //! reports "waiting" while the gateway is `deleting`; a `deleted` gateway is no longer a target.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
@@ -36,6 +36,10 @@ impl Cleaner for NatGateways {
                 .ec2
                 .describe_nat_gateways()
                 .filter(tags::ec2_filter("vpc-id", ctx.vpc_ids))
+                .filter(tags::ec2_tag_filter(
+                    &tags::capa_key(ctx.cluster),
+                    tags::OWNED,
+                ))
                 .send()
         })
         .await

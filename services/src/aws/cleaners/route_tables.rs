@@ -1,4 +1,5 @@
-//! Phase 3: route tables of the CAPA-managed VPC except the main one (it goes with the VPC).
+//! Phase 3: route tables of the CAPA-managed VPC carrying CAPA's ownership tag, except the main one
+//! (it goes with the VPC).
 //! Non-main subnet associations are removed first, since an associated table cannot be deleted.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
@@ -40,6 +41,10 @@ impl Cleaner for RouteTables {
                 .ec2
                 .describe_route_tables()
                 .filters(tags::ec2_filter("vpc-id", ctx.vpc_ids))
+                .filters(tags::ec2_tag_filter(
+                    &tags::capa_key(ctx.cluster),
+                    tags::OWNED,
+                ))
                 .send()
         })
         .await

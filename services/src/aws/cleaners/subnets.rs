@@ -1,4 +1,4 @@
-//! Phase 3: the subnets of the CAPA-managed VPC.
+//! Phase 3: the subnets of the CAPA-managed VPC that carry CAPA's ownership tag.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::aws::discovery::tags;
@@ -32,6 +32,10 @@ impl Cleaner for Subnets {
                 .ec2
                 .describe_subnets()
                 .filters(tags::ec2_filter("vpc-id", ctx.vpc_ids))
+                .filters(tags::ec2_tag_filter(
+                    &tags::capa_key(ctx.cluster),
+                    tags::OWNED,
+                ))
                 .send()
         })
         .await

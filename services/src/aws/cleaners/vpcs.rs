@@ -1,11 +1,13 @@
 //! Phase 3's gate and last step: the VPC is ours only when it carries the CAPA-owned tag. A
 //! bring-your-own VPC (untagged, or tagged for another owner) is never discovered, so nothing in
-//! it is touched by phase 3.
+//! it is touched by phase 3. Before phase 3 touches a VPC, [`blockers`] lists what in it is not
+//! ours and would keep it from being deleted: phase 3 then waits, deleting none of it.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::describe;
 use crate::aws::discovery::tags;
 use crate::aws::errors::call;
-use crate::aws::model::AwsClients;
+use crate::aws::model::{AwsClients, ResourceRef};
 use async_trait::async_trait;
 
 pub struct Vpcs;
@@ -28,6 +30,117 @@ pub async fn capa_vpcs(c: &AwsClients, cluster: &str) -> Result<Vec<String>, Cle
         .filter_map(|v| v.vpc_id())
         .map(str::to_string)
         .collect())
+}
+
+fn blocker(service: &str, kind: &str, id: &str, vpc: &str) -> (ResourceRef, String) {
+    let r = ResourceRef {
+        service: service.into(),
+        kind: kind.into(),
+        id: id.into(),
+    };
+    (r, vpc.to_string())
+}
+
+/// What in `vpcs` the cluster does not own (no CAPA tag, and left by phases 1 and 2) and that
+/// keeps a VPC from being deleted, with the VPC it blocks: load balancers of both APIs, live
+/// instances, NAT gateways, detached network interfaces (attached ones go with their instance or
+/// load balancer), security groups other than the default one, and subnets. Phase 1 has removed
+/// CAPA's instances, API-server load balancer and security groups, and phase 2 the cluster's
+/// external resources (unless opted out or not selected), so whatever is found here is someone
+/// else's: an opted-out cluster's load balancers, a workload's instance.
+pub async fn blockers(
+    c: &AwsClients,
+    cluster: &str,
+    vpcs: &[String],
+) -> Result<Vec<(ResourceRef, String)>, CleanError> {
+    let capa = tags::capa_key(cluster);
+    let in_vpcs = || tags::ec2_filter("vpc-id", vpcs);
+    let mut out = Vec::new();
+    for (lb, vpc) in describe::load_balancers_in(c, vpcs).await? {
+        out.push(blocker("elasticloadbalancing", "load-balancer", &lb, &vpc));
+    }
+    let live: Vec<String> = ["pending", "running", "stopping", "stopped", "shutting-down"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let instances = call("ec2.DescribeInstances", || {
+        c.ec2
+            .describe_instances()
+            .filters(in_vpcs())
+            .filters(tags::ec2_filter("instance-state-name", &live))
+            .send()
+    })
+    .await
+    .map_err(CleanError::discover("instance", "DescribeInstances"))?;
+    for i in instances.reservations().iter().flat_map(|r| r.instances()) {
+        if let (Some(id), Some(vpc)) = (i.instance_id(), i.vpc_id()) {
+            out.push(blocker("ec2", "instance", id, vpc));
+        }
+    }
+    // NAT gateways: another owner's is a blocker; every one's interface is the gateway's, not
+    // a leftover (LocalStack reports it `available`).
+    let nats = call("ec2.DescribeNatGateways", || {
+        c.ec2.describe_nat_gateways().filter(in_vpcs()).send()
+    })
+    .await
+    .map_err(CleanError::discover("nat-gateway", "DescribeNatGateways"))?;
+    let mut nat_enis = std::collections::HashSet::new();
+    for n in nats.nat_gateways() {
+        nat_enis.extend(
+            n.nat_gateway_addresses()
+                .iter()
+                .filter_map(|a| a.network_interface_id()),
+        );
+        let live = !matches!(n.state().map(|s| s.as_str()), Some("deleted"));
+        if live
+            && !tags::is_owned(tags::ec2_pairs(n.tags()), &capa)
+            && let (Some(id), Some(vpc)) = (n.nat_gateway_id(), n.vpc_id())
+        {
+            out.push(blocker("ec2", "nat-gateway", id, vpc));
+        }
+    }
+    let enis = call("ec2.DescribeNetworkInterfaces", || {
+        c.ec2
+            .describe_network_interfaces()
+            .filters(in_vpcs())
+            .filters(tags::ec2_filter("status", &["available".to_string()]))
+            .send()
+    })
+    .await
+    .map_err(CleanError::discover(
+        "network-interface",
+        "DescribeNetworkInterfaces",
+    ))?;
+    for n in enis.network_interfaces() {
+        if let (Some(id), Some(vpc)) = (n.network_interface_id(), n.vpc_id())
+            && !nat_enis.contains(id)
+        {
+            out.push(blocker("ec2", "network-interface", id, vpc));
+        }
+    }
+    for g in describe::security_groups(c, vec![in_vpcs()]).await? {
+        let capa_owned = tags::is_owned(tags::ec2_pairs(g.tags()), &capa);
+        if g.group_name() == Some("default") || capa_owned {
+            continue;
+        }
+        if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
+            out.push(blocker("ec2", "security-group", id, vpc));
+        }
+    }
+    let subnets = call("ec2.DescribeSubnets", || {
+        c.ec2.describe_subnets().filters(in_vpcs()).send()
+    })
+    .await
+    .map_err(CleanError::discover("subnet", "DescribeSubnets"))?;
+    for s in subnets.subnets() {
+        if tags::is_owned(tags::ec2_pairs(s.tags()), &capa) {
+            continue;
+        }
+        if let (Some(id), Some(vpc)) = (s.subnet_id(), s.vpc_id()) {
+            out.push(blocker("ec2", "subnet", id, vpc));
+        }
+    }
+    Ok(out)
 }
 
 #[async_trait]

@@ -110,6 +110,62 @@ pub async fn v2_load_balancer_arns(c: &AwsClients) -> Result<Vec<String>, CleanE
     .await
 }
 
+/// Load balancers of both APIs whose VPC is one of `vpcs`: (classic name or v2 ARN, VPC id).
+pub async fn load_balancers_in(
+    c: &AwsClients,
+    vpcs: &[String],
+) -> Result<Vec<(String, String)>, CleanError> {
+    let in_vpcs = |v: Option<&str>| {
+        v.filter(|v| vpcs.iter().any(|w| w == v))
+            .map(str::to_string)
+    };
+    let mut out = all_pages(|marker| async move {
+        let page = call("elbv2.DescribeLoadBalancers", || {
+            c.elbv2
+                .describe_load_balancers()
+                .page_size(ELB_PAGE)
+                .set_marker(marker.clone())
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(
+            "load-balancer",
+            "DescribeLoadBalancers",
+        ))?;
+        let found = page
+            .load_balancers()
+            .iter()
+            .filter_map(|l| Some((l.load_balancer_arn()?.to_string(), in_vpcs(l.vpc_id())?)))
+            .collect();
+        Ok((found, page.next_marker().map(str::to_string)))
+    })
+    .await?;
+    out.extend(
+        all_pages(|marker| async move {
+            let page = call("elb.DescribeLoadBalancers", || {
+                c.elb
+                    .describe_load_balancers()
+                    .page_size(ELB_PAGE)
+                    .set_marker(marker.clone())
+                    .send()
+            })
+            .await
+            .map_err(CleanError::discover(
+                "load-balancer",
+                "DescribeLoadBalancers",
+            ))?;
+            let found = page
+                .load_balancer_descriptions()
+                .iter()
+                .filter_map(|d| Some((d.load_balancer_name()?.to_string(), in_vpcs(d.vpc_id())?)))
+                .collect();
+            Ok((found, page.next_marker().map(str::to_string)))
+        })
+        .await?,
+    );
+    Ok(out)
+}
+
 /// A v2 target group: its ARN and the load balancers still using it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetGroupInfo {

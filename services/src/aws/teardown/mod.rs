@@ -40,8 +40,10 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         vpc_ids: &[],
     };
     let p1 = run_phase(1, &registry::phase1(), &ctx, req.dry_run).await;
-    let go_on = req.dry_run || p1.is_clear();
-    phases.push(p1);
+    // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
+    // security groups, used by the cloud provider's network interfaces); phase 3 waits for all.
+    let go_on = req.dry_run || (p1.report.started && !p1.holds_next);
+    phases.push(p1.report);
 
     if !go_on {
         phases.push(PhaseReport::not_started(2));
@@ -56,22 +58,20 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
     if !go_on {
         phases.push(PhaseReport::not_started(3));
     } else {
-        match vpcs::capa_vpcs(clients, cluster).await {
-            Ok(vpc_ids) => {
-                let ctx = CleanCtx {
-                    clients,
-                    cluster,
-                    inventory: &empty,
-                    vpc_ids: &vpc_ids,
-                };
-                phases.push(run_phase(3, &registry::phase3(), &ctx, req.dry_run).await);
-            }
-            Err(e) => {
-                let mut p3 = PhaseReport::started(3);
-                p3.errors.push(e.to_string());
-                phases.push(p3);
-            }
+        let mut p3 = phase3(clients, cluster, req.dry_run).await;
+        if req.dry_run {
+            // Nothing was deleted: what phases 1 and 2 would delete is no blocker.
+            let planned: Vec<&str> = phases
+                .iter()
+                .flat_map(|p| p.planned.iter().map(|r| r.id.as_str()))
+                .collect();
+            p3.blockers.retain(|(r, _)| {
+                !planned
+                    .iter()
+                    .any(|p| *p == r.id || p.ends_with(&format!("/{}", r.id)))
+            });
         }
+        phases.push(p3);
     }
 
     // Done only when a pass found nothing at all: the pass that deletes the last resources is not
@@ -88,4 +88,47 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         "teardown pass finished"
     );
     TeardownReport { done, phases }
+}
+
+/// Phase 3: the CAPA-managed VPCs, unless something in them that is not ours would keep them
+/// from being deleted. Then nothing of the network is touched: the report lists those
+/// resources as `blockers`, none of them is deleted, and the next pass looks again. A dry run
+/// plans the phase and lists the blockers too.
+async fn phase3(clients: &AwsClients, cluster: &str, dry_run: bool) -> PhaseReport {
+    let empty = Inventory::default();
+    let mut p3 = PhaseReport::started(3);
+    let vpc_ids = match vpcs::capa_vpcs(clients, cluster).await {
+        Ok(v) => v,
+        Err(e) => {
+            p3.errors.push(e.to_string());
+            return p3;
+        }
+    };
+    let blockers = if vpc_ids.is_empty() {
+        Vec::new()
+    } else {
+        match vpcs::blockers(clients, cluster, &vpc_ids).await {
+            Ok(b) => b,
+            Err(e) => {
+                p3.errors.push(e.to_string());
+                return p3;
+            }
+        }
+    };
+    if !blockers.is_empty() {
+        tracing::warn!(blockers = ?blockers.iter().map(|(r, _)| r.to_string()).collect::<Vec<_>>(), "the CAPA-managed VPC holds resources the cluster does not own: phase 3 waits");
+    }
+    if dry_run || blockers.is_empty() {
+        let ctx = CleanCtx {
+            clients,
+            cluster,
+            inventory: &empty,
+            vpc_ids: &vpc_ids,
+        };
+        p3 = run_phase(3, &registry::phase3(), &ctx, dry_run)
+            .await
+            .report;
+    }
+    p3.blockers = blockers;
+    p3
 }

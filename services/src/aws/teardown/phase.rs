@@ -23,6 +23,7 @@ pub trait Step: Send + Sync {
     fn order(&self) -> u32;
     fn task(&self) -> Option<GcTask>;
     fn gates_later(&self) -> bool;
+    fn holds_next_phase(&self) -> bool;
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool;
     async fn describe_owned(
         &self,
@@ -47,6 +48,9 @@ impl<C: Cleaner> Step for C {
     }
     fn gates_later(&self) -> bool {
         Cleaner::gates_later(self)
+    }
+    fn holds_next_phase(&self) -> bool {
+        Cleaner::holds_next_phase(self)
     }
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
         Cleaner::claim(self, r, inv)
@@ -129,30 +133,46 @@ async fn run_cleaner<C: Cleaner>(
     report
 }
 
+/// A phase's report, and whether what it left holds up the next phase (see
+/// [`Cleaner::holds_next_phase`]).
+pub struct PhaseRun {
+    pub report: PhaseReport,
+    pub holds_next: bool,
+}
+
 /// Runs a phase's cleaners: ascending `order`, equal orders concurrently.
 pub async fn run_phase(
     phase: u8,
     cleaners: &[Box<dyn Step>],
     ctx: &CleanCtx<'_>,
     dry_run: bool,
-) -> PhaseReport {
+) -> PhaseRun {
     let mut groups: BTreeMap<u32, Vec<&dyn Step>> = BTreeMap::new();
     for c in cleaners {
         groups.entry(c.order()).or_default().push(c.as_ref());
     }
     let mut report = PhaseReport::started(phase);
+    let mut holds_next = false;
     for group in groups.values() {
         let parts =
             futures::future::join_all(group.iter().map(|c| c.run(ctx, phase, dry_run))).await;
-        let gated = group.iter().zip(&parts).any(|(c, p)| {
-            c.gates_later() && !dry_run && (!p.remaining.is_empty() || !p.errors.is_empty())
-        });
+        let left = |p: &PhaseReport| !p.remaining.is_empty() || !p.errors.is_empty();
+        let gated = group
+            .iter()
+            .zip(&parts)
+            .any(|(c, p)| c.gates_later() && !dry_run && left(p));
+        holds_next |= group
+            .iter()
+            .zip(&parts)
+            .any(|(c, p)| c.holds_next_phase() && left(p));
         for p in parts {
             report.merge(p);
         }
         if gated {
+            // The cleaners not run yet may have work: the next phase waits for them.
+            holds_next = true;
             break;
         }
     }
-    report
+    PhaseRun { report, holds_next }
 }

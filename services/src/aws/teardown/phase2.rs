@@ -28,7 +28,8 @@ pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseRe
         &ctx,
         req.dry_run,
     )
-    .await;
+    .await
+    .report;
     p2.errors.extend(inv.errors.iter().cloned());
     p2
 }

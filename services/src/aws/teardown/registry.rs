@@ -12,11 +12,13 @@ use crate::aws::cleaners::{
 use crate::aws::model::{GcTask, UnknownGcTask};
 use std::str::FromStr;
 
-/// Phase 1: CAPA-owned compute and the API-server load balancer.
+/// Phase 1: everything CAPA owns that is not network: its instances, its API-server load
+/// balancer, then its security groups (whatever the VPC).
 pub fn phase1() -> Vec<Box<dyn Step>> {
     vec![
         Box::new(Instances),
         Box::new(LoadBalancers(Source::CapaOwned)),
+        Box::new(SecurityGroups(Scope::CapaOwned)),
     ]
 }
 
@@ -36,7 +38,8 @@ pub fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn Step>> {
         .collect()
 }
 
-/// Phase 3: the CAPA-managed network, in dependency order.
+/// Phase 3: the CAPA-managed network, in dependency order; each kind only where it carries
+/// CAPA's ownership tag (security groups went in phase 1).
 pub fn phase3() -> Vec<Box<dyn Step>> {
     vec![
         Box::new(NatGateways),
@@ -44,7 +47,6 @@ pub fn phase3() -> Vec<Box<dyn Step>> {
         Box::new(InternetGateways),
         Box::new(RouteTables),
         Box::new(Subnets),
-        Box::new(SecurityGroups(Scope::Vpc)),
         Box::new(Vpcs),
     ]
 }

@@ -1,6 +1,9 @@
-//! Security groups. Phase 2: the groups in the inventory (the EKS cluster group already left out);
-//! phase 3: every non-default group of the CAPA-managed VPC. Either way, rules in other groups of
-//! the same VPC that reference a group are revoked right before that group is deleted.
+//! Security groups. Phase 1: CAPA's own groups (tagged
+//! `sigs.k8s.io/cluster-api-provider-aws/cluster/<name>=owned`), in whatever VPC, CAPA-managed or
+//! brought by the user; phase 2: the groups in the inventory (the EKS cluster group already left
+//! out). Never "every group in the VPC": ownership decides. Either way, rules in other groups of
+//! the same VPC that reference a group are revoked right before that group is deleted (a rule
+//! naming a group that is going away; the group holding the rule is kept).
 
 pub mod refs;
 
@@ -25,8 +28,8 @@ const FILTER_CHUNK: usize = 200;
 pub enum Scope {
     /// Phase 2: the inventory's groups.
     External,
-    /// Phase 3: all non-default groups of the CAPA-managed VPCs.
-    Vpc,
+    /// Phase 1: the groups carrying CAPA's ownership tag for the cluster, in any VPC.
+    CapaOwned,
 }
 
 pub struct SecurityGroups(pub Scope);
@@ -63,14 +66,20 @@ impl Cleaner for SecurityGroups {
     fn order(&self) -> u32 {
         match self.0 {
             Scope::External => 40,
-            Scope::Vpc => 60,
+            // After phase 1's instances and load balancers, which use them.
+            Scope::CapaOwned => 20,
         }
     }
     fn task(&self) -> Option<GcTask> {
         match self.0 {
             Scope::External => Some(TASK),
-            Scope::Vpc => None,
+            Scope::CapaOwned => None,
         }
+    }
+    /// CAPA's node group may still be held by the cloud provider's network interfaces, which
+    /// phase 2 deletes: waiting for it before phase 2 would wait forever.
+    fn holds_next_phase(&self) -> bool {
+        self.0 != Scope::CapaOwned
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
@@ -148,22 +157,28 @@ impl Cleaner for SecurityGroups {
                 }
                 (found, vpcs.into_iter().collect())
             }
-            Scope::Vpc => (HashMap::new(), ctx.vpc_ids.to_vec()),
+            Scope::CapaOwned => {
+                let filter = tags::ec2_tag_filter(&tags::capa_key(ctx.cluster), tags::OWNED);
+                let mut found = HashMap::new();
+                let mut vpcs = HashSet::new();
+                for g in describe::security_groups(ctx.clients, vec![filter]).await? {
+                    // A VPC's default group cannot be deleted, whatever its tags.
+                    if g.group_name() == Some("default") {
+                        continue;
+                    }
+                    if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
+                        found.insert(id.to_string(), id.to_string());
+                        vpcs.insert(vpc.to_string());
+                    }
+                }
+                (found, vpcs.into_iter().collect())
+            }
         };
         if vpcs.is_empty() {
             return Ok(Vec::new());
         }
         let all =
             describe::security_groups(ctx.clients, vec![tags::ec2_filter("vpc-id", &vpcs)]).await?;
-        let ours: HashMap<String, String> = match self.0 {
-            Scope::External => ours,
-            Scope::Vpc => all
-                .iter()
-                .filter(|g| g.group_name() != Some("default"))
-                .filter_map(|g| g.group_id())
-                .map(|id| (id.to_string(), id.to_string()))
-                .collect(),
-        };
         let ids: HashSet<String> = ours.keys().cloned().collect();
         let mut revokes = refs::plan(&ids, &all);
         let mut out: Vec<Target<Group>> = ours
