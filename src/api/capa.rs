@@ -34,6 +34,16 @@ pub struct NetworkSpec {
     pub vpc: Option<VpcSpec>,
 }
 
+/// The VPC id a network spec names, if any (empty ids ignored).
+pub fn vpc_ids(network: Option<&NetworkSpec>) -> Vec<String> {
+    network
+        .and_then(|n| n.vpc.as_ref())
+        .and_then(|v| v.id.clone())
+        .filter(|id| !id.is_empty())
+        .into_iter()
+        .collect()
+}
+
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]

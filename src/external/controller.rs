@@ -47,6 +47,10 @@ pub trait GcKind:
     /// The `<name>` in the cluster's AWS tags.
     fn tag_name(&self) -> Result<String, ClusterNameError>;
 
+    /// The cluster's VPC as the object states it (`spec.network.vpc.id`): it confirms what the
+    /// LB controller and the VPC CNI tagged for a cluster of this name.
+    fn vpc_ids(&self) -> Vec<String>;
+
     /// Another object whose GC annotations also govern this one (its label and annotations),
     /// read fresh; `Ok(None)` when there is none.
     fn linked_switches(
@@ -60,6 +64,10 @@ impl GcKind for AWSCluster {
 
     fn tag_name(&self) -> Result<String, ClusterNameError> {
         cluster::for_aws_cluster(self)
+    }
+
+    fn vpc_ids(&self) -> Vec<String> {
+        crate::api::capa::vpc_ids(self.spec.network.as_ref())
     }
 
     /// CAPA and clusterawsadm agree on the AWSCluster: nothing else to read.
@@ -76,6 +84,10 @@ impl GcKind for AWSManagedControlPlane {
 
     fn tag_name(&self) -> Result<String, ClusterNameError> {
         cluster::for_control_plane(self)
+    }
+
+    fn vpc_ids(&self) -> Vec<String> {
+        crate::api::capa::vpc_ids(self.spec.network.as_ref())
     }
 
     /// On EKS `clusterawsadm gc disable` annotates Cluster.spec.infrastructureRef, the
@@ -351,6 +363,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             tasks: settings.tasks,
             dry_run: false,
             alternative_discovery: self.ctx.alternative_discovery,
+            vpc_ids: o.vpc_ids(),
         };
         let report = teardown_pass(&self.ctx.aws, &req).await;
         let tally = Tally::of(&report, &self.ctx.metrics);

@@ -19,11 +19,13 @@ pub async fn plan(
         .await
         .map_err(|e| e.to_string())?;
     let mut linked = None;
+    let vpc_ids;
     let (tag_name, ann) = if ar.kind == "AWSManagedControlPlane" {
         let cp = Api::<AWSManagedControlPlane>::namespaced(client.clone(), namespace)
             .get(&target)
             .await
             .map_err(|e| e.to_string())?;
+        vpc_ids = crate::api::capa::vpc_ids(cp.spec.network.as_ref());
         let own = (
             cluster::for_control_plane(&cp).map_err(|e| e.to_string())?,
             cp.annotations().clone(),
@@ -38,6 +40,7 @@ pub async fn plan(
             .get(&target)
             .await
             .map_err(|e| e.to_string())?;
+        vpc_ids = crate::api::capa::vpc_ids(c.spec.network.as_ref());
         (
             cluster::for_aws_cluster(&c).map_err(|e| e.to_string())?,
             c.annotations().clone(),
@@ -55,6 +58,7 @@ pub async fn plan(
         tasks: settings.tasks,
         dry_run: true,
         alternative_discovery: alternative,
+        vpc_ids,
     };
     let report = teardown_pass(aws, &req).await;
     let mut out = format!(

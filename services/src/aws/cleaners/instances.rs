@@ -1,16 +1,86 @@
-//! Phase 1: EC2 instances carrying the CAPA-owned tag. Termination is asynchronous, so a pass
-//! terminates and reports "waiting" until a later pass no longer finds them (terminated instances
-//! are not discovered), instead of blocking the pass.
+//! EC2 instances. Phase 1: those carrying the CAPA-owned tag. Phase 2 (task `instance`): those the
+//! cluster owns (`kubernetes.io/cluster/<name>=owned`) that CAPA does not, i.e. Karpenter's and
+//! other node provisioners' nodes, which hold their network interfaces and security groups.
+//! Termination is asynchronous, so a pass terminates and reports "waiting" until a later pass no
+//! longer finds them (terminated instances are not discovered); meanwhile the later cleaners of
+//! the phase wait (`gates_later`), so groups are deleted only after the instances are gone.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::inventory::{Inventory, Ownership};
+use crate::aws::discovery::tagging::TaggedResource;
 use crate::aws::discovery::tags;
 use crate::aws::errors::call;
+use crate::aws::model::{AwsClients, GcTask};
 use async_trait::async_trait;
 
-pub struct Instances;
+/// Selects phase 2's instances (nodes not CAPA's).
+pub const TASK: GcTask = GcTask::new("instance");
+
+/// Which instances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Phase 1: carrying `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned`.
+    CapaOwned,
+    /// Phase 2: the inventory's (the cluster tag, not CAPA's).
+    External,
+}
+
+pub struct Instances(pub Scope);
 
 const KIND: &str = "instance";
 const LIVE_STATES: [&str; 5] = ["pending", "running", "stopping", "stopped", "shutting-down"];
+
+/// EC2 filters take at most 200 values.
+const FILTER_CHUNK: usize = 200;
+
+/// Phase 2's instance ids.
+#[derive(Debug, Default)]
+struct ExternalShare(Vec<String>);
+
+fn live() -> aws_sdk_ec2::types::Filter {
+    let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
+    tags::ec2_filter("instance-state-name", &states)
+}
+
+/// Live instances matching `filters`, all pages: (id, state).
+async fn describe(
+    c: &AwsClients,
+    filters: Vec<aws_sdk_ec2::types::Filter>,
+) -> Result<Vec<(String, String, Vec<(String, String)>)>, CleanError> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = call("ec2.DescribeInstances", || {
+            c.ec2
+                .describe_instances()
+                .set_filters(Some(filters.clone()))
+                .max_results(1000)
+                .set_next_token(token.clone())
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(KIND, "DescribeInstances"))?;
+        for i in page.reservations().iter().flat_map(|r| r.instances()) {
+            let Some(id) = i.instance_id() else { continue };
+            let state = i
+                .state()
+                .and_then(|s| s.name())
+                .map(|n| n.as_str().to_string())
+                .unwrap_or_default();
+            let tags = tags::ec2_pairs(i.tags())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            out.push((id.to_string(), state, tags));
+        }
+        token = page
+            .next_token()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
+        if token.is_none() {
+            return Ok(out);
+        }
+    }
+}
 
 #[async_trait]
 impl Cleaner for Instances {
@@ -23,54 +93,84 @@ impl Cleaner for Instances {
         KIND
     }
     fn order(&self) -> u32 {
-        10
+        match self.0 {
+            Scope::CapaOwned => 10,
+            // After the load balancers and target groups, before interfaces and groups.
+            Scope::External => 25,
+        }
     }
-    /// CAPA's security groups (next in phase 1) cannot go while its instances use them.
+    fn task(&self) -> Option<GcTask> {
+        match self.0 {
+            Scope::CapaOwned => None,
+            Scope::External => Some(TASK),
+        }
+    }
+    /// Groups and interfaces (later in the phase) cannot go while instances use them.
     fn gates_later(&self) -> bool {
         true
     }
 
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        if self.0 != Scope::External
+            || (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "instance")
+        {
+            return false;
+        }
+        inv.share_mut::<ExternalShare>()
+            .0
+            .push(r.arn.resource_id().to_string());
+        true
+    }
+
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        if self.0 != Scope::External {
+            return Ok(());
+        }
+        let filters = vec![tags::ec2_tag_filter(own.cloud_key(), tags::OWNED), live()];
+        let found: Vec<String> = describe(c, filters)
+            .await?
+            .into_iter()
+            .filter(|(_, _, t)| own.ours(t.iter().map(|(k, v)| (k.as_str(), v.as_str()))))
+            .map(|(id, _, _)| id)
+            .collect();
+        inv.share_mut::<ExternalShare>().0.extend(found);
+        Ok(())
+    }
+
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
-        let filters = vec![
-            tags::ec2_tag_filter(&tags::capa_key(ctx.cluster), tags::OWNED),
-            tags::ec2_filter("instance-state-name", &states),
-        ];
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = call("ec2.DescribeInstances", || {
-                ctx.clients
-                    .ec2
-                    .describe_instances()
-                    .set_filters(Some(filters.clone()))
-                    .max_results(1000)
-                    .set_next_token(token.clone())
-                    .send()
-            })
-            .await
-            .map_err(CleanError::discover(KIND, "DescribeInstances"))?;
-            for i in page.reservations().iter().flat_map(|r| r.instances()) {
-                let Some(id) = i.instance_id() else { continue };
-                let state = i
-                    .state()
-                    .and_then(|s| s.name())
-                    .map(|n| n.as_str().to_string());
+        let found = match self.0 {
+            Scope::CapaOwned => {
+                let capa = tags::ec2_tag_filter(&tags::capa_key(ctx.cluster), tags::OWNED);
+                describe(ctx.clients, vec![capa, live()]).await?
+            }
+            Scope::External => {
+                let ids = ctx
+                    .inventory
+                    .get::<ExternalShare>()
+                    .map_or(&[][..], |s| &s.0[..]);
+                let mut out = Vec::new();
+                for chunk in ids.chunks(FILTER_CHUNK) {
+                    let filters = vec![tags::ec2_filter("instance-id", chunk), live()];
+                    out.extend(describe(ctx.clients, filters).await?);
+                }
+                out
+            }
+        };
+        Ok(found
+            .into_iter()
+            .map(|(id, state, _)| {
                 let mut t = Target::plain(id);
-                if state.as_deref() == Some("shutting-down") {
+                if state == "shutting-down" {
                     t.blocked = Some("waiting for termination (shutting-down)".into());
                 }
-                out.push(t);
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
-        Ok(out)
+                t
+            })
+            .collect())
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {

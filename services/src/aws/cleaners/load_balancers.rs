@@ -1,5 +1,6 @@
 //! Load balancers, classic and v2. Phase 1 deletes the CAPA API-server load balancer (CAPA tag);
-//! phase 2 deletes the ones the cloud provider / LB controller created (from the inventory).
+//! phase 2 deletes the ones the cloud provider and the AWS Load Balancer Controller created (from
+//! the inventory; the controller's only in the cluster's VPC).
 //! The API is chosen from what discovery recorded (ARN shape or the API it came from), so a delete
 //! is one call with no Describe first.
 
@@ -131,13 +132,14 @@ impl Cleaner for LoadBalancers {
             return Ok(());
         }
         let mut found = Vec::new();
+        // The cluster tag, or the LB controller's in the cluster's VPC.
         for lb in describe::classic_load_balancers(c).await? {
-            if own.ours(lb.pairs()) {
+            if own.accepts(lb.pairs(), lb.vpc.as_deref()) {
                 found.push(classic(lb.id));
             }
         }
         for lb in describe::v2_load_balancers(c).await? {
-            if own.ours(lb.pairs()) {
+            if own.accepts(lb.pairs(), lb.vpc.as_deref()) {
                 found.push(v2(lb.id));
             }
         }

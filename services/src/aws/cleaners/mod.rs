@@ -5,6 +5,7 @@
 pub mod addresses;
 pub mod instances;
 pub mod internet_gateways;
+pub mod launch_templates;
 pub mod load_balancers;
 pub mod nat_gateways;
 pub mod network_interfaces;

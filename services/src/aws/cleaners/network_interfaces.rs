@@ -1,16 +1,33 @@
-//! Detached (`available`) network interfaces in the cluster's security groups: left behind by
-//! deleted load balancers or CNI plugins, they keep the groups from being deleted.
+//! Detached (`available`) network interfaces that keep the cluster's security groups or subnets
+//! alive: those in the cluster's security groups (left by deleted load balancers or nodes), and
+//! those the VPC CNI tagged `cluster.k8s.amazonaws.com/name=<name>` in the cluster's VPC (the
+//! discovery confirmed the VPC). An interface in use is never touched: it goes with its owner.
 
 use super::security_groups;
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::describe;
+use crate::aws::discovery::inventory::{Inventory, Ownership};
+use crate::aws::discovery::tagging::TaggedResource;
 use crate::aws::discovery::tags;
 use crate::aws::errors::call;
-use crate::aws::model::GcTask;
+use crate::aws::model::{AwsClients, GcTask};
 use async_trait::async_trait;
+use std::collections::BTreeSet;
 
 pub struct NetworkInterfaces;
 
 const KIND: &str = "network-interface";
+
+/// EC2 filters take at most 200 values.
+const FILTER_CHUNK: usize = 200;
+
+/// The VPC CNI's interfaces phase 2's discovery found (ids).
+#[derive(Debug, Default)]
+struct CniShare(Vec<String>);
+
+fn available() -> aws_sdk_ec2::types::Filter {
+    tags::ec2_filter("status", &["available".to_string()])
+}
 
 #[async_trait]
 impl Cleaner for NetworkInterfaces {
@@ -30,43 +47,70 @@ impl Cleaner for NetworkInterfaces {
         Some(security_groups::TASK)
     }
 
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        if (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "network-interface") {
+            return false;
+        }
+        inv.share_mut::<CniShare>()
+            .0
+            .push(r.arn.resource_id().to_string());
+        true
+    }
+
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        if own.vpcs().is_empty() {
+            return Ok(());
+        }
+        let filters = vec![
+            tags::ec2_filter("vpc-id", own.vpcs()),
+            tags::ec2_tag_filter(tags::CNI_CLUSTER_TAG, own.cluster()),
+            available(),
+        ];
+        let found: Vec<String> = describe::network_interfaces(c, filters)
+            .await?
+            .iter()
+            .filter(|n| own.accepts(tags::ec2_pairs(n.tag_set()), n.vpc_id()))
+            .filter_map(|n| n.network_interface_id().map(str::to_string))
+            .collect();
+        inv.share_mut::<CniShare>().0.extend(found);
+        Ok(())
+    }
+
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        let ids: Vec<String> = security_groups::external(ctx.inventory)
+        let mut ids: BTreeSet<String> = BTreeSet::new();
+        let groups: Vec<String> = security_groups::external(ctx.inventory)
             .iter()
             .map(|(_, id)| id.clone())
             .collect();
-        let mut out = Vec::new();
-        for chunk in ids.chunks(200) {
-            let mut token: Option<String> = None;
-            loop {
-                let page = call("ec2.DescribeNetworkInterfaces", || {
-                    ctx.clients
-                        .ec2
-                        .describe_network_interfaces()
-                        .filters(tags::ec2_filter("group-id", chunk))
-                        .filters(tags::ec2_filter("status", &["available".to_string()]))
-                        .max_results(1000)
-                        .set_next_token(token.clone())
-                        .send()
-                })
-                .await
-                .map_err(CleanError::discover(KIND, "DescribeNetworkInterfaces"))?;
-                out.extend(
-                    page.network_interfaces()
-                        .iter()
-                        .filter_map(|n| n.network_interface_id())
-                        .map(Target::plain),
-                );
-                token = page
-                    .next_token()
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_string);
-                if token.is_none() {
-                    break;
-                }
-            }
+        for chunk in groups.chunks(FILTER_CHUNK) {
+            let filters = vec![tags::ec2_filter("group-id", chunk), available()];
+            ids.extend(
+                describe::network_interfaces(ctx.clients, filters)
+                    .await?
+                    .iter()
+                    .filter_map(|n| n.network_interface_id().map(str::to_string)),
+            );
         }
-        Ok(out)
+        // The CNI's, if still detached (one attached since the scan is left to its owner).
+        let cni = ctx
+            .inventory
+            .get::<CniShare>()
+            .map_or(&[][..], |s| &s.0[..]);
+        for chunk in cni.chunks(FILTER_CHUNK) {
+            let filters = vec![tags::ec2_filter("network-interface-id", chunk), available()];
+            ids.extend(
+                describe::network_interfaces(ctx.clients, filters)
+                    .await?
+                    .iter()
+                    .filter_map(|n| n.network_interface_id().map(str::to_string)),
+            );
+        }
+        Ok(ids.into_iter().map(Target::plain).collect())
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {

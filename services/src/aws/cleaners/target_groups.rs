@@ -60,15 +60,17 @@ impl Cleaner for TargetGroups {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
-        let arns = describe::target_groups(c)
-            .await?
-            .into_iter()
-            .map(|t| t.arn)
+        let groups = describe::target_groups(c).await?;
+        let vpc_of: HashMap<String, Option<String>> = groups
+            .iter()
+            .map(|t| (t.arn.clone(), t.vpc.clone()))
             .collect();
+        let arns = groups.into_iter().map(|t| t.arn).collect();
+        // The cluster tag, or the LB controller's in the cluster's VPC.
         let ours: Vec<String> = describe::v2_tags(c, arns, KIND)
             .await?
             .into_iter()
-            .filter(|tg| own.ours(tg.pairs()))
+            .filter(|tg| own.accepts(tg.pairs(), vpc_of.get(&tg.id).cloned().flatten().as_deref()))
             .map(|tg| tg.id)
             .collect();
         inv.share_mut::<ExternalShare>().0.extend(ours);

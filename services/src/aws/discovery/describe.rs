@@ -16,6 +16,8 @@ pub struct Tagged {
     /// Classic load balancer name, or v2 load balancer / target group ARN.
     pub id: String,
     pub tags: Vec<(String, String)>,
+    /// The VPC it lives in, where the Describe call says.
+    pub vpc: Option<String>,
 }
 
 impl Tagged {
@@ -42,11 +44,18 @@ pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, Clean
         let names = page
             .load_balancer_descriptions()
             .iter()
-            .filter_map(|d| d.load_balancer_name().map(str::to_string))
+            .filter_map(|d| {
+                Some((
+                    d.load_balancer_name()?.to_string(),
+                    d.vpc_id().map(str::to_string),
+                ))
+            })
             .collect();
         Ok((names, page.next_marker().map(str::to_string)))
     })
     .await?;
+    let vpc_of: std::collections::HashMap<String, Option<String>> = names.iter().cloned().collect();
+    let names: Vec<String> = names.into_iter().map(|(n, _)| n).collect();
     let mut out = Vec::with_capacity(names.len());
     for chunk in names.chunks(TAGS_CHUNK) {
         let tags = call("elb.DescribeTags", || {
@@ -63,6 +72,7 @@ pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, Clean
             };
             out.push(Tagged {
                 id: name.to_string(),
+                vpc: vpc_of.get(name).cloned().flatten(),
                 tags: d
                     .tags()
                     .iter()
@@ -79,14 +89,31 @@ pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, Clean
     Ok(out)
 }
 
-/// Every v2 (application, network, gateway) load balancer ARN, with tags.
+/// Every v2 (application, network, gateway) load balancer ARN, with tags and VPC.
 pub async fn v2_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, CleanError> {
-    let arns = v2_load_balancer_arns(c).await?;
-    v2_tags(c, arns, "load-balancer").await
+    let found = v2_load_balancer_vpcs(c).await?;
+    let vpc_of: std::collections::HashMap<String, Option<String>> = found.iter().cloned().collect();
+    let arns = found.into_iter().map(|(a, _)| a).collect();
+    let mut out = v2_tags(c, arns, "load-balancer").await?;
+    for t in &mut out {
+        t.vpc = vpc_of.get(&t.id).cloned().flatten();
+    }
+    Ok(out)
 }
 
 /// Every v2 load balancer ARN, without tags.
 pub async fn v2_load_balancer_arns(c: &AwsClients) -> Result<Vec<String>, CleanError> {
+    Ok(v2_load_balancer_vpcs(c)
+        .await?
+        .into_iter()
+        .map(|(arn, _)| arn)
+        .collect())
+}
+
+/// Every v2 load balancer: (ARN, VPC).
+async fn v2_load_balancer_vpcs(
+    c: &AwsClients,
+) -> Result<Vec<(String, Option<String>)>, CleanError> {
     all_pages(|marker| async move {
         let page = call("elbv2.DescribeLoadBalancers", || {
             c.elbv2
@@ -103,7 +130,12 @@ pub async fn v2_load_balancer_arns(c: &AwsClients) -> Result<Vec<String>, CleanE
         let arns = page
             .load_balancers()
             .iter()
-            .filter_map(|l| l.load_balancer_arn().map(str::to_string))
+            .filter_map(|l| {
+                Some((
+                    l.load_balancer_arn()?.to_string(),
+                    l.vpc_id().map(str::to_string),
+                ))
+            })
             .collect();
         Ok((arns, page.next_marker().map(str::to_string)))
     })
@@ -171,6 +203,7 @@ pub async fn load_balancers_in(
 pub struct TargetGroupInfo {
     pub arn: String,
     pub load_balancer_arns: Vec<String>,
+    pub vpc: Option<String>,
 }
 
 /// Every target group of the account/region, in bulk (one call per 400).
@@ -192,6 +225,7 @@ pub async fn target_groups(c: &AwsClients) -> Result<Vec<TargetGroupInfo>, Clean
                 Some(TargetGroupInfo {
                     arn: t.target_group_arn()?.to_string(),
                     load_balancer_arns: t.load_balancer_arns().to_vec(),
+                    vpc: t.vpc_id().map(str::to_string),
                 })
             })
             .collect();
@@ -222,6 +256,7 @@ pub async fn v2_tags(
             };
             out.push(Tagged {
                 id: arn.to_string(),
+                vpc: None,
                 tags: d
                     .tags()
                     .iter()
@@ -260,6 +295,34 @@ pub async fn security_groups(
         ))?;
         Ok((
             page.security_groups().to_vec(),
+            page.next_token().map(str::to_string),
+        ))
+    })
+    .await
+}
+
+/// Network interfaces matching `filters`, all pages.
+pub async fn network_interfaces(
+    c: &AwsClients,
+    filters: Vec<aws_sdk_ec2::types::Filter>,
+) -> Result<Vec<aws_sdk_ec2::types::NetworkInterface>, CleanError> {
+    let filters = &filters;
+    all_pages(|token| async move {
+        let page = call("ec2.DescribeNetworkInterfaces", || {
+            c.ec2
+                .describe_network_interfaces()
+                .set_filters(Some(filters.clone()))
+                .max_results(1000)
+                .set_next_token(token.clone())
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(
+            "network-interface",
+            "DescribeNetworkInterfaces",
+        ))?;
+        Ok((
+            page.network_interfaces().to_vec(),
             page.next_token().map(str::to_string),
         ))
     })

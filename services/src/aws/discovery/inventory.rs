@@ -52,12 +52,19 @@ impl Inventory {
 }
 
 /// The ownership rule phase 2 applies to every resource, whichever kind and whichever discovery:
-/// tagged `kubernetes.io/cluster/N=owned` (never `shared`) and not CAPA-owned (phases 1 and 3
-/// own those).
+/// never CAPA-owned (phases 1 and 3 own those), and either tagged `kubernetes.io/cluster/N=owned`
+/// (never `shared`), or tagged for cluster `N` by a controller that does not use that tag (the AWS
+/// Load Balancer Controller's `elbv2.k8s.aws/cluster=N`, the VPC CNI's
+/// `cluster.k8s.amazonaws.com/name=N`) *and* in one of the cluster's VPCs: those tags name a
+/// cluster, not an account, so another cluster of the same name elsewhere is not ours.
 #[derive(Clone, Debug)]
 pub struct Ownership {
     cloud: String,
     capa: String,
+    cluster: String,
+    /// The cluster's VPCs (its object's `spec.network.vpc.id`, the CAPA-tagged VPC). Empty:
+    /// nothing found by a controller tag is confirmed, so none of it is touched.
+    vpcs: Vec<String>,
 }
 
 impl Ownership {
@@ -65,7 +72,50 @@ impl Ownership {
         Ownership {
             cloud: tags::cloud_key(cluster),
             capa: tags::capa_key(cluster),
+            cluster: cluster.to_string(),
+            vpcs: Vec::new(),
         }
+    }
+
+    /// The same rule, with the VPCs that confirm a controller-tagged resource.
+    pub fn with_vpcs(mut self, vpcs: Vec<String>) -> Self {
+        self.vpcs = vpcs;
+        self
+    }
+
+    pub fn cluster(&self) -> &str {
+        &self.cluster
+    }
+
+    pub fn vpcs(&self) -> &[String] {
+        &self.vpcs
+    }
+
+    /// Tagged for this cluster by the LB controller or the VPC CNI (not CAPA-owned).
+    pub fn controller_tagged<'a>(
+        &self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> bool {
+        let pairs: Vec<(&str, &str)> = pairs.into_iter().collect();
+        (tags::has(pairs.iter().copied(), tags::LBC_CLUSTER_TAG, &self.cluster)
+            || tags::has(pairs.iter().copied(), tags::CNI_CLUSTER_TAG, &self.cluster))
+            && !self.capa_owned(pairs)
+    }
+
+    /// True when `vpc` is one of the cluster's.
+    pub fn in_vpcs(&self, vpc: Option<&str>) -> bool {
+        vpc.is_some_and(|v| self.vpcs.iter().any(|w| w == v))
+    }
+
+    /// The whole rule, for a resource whose tags and VPC are known.
+    pub fn accepts<'a>(
+        &self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+        vpc: Option<&str>,
+    ) -> bool {
+        let pairs: Vec<(&str, &str)> = pairs.into_iter().collect();
+        self.ours(pairs.iter().copied())
+            || (self.controller_tagged(pairs.iter().copied()) && self.in_vpcs(vpc))
     }
 
     /// The tag key the cloud provider marks the cluster's resources with.
@@ -85,9 +135,11 @@ impl Ownership {
     }
 }
 
-/// The tagging-API result narrowed to what phase 2 may clean, plus one error per malformed ARN
-/// (reported, never touched). Pure, so the filtering is unit-tested.
-pub fn owned_tagged(found: TaggedResources, own: &Ownership) -> (Vec<TaggedResource>, Vec<String>) {
+/// The tagging-API result sorted for phase 2: what it may clean as found (the cluster tag), the
+/// candidates a controller tagged for the cluster (theirs only once their VPC is confirmed,
+/// `placement::confirm`), and one error per malformed ARN (reported, never touched). Everything
+/// else, CAPA's included, is dropped. Pure, so the filtering is unit-tested.
+pub fn owned_tagged(found: TaggedResources, own: &Ownership) -> Tagged3 {
     let errors = found
         .malformed
         .into_iter()
@@ -95,13 +147,21 @@ pub fn owned_tagged(found: TaggedResources, own: &Ownership) -> (Vec<TaggedResou
         .collect();
     // The API filtered on the tag already; checking again costs nothing and guards against a
     // filter that matched more than the exact key and value.
-    let ours = found
-        .resources
-        .into_iter()
-        .filter(|r| own.ours(r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()))))
-        .collect();
-    (ours, errors)
+    let mut ours = Vec::new();
+    let mut candidates = Vec::new();
+    for r in found.resources {
+        let pairs = || r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        if own.ours(pairs()) {
+            ours.push(r);
+        } else if own.controller_tagged(pairs()) {
+            candidates.push(r);
+        }
+    }
+    (ours, candidates, errors)
 }
+
+/// (ours, candidates to confirm, errors): see [`owned_tagged`].
+pub type Tagged3 = (Vec<TaggedResource>, Vec<TaggedResource>, Vec<String>);
 
 #[cfg(test)]
 mod tests {
@@ -111,6 +171,32 @@ mod tests {
     struct A(Vec<u32>);
     #[derive(Debug, Default, PartialEq)]
     struct B(Vec<u32>);
+
+    #[test]
+    fn controller_tags_count_only_in_the_clusters_vpcs() {
+        let own = Ownership::of("c1").with_vpcs(vec!["vpc-1".into()]);
+        let lbc = [("elbv2.k8s.aws/cluster", "c1")];
+        let cni = [("cluster.k8s.amazonaws.com/name", "c1")];
+        let cloud = [("kubernetes.io/cluster/c1", "owned")];
+        assert!(own.accepts(lbc, Some("vpc-1")));
+        assert!(own.accepts(cni, Some("vpc-1")));
+        assert!(!own.accepts(lbc, Some("vpc-2")), "same name, another VPC");
+        assert!(!own.accepts(lbc, None));
+        assert!(!own.accepts([("elbv2.k8s.aws/cluster", "c1-b")], Some("vpc-1")));
+        assert!(own.accepts(cloud, None), "the cluster tag needs no VPC");
+        let capa = [
+            ("elbv2.k8s.aws/cluster", "c1"),
+            ("sigs.k8s.io/cluster-api-provider-aws/cluster/c1", "owned"),
+        ];
+        assert!(
+            !own.accepts(capa, Some("vpc-1")),
+            "CAPA's is never phase 2's"
+        );
+        assert!(
+            !Ownership::of("c1").accepts(lbc, Some("vpc-1")),
+            "no known VPC: nothing confirmed"
+        );
+    }
 
     #[test]
     fn each_kind_reads_only_its_own_share() {

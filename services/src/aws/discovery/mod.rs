@@ -4,5 +4,6 @@
 
 pub mod describe;
 pub mod inventory;
+pub mod placement;
 pub mod tagging;
 pub mod tags;

@@ -14,6 +14,19 @@ pub fn cloud_key(cluster: &str) -> String {
 /// The only value that means "ours to delete"; `shared` never does.
 pub const OWNED: &str = "owned";
 
+/// The AWS Load Balancer Controller tags its load balancers, target groups and security groups
+/// `elbv2.k8s.aws/cluster=<name>`, never with the cluster tag: a search by that tag misses them.
+pub const LBC_CLUSTER_TAG: &str = "elbv2.k8s.aws/cluster";
+
+/// The Amazon VPC CNI tags the network interfaces it creates `cluster.k8s.amazonaws.com/name=<name>`
+/// (when CLUSTER_NAME is set), never with the cluster tag.
+pub const CNI_CLUSTER_TAG: &str = "cluster.k8s.amazonaws.com/name";
+
+/// True when `tags` carry `key=value` exactly.
+pub fn has<'a>(tags: impl IntoIterator<Item = (&'a str, &'a str)>, key: &str, value: &str) -> bool {
+    tags.into_iter().any(|(k, v)| k == key && v == value)
+}
+
 /// EKS tags the cluster security group it creates; EKS deletes it, not us.
 pub const EKS_CLUSTER_TAG: &str = "aws:eks:cluster-name";
 

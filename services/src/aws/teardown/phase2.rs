@@ -5,17 +5,27 @@
 use super::phase::{Step, run_phase};
 use super::registry;
 use super::request::TeardownRequest;
-use crate::aws::cleaners::CleanCtx;
+use crate::aws::cleaners::{CleanCtx, CleanError, vpcs};
 use crate::aws::discovery::inventory::{Inventory, Ownership, owned_tagged};
-use crate::aws::discovery::tagging::{TaggedResources, resources_with_tag};
+use crate::aws::discovery::placement;
+use crate::aws::discovery::tagging::{TaggedResource, resources_with_tag};
 use crate::aws::discovery::tags;
 use crate::aws::model::{AwsClients, PhaseReport};
+use std::collections::HashSet;
 
 /// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
 /// `teardown_pass` and by the benchmark.
 pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseReport {
     let cluster = req.cluster_name.as_str();
-    let inv = discover(clients, cluster, req.alternative_discovery).await;
+    let own = match ownership(clients, req).await {
+        Ok(own) => own,
+        Err(e) => {
+            let mut p2 = PhaseReport::started(2);
+            p2.errors.push(e.to_string());
+            return p2;
+        }
+    };
+    let inv = discover(clients, &own, req.alternative_discovery).await;
     let ctx = CleanCtx {
         clients,
         cluster,
@@ -34,29 +44,71 @@ pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseRe
     p2
 }
 
+/// Phase 2's ownership rule for the request's cluster, with its VPCs: those its object names
+/// and the CAPA-tagged ones.
+pub async fn ownership(c: &AwsClients, req: &TeardownRequest) -> Result<Ownership, CleanError> {
+    let mut vpcs = req.vpc_ids.clone();
+    for v in vpcs::capa_vpcs(c, &req.cluster_name).await? {
+        if !vpcs.contains(&v) {
+            vpcs.push(v);
+        }
+    }
+    Ok(Ownership::of(&req.cluster_name).with_vpcs(vpcs))
+}
+
 /// Runs phase 2's discovery for every phase-2 kind, selected or not (the task selection limits
 /// what is deleted, not what is looked at). A failure is recorded in `errors` (and so keeps the
 /// phase open).
-pub async fn discover(c: &AwsClients, cluster: &str, alternative: bool) -> Inventory {
+pub async fn discover(c: &AwsClients, own: &Ownership, alternative: bool) -> Inventory {
     let kinds = registry::phase2(None);
-    let own = Ownership::of(cluster);
     let res = if alternative {
-        via_describe(c, &own, &kinds).await
+        via_describe(c, own, &kinds).await
     } else {
-        resources_with_tag(&c.tagging, own.cloud_key(), &[tags::OWNED], None)
-            .await
-            .map(|found| sort(found, &own, &kinds))
-            .map_err(|e| e.to_string())
+        via_tagging(c, own, &kinds).await
     };
     res.unwrap_or_else(|e| {
-        Inventory::failed(format!("phase 2 discovery for cluster {cluster}: {e}"))
+        Inventory::failed(format!(
+            "phase 2 discovery for cluster {}: {e}",
+            own.cluster()
+        ))
     })
 }
 
-/// Sorts a tagging-API result into an inventory: each owned resource goes to the first kind
-/// that claims it. Pure, so malformed-ARN handling is unit-tested.
-fn sort(found: TaggedResources, own: &Ownership, kinds: &[Box<dyn Step>]) -> Inventory {
-    let (ours, errors) = owned_tagged(found, own);
+/// The tagging API, all pages, three times: the cluster tag (`owned`), and the two controller
+/// tags that name the cluster (the LB controller's, the VPC CNI's), whose finds must be in the
+/// cluster's VPC.
+async fn via_tagging(
+    c: &AwsClients,
+    own: &Ownership,
+    kinds: &[Box<dyn Step>],
+) -> Result<Inventory, String> {
+    let mut found = resources_with_tag(&c.tagging, own.cloud_key(), &[tags::OWNED], None)
+        .await
+        .map_err(|e| e.to_string())?;
+    for key in [tags::LBC_CLUSTER_TAG, tags::CNI_CLUSTER_TAG] {
+        let more = resources_with_tag(&c.tagging, key, &[own.cluster()], None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let seen: HashSet<String> = found.resources.iter().map(|r| r.arn.to_string()).collect();
+        found.resources.extend(
+            more.resources
+                .into_iter()
+                .filter(|r| !seen.contains(&r.arn.to_string())),
+        );
+        found.malformed.extend(more.malformed);
+        found.pages += more.pages;
+    }
+    let (mut ours, candidates, errors) = owned_tagged(found, own);
+    ours.extend(
+        placement::confirm(c, own, candidates)
+            .await
+            .map_err(|e| e.to_string())?,
+    );
+    Ok(claim_all(ours, errors, kinds))
+}
+
+/// Offers each resource to the kinds; the first that claims it keeps it.
+fn claim_all(ours: Vec<TaggedResource>, errors: Vec<String>, kinds: &[Box<dyn Step>]) -> Inventory {
     let mut inv = Inventory::default();
     inv.errors = errors;
     for r in &ours {
@@ -65,6 +117,18 @@ fn sort(found: TaggedResources, own: &Ownership, kinds: &[Box<dyn Step>]) -> Inv
         }
     }
     inv
+}
+
+/// Sorts a tagging-API result into an inventory as far as it needs no AWS call (the cluster
+/// tag only). Pure, so malformed-ARN handling is unit-tested.
+#[cfg(test)]
+fn sort(
+    found: crate::aws::discovery::tagging::TaggedResources,
+    own: &Ownership,
+    kinds: &[Box<dyn Step>],
+) -> Inventory {
+    let (ours, _candidates, errors) = owned_tagged(found, own);
+    claim_all(ours, errors, kinds)
 }
 
 /// Alternative discovery: each kind's Describe calls, in registry order.
@@ -87,7 +151,7 @@ mod tests {
     use super::*;
     use crate::aws::arn::Arn;
     use crate::aws::cleaners::{load_balancers, security_groups, target_groups};
-    use crate::aws::discovery::tagging::TaggedResource;
+    use crate::aws::discovery::tagging::TaggedResources;
     use crate::aws::discovery::tags::EKS_CLUSTER_TAG;
     use std::collections::BTreeMap;
 

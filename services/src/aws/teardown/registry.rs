@@ -2,10 +2,11 @@
 //! resource kind: write its cleaner module, add one line here (see services/README.md).
 
 use super::phase::Step;
+use crate::aws::cleaners::instances::{self, Instances};
 use crate::aws::cleaners::load_balancers::{LoadBalancers, Source};
 use crate::aws::cleaners::security_groups::{Scope, SecurityGroups};
 use crate::aws::cleaners::{
-    addresses::Addresses, instances::Instances, internet_gateways::InternetGateways,
+    addresses::Addresses, internet_gateways::InternetGateways, launch_templates::LaunchTemplates,
     nat_gateways::NatGateways, network_interfaces::NetworkInterfaces, route_tables::RouteTables,
     subnets::Subnets, target_groups::TargetGroups, vpcs::Vpcs,
 };
@@ -16,17 +17,20 @@ use std::str::FromStr;
 /// balancer, then its security groups (whatever the VPC).
 pub fn phase1() -> Vec<Box<dyn Step>> {
     vec![
-        Box::new(Instances),
+        Box::new(Instances(instances::Scope::CapaOwned)),
         Box::new(LoadBalancers(Source::CapaOwned)),
         Box::new(SecurityGroups(Scope::CapaOwned)),
     ]
 }
 
-/// Phase 2: what the cloud provider created, limited to `tasks` when given.
+/// Phase 2: what the cloud provider, the LB controller, node provisioners and the VPC CNI
+/// created, limited to `tasks` when given.
 pub fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn Step>> {
     let all: Vec<Box<dyn Step>> = vec![
         Box::new(LoadBalancers(Source::External)),
         Box::new(TargetGroups),
+        Box::new(Instances(instances::Scope::External)),
+        Box::new(LaunchTemplates),
         Box::new(NetworkInterfaces),
         Box::new(SecurityGroups(Scope::External)),
     ];
@@ -96,6 +100,8 @@ mod tests {
             [
                 "load-balancer",
                 "target-group",
+                "instance",
+                "launch-template",
                 "network-interface",
                 "security-group"
             ]
@@ -111,7 +117,16 @@ mod tests {
     #[test]
     fn gc_tasks_round_trip() {
         let names: Vec<&str> = tasks().iter().map(GcTask::name).collect();
-        assert_eq!(names, ["load-balancer", "target-group", "security-group"]);
+        assert_eq!(
+            names,
+            [
+                "load-balancer",
+                "target-group",
+                "instance",
+                "launch-template",
+                "security-group"
+            ]
+        );
         for t in tasks() {
             assert_eq!(t.to_string().parse::<GcTask>(), Ok(t));
         }
@@ -123,7 +138,7 @@ mod tests {
         assert!(e.to_string().contains("\"load-balancers\""), "{e}");
         assert_eq!(
             e.to_string(),
-            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, security-group"
+            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, instance, launch-template, security-group"
         );
         let e = "".parse::<GcTask>().unwrap_err();
         assert!(e.to_string().contains("\"\""), "{e}");

@@ -14,6 +14,10 @@ pub struct TeardownRequest {
     pub dry_run: bool,
     /// Phase-2 discovery through tag-filtered Describe calls instead of the tagging API.
     pub alternative_discovery: bool,
+    /// The cluster's VPCs as its object states them (`spec.network.vpc.id`). With the
+    /// CAPA-tagged VPCs, they confirm resources found by the LB controller's and the VPC CNI's
+    /// tags, which name a cluster but not an account.
+    pub vpc_ids: Vec<String>,
 }
 
 impl TeardownRequest {
@@ -25,6 +29,7 @@ impl TeardownRequest {
             tasks: None,
             dry_run: false,
             alternative_discovery: false,
+            vpc_ids: Vec::new(),
         }
     }
 }

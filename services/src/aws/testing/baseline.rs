@@ -13,7 +13,8 @@ use crate::aws::teardown::phase2;
 /// guideline): it is the benchmark's yardstick, and reading CAPA's loop top to bottom in one place
 /// is what makes the comparison checkable.
 pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseReport {
-    let inv = phase2::discover(clients, cluster_name, false).await;
+    let own = crate::aws::discovery::inventory::Ownership::of(cluster_name);
+    let inv = phase2::discover(clients, &own, false).await;
     let mut report = PhaseReport::started(2);
     report.errors.extend(inv.errors.iter().cloned());
     let rref = |kind: &str, id: &str| ResourceRef {

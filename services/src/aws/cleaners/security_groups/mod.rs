@@ -119,6 +119,24 @@ impl Cleaner for SecurityGroups {
                 found.push((id.to_string(), id.to_string()));
             }
         }
+        // The LB controller's groups (its shared backend group included), in the cluster's VPCs.
+        if !own.vpcs().is_empty() {
+            let filters = vec![
+                tags::ec2_filter("vpc-id", own.vpcs()),
+                tags::ec2_tag_filter(tags::LBC_CLUSTER_TAG, own.cluster()),
+            ];
+            for sg in describe::security_groups(c, filters).await? {
+                let pairs = || tags::ec2_pairs(sg.tags());
+                if !own.accepts(pairs(), sg.vpc_id()) || tags::has_key(pairs(), EKS_CLUSTER_TAG) {
+                    continue;
+                }
+                if let Some(id) = sg.group_id()
+                    && !found.iter().any(|(_, f)| f == id)
+                {
+                    found.push((id.to_string(), id.to_string()));
+                }
+            }
+        }
         inv.share_mut::<ExternalShare>().0.extend(found);
         Ok(())
     }

@@ -1,0 +1,119 @@
+//! Phase 2 (task `launch-template`): launch templates the cluster owns
+//! (`kubernetes.io/cluster/<name>=owned`, not CAPA's), which Karpenter creates per node class and
+//! leaves behind. A template blocks nothing, but it is the cluster's and it leaks.
+
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::inventory::{Inventory, Ownership};
+use crate::aws::discovery::tagging::TaggedResource;
+use crate::aws::discovery::tags;
+use crate::aws::errors::call;
+use crate::aws::model::{AwsClients, GcTask};
+use async_trait::async_trait;
+use std::collections::BTreeSet;
+
+/// Selects phase 2's launch templates.
+pub const TASK: GcTask = GcTask::new("launch-template");
+
+pub struct LaunchTemplates;
+
+const KIND: &str = "launch-template";
+
+/// Phase 2's launch template ids.
+#[derive(Debug, Default)]
+struct ExternalShare(Vec<String>);
+
+/// Launch templates tagged `kubernetes.io/cluster/<name>=owned` and not CAPA's, all pages.
+async fn owned_templates(c: &AwsClients, own: &Ownership) -> Result<Vec<String>, CleanError> {
+    let mut found = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = call("ec2.DescribeLaunchTemplates", || {
+            c.ec2
+                .describe_launch_templates()
+                .filters(tags::ec2_tag_filter(own.cloud_key(), tags::OWNED))
+                .set_next_token(token.clone())
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(KIND, "DescribeLaunchTemplates"))?;
+        for t in page.launch_templates() {
+            if own.ours(tags::ec2_pairs(t.tags()))
+                && let Some(id) = t.launch_template_id()
+            {
+                found.push(id.to_string());
+            }
+        }
+        token = page
+            .next_token()
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
+        if token.is_none() {
+            return Ok(found);
+        }
+    }
+}
+
+#[async_trait]
+impl Cleaner for LaunchTemplates {
+    type Detail = ();
+
+    fn service(&self) -> &'static str {
+        "ec2"
+    }
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    fn order(&self) -> u32 {
+        25
+    }
+    fn task(&self) -> Option<GcTask> {
+        Some(TASK)
+    }
+
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        if (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "launch-template") {
+            return false;
+        }
+        inv.share_mut::<ExternalShare>()
+            .0
+            .push(r.arn.resource_id().to_string());
+        true
+    }
+
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        let found = owned_templates(c, own).await?;
+        inv.share_mut::<ExternalShare>().0.extend(found);
+        Ok(())
+    }
+
+    /// The inventory's templates, plus EC2's own answer (one call, filtered by the cluster tag):
+    /// not every tagging API returns launch templates (LocalStack's does not).
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
+        let mut ids: BTreeSet<String> = ctx
+            .inventory
+            .get::<ExternalShare>()
+            .map_or(&[][..], |s| &s.0[..])
+            .iter()
+            .cloned()
+            .collect();
+        ids.extend(owned_templates(ctx.clients, &Ownership::of(ctx.cluster)).await?);
+        Ok(ids.into_iter().map(Target::plain).collect())
+    }
+
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+        let res = call("ec2.DeleteLaunchTemplate", || {
+            ctx.clients
+                .ec2
+                .delete_launch_template()
+                .launch_template_id(&t.id)
+                .send()
+        })
+        .await;
+        settle(res, KIND, &t.id, "DeleteLaunchTemplate")
+    }
+}

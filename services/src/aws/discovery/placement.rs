@@ -1,0 +1,83 @@
+//! Where a resource found by a controller tag lives. The AWS Load Balancer Controller's
+//! `elbv2.k8s.aws/cluster=<name>` and the VPC CNI's `cluster.k8s.amazonaws.com/name=<name>` name
+//! a cluster, not an account: two clusters of one name in one account (a rebuilt cluster, a twin
+//! in another VPC) tag alike. So such a resource is the cluster's only in one of its VPCs. One
+//! Describe per kind over the cluster's VPCs confirms them all (a Describe by id would fail as a
+//! whole on one resource deleted since the tagging scan).
+
+use super::describe;
+use super::inventory::Ownership;
+use super::tagging::TaggedResource;
+use super::tags;
+use crate::aws::errors::CleanError;
+use crate::aws::model::AwsClients;
+use std::collections::HashSet;
+
+/// The candidates that live in one of `own`'s VPCs (network interfaces: and are `available`).
+/// Kinds phase 2 does not clean are dropped; with no known VPC, everything is.
+pub async fn confirm(
+    c: &AwsClients,
+    own: &Ownership,
+    candidates: Vec<TaggedResource>,
+) -> Result<Vec<TaggedResource>, CleanError> {
+    if candidates.is_empty() {
+        return Ok(candidates);
+    }
+    let vpcs = own.vpcs();
+    if vpcs.is_empty() {
+        tracing::warn!(
+            found = candidates.len(),
+            "resources tagged for the cluster by the LB controller or the VPC CNI, but the cluster's VPC is unknown: left alone"
+        );
+        return Ok(Vec::new());
+    }
+    let has = |service: &str, ty: &str| {
+        candidates
+            .iter()
+            .any(|r| r.arn.service == service && r.arn.resource_type() == ty)
+    };
+    // ARNs (v2 load balancers, target groups) or ids (classic names, groups, interfaces).
+    let mut here: HashSet<String> = HashSet::new();
+    if has("elasticloadbalancing", "loadbalancer") {
+        here.extend(
+            describe::load_balancers_in(c, vpcs)
+                .await?
+                .into_iter()
+                .map(|(id, _)| id),
+        );
+    }
+    if has("elasticloadbalancing", "targetgroup") {
+        here.extend(
+            describe::target_groups(c)
+                .await?
+                .into_iter()
+                .filter(|t| own.in_vpcs(t.vpc.as_deref()))
+                .map(|t| t.arn),
+        );
+    }
+    let in_vpcs = || tags::ec2_filter("vpc-id", vpcs);
+    if has("ec2", "security-group") {
+        here.extend(
+            describe::security_groups(c, vec![in_vpcs()])
+                .await?
+                .iter()
+                .filter_map(|g| g.group_id().map(str::to_string)),
+        );
+    }
+    if has("ec2", "network-interface") {
+        let available = tags::ec2_filter("status", &["available".to_string()]);
+        here.extend(
+            describe::network_interfaces(c, vec![in_vpcs(), available])
+                .await?
+                .iter()
+                .filter_map(|n| n.network_interface_id().map(str::to_string)),
+        );
+    }
+    let (kept, left): (Vec<_>, Vec<_>) = candidates
+        .into_iter()
+        .partition(|r| here.contains(&r.arn.to_string()) || here.contains(r.arn.resource_id()));
+    for r in &left {
+        tracing::info!(arn = %r.arn, "tagged for a cluster of this name but not in its VPC (or not a kind phase 2 cleans): left alone");
+    }
+    Ok(kept)
+}

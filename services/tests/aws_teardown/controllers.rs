@@ -1,0 +1,209 @@
+//! Phase 2 beyond the cluster tag: what the AWS Load Balancer Controller, Karpenter and the VPC
+//! CNI leave behind (../shared/conformance/aws-tags.md), each beside the twin it must not touch.
+
+use crate::fixtures::*;
+use sweeper_services::aws::sdk::ec2::types::{
+    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
+};
+use sweeper_services::aws::sdk::elbv2::types::LoadBalancerTypeEnum;
+use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest};
+
+fn lbc(n: &str) -> Vec<(String, String)> {
+    vec![
+        ("elbv2.k8s.aws/cluster".into(), n.into()),
+        ("ingress.k8s.aws/stack".into(), "default/web".into()),
+    ]
+}
+
+/// The LB controller's load balancer, target group and backend group in `vpc`.
+async fn lbc_set(c: &AwsClients, n: &str, vpc: &str, subnets: &[String], tag: &str) -> [String; 3] {
+    let lb = v2_lb(
+        c,
+        &format!("k8s-{tag}"),
+        LoadBalancerTypeEnum::Application,
+        subnets,
+        &lbc(n),
+    )
+    .await;
+    let tg = crate::fixtures::tg(c, &format!("k8s-{tag}-tg"), vpc, &lbc(n)).await;
+    listener(c, &lb, &tg).await;
+    let mut sg_tags = lbc(n);
+    sg_tags.push(("elbv2.k8s.aws/resource".into(), "backend-sg".into()));
+    let sg = sg(c, vpc, &format!("k8s-traffic-{tag}"), &sg_tags).await;
+    [lb, tg, sg]
+}
+
+async fn check_lbc(alternative: bool) {
+    let (c, _rec) = env().await;
+    let n = cluster(if alternative { "lbcalt" } else { "lbc" });
+    let short = &n[n.len() - 6..];
+    let (v, subnets) = byo_network(&c).await;
+    let (elsewhere, other_subnets) = byo_network(&c).await;
+    let mine = lbc_set(&c, &n, &v, &subnets, &format!("{short}a")).await;
+    // A cluster of the same name in another VPC: tagged alike, not ours.
+    let twin = lbc_set(&c, &n, &elsewhere, &other_subnets, &format!("{short}b")).await;
+    let req = TeardownRequest {
+        alternative_discovery: alternative,
+        vpc_ids: vec![v.clone()],
+        ..TeardownRequest::new(&n)
+    };
+    until_done(&c, &req, 20).await;
+    assert!(!v2_exists(&c, &mine[0]).await, "the cluster's ALB");
+    assert!(!tg_exists(&c, &mine[1]).await, "the cluster's target group");
+    assert!(
+        !sg_exists(&c, &mine[2]).await,
+        "the cluster's backend group"
+    );
+    assert!(v2_exists(&c, &twin[0]).await, "the twin's ALB is kept");
+    assert!(
+        tg_exists(&c, &twin[1]).await,
+        "the twin's target group is kept"
+    );
+    assert!(sg_exists(&c, &twin[2]).await, "the twin's group is kept");
+
+    // Without a known VPC, nothing found by the controller's tag is touched.
+    let unknown = TeardownRequest {
+        alternative_discovery: alternative,
+        ..TeardownRequest::new(&n)
+    };
+    until_done(&c, &unknown, 5).await;
+    assert!(v2_exists(&c, &twin[0]).await);
+    assert!(sg_exists(&c, &twin[2]).await);
+}
+
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn lb_controller_resources_go_only_in_the_clusters_vpc() {
+    check_lbc(false).await;
+}
+
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn lb_controller_resources_go_only_in_the_clusters_vpc_with_describe_discovery() {
+    check_lbc(true).await;
+}
+
+async fn launch_template(c: &AwsClients, name: &str, tags: &[(String, String)]) -> String {
+    let mut spec = TagSpecification::builder().resource_type(ResourceType::LaunchTemplate);
+    for (k, v) in tags {
+        spec = spec.tags(Tag::builder().key(k).value(v).build());
+    }
+    c.ec2
+        .create_launch_template()
+        .launch_template_name(name)
+        .launch_template_data(
+            RequestLaunchTemplateData::builder()
+                .image_id("ami-12345678")
+                .build(),
+        )
+        .tag_specifications(spec.build())
+        .send()
+        .await
+        .unwrap()
+        .launch_template()
+        .unwrap()
+        .launch_template_id()
+        .unwrap()
+        .to_string()
+}
+
+async fn template_exists(c: &AwsClients, id: &str) -> bool {
+    c.ec2
+        .describe_launch_templates()
+        .launch_template_ids(id)
+        .send()
+        .await
+        .is_ok_and(|o| !o.launch_templates().is_empty())
+}
+
+/// A Karpenter node: its instance is terminated (and waited for) before its security group is
+/// deleted, and its launch template goes; CAPA's instance and another cluster's node stay out of
+/// phase 2. With only the `instance` task, the template is kept.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn karpenter_nodes_are_terminated_before_their_group_and_templates_go() {
+    let (c, rec) = env().await;
+    let n = cluster("karp");
+    let (v, subnets) = byo_network(&c).await;
+    let mut node_tags = vec![cloud(&n, "owned")];
+    node_tags.push(("karpenter.sh/nodepool".into(), "default".into()));
+    let node_sg = sg(&c, &v, &format!("{n}-nodes"), &[cloud(&n, "owned")]).await;
+    let node = fallible::instance(&c, &subnets[0], &[&node_sg], None, &node_tags)
+        .await
+        .unwrap();
+    let lt = launch_template(&c, &format!("karpenter.k8s.aws/{n}"), &node_tags).await;
+    let other = format!("{n}-b");
+    let other_node = instance(&c, &subnets[0], &[cloud(&other, "owned")]).await;
+    let other_lt = launch_template(
+        &c,
+        &format!("karpenter.k8s.aws/{other}"),
+        &[cloud(&other, "owned")],
+    )
+    .await;
+
+    // Only the `instance` task: the node goes, the template stays.
+    let only_instances = TeardownRequest {
+        tasks: Some(vec!["instance".parse::<GcTask>().unwrap()]),
+        ..TeardownRequest::new(&n)
+    };
+    until_done(&c, &only_instances, 20).await;
+    assert_eq!(instance_state(&c, &node).await, "terminated");
+    assert!(template_exists(&c, &lt).await, "not selected: kept");
+    assert!(sg_exists(&c, &node_sg).await, "not selected: kept");
+
+    rec.clear();
+    let node2 = fallible::instance(&c, &subnets[0], &[&node_sg], None, &node_tags)
+        .await
+        .unwrap();
+    until_done(&c, &TeardownRequest::new(&n), 20).await;
+    assert_eq!(instance_state(&c, &node2).await, "terminated");
+    assert!(!template_exists(&c, &lt).await, "the cluster's template");
+    assert!(!sg_exists(&c, &node_sg).await);
+    let calls = rec.calls();
+    assert!(
+        first(&calls, "EC2.TerminateInstances") < first(&calls, "EC2.DeleteSecurityGroup"),
+        "{calls:?}"
+    );
+    assert_ne!(
+        instance_state(&c, &other_node).await,
+        "terminated",
+        "another cluster's node"
+    );
+    assert!(
+        template_exists(&c, &other_lt).await,
+        "another cluster's template"
+    );
+}
+
+/// The VPC CNI's leftover interfaces (tagged with the cluster's name, `available`) in the
+/// cluster's VPC are deleted; the same tag in another VPC is another cluster's.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn vpc_cni_interfaces_in_the_clusters_vpc_are_deleted() {
+    let (c, _rec) = env().await;
+    let n = cluster("cni");
+    let (v, subnets) = byo_network(&c).await;
+    let (elsewhere, other_subnets) = byo_network(&c).await;
+    let g = sg(&c, &v, &format!("{n}-pods"), &[]).await;
+    let other_g = sg(&c, &elsewhere, &format!("{n}-pods"), &[]).await;
+    let mine = eni(&c, &subnets[0], &g).await;
+    let twin = eni(&c, &other_subnets[0], &other_g).await;
+    for id in [&mine, &twin] {
+        tag(&c, id, "cluster.k8s.amazonaws.com/name", &n).await;
+        tag(&c, id, "eks:eni:owner", "amazon-vpc-cni").await;
+    }
+    for alternative in [false, true] {
+        let req = TeardownRequest {
+            alternative_discovery: alternative,
+            vpc_ids: vec![v.clone()],
+            ..TeardownRequest::new(&n)
+        };
+        until_done(&c, &req, 20).await;
+        assert!(!eni_exists(&c, &mine).await, "alternative={alternative}");
+        assert!(eni_exists(&c, &twin).await, "alternative={alternative}");
+    }
+    assert!(
+        sg_exists(&c, &g).await,
+        "an untagged group is not the cluster's"
+    );
+}
