@@ -78,8 +78,9 @@ pub struct RunArgs {
     pub cascade_dry_run: bool,
 
     /// How the tenant collector finds a tenant's cluster-scoped objects: `index` (a name index kept
-    /// by watches, then one label-selected check before release; `label` is an alias) or `scan`
-    /// (list everything every pass). Both find every object named `<id>-…`, labelled or not.
+    /// by watches, then one check before release that lists only the kinds the index cannot vouch
+    /// for; `label` is an alias) or `scan` (list everything every pass). Both find every object
+    /// named `<id>-…`, labelled or not.
     #[arg(long, value_enum, default_value_t = crate::tenant::inventory::Strategy::Index, env = "SWEEPER_TENANT_GC_STRATEGY")]
     pub tenant_gc_strategy: crate::tenant::inventory::Strategy,
 
@@ -96,6 +97,12 @@ pub struct RunArgs {
     /// Report what a tenant teardown would delete; delete nothing and add no finalizers.
     #[arg(long, default_value_t = false, env = "SWEEPER_TENANT_DRY_RUN")]
     pub tenant_dry_run: bool,
+
+    /// The external collector takes only the AWSClusters / AWSManagedControlPlanes this label
+    /// selector selects (`kubectl -l` syntax; empty: all). One not selected gets no finalizer, and
+    /// a finalizer already on it is released with nothing deleted.
+    #[arg(long, default_value = "", env = "SWEEPER_EXTERNAL_GC_SELECTOR", value_parser = crate::engine::selector::parse)]
+    pub external_gc_selector: crate::engine::selector::LabelFilter,
 
     /// How long the cascade workers wait for every resource's first list before starting anyway.
     #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]

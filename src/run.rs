@@ -229,7 +229,8 @@ async fn build_collectors(
             sources.external.clone(),
             args.feature_gates.alternative_gc_strategy,
             invalid_objects,
-        );
+        )
+        .with_selector(args.external_gc_selector.clone());
         out.push(Box::new(
             crate::external::controller::ExternalCollector::new(ctx, teardowns.clone()),
         ));

@@ -536,3 +536,67 @@ async fn an_opted_out_cluster_with_a_capa_vpc_names_what_blocks_it_and_deletes_n
         "nothing blocks the VPC any more: the teardown finishes"
     );
 }
+
+/// `--external-gc-selector`: a selected cluster gets the finalizer and its teardown; one outside
+/// the selector gets none, a finalizer already on it is released, and none of its resources is
+/// deleted when it goes.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn a_cluster_outside_the_selector_is_untouched() {
+    let World {
+        scope: _scope,
+        ns,
+        c,
+        aws,
+        cluster,
+        net,
+        owned_sg,
+        ..
+    } = world("extsel").await;
+    let _gc = Sweeper::start(&[
+        GATES[0],
+        GATES[1],
+        "--external-gc-selector",
+        "sweeper.dev/external-gc in (on, yes)",
+    ])
+    .await;
+    // Not selected: no finalizer is added, and one put there earlier is taken off.
+    let api = aws_cluster(&c, &ns, &cluster, &[]).await;
+    let name = infra_name(&cluster);
+    let fin = serde_json::json!({"metadata": {"finalizers": ["sweeper.dev/external-resource-gc"]}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&fin))
+        .await
+        .unwrap();
+    let released = eventually(T, || async { !has_finalizer(&api, &name).await }).await;
+    assert!(released, "a finalizer on an unselected cluster is released");
+    api.delete(&name, &Default::default()).await.unwrap();
+    assert!(eventually(T, || gone(&api, &name)).await);
+    assert!(
+        sg_exists(&aws, &owned_sg).await,
+        "nothing of an unselected cluster is deleted"
+    );
+
+    // Selected: the usual teardown.
+    let selected = unique_name("c");
+    let sel_sg = sg(
+        &aws,
+        &net.vpc,
+        &format!("{selected}-owned"),
+        &tagged(&format!("kubernetes.io/cluster/{selected}"), "owned"),
+    )
+    .await;
+    let api2 = aws_cluster(&c, &ns, &selected, &[]).await;
+    let name2 = infra_name(&selected);
+    let label = serde_json::json!({"metadata": {"labels": {"sweeper.dev/external-gc": "on"}}});
+    api2.patch(&name2, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    assert!(eventually(T, || has_finalizer(&api2, &name2)).await);
+    api2.delete(&name2, &Default::default()).await.unwrap();
+    assert!(eventually(T, || gone(&api2, &name2)).await);
+    assert!(
+        !sg_exists(&aws, &sel_sg).await,
+        "the selected cluster's group"
+    );
+    assert!(sg_exists(&aws, &owned_sg).await);
+}

@@ -13,5 +13,6 @@ pub mod meta;
 pub mod name_index;
 pub mod progress;
 pub mod queue;
+pub mod selector;
 pub mod teardown;
 pub mod watch;

@@ -91,6 +91,12 @@ pub trait Teardown: Send + Sync + 'static {
         true
     }
 
+    /// Whether this object is the collector's at all (e.g. a label selector). One that is not
+    /// never gets the finalizer, and one it already holds is released with nothing deleted.
+    fn selects(&self, _obj: &Self::Object) -> bool {
+        true
+    }
+
     /// The API the object is read and patched through (its namespace, or cluster-wide).
     fn api(&self, obj: &Self::Object) -> Api<Self::Object>;
 
@@ -240,6 +246,14 @@ where
             return Ok(Action::await_change());
         }
     };
+    if !t.selects(obj) {
+        if obj.finalizers().iter().any(|f| f == t.finalizer()) {
+            finalizer::remove(&t.api(obj), obj, t.finalizer()).await?;
+            t.released(obj);
+            tracing::info!("not selected: finalizer released, nothing deleted");
+        }
+        return Ok(Action::await_change());
+    }
     let stage = finalizer::stage(obj, t.finalizer());
     if stage == Stage::NotOurs {
         return Ok(Action::await_change());

@@ -14,6 +14,7 @@ use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
 use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::progress::Teardowns;
+use crate::engine::selector::LabelFilter;
 use crate::engine::teardown::{Checked, Driver, Pass, Teardown, TeardownMetrics};
 use crate::metrics::InvalidObjectLabels;
 use k8s_openapi::NamespaceResourceScope;
@@ -108,6 +109,8 @@ pub struct ExternalCtx {
     pub metrics: ExternalMetrics,
     /// AlternativeGCStrategy: discover with describe calls instead of the tagging API.
     pub alternative_discovery: bool,
+    /// `--external-gc-selector`: the objects this collector takes.
+    pub selector: LabelFilter,
     events: Publisher,
     /// `sweeper_invalid_objects_total`, shared with the other collectors.
     invalid_objects: Family<InvalidObjectLabels, Counter>,
@@ -127,8 +130,15 @@ impl ExternalCtx {
             aws,
             metrics,
             alternative_discovery,
+            selector: LabelFilter::default(),
             invalid_objects,
         }
+    }
+
+    /// Only the objects `selector` selects (see `--external-gc-selector`).
+    pub fn with_selector(mut self, selector: LabelFilter) -> Self {
+        self.selector = selector;
+        self
     }
 }
 
@@ -280,6 +290,10 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
     /// for the fix, not skip the teardown.
     fn guard_before_validating(&self) -> bool {
         true
+    }
+
+    fn selects(&self, o: &K) -> bool {
+        self.ctx.selector.matches(o.labels())
     }
 
     fn api(&self, obj: &K) -> Api<K> {
