@@ -104,6 +104,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "", env = "SWEEPER_EXTERNAL_GC_SELECTOR", value_parser = crate::engine::selector::parse)]
     pub external_gc_selector: crate::engine::selector::LabelFilter,
 
+    /// Snapshot each EBS volume before the opt-in `ebs-volume` task deletes it (the snapshot id is
+    /// in an Event on the cluster object). `false` deletes without.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SWEEPER_EXTERNAL_EBS_SNAPSHOT")]
+    pub external_ebs_snapshot: bool,
+
     /// How long the cascade workers wait for every resource's first list before starting anyway.
     #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
     pub cascade_sync_timeout: Duration,

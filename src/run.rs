@@ -230,7 +230,8 @@ async fn build_collectors(
             args.feature_gates.alternative_gc_strategy,
             invalid_objects,
         )
-        .with_selector(args.external_gc_selector.clone());
+        .with_selector(args.external_gc_selector.clone())
+        .with_ebs_snapshot(args.external_ebs_snapshot);
         out.push(Box::new(
             crate::external::controller::ExternalCollector::new(ctx, teardowns.clone()),
         ));

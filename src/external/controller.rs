@@ -111,6 +111,8 @@ pub struct ExternalCtx {
     pub alternative_discovery: bool,
     /// `--external-gc-selector`: the objects this collector takes.
     pub selector: LabelFilter,
+    /// `--external-ebs-snapshot`: snapshot volumes before the opt-in `ebs-volume` task deletes them.
+    pub ebs_snapshot: bool,
     events: Publisher,
     /// `sweeper_invalid_objects_total`, shared with the other collectors.
     invalid_objects: Family<InvalidObjectLabels, Counter>,
@@ -131,8 +133,14 @@ impl ExternalCtx {
             metrics,
             alternative_discovery,
             selector: LabelFilter::default(),
+            ebs_snapshot: true,
             invalid_objects,
         }
+    }
+
+    pub fn with_ebs_snapshot(mut self, on: bool) -> Self {
+        self.ebs_snapshot = on;
+        self
     }
 
     /// Only the objects `selector` selects (see `--external-gc-selector`).
@@ -378,9 +386,22 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             dry_run: false,
             alternative_discovery: self.ctx.alternative_discovery,
             vpc_ids: o.vpc_ids(),
+            ebs_snapshot: self.ctx.ebs_snapshot,
         };
         let report = teardown_pass(&self.ctx.aws, &req).await;
         let tally = Tally::of(&report, &self.ctx.metrics);
+        // What a delete left to know (the snapshot a volume was kept in): once, as it happens.
+        for note in report.phases.iter().flat_map(|p| &p.notes) {
+            self.ctx
+                .events
+                .emit(
+                    &o.object_ref(&()),
+                    EventType::Normal,
+                    "DeletedWithSnapshot",
+                    note.clone(),
+                )
+                .await;
+        }
         tracing::info!(cluster = %cluster_name, deleted = tally.deleted, remaining = tally.remaining.len(), errors = tally.errors.len(), done = report.done, "teardown pass");
         if report.done {
             let message = format!("all AWS resources of cluster {cluster_name} are deleted");

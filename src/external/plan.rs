@@ -59,6 +59,7 @@ pub async fn plan(
         dry_run: true,
         alternative_discovery: alternative,
         vpc_ids,
+        ebs_snapshot: true,
     };
     let report = teardown_pass(aws, &req).await;
     let mut out = format!(

@@ -109,6 +109,8 @@ pub struct PhaseReport {
     /// Phase 3: resources the cluster does not own that keep its VPC from being deleted, with
     /// the VPC each one blocks. Never deleted; the phase waits until they are gone.
     pub blockers: Vec<(ResourceRef, String)>,
+    /// What deletes left the user to know about (e.g. the snapshot a volume was kept in).
+    pub notes: Vec<String>,
 }
 
 impl PhaseReport {
@@ -141,5 +143,6 @@ impl PhaseReport {
         self.errors.extend(other.errors);
         self.planned.extend(other.planned);
         self.blockers.extend(other.blockers);
+        self.notes.extend(other.notes);
     }
 }

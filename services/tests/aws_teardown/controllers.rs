@@ -207,3 +207,87 @@ async fn vpc_cni_interfaces_in_the_clusters_vpc_are_deleted() {
         "an untagged group is not the cluster's"
     );
 }
+
+async fn snapshots_of(c: &AwsClients, volume: &str) -> Vec<String> {
+    c.ec2
+        .describe_snapshots()
+        .owner_ids("self")
+        .filters(
+            sweeper_services::aws::sdk::ec2::types::Filter::builder()
+                .name("tag:sweeper.dev/source-volume")
+                .values(volume)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .snapshots()
+        .iter()
+        .filter_map(|s| s.snapshot_id().map(str::to_string))
+        .collect()
+}
+
+/// EBS volumes are opt-in: kept without the `ebs-volume` task; with it, snapshotted (the id in
+/// the report's notes) and then deleted, or deleted outright with snapshots off. An `in-use`
+/// volume and another cluster's are never touched.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn ebs_volumes_only_with_their_task_snapshot_first_and_never_in_use() {
+    let (c, _rec) = env().await;
+    let n = cluster("ebs");
+    let (_v, subnets) = byo_network(&c).await;
+    let owned = volume(&c, &[cloud(&n, "owned")]).await;
+    let csi = volume(&c, &[("ebs.csi.aws.com/cluster-name".into(), n.clone())]).await;
+    let in_use = volume(&c, &[cloud(&n, "owned")]).await;
+    let node = instance(&c, &subnets[0], &[]).await;
+    c.ec2
+        .attach_volume()
+        .volume_id(&in_use)
+        .instance_id(&node)
+        .device("/dev/sdf")
+        .send()
+        .await
+        .unwrap();
+    let other = volume(&c, &[cloud(&format!("{n}-b"), "owned")]).await;
+
+    until_done(&c, &TeardownRequest::new(&n), 10).await;
+    for v in [&owned, &csi, &in_use, &other] {
+        assert!(
+            volume_exists(&c, v).await,
+            "no task, no volume deleted: {v}"
+        );
+    }
+
+    let with_task = TeardownRequest {
+        tasks: Some(vec!["ebs-volume".parse::<GcTask>().unwrap()]),
+        ..TeardownRequest::new(&n)
+    };
+    let reports = until_done(&c, &with_task, 10).await;
+    assert!(!volume_exists(&c, &owned).await);
+    assert!(!volume_exists(&c, &csi).await);
+    assert!(volume_exists(&c, &in_use).await, "in use: never touched");
+    assert!(volume_exists(&c, &other).await, "another cluster's");
+    let notes: Vec<&String> = reports
+        .iter()
+        .flat_map(|r| r.phases.iter().flat_map(|p| &p.notes))
+        .collect();
+    for v in [&owned, &csi] {
+        let snaps = snapshots_of(&c, v).await;
+        assert_eq!(snaps.len(), 1, "one snapshot of {v}: {snaps:?}");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains(v.as_str()) && n.contains(&snaps[0])),
+            "the snapshot id is reported: {notes:?}"
+        );
+    }
+
+    let bare = volume(&c, &[cloud(&n, "owned")]).await;
+    let no_snapshot = TeardownRequest {
+        ebs_snapshot: false,
+        ..with_task
+    };
+    until_done(&c, &no_snapshot, 10).await;
+    assert!(!volume_exists(&c, &bare).await);
+    assert!(snapshots_of(&c, &bare).await.is_empty(), "snapshots off");
+}

@@ -92,7 +92,7 @@ impl Cleaner for InternetGateways {
             });
             match settle(res, KIND, &t.id, "DetachInternetGateway")? {
                 Outcome::Remaining(r) => return Ok(Outcome::Remaining(r)),
-                Outcome::Deleted | Outcome::Gone => {}
+                Outcome::Deleted | Outcome::DeletedWith(_) | Outcome::Gone => {}
             }
         }
         let res = call("ec2.DeleteInternetGateway", || {

@@ -13,6 +13,7 @@ pub mod route_tables;
 pub mod security_groups;
 pub mod subnets;
 pub mod target_groups;
+pub mod volumes;
 pub mod vpcs;
 
 pub use crate::aws::errors::CleanError;
@@ -32,6 +33,8 @@ pub struct CleanCtx<'a> {
     pub inventory: &'a Inventory,
     /// Phase 3: the CAPA-managed VPCs of the cluster. Empty means nothing of the network is ours.
     pub vpc_ids: &'a [String],
+    /// Snapshot EBS volumes before deleting them (`--external-ebs-snapshot`).
+    pub snapshot_volumes: bool,
 }
 
 /// One resource a cleaner found, with `detail`: the facts discovery gathered so `delete` needs
@@ -68,6 +71,9 @@ impl Target {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Deleted,
+    /// Deleted, with something the user must be told (e.g. the snapshot taken first): reported in
+    /// the phase's `notes` and as an Event.
+    DeletedWith(String),
     /// Already gone (NotFound): as good as deleted.
     Gone,
     /// Deletion started or still blocked; the reason says what we wait for. Keeps the phase open.

@@ -38,6 +38,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         cluster,
         inventory: &empty,
         vpc_ids: &[],
+        snapshot_volumes: req.ebs_snapshot,
     };
     let p1 = run_phase(1, &registry::phase1(), &ctx, req.dry_run).await;
     // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
@@ -124,6 +125,7 @@ async fn phase3(clients: &AwsClients, cluster: &str, dry_run: bool) -> PhaseRepo
             cluster,
             inventory: &empty,
             vpc_ids: &vpc_ids,
+            snapshot_volumes: false,
         };
         p3 = run_phase(3, &registry::phase3(), &ctx, dry_run)
             .await

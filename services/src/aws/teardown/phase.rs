@@ -117,6 +117,11 @@ async fn run_cleaner<C: Cleaner>(
     for (t, res) in results {
         match res {
             Ok(Outcome::Deleted) => report.deleted.push(rref(&t.id)),
+            Ok(Outcome::DeletedWith(note)) => {
+                tracing::info!(arn = %t.id, %note, "deleted");
+                report.deleted.push(rref(&t.id));
+                report.notes.push(note);
+            }
             // Not deleted by this pass, so not reported: a discovery that keeps listing a gone
             // resource (eventual consistency) must not keep the teardown from being done.
             Ok(Outcome::Gone) => tracing::debug!(arn = %t.id, "already gone"),

@@ -31,6 +31,7 @@ pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseRe
         cluster,
         inventory: &inv,
         vpc_ids: &[],
+        snapshot_volumes: req.ebs_snapshot,
     };
     let mut p2 = run_phase(
         2,

@@ -8,7 +8,7 @@ use crate::aws::cleaners::security_groups::{Scope, SecurityGroups};
 use crate::aws::cleaners::{
     addresses::Addresses, internet_gateways::InternetGateways, launch_templates::LaunchTemplates,
     nat_gateways::NatGateways, network_interfaces::NetworkInterfaces, route_tables::RouteTables,
-    subnets::Subnets, target_groups::TargetGroups, vpcs::Vpcs,
+    subnets::Subnets, target_groups::TargetGroups, volumes::Volumes, vpcs::Vpcs,
 };
 use crate::aws::model::{GcTask, UnknownGcTask};
 use std::str::FromStr;
@@ -23,23 +23,33 @@ pub fn phase1() -> Vec<Box<dyn Step>> {
     ]
 }
 
+/// Tasks that run only when named in the tasks annotation, never by default (no annotation
+/// means every other task, CAPA's rule). Deleting a volume loses data.
+pub const OPT_IN: [GcTask; 1] = [crate::aws::cleaners::volumes::TASK];
+
 /// Phase 2: what the cloud provider, the LB controller, node provisioners and the VPC CNI
-/// created, limited to `tasks` when given.
+/// created, limited to `tasks` when given (without, every task but the opt-in ones).
 pub fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn Step>> {
-    let all: Vec<Box<dyn Step>> = vec![
+    all_phase2()
+        .into_iter()
+        .filter(|c| match (tasks, c.task()) {
+            (Some(sel), Some(t)) => sel.contains(&t),
+            (None, Some(t)) => !OPT_IN.contains(&t),
+            _ => true,
+        })
+        .collect()
+}
+
+fn all_phase2() -> Vec<Box<dyn Step>> {
+    vec![
         Box::new(LoadBalancers(Source::External)),
         Box::new(TargetGroups),
         Box::new(Instances(instances::Scope::External)),
         Box::new(LaunchTemplates),
+        Box::new(Volumes),
         Box::new(NetworkInterfaces),
         Box::new(SecurityGroups(Scope::External)),
-    ];
-    all.into_iter()
-        .filter(|c| match (tasks, c.task()) {
-            (Some(sel), Some(t)) => sel.contains(&t),
-            _ => true,
-        })
-        .collect()
+    ]
 }
 
 /// Phase 3: the CAPA-managed network, in dependency order; each kind only where it carries
@@ -58,7 +68,7 @@ pub fn phase3() -> Vec<Box<dyn Step>> {
 /// The task names phase 2's cleaners declare, in registry order, each once.
 pub fn tasks() -> Vec<GcTask> {
     let mut out: Vec<GcTask> = Vec::new();
-    for t in phase2(None).iter().filter_map(|c| c.task()) {
+    for t in all_phase2().iter().filter_map(|c| c.task()) {
         if !out.contains(&t) {
             out.push(t);
         }
@@ -112,6 +122,11 @@ mod tests {
             ["load-balancer", "network-interface", "security-group"]
         );
         assert!(kinds(Some(&[])).is_empty());
+        assert!(!kinds(None).contains(&"volume"), "EBS volumes are opt-in");
+        assert_eq!(
+            kinds(Some(&[crate::aws::cleaners::volumes::TASK])),
+            ["volume"]
+        );
     }
 
     #[test]
@@ -124,6 +139,7 @@ mod tests {
                 "target-group",
                 "instance",
                 "launch-template",
+                "ebs-volume",
                 "security-group"
             ]
         );
@@ -138,7 +154,7 @@ mod tests {
         assert!(e.to_string().contains("\"load-balancers\""), "{e}");
         assert_eq!(
             e.to_string(),
-            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, instance, launch-template, security-group"
+            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, instance, launch-template, ebs-volume, security-group"
         );
         let e = "".parse::<GcTask>().unwrap_err();
         assert!(e.to_string().contains("\"\""), "{e}");

@@ -18,6 +18,8 @@ pub struct TeardownRequest {
     /// CAPA-tagged VPCs, they confirm resources found by the LB controller's and the VPC CNI's
     /// tags, which name a cluster but not an account.
     pub vpc_ids: Vec<String>,
+    /// Snapshot each EBS volume before the opt-in `ebs-volume` task deletes it.
+    pub ebs_snapshot: bool,
 }
 
 impl TeardownRequest {
@@ -30,6 +32,7 @@ impl TeardownRequest {
             dry_run: false,
             alternative_discovery: false,
             vpc_ids: Vec::new(),
+            ebs_snapshot: true,
         }
     }
 }

@@ -28,7 +28,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
         id: id.to_string(),
     };
     let mut record = |kind: &str, id: &str, res: Result<Outcome, CleanError>| match res {
-        Ok(Outcome::Deleted) => report.deleted.push(rref(kind, id)),
+        Ok(Outcome::Deleted | Outcome::DeletedWith(_)) => report.deleted.push(rref(kind, id)),
         Ok(Outcome::Gone) => {}
         Ok(Outcome::Remaining(r)) => report.remaining.push((rref(kind, id), r)),
         Err(e) => report.errors.push(e.to_string()),

@@ -1,0 +1,159 @@
+//! Phase 2, opt-in only (task `ebs-volume`, never part of the default set: CAPA's "Beta"
+//! criterion, and data loss is not undoable): EBS volumes in state `available` tagged
+//! `kubernetes.io/cluster/<name>=owned` or `ebs.csi.aws.com/cluster-name=<name>` (the EBS CSI
+//! driver with `--k8s-tag-cluster-id`), never CAPA's. A volume `in-use` is never a target.
+//!
+//! By default each volume is snapshotted first; the snapshot is tagged with the source volume and
+//! the cluster, and its id is reported (an Event on the cluster object). A snapshot left by a pass
+//! that crashed before the delete is found by those tags and reused, so a retry makes no second
+//! snapshot. A volume's snapshot is point-in-time, so the delete need not wait for it to complete.
+
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
+use crate::aws::errors::{ApiFailure, ErrorClass, call};
+use crate::aws::model::GcTask;
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+use std::collections::BTreeSet;
+
+/// Selects EBS volumes: opt-in, see the registry's `OPT_IN`.
+pub const TASK: GcTask = GcTask::new("ebs-volume");
+
+/// The EBS CSI driver's cluster tag (with `--k8s-tag-cluster-id=<name>`).
+pub const CSI_CLUSTER_TAG: &str = "ebs.csi.aws.com/cluster-name";
+/// On a snapshot: the volume it was taken of.
+pub const SOURCE_VOLUME_TAG: &str = "sweeper.dev/source-volume";
+/// On a snapshot: the cluster whose teardown took it.
+pub const CLUSTER_TAG: &str = "sweeper.dev/cluster";
+
+pub struct Volumes;
+
+const KIND: &str = "volume";
+
+#[async_trait]
+impl Cleaner for Volumes {
+    type Detail = ();
+
+    fn service(&self) -> &'static str {
+        "ec2"
+    }
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    fn order(&self) -> u32 {
+        // With the nodes: a volume attached to a terminating node becomes available after it.
+        25
+    }
+    fn task(&self) -> Option<GcTask> {
+        Some(TASK)
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
+        let capa = tags::capa_key(ctx.cluster);
+        let available = tags::ec2_filter("status", &["available".to_string()]);
+        let mut ids = BTreeSet::new();
+        for owner in [
+            tags::ec2_tag_filter(&tags::cloud_key(ctx.cluster), tags::OWNED),
+            tags::ec2_tag_filter(CSI_CLUSTER_TAG, ctx.cluster),
+        ] {
+            let mut token: Option<String> = None;
+            loop {
+                let page = call("ec2.DescribeVolumes", || {
+                    ctx.clients
+                        .ec2
+                        .describe_volumes()
+                        .filters(owner.clone())
+                        .filters(available.clone())
+                        .set_next_token(token.clone())
+                        .send()
+                })
+                .await
+                .map_err(CleanError::discover(KIND, "DescribeVolumes"))?;
+                for v in page.volumes() {
+                    if tags::is_owned(tags::ec2_pairs(v.tags()), &capa) {
+                        continue;
+                    }
+                    if let Some(id) = v.volume_id() {
+                        ids.insert(id.to_string());
+                    }
+                }
+                token = page
+                    .next_token()
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_string);
+                if token.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(ids.into_iter().map(Target::plain).collect())
+    }
+
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+        let snapshot = if ctx.snapshot_volumes {
+            match snapshot(ctx, &t.id).await {
+                Ok(s) => Some(s),
+                // Not deleted without its snapshot: gone, retried, or an error, like a delete.
+                Err(f) => return settle::<()>(Err(f), KIND, &t.id, "CreateSnapshot"),
+            }
+        } else {
+            None
+        };
+        let res = call("ec2.DeleteVolume", || {
+            ctx.clients.ec2.delete_volume().volume_id(&t.id).send()
+        })
+        .await;
+        match (settle(res, KIND, &t.id, "DeleteVolume")?, snapshot) {
+            (Outcome::Deleted, Some(snap)) => Ok(Outcome::DeletedWith(format!(
+                "EBS volume {} deleted after snapshot {snap}",
+                t.id
+            ))),
+            (o, _) => Ok(o),
+        }
+    }
+}
+
+/// The snapshot of `volume` this teardown took (an earlier pass's, found by its tags), or a new
+/// one.
+async fn snapshot(ctx: &CleanCtx<'_>, volume: &str) -> Result<String, ApiFailure> {
+    let found = call("ec2.DescribeSnapshots", || {
+        ctx.clients
+            .ec2
+            .describe_snapshots()
+            .owner_ids("self")
+            .filters(tags::ec2_tag_filter(SOURCE_VOLUME_TAG, volume))
+            .filters(tags::ec2_tag_filter(CLUSTER_TAG, ctx.cluster))
+            .send()
+    })
+    .await?;
+    if let Some(id) = found.snapshots().iter().find_map(|s| s.snapshot_id()) {
+        return Ok(id.to_string());
+    }
+    let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
+    let made = call("ec2.CreateSnapshot", || {
+        ctx.clients
+            .ec2
+            .create_snapshot()
+            .volume_id(volume)
+            .description(format!(
+                "sweeper: volume {volume} of cluster {} before deleting it",
+                ctx.cluster
+            ))
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Snapshot)
+                    .tags(tag(SOURCE_VOLUME_TAG, volume))
+                    .tags(tag(CLUSTER_TAG, ctx.cluster))
+                    .build(),
+            )
+            .send()
+    })
+    .await?;
+    made.snapshot_id()
+        .map(str::to_string)
+        .ok_or_else(|| ApiFailure {
+            class: ErrorClass::Fatal,
+            code: None,
+            message: "CreateSnapshot returned no snapshot id".into(),
+        })
+}
