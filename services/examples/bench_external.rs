@@ -2,8 +2,14 @@
 //! dependency order, bounded concurrent deletes, bulk discovery) versus a CAPA-like baseline (one
 //! flat tagging list, one resource at a time). Each mode gets its own freshly created cluster of
 //! 100 load balancers (classic / application / network), 100 target groups (a third attached to
-//! the ALBs) and 100 security groups, and the same fixed latency per AWS call
-//! (`BENCH_LATENCY_MS`, default 80). Zero-latency figures are printed too.
+//! the ALBs) and 100 security groups tagged by the cloud provider, plus what a search by that tag
+//! misses: 10 application load balancers, 10 target groups and 10 security groups of the AWS Load
+//! Balancer Controller (`elbv2.k8s.aws/cluster`) and 10 detached VPC CNI interfaces
+//! (`cluster.k8s.amazonaws.com/name`), 340 in all; and the same fixed latency per AWS call
+//! (`BENCH_LATENCY_MS`, default 80). Zero-latency figures are printed too. The baseline, like
+//! CAPA, knows only the cluster tag: it leaves the last 40 behind, which its line shows.
+//! Karpenter-style instances are not in the inventory: their termination is waited for across
+//! passes by design, and this measures one pass.
 //!
 //! Run: `source .state/env && cargo run --release -p sweeper-services --example bench_external`
 
@@ -13,7 +19,7 @@ use sweeper_services::aws::sdk::aws_config::SdkConfig;
 use sweeper_services::aws::sdk::elbv2;
 use sweeper_services::aws::teardown::{AwsClients, PhaseReport, TeardownRequest, phase2_pass};
 use sweeper_services::aws::testing::build::{
-    byo_network, classic_lb, cloud, listener, sg, tg, v2_lb,
+    byo_network, classic_lb, cloud, eni, listener, sg, tag, tg, v2_lb,
 };
 use sweeper_services::aws::testing::{Recorder, baseline_phase2, localstack};
 
@@ -21,12 +27,31 @@ type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 const N: usize = 100;
 const CREATE_CONCURRENCY: usize = 16;
 
-/// Creates the cluster's 300 resources; returns how many. The shared builders panic on a failed
-/// create: a half-built world would make the figures meaningless anyway.
-async fn world(c: &AwsClients, n: &str) -> usize {
+/// The controller-tagged resources of each kind (LB controller: LB, TG, SG; VPC CNI: ENI).
+const M: usize = 10;
+
+/// Creates the cluster's 340 resources; returns how many, and its VPC. The shared builders panic
+/// on a failed create: a half-built world would make the figures meaningless anyway.
+async fn world(c: &AwsClients, n: &str) -> (usize, String) {
     let owned = [cloud(n, "owned")];
     let (vpc, subnets) = byo_network(c).await;
-    let (owned, vpc, subnets) = (&owned, &vpc, &subnets);
+    let lbc = [("elbv2.k8s.aws/cluster".to_string(), n.to_string())];
+    let pods = sg(c, &vpc, &format!("{n}-pods"), &[]).await;
+    {
+        let (lbc, vpc, subnets, pods) = (&lbc, &vpc, &subnets, &pods);
+        futures::stream::iter(0..M)
+            .for_each_concurrent(CREATE_CONCURRENCY, |i| async move {
+                let ty = elbv2::types::LoadBalancerTypeEnum::Application;
+                v2_lb(c, &format!("{n}-k{i}"), ty, subnets, lbc).await;
+                tg(c, &format!("{n}-kt{i}"), vpc, lbc).await;
+                sg(c, vpc, &format!("{n}-ks{i}"), lbc).await;
+                let id = eni(c, &subnets[0], pods).await;
+                tag(c, &id, "cluster.k8s.amazonaws.com/name", n).await;
+            })
+            .await;
+    }
+    let (owned, vpc_ref, subnets) = (&owned, &vpc, &subnets);
+    let vpc = vpc_ref;
     futures::stream::iter(0..N)
         .for_each_concurrent(CREATE_CONCURRENCY, |i| async move {
             // Load balancer i: classic, application or network; target group i attached to ALBs.
@@ -52,7 +77,7 @@ async fn world(c: &AwsClients, n: &str) -> usize {
             sg(c, vpc, &format!("{n}-s{i}"), owned).await;
         })
         .await;
-    3 * N
+    (3 * N + 4 * M, vpc.clone())
 }
 
 struct Run {
@@ -65,14 +90,19 @@ async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
     let cluster = localstack::unique_cluster("bench");
     // Setup keeps the SDK's standard retries (see `retrying_clients`).
     let plain = localstack::retrying_clients(sdk);
-    let resources = world(&plain, &cluster).await;
+    let (resources, vpc) = world(&plain, &cluster).await;
     let rec = Recorder::new().with_latency(latency);
     let clients = rec.clients(sdk);
     let start = Instant::now();
     let report: PhaseReport = if baseline {
         baseline_phase2(&clients, &cluster).await
     } else {
-        phase2_pass(&clients, &TeardownRequest::new(&cluster)).await
+        let req = TeardownRequest {
+            // As the controller passes the AWSCluster's spec.network.vpc.id.
+            vpc_ids: vec![vpc],
+            ..TeardownRequest::new(&cluster)
+        };
+        phase2_pass(&clients, &req).await
     };
     let secs = start.elapsed().as_secs_f64();
     let calls = rec.calls().len();
