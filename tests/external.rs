@@ -63,6 +63,25 @@ async fn aws_cluster(
     api
 }
 
+/// Whether AWSCluster `name` carries an `ExternalResourcesDeleted=False` condition whose message
+/// satisfies `says`.
+async fn condition_says(c: &Client, ns: &str, name: &str, says: impl Fn(&str) -> bool) -> bool {
+    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        ns,
+        &kube::api::ApiResource::erase::<AWSCluster>(&()),
+    );
+    dynamic.get(name).await.is_ok_and(|o| {
+        o.data["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c["type"] == "ExternalResourcesDeleted"
+                    && c["status"] == "False"
+                    && says(c["message"].as_str().unwrap_or(""))
+            })
+        })
+    })
+}
+
 /// The AWSCluster [`aws_cluster`] creates for CAPI cluster `cluster`.
 fn infra_name(cluster: &str) -> String {
     format!("{cluster}-infra")
@@ -221,33 +240,15 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
     let name = infra_name(&cluster);
     assert!(eventually(T, || has_finalizer(&api, &name)).await);
     api.delete(&name, &Default::default()).await.unwrap();
-    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        c.clone(),
-        &ns,
-        &kube::api::ApiResource::erase::<AWSCluster>(&()),
-    );
-    let flagged = eventually(T, || async {
-        dynamic.get(&name).await.is_ok_and(|o| {
-            o.data["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c["type"] == "ExternalResourcesDeleted"
-                        && c["status"] == "False"
-                        && c["message"].as_str().unwrap_or("").contains("\"maybe\"")
-                })
-            })
-        })
+    let flagged = eventually(T, || {
+        condition_says(&c, &ns, &name, |m| m.contains("\"maybe\""))
     })
     .await;
     assert!(flagged, "condition names the bad value");
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
-    let evented = eventually(T, || async {
-        events
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("InvalidConfiguration"))
+    let evented = eventually(T, || {
+        support::objects::any_event(&c, &ns, |e| {
+            e.reason.as_deref() == Some("InvalidConfiguration")
+        })
     })
     .await;
     assert!(evented, "a Warning Event");
@@ -482,41 +483,22 @@ async fn an_opted_out_cluster_with_a_capa_vpc_names_what_blocks_it_and_deletes_n
     assert!(eventually(T, || has_finalizer(&api, &name)).await);
     api.delete(&name, &Default::default()).await.unwrap();
 
-    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        c.clone(),
-        &ns,
-        &kube::api::ApiResource::erase::<AWSCluster>(&()),
-    );
-    let named = eventually(T, || async {
-        dynamic.get(&name).await.is_ok_and(|o| {
-            o.data["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    let m = c["message"].as_str().unwrap_or("");
-                    c["type"] == "ExternalResourcesDeleted"
-                        && c["status"] == "False"
-                        && m.contains(&owned_sg)
-                        && m.contains(&format!("blocks deleting {}", net.vpc))
-                })
-            })
+    let blocks = format!("blocks deleting {}", net.vpc);
+    let named = eventually(T, || {
+        condition_says(&c, &ns, &name, |m| {
+            m.contains(&owned_sg) && m.contains(&blocks)
         })
     })
     .await;
     assert!(named, "the condition names the group that blocks the VPC");
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
-    let warned = eventually(T, || async {
-        events
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("VpcDeletionBlocked")
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.note
-                        .as_deref()
-                        .is_some_and(|n| n.contains(&net.vpc) && n.contains(&owned_sg))
-            })
+    let warned = eventually(T, || {
+        support::objects::any_event(&c, &ns, |e| {
+            e.reason.as_deref() == Some("VpcDeletionBlocked")
+                && e.type_.as_deref() == Some("Warning")
+                && e.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains(&net.vpc) && n.contains(&owned_sg))
+        })
     })
     .await;
     assert!(warned, "a Warning Event says the VPC waits for it");

@@ -175,18 +175,11 @@ async fn invalid_tenant_id_gets_an_event_and_a_condition_and_deletes_nothing() {
     })
     .await;
     assert!(flagged, "status condition IdValid=False names the bad id");
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), "default");
-    let evented = eventually(T, || async {
-        events
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("InvalidTenantId")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad.as_str())
-            })
+    let evented = eventually(T, || {
+        support::objects::any_event(&c, "default", |e| {
+            e.reason.as_deref() == Some("InvalidTenantId")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad.as_str())
+        })
     })
     .await;
     assert!(evented, "a Warning Event InvalidTenantId");

@@ -386,3 +386,18 @@ pub async fn warnings_about(c: &Client, name: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// Whether an Event (events.k8s.io/v1) in `ns` satisfies `pred`.
+pub async fn any_event(
+    c: &Client,
+    ns: &str,
+    pred: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) -> bool {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(c.clone(), ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .any(pred)
+}

@@ -5,7 +5,8 @@
 //! longer finds them (terminated instances are not discovered); meanwhile the later cleaners of
 //! the phase wait (`gates_later`), so groups are deleted only after the instances are gone.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
+use crate::aws::discovery::describe;
 use crate::aws::discovery::inventory::{Inventory, Ownership};
 use crate::aws::discovery::tagging::TaggedResource;
 use crate::aws::discovery::tags;
@@ -42,14 +43,16 @@ fn live() -> aws_sdk_ec2::types::Filter {
     tags::ec2_filter("instance-state-name", &states)
 }
 
-/// Live instances matching `filters`, all pages: (id, state).
+/// An instance as discovery sees it: id, state, tags.
+type Seen = (String, String, Vec<(String, String)>);
+
+/// Instances matching `filters`, all pages.
 async fn describe(
     c: &AwsClients,
     filters: Vec<aws_sdk_ec2::types::Filter>,
-) -> Result<Vec<(String, String, Vec<(String, String)>)>, CleanError> {
-    let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
+) -> Result<Vec<Seen>, CleanError> {
+    let filters = &filters;
+    describe::all_pages(|token| async move {
         let page = call("ec2.DescribeInstances", || {
             c.ec2
                 .describe_instances()
@@ -60,26 +63,25 @@ async fn describe(
         })
         .await
         .map_err(CleanError::discover(KIND, "DescribeInstances"))?;
-        for i in page.reservations().iter().flat_map(|r| r.instances()) {
-            let Some(id) = i.instance_id() else { continue };
-            let state = i
-                .state()
-                .and_then(|s| s.name())
-                .map(|n| n.as_str().to_string())
-                .unwrap_or_default();
-            let tags = tags::ec2_pairs(i.tags())
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            out.push((id.to_string(), state, tags));
-        }
-        token = page
-            .next_token()
-            .filter(|t| !t.is_empty())
-            .map(str::to_string);
-        if token.is_none() {
-            return Ok(out);
-        }
-    }
+        let seen = page
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(|i| {
+                let state = i.state().and_then(|s| s.name()).map(|n| n.as_str());
+                let tags = tags::ec2_pairs(i.tags())
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                Some((
+                    i.instance_id()?.to_string(),
+                    state.unwrap_or_default().to_string(),
+                    tags,
+                ))
+            })
+            .collect();
+        Ok((seen, page.next_token().map(str::to_string)))
+    })
+    .await
 }
 
 #[async_trait]
@@ -111,15 +113,10 @@ impl Cleaner for Instances {
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if self.0 != Scope::External
-            || (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "instance")
-        {
-            return false;
-        }
-        inv.share_mut::<ExternalShare>()
-            .0
-            .push(r.arn.resource_id().to_string());
-        true
+        self.0 == Scope::External
+            && claim_into(r, inv, ("ec2", "instance"), |s: &mut ExternalShare, r| {
+                s.0.push(r.arn.resource_id().to_string())
+            })
     }
 
     async fn describe_owned(

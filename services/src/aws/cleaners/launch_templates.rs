@@ -2,7 +2,8 @@
 //! (`kubernetes.io/cluster/<name>=owned`, not CAPA's), which Karpenter creates per node class and
 //! leaves behind. A template blocks nothing, but it is the cluster's and it leaks.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
+use crate::aws::discovery::describe;
 use crate::aws::discovery::inventory::{Inventory, Ownership};
 use crate::aws::discovery::tagging::TaggedResource;
 use crate::aws::discovery::tags;
@@ -24,9 +25,7 @@ struct ExternalShare(Vec<String>);
 
 /// Launch templates tagged `kubernetes.io/cluster/<name>=owned` and not CAPA's, all pages.
 async fn owned_templates(c: &AwsClients, own: &Ownership) -> Result<Vec<String>, CleanError> {
-    let mut found = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
+    describe::all_pages(|token| async move {
         let page = call("ec2.DescribeLaunchTemplates", || {
             c.ec2
                 .describe_launch_templates()
@@ -36,21 +35,15 @@ async fn owned_templates(c: &AwsClients, own: &Ownership) -> Result<Vec<String>,
         })
         .await
         .map_err(CleanError::discover(KIND, "DescribeLaunchTemplates"))?;
-        for t in page.launch_templates() {
-            if own.ours(tags::ec2_pairs(t.tags()))
-                && let Some(id) = t.launch_template_id()
-            {
-                found.push(id.to_string());
-            }
-        }
-        token = page
-            .next_token()
-            .filter(|t| !t.is_empty())
-            .map(str::to_string);
-        if token.is_none() {
-            return Ok(found);
-        }
-    }
+        let ids = page
+            .launch_templates()
+            .iter()
+            .filter(|t| own.ours(tags::ec2_pairs(t.tags())))
+            .filter_map(|t| t.launch_template_id().map(str::to_string))
+            .collect();
+        Ok((ids, page.next_token().map(str::to_string)))
+    })
+    .await
 }
 
 #[async_trait]
@@ -71,13 +64,12 @@ impl Cleaner for LaunchTemplates {
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "launch-template") {
-            return false;
-        }
-        inv.share_mut::<ExternalShare>()
-            .0
-            .push(r.arn.resource_id().to_string());
-        true
+        claim_into(
+            r,
+            inv,
+            ("ec2", "launch-template"),
+            |s: &mut ExternalShare, r| s.0.push(r.arn.resource_id().to_string()),
+        )
     }
 
     async fn describe_owned(

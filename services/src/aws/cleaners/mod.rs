@@ -103,6 +103,21 @@ pub fn settle<T>(
     }
 }
 
+/// For [`Cleaner::claim`]: whether `r` is a `service`/`resource type` ARN; if so, `keep` records
+/// it in the kind's own share `S` of the inventory.
+pub(crate) fn claim_into<S: std::any::Any + Send + Sync + Default>(
+    r: &TaggedResource,
+    inv: &mut Inventory,
+    (service, ty): (&str, &str),
+    keep: impl FnOnce(&mut S, &TaggedResource),
+) -> bool {
+    if (r.arn.service.as_str(), r.arn.resource_type()) != (service, ty) {
+        return false;
+    }
+    keep(inv.share_mut::<S>(), r);
+    true
+}
+
 #[async_trait]
 pub trait Cleaner: Send + Sync {
     /// What discovery records per target for `delete` (see [`Target`]).

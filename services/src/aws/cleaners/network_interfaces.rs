@@ -4,7 +4,7 @@
 //! discovery confirmed the VPC). An interface in use is never touched: it goes with its owner.
 
 use super::security_groups;
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
 use crate::aws::discovery::describe;
 use crate::aws::discovery::inventory::{Inventory, Ownership};
 use crate::aws::discovery::tagging::TaggedResource;
@@ -48,13 +48,12 @@ impl Cleaner for NetworkInterfaces {
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "network-interface") {
-            return false;
-        }
-        inv.share_mut::<CniShare>()
-            .0
-            .push(r.arn.resource_id().to_string());
-        true
+        claim_into(
+            r,
+            inv,
+            ("ec2", "network-interface"),
+            |s: &mut CniShare, r| s.0.push(r.arn.resource_id().to_string()),
+        )
     }
 
     async fn describe_owned(

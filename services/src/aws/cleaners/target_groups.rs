@@ -2,7 +2,7 @@
 //! attached (LoadBalancerArns); those are reported in use and left for a later pass, the rest are
 //! deleted. A ResourceInUse from the delete itself is retried, then reported the same way.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
 use crate::aws::discovery::describe;
 use crate::aws::discovery::inventory::{Inventory, Ownership};
 use crate::aws::discovery::tagging::TaggedResource;
@@ -45,13 +45,10 @@ impl Cleaner for TargetGroups {
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if (r.arn.service.as_str(), r.arn.resource_type())
-            != ("elasticloadbalancing", "targetgroup")
-        {
-            return false;
-        }
-        inv.share_mut::<ExternalShare>().0.push(r.arn.to_string());
-        true
+        let kind = ("elasticloadbalancing", "targetgroup");
+        claim_into(r, inv, kind, |s: &mut ExternalShare, r| {
+            s.0.push(r.arn.to_string())
+        })
     }
 
     async fn describe_owned(

@@ -9,7 +9,7 @@
 //! snapshot. A volume's snapshot is point-in-time, so the delete need not wait for it to complete.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
-use crate::aws::discovery::tags;
+use crate::aws::discovery::{describe, tags};
 use crate::aws::errors::{ApiFailure, ErrorClass, call};
 use crate::aws::model::GcTask;
 use async_trait::async_trait;
@@ -56,8 +56,8 @@ impl Cleaner for Volumes {
             tags::ec2_tag_filter(&tags::cloud_key(ctx.cluster), tags::OWNED),
             tags::ec2_tag_filter(CSI_CLUSTER_TAG, ctx.cluster),
         ] {
-            let mut token: Option<String> = None;
-            loop {
+            let (owner, available, capa) = (&owner, &available, &capa);
+            let found = describe::all_pages(|token| async move {
                 let page = call("ec2.DescribeVolumes", || {
                     ctx.clients
                         .ec2
@@ -69,22 +69,16 @@ impl Cleaner for Volumes {
                 })
                 .await
                 .map_err(CleanError::discover(KIND, "DescribeVolumes"))?;
-                for v in page.volumes() {
-                    if tags::is_owned(tags::ec2_pairs(v.tags()), &capa) {
-                        continue;
-                    }
-                    if let Some(id) = v.volume_id() {
-                        ids.insert(id.to_string());
-                    }
-                }
-                token = page
-                    .next_token()
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_string);
-                if token.is_none() {
-                    break;
-                }
-            }
+                let ids: Vec<String> = page
+                    .volumes()
+                    .iter()
+                    .filter(|v| !tags::is_owned(tags::ec2_pairs(v.tags()), capa))
+                    .filter_map(|v| v.volume_id().map(str::to_string))
+                    .collect();
+                Ok((ids, page.next_token().map(str::to_string)))
+            })
+            .await?;
+            ids.extend(found);
         }
         Ok(ids.into_iter().map(Target::plain).collect())
     }

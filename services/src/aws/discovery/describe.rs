@@ -331,7 +331,7 @@ pub async fn network_interfaces(
 
 /// Reads every page of a Describe call paged by marker or token: `page(next)` fetches one page and
 /// returns its items and the next marker; an absent or empty marker ends the listing.
-async fn all_pages<T, F, Fut>(mut page: F) -> Result<Vec<T>, CleanError>
+pub(crate) async fn all_pages<T, F, Fut>(mut page: F) -> Result<Vec<T>, CleanError>
 where
     F: FnMut(Option<String>) -> Fut,
     Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), CleanError>>,
