@@ -43,6 +43,15 @@ fn live() -> aws_sdk_ec2::types::Filter {
     tags::ec2_filter("instance-state-name", &states)
 }
 
+/// Members of an Auto Scaling group (self-managed or an EKS managed node group) belong to their
+/// group: terminating one only makes the group start another, and the group goes with its own
+/// owner (CAPA's machine pools, EKS). Phase 2 takes only free-standing nodes, as Karpenter makes.
+fn group_managed<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> bool {
+    pairs
+        .into_iter()
+        .any(|(k, _)| k == "aws:autoscaling:groupName" || k == "eks:nodegroup-name")
+}
+
 /// An instance as discovery sees it: id, state, tags.
 type Seen = (String, String, Vec<(String, String)>);
 
@@ -115,7 +124,12 @@ impl Cleaner for Instances {
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
         self.0 == Scope::External
             && claim_into(r, inv, ("ec2", "instance"), |s: &mut ExternalShare, r| {
-                s.0.push(r.arn.resource_id().to_string())
+                let pairs = r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                if group_managed(pairs) {
+                    tracing::debug!(arn = %r.arn, "an Auto Scaling group's instance: left to its group");
+                } else {
+                    s.0.push(r.arn.resource_id().to_string())
+                }
             })
     }
 
@@ -132,7 +146,10 @@ impl Cleaner for Instances {
         let found: Vec<String> = describe(c, filters)
             .await?
             .into_iter()
-            .filter(|(_, _, t)| own.ours(t.iter().map(|(k, v)| (k.as_str(), v.as_str()))))
+            .filter(|(_, _, t)| {
+                let pairs = || t.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                own.ours(pairs()) && !group_managed(pairs())
+            })
             .map(|(id, _, _)| id)
             .collect();
         inv.share_mut::<ExternalShare>().0.extend(found);
@@ -190,5 +207,43 @@ impl Cleaner for Instances {
             )),
             (o, _) => Ok(o),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn tagged(id: &str, tags: &[(&str, &str)]) -> TaggedResource {
+        TaggedResource {
+            arn: format!("arn:aws:ec2:us-east-1:0:instance/{id}")
+                .parse()
+                .unwrap(),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    #[test]
+    fn free_standing_nodes_are_taken_and_group_members_left_to_their_group() {
+        let owned = ("kubernetes.io/cluster/c1", "owned");
+        let mut inv = Inventory::default();
+        let external = Instances(Scope::External);
+        for r in [
+            tagged(
+                "i-karpenter",
+                &[owned, ("karpenter.sh/nodepool", "default")],
+            ),
+            tagged("i-asg", &[owned, ("aws:autoscaling:groupName", "ng-1")]),
+            tagged("i-eks", &[owned, ("eks:nodegroup-name", "ng-2")]),
+        ] {
+            assert!(external.claim(&r, &mut inv), "an instance is this kind's");
+        }
+        let ids = &inv.get::<ExternalShare>().unwrap().0;
+        assert_eq!(ids, &vec!["i-karpenter".to_string()]);
+        assert!(!Instances(Scope::CapaOwned).claim(&tagged("i-x", &[owned]), &mut inv));
     }
 }
