@@ -28,32 +28,7 @@ impl Tagged {
 
 /// Every classic load balancer of the account/region, with tags.
 pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, CleanError> {
-    let names = all_pages(|marker| async move {
-        let page = call("elb.DescribeLoadBalancers", || {
-            c.elb
-                .describe_load_balancers()
-                .page_size(ELB_PAGE)
-                .set_marker(marker.clone())
-                .send()
-        })
-        .await
-        .map_err(CleanError::discover(
-            "load-balancer",
-            "DescribeLoadBalancers",
-        ))?;
-        let names = page
-            .load_balancer_descriptions()
-            .iter()
-            .filter_map(|d| {
-                Some((
-                    d.load_balancer_name()?.to_string(),
-                    d.vpc_id().map(str::to_string),
-                ))
-            })
-            .collect();
-        Ok((names, page.next_marker().map(str::to_string)))
-    })
-    .await?;
+    let names = classic_load_balancer_vpcs(c).await?;
     let vpc_of: std::collections::HashMap<String, Option<String>> = names.iter().cloned().collect();
     let names: Vec<String> = names.into_iter().map(|(n, _)| n).collect();
     let mut out = Vec::with_capacity(names.len());
@@ -87,6 +62,38 @@ pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, Clean
         }
     }
     Ok(out)
+}
+
+/// Every classic load balancer: (name, VPC).
+async fn classic_load_balancer_vpcs(
+    c: &AwsClients,
+) -> Result<Vec<(String, Option<String>)>, CleanError> {
+    all_pages(|marker| async move {
+        let page = call("elb.DescribeLoadBalancers", || {
+            c.elb
+                .describe_load_balancers()
+                .page_size(ELB_PAGE)
+                .set_marker(marker.clone())
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(
+            "load-balancer",
+            "DescribeLoadBalancers",
+        ))?;
+        let names = page
+            .load_balancer_descriptions()
+            .iter()
+            .filter_map(|d| {
+                Some((
+                    d.load_balancer_name()?.to_string(),
+                    d.vpc_id().map(str::to_string),
+                ))
+            })
+            .collect();
+        Ok((names, page.next_marker().map(str::to_string)))
+    })
+    .await
 }
 
 /// Every v2 (application, network, gateway) load balancer ARN, with tags and VPC.
@@ -147,55 +154,12 @@ pub async fn load_balancers_in(
     c: &AwsClients,
     vpcs: &[String],
 ) -> Result<Vec<(String, String)>, CleanError> {
-    let in_vpcs = |v: Option<&str>| {
-        v.filter(|v| vpcs.iter().any(|w| w == v))
-            .map(str::to_string)
-    };
-    let mut out = all_pages(|marker| async move {
-        let page = call("elbv2.DescribeLoadBalancers", || {
-            c.elbv2
-                .describe_load_balancers()
-                .page_size(ELB_PAGE)
-                .set_marker(marker.clone())
-                .send()
-        })
-        .await
-        .map_err(CleanError::discover(
-            "load-balancer",
-            "DescribeLoadBalancers",
-        ))?;
-        let found = page
-            .load_balancers()
-            .iter()
-            .filter_map(|l| Some((l.load_balancer_arn()?.to_string(), in_vpcs(l.vpc_id())?)))
-            .collect();
-        Ok((found, page.next_marker().map(str::to_string)))
-    })
-    .await?;
-    out.extend(
-        all_pages(|marker| async move {
-            let page = call("elb.DescribeLoadBalancers", || {
-                c.elb
-                    .describe_load_balancers()
-                    .page_size(ELB_PAGE)
-                    .set_marker(marker.clone())
-                    .send()
-            })
-            .await
-            .map_err(CleanError::discover(
-                "load-balancer",
-                "DescribeLoadBalancers",
-            ))?;
-            let found = page
-                .load_balancer_descriptions()
-                .iter()
-                .filter_map(|d| Some((d.load_balancer_name()?.to_string(), in_vpcs(d.vpc_id())?)))
-                .collect();
-            Ok((found, page.next_marker().map(str::to_string)))
-        })
-        .await?,
-    );
-    Ok(out)
+    let mut all = v2_load_balancer_vpcs(c).await?;
+    all.extend(classic_load_balancer_vpcs(c).await?);
+    Ok(all
+        .into_iter()
+        .filter_map(|(id, vpc)| Some((id, vpc.filter(|v| vpcs.contains(v))?)))
+        .collect())
 }
 
 /// A v2 target group: its ARN and the load balancers still using it.
