@@ -38,11 +38,6 @@ const FILTER_CHUNK: usize = 200;
 #[derive(Debug, Default)]
 struct ExternalShare(Vec<String>);
 
-fn live() -> aws_sdk_ec2::types::Filter {
-    let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
-    tags::ec2_filter("instance-state-name", &states)
-}
-
 /// Members of an Auto Scaling group (self-managed or an EKS managed node group) belong to their
 /// group: terminating one only makes the group start another, and the group goes with its own
 /// owner (CAPA's machine pools, EKS). Phase 2 takes only free-standing nodes, as Karpenter makes.
@@ -52,14 +47,22 @@ fn group_managed<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> boo
         .any(|(k, _)| k == "aws:autoscaling:groupName" || k == "eks:nodegroup-name")
 }
 
-/// An instance as discovery sees it: id, state, tags.
-type Seen = (String, String, Vec<(String, String)>);
+/// A live instance as discovery sees it.
+pub struct Seen {
+    pub id: String,
+    pub state: String,
+    pub vpc: Option<String>,
+    pub tags: Vec<(String, String)>,
+}
 
-/// Instances matching `filters`, all pages.
-async fn describe(
+/// Live instances (pending to shutting-down: terminated ones hold nothing) matching `filters`,
+/// all pages. Phase 3's blocker check asks the same question.
+pub async fn live_instances(
     c: &AwsClients,
-    filters: Vec<aws_sdk_ec2::types::Filter>,
+    mut filters: Vec<aws_sdk_ec2::types::Filter>,
 ) -> Result<Vec<Seen>, CleanError> {
+    let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
+    filters.push(tags::ec2_filter("instance-state-name", &states));
     let filters = &filters;
     describe::all_pages(|token| async move {
         let page = call("ec2.DescribeInstances", || {
@@ -78,14 +81,14 @@ async fn describe(
             .flat_map(|r| r.instances())
             .filter_map(|i| {
                 let state = i.state().and_then(|s| s.name()).map(|n| n.as_str());
-                let tags = tags::ec2_pairs(i.tags())
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
-                Some((
-                    i.instance_id()?.to_string(),
-                    state.unwrap_or_default().to_string(),
-                    tags,
-                ))
+                Some(Seen {
+                    id: i.instance_id()?.to_string(),
+                    state: state.unwrap_or_default().to_string(),
+                    vpc: i.vpc_id().map(str::to_string),
+                    tags: tags::ec2_pairs(i.tags())
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                })
             })
             .collect();
         Ok((seen, page.next_token().map(str::to_string)))
@@ -142,15 +145,15 @@ impl Cleaner for Instances {
         if self.0 != Scope::External {
             return Ok(());
         }
-        let filters = vec![tags::ec2_tag_filter(own.cloud_key(), tags::OWNED), live()];
-        let found: Vec<String> = describe(c, filters)
+        let filters = vec![tags::ec2_tag_filter(own.cloud_key(), tags::OWNED)];
+        let found: Vec<String> = live_instances(c, filters)
             .await?
             .into_iter()
-            .filter(|(_, _, t)| {
-                let pairs = || t.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            .filter(|i| {
+                let pairs = || i.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
                 own.ours(pairs()) && !group_managed(pairs())
             })
-            .map(|(id, _, _)| id)
+            .map(|i| i.id)
             .collect();
         inv.share_mut::<ExternalShare>().0.extend(found);
         Ok(())
@@ -160,7 +163,7 @@ impl Cleaner for Instances {
         let found = match self.0 {
             Scope::CapaOwned => {
                 let capa = tags::ec2_tag_filter(&tags::capa_key(ctx.cluster), tags::OWNED);
-                describe(ctx.clients, vec![capa, live()]).await?
+                live_instances(ctx.clients, vec![capa]).await?
             }
             Scope::External => {
                 let ids = ctx
@@ -169,17 +172,17 @@ impl Cleaner for Instances {
                     .map_or(&[][..], |s| &s.0[..]);
                 let mut out = Vec::new();
                 for chunk in ids.chunks(FILTER_CHUNK) {
-                    let filters = vec![tags::ec2_filter("instance-id", chunk), live()];
-                    out.extend(describe(ctx.clients, filters).await?);
+                    let filters = vec![tags::ec2_filter("instance-id", chunk)];
+                    out.extend(live_instances(ctx.clients, filters).await?);
                 }
                 out
             }
         };
         Ok(found
             .into_iter()
-            .map(|(id, state, _)| {
-                let mut t = Target::plain(id);
-                if state == "shutting-down" {
+            .map(|i| {
+                let mut t = Target::plain(i.id);
+                if i.state == "shutting-down" {
                     t.blocked = Some("waiting for termination (shutting-down)".into());
                 }
                 t

@@ -25,10 +25,6 @@ const FILTER_CHUNK: usize = 200;
 #[derive(Debug, Default)]
 struct CniShare(Vec<String>);
 
-fn available() -> aws_sdk_ec2::types::Filter {
-    tags::ec2_filter("status", &["available".to_string()])
-}
-
 #[async_trait]
 impl Cleaner for NetworkInterfaces {
     type Detail = ();
@@ -68,9 +64,8 @@ impl Cleaner for NetworkInterfaces {
         let filters = vec![
             tags::ec2_filter("vpc-id", own.vpcs()),
             tags::ec2_tag_filter(tags::CNI_CLUSTER_TAG, own.cluster()),
-            available(),
         ];
-        let found: Vec<String> = describe::network_interfaces(c, filters)
+        let found: Vec<String> = describe::detached_network_interfaces(c, filters)
             .await?
             .iter()
             .filter(|n| own.accepts(tags::ec2_pairs(n.tag_set()), n.vpc_id()))
@@ -87,9 +82,9 @@ impl Cleaner for NetworkInterfaces {
             .map(|(_, id)| id.clone())
             .collect();
         for chunk in groups.chunks(FILTER_CHUNK) {
-            let filters = vec![tags::ec2_filter("group-id", chunk), available()];
+            let filters = vec![tags::ec2_filter("group-id", chunk)];
             ids.extend(
-                describe::network_interfaces(ctx.clients, filters)
+                describe::detached_network_interfaces(ctx.clients, filters)
                     .await?
                     .iter()
                     .filter_map(|n| n.network_interface_id().map(str::to_string)),
@@ -101,9 +96,9 @@ impl Cleaner for NetworkInterfaces {
             .get::<CniShare>()
             .map_or(&[][..], |s| &s.0[..]);
         for chunk in cni.chunks(FILTER_CHUNK) {
-            let filters = vec![tags::ec2_filter("network-interface-id", chunk), available()];
+            let filters = vec![tags::ec2_filter("network-interface-id", chunk)];
             ids.extend(
-                describe::network_interfaces(ctx.clients, filters)
+                describe::detached_network_interfaces(ctx.clients, filters)
                     .await?
                     .iter()
                     .filter_map(|n| n.network_interface_id().map(str::to_string)),

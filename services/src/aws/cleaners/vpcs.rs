@@ -3,6 +3,7 @@
 //! it is touched by phase 3. Before phase 3 touches a VPC, [`blockers`] lists what in it is not
 //! ours and would keep it from being deleted: phase 3 then waits, deleting none of it.
 
+use super::instances;
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::aws::discovery::describe;
 use crate::aws::discovery::tags;
@@ -59,22 +60,9 @@ pub async fn blockers(
     for (lb, vpc) in describe::load_balancers_in(c, vpcs).await? {
         out.push(blocker("elasticloadbalancing", "load-balancer", &lb, &vpc));
     }
-    let live: Vec<String> = ["pending", "running", "stopping", "stopped", "shutting-down"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let instances = call("ec2.DescribeInstances", || {
-        c.ec2
-            .describe_instances()
-            .filters(in_vpcs())
-            .filters(tags::ec2_filter("instance-state-name", &live))
-            .send()
-    })
-    .await
-    .map_err(CleanError::discover("instance", "DescribeInstances"))?;
-    for i in instances.reservations().iter().flat_map(|r| r.instances()) {
-        if let (Some(id), Some(vpc)) = (i.instance_id(), i.vpc_id()) {
-            out.push(blocker("ec2", "instance", id, vpc));
+    for i in instances::live_instances(c, vec![in_vpcs()]).await? {
+        if let Some(vpc) = &i.vpc {
+            out.push(blocker("ec2", "instance", &i.id, vpc));
         }
     }
     // NAT gateways: another owner's is a blocker; every one's interface is the gateway's, not
@@ -99,19 +87,8 @@ pub async fn blockers(
             out.push(blocker("ec2", "nat-gateway", id, vpc));
         }
     }
-    let enis = call("ec2.DescribeNetworkInterfaces", || {
-        c.ec2
-            .describe_network_interfaces()
-            .filters(in_vpcs())
-            .filters(tags::ec2_filter("status", &["available".to_string()]))
-            .send()
-    })
-    .await
-    .map_err(CleanError::discover(
-        "network-interface",
-        "DescribeNetworkInterfaces",
-    ))?;
-    for n in enis.network_interfaces() {
+    let enis = describe::detached_network_interfaces(c, vec![in_vpcs()]).await?;
+    for n in &enis {
         if let (Some(id), Some(vpc)) = (n.network_interface_id(), n.vpc_id())
             && !nat_enis.contains(id)
         {

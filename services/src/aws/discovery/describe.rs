@@ -2,6 +2,7 @@
 //! tagging API does not cover or when the tagging API is not to be trusted (alternative
 //! discovery). Every page goes through the same short retry as the deletes.
 
+use super::tags;
 use crate::aws::errors::{CleanError, call};
 use crate::aws::model::AwsClients;
 
@@ -265,11 +266,13 @@ pub async fn security_groups(
     .await
 }
 
-/// Network interfaces matching `filters`, all pages.
-pub async fn network_interfaces(
+/// Detached (`available`) network interfaces matching `filters`, all pages: the only ones any
+/// caller wants (an attached interface goes with its instance or load balancer).
+pub async fn detached_network_interfaces(
     c: &AwsClients,
-    filters: Vec<aws_sdk_ec2::types::Filter>,
+    mut filters: Vec<aws_sdk_ec2::types::Filter>,
 ) -> Result<Vec<aws_sdk_ec2::types::NetworkInterface>, CleanError> {
+    filters.push(tags::ec2_filter("status", &["available".to_string()]));
     let filters = &filters;
     all_pages(|token| async move {
         let page = call("ec2.DescribeNetworkInterfaces", || {

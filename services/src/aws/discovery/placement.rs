@@ -65,9 +65,8 @@ pub async fn confirm(
         );
     }
     if has("ec2", "network-interface") {
-        let available = tags::ec2_filter("status", &["available".to_string()]);
         here.extend(
-            describe::network_interfaces(c, vec![in_vpcs(), available])
+            describe::detached_network_interfaces(c, vec![in_vpcs()])
                 .await?
                 .iter()
                 .filter_map(|n| n.network_interface_id().map(str::to_string)),
