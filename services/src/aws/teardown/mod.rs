@@ -15,7 +15,7 @@ pub use phase::Step;
 pub use phase2::phase2_pass;
 pub use request::{TeardownReport, TeardownRequest};
 
-use crate::aws::cleaners::{CleanCtx, vpcs};
+use crate::aws::cleaners::{CleanCtx, CleanError, vpcs};
 use crate::aws::discovery::inventory::Inventory;
 use phase::run_phase;
 use tracing::Instrument;
@@ -45,6 +45,13 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
     // security groups, used by the cloud provider's network interfaces); phase 3 waits for all.
     let go_on = req.dry_run || (p1.report.started && !p1.holds_next);
     phases.push(p1.report);
+    // The CAPA-tagged VPCs, looked up once for phases 2 and 3 (phase 2 deletes no VPC). Neither
+    // runs unless phase 1 lets phase 2 start.
+    let capa_vpcs = if go_on {
+        vpcs::capa_vpcs(clients, cluster).await
+    } else {
+        Ok(Vec::new())
+    };
 
     if !go_on {
         phases.push(PhaseReport::not_started(2));
@@ -52,14 +59,14 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
         phases.push(PhaseReport::started(2));
     } else {
-        phases.push(phase2_pass(clients, req).await);
+        phases.push(phase2::phase2_in(clients, req, &capa_vpcs).await);
     }
 
     let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
     if !go_on {
         phases.push(PhaseReport::not_started(3));
     } else {
-        let mut p3 = phase3(clients, cluster, req.dry_run).await;
+        let mut p3 = phase3(clients, cluster, &capa_vpcs, req.dry_run).await;
         if req.dry_run {
             // Nothing was deleted: what phases 1 and 2 would delete is no blocker.
             let planned: Vec<&str> = phases
@@ -95,10 +102,15 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
 /// from being deleted. Then nothing of the network is touched: the report lists those
 /// resources as `blockers`, none of them is deleted, and the next pass looks again. A dry run
 /// plans the phase and lists the blockers too.
-async fn phase3(clients: &AwsClients, cluster: &str, dry_run: bool) -> PhaseReport {
+async fn phase3(
+    clients: &AwsClients,
+    cluster: &str,
+    capa_vpcs: &Result<Vec<String>, CleanError>,
+    dry_run: bool,
+) -> PhaseReport {
     let empty = Inventory::default();
     let mut p3 = PhaseReport::started(3);
-    let vpc_ids = match vpcs::capa_vpcs(clients, cluster).await {
+    let vpc_ids: &[String] = match capa_vpcs {
         Ok(v) => v,
         Err(e) => {
             p3.errors.push(e.to_string());
@@ -108,7 +120,7 @@ async fn phase3(clients: &AwsClients, cluster: &str, dry_run: bool) -> PhaseRepo
     let blockers = if vpc_ids.is_empty() {
         Vec::new()
     } else {
-        match vpcs::blockers(clients, cluster, &vpc_ids).await {
+        match vpcs::blockers(clients, cluster, vpc_ids).await {
             Ok(b) => b,
             Err(e) => {
                 p3.errors.push(e.to_string());
@@ -124,7 +136,7 @@ async fn phase3(clients: &AwsClients, cluster: &str, dry_run: bool) -> PhaseRepo
             clients,
             cluster,
             inventory: &empty,
-            vpc_ids: &vpc_ids,
+            vpc_ids,
             snapshot_volumes: false,
         };
         p3 = run_phase(3, &registry::phase3(), &ctx, dry_run)

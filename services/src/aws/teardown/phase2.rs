@@ -16,9 +16,20 @@ use std::collections::HashSet;
 /// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
 /// `teardown_pass` and by the benchmark.
 pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseReport {
+    let capa_vpcs = vpcs::capa_vpcs(clients, &req.cluster_name).await;
+    phase2_in(clients, req, &capa_vpcs).await
+}
+
+/// Phase 2 with the cluster's CAPA-tagged VPCs already looked up (`teardown_pass` looks once
+/// for phases 2 and 3).
+pub(crate) async fn phase2_in(
+    clients: &AwsClients,
+    req: &TeardownRequest,
+    capa_vpcs: &Result<Vec<String>, CleanError>,
+) -> PhaseReport {
     let cluster = req.cluster_name.as_str();
-    let own = match ownership(clients, req).await {
-        Ok(own) => own,
+    let own = match capa_vpcs {
+        Ok(capa) => ownership(req, capa),
         Err(e) => {
             let mut p2 = PhaseReport::started(2);
             p2.errors.push(e.to_string());
@@ -47,14 +58,14 @@ pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseRe
 
 /// Phase 2's ownership rule for the request's cluster, with its VPCs: those its object names
 /// and the CAPA-tagged ones.
-pub async fn ownership(c: &AwsClients, req: &TeardownRequest) -> Result<Ownership, CleanError> {
+fn ownership(req: &TeardownRequest, capa_vpcs: &[String]) -> Ownership {
     let mut vpcs = req.vpc_ids.clone();
-    for v in vpcs::capa_vpcs(c, &req.cluster_name).await? {
-        if !vpcs.contains(&v) {
-            vpcs.push(v);
+    for v in capa_vpcs {
+        if !vpcs.contains(v) {
+            vpcs.push(v.clone());
         }
     }
-    Ok(Ownership::of(&req.cluster_name).with_vpcs(vpcs))
+    Ownership::of(&req.cluster_name).with_vpcs(vpcs)
 }
 
 /// Runs phase 2's discovery for every phase-2 kind, selected or not (the task selection limits
