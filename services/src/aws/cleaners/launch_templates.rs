@@ -1,8 +1,12 @@
 //! Phase 2 (task `launch-template`): launch templates the cluster owns
 //! (`kubernetes.io/cluster/<name>=owned`, not CAPA's), which Karpenter creates per node class and
 //! leaves behind. A template blocks nothing, but it is the cluster's and it leaks.
+//!
+//! Found by one filtered DescribeLaunchTemplates per pass, whichever phase-2 discovery runs: not
+//! every tagging API returns launch templates (LocalStack's does not), and the describe answers
+//! for both modes at once.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::aws::discovery::describe;
 use crate::aws::discovery::inventory::{Inventory, Ownership};
 use crate::aws::discovery::tagging::TaggedResource;
@@ -10,7 +14,6 @@ use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use crate::aws::model::{AwsClients, GcTask};
 use async_trait::async_trait;
-use std::collections::BTreeSet;
 
 /// Selects phase 2's launch templates.
 pub const TASK: GcTask = GcTask::new("launch-template");
@@ -18,10 +21,6 @@ pub const TASK: GcTask = GcTask::new("launch-template");
 pub struct LaunchTemplates;
 
 const KIND: &str = "launch-template";
-
-/// Phase 2's launch template ids.
-#[derive(Debug, Default)]
-struct ExternalShare(Vec<String>);
 
 /// Launch templates tagged `kubernetes.io/cluster/<name>=owned` and not CAPA's, all pages.
 async fn owned_templates(c: &AwsClients, own: &Ownership) -> Result<Vec<String>, CleanError> {
@@ -63,38 +62,18 @@ impl Cleaner for LaunchTemplates {
         Some(TASK)
     }
 
-    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        claim_into(
-            r,
-            inv,
-            ("ec2", "launch-template"),
-            |s: &mut ExternalShare, r| s.0.push(r.arn.resource_id().to_string()),
-        )
+    /// Taken, so the tagging scan does not log it as a kind nobody cleans; `discover` finds it.
+    fn claim(&self, r: &TaggedResource, _inv: &mut Inventory) -> bool {
+        (r.arn.service.as_str(), r.arn.resource_type()) == ("ec2", "launch-template")
     }
 
-    async fn describe_owned(
-        &self,
-        c: &AwsClients,
-        own: &Ownership,
-        inv: &mut Inventory,
-    ) -> Result<(), CleanError> {
-        let found = owned_templates(c, own).await?;
-        inv.share_mut::<ExternalShare>().0.extend(found);
-        Ok(())
-    }
-
-    /// The inventory's templates, plus EC2's own answer (one call, filtered by the cluster tag):
-    /// not every tagging API returns launch templates (LocalStack's does not).
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        let mut ids: BTreeSet<String> = ctx
-            .inventory
-            .get::<ExternalShare>()
-            .map_or(&[][..], |s| &s.0[..])
-            .iter()
-            .cloned()
-            .collect();
-        ids.extend(owned_templates(ctx.clients, &Ownership::of(ctx.cluster)).await?);
-        Ok(ids.into_iter().map(Target::plain).collect())
+        let own = Ownership::of(ctx.cluster);
+        Ok(owned_templates(ctx.clients, &own)
+            .await?
+            .into_iter()
+            .map(Target::plain)
+            .collect())
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
