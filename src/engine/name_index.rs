@@ -99,10 +99,9 @@ impl NameIndex {
 
     /// Whether `r` is indexed, healthy and has delivered revision `since` (see `fresh_prefix`).
     pub fn is_fresh(&self, r: &DeletableResource, since: u64) -> bool {
+        let key = resource_key(r);
         let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
-        kinds
-            .get(&resource_key(r))
-            .is_some_and(|k| k.synced == Some(None) && k.seen.is_some_and(|seen| seen >= since))
+        answerable(&kinds, key, Some(since)).is_ok()
     }
 
     /// The entry of `name` in `r`, if the kind is indexed and holds it.
@@ -117,30 +116,8 @@ impl NameIndex {
         prefix: &str,
         since: Option<u64>,
     ) -> Result<Vec<(String, Entry)>, NotIndexed> {
-        let key = resource_key(r);
         let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
-        let kind = kinds
-            .get(&key)
-            .ok_or_else(|| NotIndexed::NotWatched(key.clone()))?;
-        match &kind.synced {
-            None => return Err(NotIndexed::Listing(key)),
-            Some(Some(reason)) => {
-                return Err(NotIndexed::Failing {
-                    resource: key,
-                    reason: reason.clone(),
-                });
-            }
-            Some(None) => {}
-        }
-        if let Some(since) = since
-            && kind.seen.is_none_or(|seen| seen < since)
-        {
-            return Err(NotIndexed::Behind {
-                resource: key,
-                since,
-                seen: kind.seen,
-            });
-        }
+        let kind = answerable(&kinds, resource_key(r), since)?;
         Ok(kind
             .objects
             .range(prefix.to_string()..)
@@ -188,6 +165,38 @@ pub async fn current_revision(client: &Client) -> Option<u64> {
             None
         }
     }
+}
+
+/// The kind under `key`, if the index may answer for it: watched, listed, its watch healthy, and
+/// (with `since`) delivered up to that revision. The one rule behind every answer.
+fn answerable(
+    kinds: &HashMap<String, Kind>,
+    key: String,
+    since: Option<u64>,
+) -> Result<&Kind, NotIndexed> {
+    let Some(kind) = kinds.get(&key) else {
+        return Err(NotIndexed::NotWatched(key));
+    };
+    match &kind.synced {
+        None => return Err(NotIndexed::Listing(key)),
+        Some(Some(reason)) => {
+            return Err(NotIndexed::Failing {
+                resource: key,
+                reason: reason.clone(),
+            });
+        }
+        Some(None) => {}
+    }
+    if let Some(since) = since
+        && kind.seen.is_none_or(|seen| seen < since)
+    {
+        return Err(NotIndexed::Behind {
+            resource: key,
+            since,
+            seen: kind.seen,
+        });
+    }
+    Ok(kind)
 }
 
 fn entry(m: &ObjectMeta) -> Option<(String, Entry)> {
