@@ -54,18 +54,10 @@ pub mod fallible {
         }
     }
 
-    /// The SDK error rendered with its cause chain (its Display alone says only "service error").
+    /// The SDK error rendered with its cause chain (its Display alone says only "service error"),
+    /// as `errors::failure_of` renders it.
     fn sdk<E: std::error::Error>(call: &str) -> impl FnOnce(E) -> BuildError + '_ {
-        move |e| {
-            let mut message = e.to_string();
-            let mut source = e.source();
-            while let Some(s) = source {
-                message.push_str(": ");
-                message.push_str(&s.to_string());
-                source = s.source();
-            }
-            err(call)(message)
-        }
+        move |e| err(call)(aws_smithy_types::error::display::DisplayErrorContext(e).to_string())
     }
 
     fn id(call: &str, id: Option<&str>) -> Built {
