@@ -51,12 +51,10 @@ pub struct PassReport {
     pub errors: Vec<TeardownError>,
     /// Dry run: what would be deleted.
     pub would_delete: Vec<String>,
-    /// Deletes the API server completed at once (no finalizer held the object).
-    pub gone_now: u64,
     /// etcd's revision when the teardown began (`index` strategy): the caller hands it back to
     /// every later pass of the same teardown; see [`inventory::confirm`].
     pub since: Option<u64>,
-    /// The objects deleted outright in this pass.
+    /// The objects the API server deleted at once in this pass (no finalizer held them).
     gone: Vec<Found>,
 }
 
@@ -90,7 +88,6 @@ pub async fn pass(
     if done && settings.strategy == Strategy::Index {
         // The index said nothing is left (or everything went at once): one authoritative check
         // before the finalizer may go. What it finds is deleted now and checked again next pass.
-        let gone = std::mem::take(&mut report.gone);
         let check = inventory::confirm(
             client,
             id,
@@ -98,7 +95,7 @@ pub async fn pass(
             &settings.scan_kinds,
             index,
             report.since,
-            &gone,
+            &report.gone,
         )
         .await;
         if !check.is_empty() || !check.errors.is_empty() {
@@ -132,7 +129,7 @@ async fn delete_found(
         .errors
         .extend(inv.errors.iter().cloned().map(Into::into));
     let errors_before = report.errors.len();
-    let gone_before = report.gone_now;
+    let gone_before = report.gone.len();
     // CRDs before everything else; namespaces last, so RBAC and webhooks they may need go first.
     // Within a stage, deletes run concurrently (bounded).
     let (namespaces, others): (Vec<&Found>, Vec<&Found>) = inv
@@ -177,7 +174,6 @@ async fn delete_found(
                 Ok(gone) => {
                     report.deleted += 1;
                     if gone {
-                        report.gone_now += 1;
                         report.gone.push(f.clone());
                     }
                     metrics.deleted(&f.kind_key());
@@ -195,7 +191,7 @@ async fn delete_found(
     report.errors.len() == errors_before
         && inv.errors.is_empty()
         && !settings.dry_run
-        && (inv.is_empty() || report.gone_now - gone_before == found)
+        && (inv.is_empty() || (report.gone.len() - gone_before) as u64 == found)
 }
 
 /// Deletes `f`; `Ok(true)` when the object is gone now, `Ok(false)` when finalizers hold it.
