@@ -76,33 +76,26 @@ impl Cleaner for NetworkInterfaces {
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        let mut ids: BTreeSet<String> = BTreeSet::new();
         let groups: Vec<String> = security_groups::external(ctx.inventory)
             .iter()
             .map(|(_, id)| id.clone())
             .collect();
-        for chunk in groups.chunks(FILTER_CHUNK) {
-            let filters = vec![tags::ec2_filter("group-id", chunk)];
-            ids.extend(
-                describe::detached_network_interfaces(ctx.clients, filters)
-                    .await?
-                    .iter()
-                    .filter_map(|n| n.network_interface_id().map(str::to_string)),
-            );
-        }
         // The CNI's, if still detached (one attached since the scan is left to its owner).
         let cni = ctx
             .inventory
             .get::<CniShare>()
             .map_or(&[][..], |s| &s.0[..]);
-        for chunk in cni.chunks(FILTER_CHUNK) {
-            let filters = vec![tags::ec2_filter("network-interface-id", chunk)];
-            ids.extend(
-                describe::detached_network_interfaces(ctx.clients, filters)
-                    .await?
-                    .iter()
-                    .filter_map(|n| n.network_interface_id().map(str::to_string)),
-            );
+        let mut ids: BTreeSet<String> = BTreeSet::new();
+        for (filter, values) in [("group-id", &groups[..]), ("network-interface-id", cni)] {
+            for chunk in values.chunks(FILTER_CHUNK) {
+                let filters = vec![tags::ec2_filter(filter, chunk)];
+                ids.extend(
+                    describe::detached_network_interfaces(ctx.clients, filters)
+                        .await?
+                        .iter()
+                        .filter_map(|n| n.network_interface_id().map(str::to_string)),
+                );
+            }
         }
         Ok(ids.into_iter().map(Target::plain).collect())
     }
