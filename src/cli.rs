@@ -21,6 +21,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of the `run` variant costs nothing worth a Box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the service: connect to the cluster, run the enabled collectors, serve HTTP.
@@ -41,8 +43,31 @@ pub enum Command {
     /// Per-cluster external resource GC settings (like clusterawsadm's gc commands).
     #[command(subcommand)]
     Gc(GcCommand),
+    /// Stop collectors from deleting anything, on every replica, within about a second. Work in
+    /// progress is kept and done after `sweeper resume`.
+    Pause(PauseArgs),
+    /// Lift `sweeper pause` (for one collector, or all).
+    Resume(PauseArgs),
     /// Print the version.
     Version,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PauseArgs {
+    /// cascade, tenant or external; none: every collector.
+    #[arg(long)]
+    pub collector: Option<String>,
+    /// Why (recorded with the switch, shown by `sweeper status` and in the Event).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Sweeper's namespace, where the switch (ConfigMap sweeper-pause) lives.
+    #[arg(
+        short = 'n',
+        long,
+        default_value = "sweeper-system",
+        env = "SWEEPER_NAMESPACE"
+    )]
+    pub namespace: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -112,6 +137,12 @@ pub struct RunArgs {
     /// How long the cascade workers wait for every resource's first list before starting anyway.
     #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
     pub cascade_sync_timeout: Duration,
+
+    /// Sweeper's own namespace: where the pause switch (ConfigMap `sweeper-pause`) and the archive
+    /// records of cluster-scoped objects live. Empty = the pod's namespace, else the kubeconfig
+    /// context's.
+    #[arg(long, default_value = "", env = "SWEEPER_NAMESPACE")]
+    pub namespace: String,
 
     /// Run as one of several replicas: only the holder of a coordination.k8s.io/v1 Lease collects;
     /// the others stand by (kube-controller-manager's --leader-elect). Off by default for a single

@@ -66,6 +66,8 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Pause(args) => report(pause(args, true).await),
+        Command::Resume(args) => report(pause(args, false).await),
         Command::Run(args) => match sweeper::run::run(args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -167,4 +169,44 @@ async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
         (target, None) => format!("{target}: {what}"),
         (target, Some(note)) => format!("{target}: {what}\n{note}"),
     })
+}
+
+fn report(r: Result<String, String>) -> ExitCode {
+    match r {
+        Ok(msg) => {
+            println!("{msg}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `sweeper pause` / `sweeper resume`: writes the switch as the caller's identity.
+async fn pause(args: sweeper::cli::PauseArgs, on: bool) -> Result<String, String> {
+    use sweeper::engine::pause::{self, PauseRecord};
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let record = on.then(|| PauseRecord {
+        since: k8s_openapi::jiff::Timestamp::now().to_string(),
+        by: std::env::var("USER").ok().filter(|u| !u.is_empty()),
+        reason: args.reason.clone(),
+    });
+    let now = pause::set(&client, &args.namespace, args.collector.as_deref(), record)
+        .await
+        .map_err(|e| e.to_string())?;
+    let which = args.collector.as_deref().unwrap_or("every collector");
+    let paused: Vec<&str> = now.keys().map(String::as_str).collect();
+    Ok(format!(
+        "{} {which}; paused now: {}",
+        if on { "paused" } else { "resumed" },
+        if paused.is_empty() {
+            "none".to_string()
+        } else {
+            paused.join(", ")
+        }
+    ))
 }

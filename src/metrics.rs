@@ -32,6 +32,8 @@ pub struct ServiceMetrics {
     pub leader_is_leader: Gauge,
     /// Mutating requests refused because this replica did not hold the lease.
     pub leader_fenced_requests: Counter,
+    /// 1 while a collector is paused (`sweeper pause`), by collector.
+    pub paused: crate::engine::pause::PausedGauge,
     /// Objects a collector could not decode (each new version of a bad object counts once).
     pub invalid_objects: Family<InvalidObjectLabels, Counter>,
 }
@@ -75,6 +77,11 @@ impl Metrics {
             "leader_fenced_requests",
             "Kubernetes writes refused because this replica did not hold the leader lease",
             service.leader_fenced_requests.clone(),
+        );
+        registry.register(
+            "paused",
+            "1 while the collector is paused by `sweeper pause` (or its switch is not read yet)",
+            service.paused.clone(),
         );
         registry.register(
             "invalid_objects",

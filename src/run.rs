@@ -9,6 +9,7 @@ use crate::engine::client::{self, ApiCallCounter, ClientSettings};
 use crate::engine::collector::{Collector, RunEnv};
 use crate::engine::discovery::{self, DiscoveryReport};
 use crate::engine::leader::{Elector, Fence, Role};
+use crate::engine::pause::Switch;
 use crate::engine::progress::Teardowns;
 use crate::external::metrics::ExternalMetrics;
 use crate::metrics::Metrics;
@@ -55,7 +56,27 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
     let election = Election::start(&args, &conn, api_calls, &state)?;
-    let app = router(&state, &collectors, sources, &election, teardowns);
+    // Every replica follows the pause switch, leader or not, so a standby that takes over starts
+    // paused if the leader was.
+    state.expect(PAUSE_COMPONENT);
+    let pause_task = tokio::spawn(conn.switch.clone().run(
+        conn.client.clone(),
+        conn.namespace.clone(),
+        crate::engine::events::Publisher::new(conn.client.clone(), "sweeper", "Pause"),
+        crate::engine::guard::WatchHealth {
+            state: state.clone(),
+            component: PAUSE_COMPONENT,
+        },
+        shutdown.clone(),
+    ));
+    let app = router(
+        &state,
+        &collectors,
+        sources,
+        &election,
+        teardowns,
+        conn.switch.clone(),
+    );
     let server = {
         // A server that cannot bind (or fails) stops the process.
         let shutdown = shutdown.clone();
@@ -88,6 +109,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     shutdown.cancel();
     state.set_all_unready();
     stop_within(running, STOP_GRACE, "collectors").await;
+    pause_task.abort();
     election.stop().await;
     let served = match tokio::time::timeout(STOP_GRACE, server).await {
         Ok(joined) => joined.unwrap_or(Ok(())),
@@ -103,15 +125,40 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     served.map_err(Into::into)
 }
 
+/// The readiness component of the pause switch: ready once it has been read.
+const PAUSE_COMPONENT: &str = "pause-switch";
+
 /// Each discovery refresh, as collectors receive it.
 type Discovery = watch::Receiver<Option<Arc<DiscoveryReport>>>;
 
-/// The Kubernetes connection every collector shares: one rate-limited client whose writes pass
-/// the leader-election fence.
+/// The Kubernetes connection every collector shares: one rate limit, and writes that pass the
+/// leader-election fence. The service's own client (discovery, pause Events) is fenced by the
+/// lease alone; each collector has its own client whose fence also carries its pause flag.
 struct Connection {
     config: kube::Config,
     client: kube::Client,
     fence: Fence,
+    limit: client::LimitLayer,
+    refused: prometheus_client::metrics::counter::Counter,
+    switch: Switch,
+    /// Sweeper's own namespace (pause switch, archive of cluster-scoped objects).
+    namespace: String,
+}
+
+impl Connection {
+    /// A collector's client and fence: the shared rate limit, the lease, and its pause switch.
+    fn for_collector(&self, collector: &'static str) -> (kube::Client, Fence) {
+        let fence = self.fence.paused_by(self.switch.flag(collector));
+        let client = client::build_client_with(
+            self.config.clone(),
+            &self.limit,
+            fence.clone(),
+            self.refused.clone(),
+        )
+        // The same config already built `self.client`; this cannot fail where that did not.
+        .unwrap_or_else(|_| self.client.clone());
+        (client, fence)
+    }
 }
 
 async fn connect(
@@ -133,14 +180,16 @@ async fn connect(
     } else {
         Fence::open()
     };
-    let client = client::build_client(
-        config.clone(),
-        &settings,
-        api_calls,
-        fence.clone(),
-        metrics.service.leader_fenced_requests.clone(),
-    )
-    .map_err(RunError::Client)?;
+    let limit = client::LimitLayer::new(settings.qps, settings.burst, api_calls);
+    let refused = metrics.service.leader_fenced_requests.clone();
+    let client = client::build_client_with(config.clone(), &limit, fence.clone(), refused.clone())
+        .map_err(RunError::Client)?;
+    let namespace = if !args.namespace.is_empty() {
+        args.namespace.clone()
+    } else {
+        crate::engine::leader::default_namespace()
+            .unwrap_or_else(|| config.default_namespace.clone())
+    };
     let version = client
         .apiserver_version()
         .await
@@ -150,6 +199,10 @@ async fn connect(
         config,
         client,
         fence,
+        limit,
+        refused,
+        switch: Switch::new(metrics.service.paused.clone()),
+        namespace,
     })
 }
 
@@ -194,8 +247,10 @@ async fn build_collectors(
             sync_timeout: args.cascade_sync_timeout,
             ..Default::default()
         };
+        let (client, fence) = conn.for_collector("cascade");
+        let cfg = CascadeConfig { fence, ..cfg };
         out.push(Box::new(crate::cascade::collector::CascadeCollector::new(
-            conn.client.clone(),
+            client,
             cfg,
             sources.cascade.clone(),
         )));
@@ -207,24 +262,27 @@ async fn build_collectors(
             dry_run: args.tenant_dry_run,
             delete_concurrency: args.tenant_delete_concurrency as usize,
         };
+        let (client, fence) = conn.for_collector("tenant");
         out.push(Box::new(crate::tenant::controller::TenantCollector::new(
-            conn.client.clone(),
+            client,
             settings,
             sources.tenant.clone(),
             discovery.clone(),
             teardowns.clone(),
             invalid_objects.clone(),
+            fence,
         )));
     }
     if args.feature_gates.external_resource_gc {
-        // AWS calls pass the same fence as Kubernetes writes.
-        let fence = conn.fence.clone();
+        // AWS calls pass the same fence as the collector's Kubernetes writes.
+        let (client, fence) = conn.for_collector("external");
+        let gate = fence.clone();
         let aws = sweeper_services::aws::teardown::AwsClients::gated(
             &sweeper_services::aws::load_config().await,
-            sweeper_services::aws::gate::Gate(Arc::new(move || fence.permits())),
+            sweeper_services::aws::gate::Gate(Arc::new(move || gate.permits())),
         );
         let ctx = crate::external::controller::ExternalCtx::new(
-            conn.client.clone(),
+            client,
             aws,
             sources.external.clone(),
             args.feature_gates.alternative_gc_strategy,
@@ -233,7 +291,7 @@ async fn build_collectors(
         .with_selector(args.external_gc_selector.clone())
         .with_ebs_snapshot(args.external_ebs_snapshot);
         out.push(Box::new(
-            crate::external::controller::ExternalCollector::new(ctx, teardowns.clone()),
+            crate::external::controller::ExternalCollector::new(ctx, teardowns.clone(), fence),
         ));
     }
     out
@@ -311,6 +369,7 @@ fn router(
     sources: CollectorMetrics,
     election: &Election,
     teardowns: Teardowns,
+    pause: Switch,
 ) -> axum::Router {
     let status = crate::status::StatusSources {
         app: state.clone(),
@@ -323,6 +382,7 @@ fn router(
             role: election.role.clone(),
         },
         teardowns,
+        pause,
     };
     collectors.iter().filter_map(|c| c.routes()).fold(
         server::router(state.clone()).merge(crate::status::router(status)),

@@ -20,6 +20,9 @@ pub struct AppState {
     /// Readiness by component ("discovery", "cascade", ...): ready when all are. A component
     /// that is not ready may say why (e.g. its watch keeps failing).
     components: Arc<Mutex<BTreeMap<&'static str, Readiness>>>,
+    /// Lines /readyz adds whether ready or not (e.g. which collectors are paused): a paused
+    /// collector is healthy and ready, only told apart here.
+    notes: Arc<Mutex<BTreeMap<&'static str, String>>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -33,7 +36,26 @@ impl AppState {
         Self {
             metrics: Arc::new(metrics),
             components: Arc::new(Mutex::new(BTreeMap::new())),
+            notes: Arc::new(Mutex::new(BTreeMap::new())),
         }
+    }
+
+    /// Sets (or with None clears) a note shown on /readyz.
+    pub fn set_note(&self, key: &'static str, note: Option<String>) {
+        let mut n = self.notes.lock().unwrap_or_else(|p| p.into_inner());
+        match note {
+            Some(v) => n.insert(key, v),
+            None => n.remove(key),
+        };
+    }
+
+    fn notes(&self) -> String {
+        self.notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| format!("\n{k}: {v}"))
+            .collect()
     }
 
     /// Declares a component that must report ready before /readyz does.
@@ -101,7 +123,7 @@ async fn healthz() -> &'static str {
 
 async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if state.is_ready() {
-        (StatusCode::OK, "ok".to_string())
+        (StatusCode::OK, format!("ok{}", state.notes()))
     } else {
         let reasons = state.reasons();
         let parts: Vec<String> = state
@@ -114,7 +136,7 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
             .collect();
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {}", parts.join(", ")),
+            format!("not ready: {}{}", parts.join(", "), state.notes()),
         )
     }
 }

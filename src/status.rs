@@ -21,6 +21,7 @@ pub struct StatusSources {
     pub external: ExternalMetrics,
     pub leader: LeaderSource,
     pub teardowns: Teardowns,
+    pub pause: crate::engine::pause::Switch,
 }
 
 /// This replica's part in leader election.
@@ -54,6 +55,10 @@ pub struct Status {
     pub external_teardowns_in_progress: i64,
     /// Every teardown in progress, with its phase.
     pub teardowns: Vec<TeardownStatus>,
+    /// Paused collectors (`sweeper pause`), with who, when and why; `null` until the switch has
+    /// been read (every collector counts as paused until then).
+    #[serde(default)]
+    pub paused: Option<crate::engine::pause::Paused>,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -97,6 +102,7 @@ pub fn snapshot(s: &StatusSources) -> Status {
         tenant_teardowns_in_progress: s.tenant.teardowns_in_progress.get(),
         external_teardowns_in_progress: s.external.teardowns_in_progress.get(),
         teardowns: s.teardowns.list(),
+        paused: s.pause.current(),
     }
 }
 
@@ -124,6 +130,24 @@ pub fn render(s: &Status) -> String {
     ));
     for (component, reason) in &s.not_ready_reasons {
         out.push_str(&format!("  {component}: {reason}\n"));
+    }
+    match &s.paused {
+        None => out.push_str("paused: every collector (the pause switch is not read yet)\n"),
+        Some(p) => {
+            for (collector, r) in p {
+                out.push_str(&format!(
+                    "paused: {collector} since {}{}{}\n",
+                    if r.since.is_empty() { "?" } else { &r.since },
+                    r.by.as_deref()
+                        .map(|b| format!(" by {b}"))
+                        .unwrap_or_default(),
+                    r.reason
+                        .as_deref()
+                        .map(|x| format!(": {x}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
     }
     if s.leader.enabled {
         out.push_str(&format!(
@@ -181,6 +205,7 @@ mod tests {
                 .1,
             },
             teardowns: Teardowns::default(),
+            pause: crate::engine::pause::Switch::new(Default::default()),
         };
         sources.teardowns.begin("external", "AWSCluster ns/c1");
         sources.teardowns.update(

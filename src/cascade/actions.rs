@@ -69,6 +69,14 @@ impl Target<'_> {
     }
 }
 
+impl ActionError {
+    /// Whether the collector's pause refused the call before it was sent.
+    pub fn paused(&self) -> bool {
+        matches!(self, ActionError::Api { source, .. }
+            if matches!(crate::engine::client::refusal(source), Some(crate::engine::leader::Refusal::Paused(_))))
+    }
+}
+
 pub fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }

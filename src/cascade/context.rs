@@ -24,6 +24,9 @@ pub struct CascadeConfig {
     pub sync_timeout: Duration,
     /// Page size of the initial lists.
     pub page_size: u32,
+    /// The collector's fence (lease and pause): its client's writes pass it; workers whose
+    /// write a pause refused park until it opens.
+    pub fence: crate::engine::leader::Fence,
 }
 
 impl Default for CascadeConfig {
@@ -33,6 +36,7 @@ impl Default for CascadeConfig {
             dry_run: false,
             sync_timeout: Duration::from_secs(60),
             page_size: 500,
+            fence: crate::engine::leader::Fence::open(),
         }
     }
 }

@@ -15,6 +15,13 @@ pub async fn run(ctx: Arc<Ctx>) {
     while let Some(uid) = ctx.orphan_q.get().await {
         match attempt_to_orphan(&ctx, uid).await {
             Ok(()) => ctx.orphan_q.forget(&uid),
+            Err(e) if e.paused() => {
+                ctx.orphan_q.forget(&uid);
+                ctx.orphan_q.done(&uid);
+                ctx.orphan_q.add(uid);
+                ctx.config.fence.resumed().await;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "orphaning failed; retrying with backoff");
                 ctx.orphan_q.add_rate_limited(uid);

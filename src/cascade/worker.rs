@@ -28,6 +28,14 @@ pub async fn run(ctx: Arc<Ctx>) {
     while let Some(uid) = ctx.delete_q.get().await {
         match attempt_to_delete(&ctx, uid).await {
             Ok(()) => ctx.delete_q.forget(&uid),
+            Err((_, e)) if e.paused() => {
+                // Not a failure: requeue without backoff and park until the operator resumes.
+                ctx.delete_q.forget(&uid);
+                ctx.delete_q.done(&uid);
+                ctx.delete_q.add(uid);
+                ctx.config.fence.resumed().await;
+                continue;
+            }
             Err((gvk, e)) => {
                 ctx.metrics
                     .errors
@@ -43,6 +51,13 @@ pub async fn run(ctx: Arc<Ctx>) {
             }
         }
         ctx.delete_q.done(&uid);
+    }
+}
+
+impl WorkError {
+    /// Whether the collector's pause refused this work's write (see engine::pause).
+    pub fn paused(&self) -> bool {
+        matches!(self, WorkError::Action(a) if a.paused())
     }
 }
 

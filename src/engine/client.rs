@@ -1,7 +1,7 @@
 //! The Kubernetes client every collector shares: a token-bucket rate limit (client-go's QPS and
 //! burst, so benchmarks compare like with like) and a count of API calls by verb.
 
-use super::leader::Fence;
+use super::leader::{Fence, Refusal};
 use http::Request;
 use kube::client::ClientBuilder;
 use kube::{Client, Config};
@@ -173,9 +173,9 @@ impl FenceLayer {
 }
 
 impl<S> Layer<S> for FenceLayer {
-    type Service = Fenced<S>;
+    type Service = FencedService<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        Fenced {
+        FencedService {
             inner,
             fence: self.fence.clone(),
             refused: self.refused.clone(),
@@ -183,7 +183,7 @@ impl<S> Layer<S> for FenceLayer {
     }
 }
 
-pub struct Fenced<S> {
+pub struct FencedService<S> {
     inner: S,
     fence: Fence,
     refused: Counter,
@@ -191,15 +191,31 @@ pub struct Fenced<S> {
 
 /// The error a fenced request fails with.
 #[derive(Debug, thiserror::Error)]
-#[error("refused {method} {path}: this replica does not hold the leader lease")]
-pub struct NotLeader {
+#[error("refused {method} {path}: {why}")]
+pub struct Fenced {
     pub method: http::Method,
     pub path: String,
+    pub why: Refusal,
+}
+
+/// Why `e` was refused before it was sent, if the fence refused it.
+pub fn refusal(e: &kube::Error) -> Option<Refusal> {
+    let kube::Error::Service(inner) = e else {
+        return None;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(inner.as_ref());
+    while let Some(err) = source {
+        if let Some(f) = err.downcast_ref::<Fenced>() {
+            return Some(f.why.clone());
+        }
+        source = err.source();
+    }
+    None
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-impl<S, B> Service<Request<B>> for Fenced<S>
+impl<S, B> Service<Request<B>> for FencedService<S>
 where
     S: Service<Request<B>>,
     S::Error: Into<BoxError>,
@@ -215,13 +231,21 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        if req.method() != http::Method::GET && !self.fence.permits() {
-            self.refused.inc();
-            let err = NotLeader {
+        if req.method() != http::Method::GET
+            && let Err(why) = self.fence.check()
+        {
+            let err = Fenced {
                 method: req.method().clone(),
                 path: req.uri().path().to_string(),
+                why,
             };
-            tracing::warn!(error = %err, "request fenced");
+            // A pause is the operator's choice and expected; losing the lease is not.
+            if matches!(err.why, Refusal::NotLeader) {
+                self.refused.inc();
+                tracing::warn!(error = %err, "request fenced");
+            } else {
+                tracing::debug!(error = %err, "request fenced");
+            }
             return Box::pin(std::future::ready(Err(err.into())));
         }
         let fut = self.inner.call(req);
@@ -236,7 +260,7 @@ pub struct ClientSettings {
     pub burst: u32,
 }
 
-/// Builds the shared client from `config` with the rate limit and call counting installed, and
+/// Builds a client from `config` with the rate limit and call counting installed, and
 /// (leader election) the fence: refused requests count in `refused`.
 pub fn build_client(
     config: Config,
@@ -246,9 +270,21 @@ pub fn build_client(
     refused: Counter,
 ) -> Result<Client, kube::Error> {
     let layer = LimitLayer::new(settings.qps, settings.burst, calls);
+    build_client_with(config, &layer, fence, refused)
+}
+
+/// Like [`build_client`], sharing `limit` (its token bucket and counters) with other clients:
+/// each collector has a client of its own (its own fence, with its own pause switch) under one
+/// rate limit for the process.
+pub fn build_client_with(
+    config: Config,
+    limit: &LimitLayer,
+    fence: Fence,
+    refused: Counter,
+) -> Result<Client, kube::Error> {
     let fence = FenceLayer::new(fence, refused);
     Ok(ClientBuilder::try_from(config)?
-        .with_layer(&layer)
+        .with_layer(limit)
         .with_layer(&fence)
         .build())
 }

@@ -27,9 +27,34 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Whether this process may change the world right now. Cheap to clone; clones share state.
+///
+/// One fence answers for two switches: the lease (above) and the operator's pause
+/// ([`super::pause`]). A collector's fence is the process's lease fence joined with that
+/// collector's pause flag ([`Fence::paused_by`]), so the same check on every write stops both a
+/// replica that lost its lease and a paused collector.
 #[derive(Clone, Debug)]
 pub struct Fence {
     inner: Arc<FenceInner>,
+    pause: Option<PauseFlag>,
+}
+
+/// One collector's pause switch: set while the operator has paused it (or until the switch was
+/// first read).
+#[derive(Clone, Debug)]
+pub struct PauseFlag {
+    pub collector: &'static str,
+    pub paused: Arc<std::sync::atomic::AtomicBool>,
+    /// Fires whenever the flag changes, so work parked on a paused fence resumes at once.
+    pub changed: watch::Receiver<bool>,
+}
+
+/// Why the fence refused a write.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("this replica does not hold the leader lease")]
+    NotLeader,
+    #[error("the {0} collector is paused (sweeper resume)")]
+    Paused(&'static str),
 }
 
 #[derive(Debug)]
@@ -57,11 +82,44 @@ impl Fence {
                 base: Instant::now(),
                 until: AtomicU64::new(until),
             }),
+            pause: None,
+        }
+    }
+
+    /// This fence, also closed while `flag` is set: a collector's own view of the fence.
+    pub fn paused_by(&self, flag: PauseFlag) -> Fence {
+        Fence {
+            inner: self.inner.clone(),
+            pause: Some(flag),
         }
     }
 
     pub fn permits(&self) -> bool {
-        self.permits_at(Instant::now())
+        self.check().is_ok()
+    }
+
+    /// `Ok` if a write may leave now, else why not.
+    pub fn check(&self) -> Result<(), Refusal> {
+        if !self.permits_at(Instant::now()) {
+            return Err(Refusal::NotLeader);
+        }
+        match &self.pause {
+            Some(p) if p.paused.load(Ordering::Acquire) => Err(Refusal::Paused(p.collector)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits until this fence's pause flag is clear (at once without one). Work refused by a
+    /// pause parks here instead of spinning through retries, and resumes the moment the operator
+    /// resumes.
+    pub async fn resumed(&self) {
+        let Some(p) = &self.pause else { return };
+        let mut rx = p.changed.clone();
+        while p.paused.load(Ordering::Acquire) {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     fn permits_at(&self, now: Instant) -> bool {
@@ -79,6 +137,21 @@ impl Fence {
     /// Closes the fence now.
     pub fn revoke(&self) {
         self.inner.until.store(0, Ordering::Release);
+    }
+
+    /// Waits for the next resume: the pause flag going from set to clear. Never returns without
+    /// a pause flag. Drives "retry everything now" when a collector is resumed.
+    pub async fn next_resume(&self) {
+        let Some(p) = &self.pause else {
+            return std::future::pending().await;
+        };
+        let mut rx = p.changed.clone();
+        while !p.paused.load(Ordering::Acquire) {
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+        self.resumed().await;
     }
 
     fn nanos(&self, t: Instant) -> u64 {

@@ -11,6 +11,7 @@ pub mod guard;
 pub mod leader;
 pub mod meta;
 pub mod name_index;
+pub mod pause;
 pub mod progress;
 pub mod queue;
 pub mod selector;

@@ -144,6 +144,8 @@ pub struct Driver<T> {
     /// How long after a failed reconcile to try again.
     pub retry_after: Duration,
     pub events: Publisher,
+    /// The collector's fence: its writes pass it, and its resume retries every object at once.
+    pub fence: crate::engine::leader::Fence,
 }
 
 impl<T: Teardown> Driver<T>
@@ -160,7 +162,13 @@ where
     ) {
         let health = WatchHealth { state, component };
         let collector = self.collector;
+        // Work refused while paused waits out its retry delay; a resume retries it all at once.
+        let resumes = futures::stream::unfold(self.fence.clone(), |fence| async move {
+            fence.next_resume().await;
+            Some(((), fence))
+        });
         guard::controller(api, health)
+            .reconcile_all_on(resumes)
             .graceful_shutdown_on(async move { shutdown.cancelled().await })
             .run(reconcile::<T>, error_policy::<T>, self)
             .for_each(|r| async move {

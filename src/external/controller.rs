@@ -13,6 +13,7 @@ use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
 use crate::engine::guard::{Guarded, Invalid};
+use crate::engine::leader::Fence;
 use crate::engine::progress::Teardowns;
 use crate::engine::selector::LabelFilter;
 use crate::engine::teardown::{Checked, Driver, Pass, Teardown, TeardownMetrics};
@@ -179,16 +180,20 @@ pub struct ExternalCollector {
 }
 
 impl ExternalCollector {
-    pub fn new(ctx: ExternalCtx, registry: Teardowns) -> Self {
+    pub fn new(ctx: ExternalCtx, registry: Teardowns, fence: Fence) -> Self {
         let ctx = Arc::new(ctx);
         ExternalCollector {
-            clusters: Arc::new(driver(ctx.clone(), registry.clone())),
-            control_planes: Arc::new(driver(ctx, registry)),
+            clusters: Arc::new(driver(ctx.clone(), registry.clone(), fence.clone())),
+            control_planes: Arc::new(driver(ctx, registry, fence)),
         }
     }
 }
 
-fn driver<K: GcKind>(ctx: Arc<ExternalCtx>, registry: Teardowns) -> Driver<KindTeardown<K>> {
+fn driver<K: GcKind>(
+    ctx: Arc<ExternalCtx>,
+    registry: Teardowns,
+    fence: Fence,
+) -> Driver<KindTeardown<K>> {
     let m = &ctx.metrics;
     Driver {
         collector: COLLECTOR,
@@ -202,6 +207,7 @@ fn driver<K: GcKind>(ctx: Arc<ExternalCtx>, registry: Teardowns) -> Driver<KindT
         done_reason: "ExternalResourcesDeleted",
         retry_after: Duration::from_secs(10),
         events: ctx.events.clone(),
+        fence,
         teardown: KindTeardown {
             ctx,
             _kind: std::marker::PhantomData,

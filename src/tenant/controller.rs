@@ -68,6 +68,7 @@ impl TenantCollector {
         discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
         registry: Teardowns,
         invalid_objects: Family<InvalidObjectLabels, Counter>,
+        fence: crate::engine::leader::Fence,
     ) -> Self {
         let events = Publisher::new(client.clone(), "sweeper-tenant", "TenantGC");
         let book = TeardownMetrics {
@@ -94,6 +95,7 @@ impl TenantCollector {
             done_reason: "TeardownComplete",
             retry_after: Duration::from_secs(5),
             events,
+            fence,
         }))
     }
 }
