@@ -48,8 +48,73 @@ pub enum Command {
     Pause(PauseArgs),
     /// Lift `sweeper pause` (for one collector, or all).
     Resume(PauseArgs),
+    /// Bring back what sweeper deleted, from its archive: objects are created anew (owners first,
+    /// dependents re-pointed to their owners' new uids) as your identity; what exists again is
+    /// skipped, never overwritten.
+    Restore(RestoreArgs),
+    /// Read the archive of deleted objects.
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
     /// Print the version.
     Version,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RestoreArgs {
+    /// group/version/kind of one object, e.g. apps/v1/Deployment (v1/ConfigMap for the core
+    /// group), then [namespace] name.
+    #[arg(num_args = 0..=3)]
+    pub object: Vec<String>,
+    /// Restore this owner (if it was archived) and every dependent collected because of it.
+    #[arg(long, conflicts_with_all = ["object", "tenant"])]
+    pub cascade_of: Option<String>,
+    /// Restore everything the teardown of this tenant deleted.
+    #[arg(long, conflicts_with_all = ["object", "cascade_of"])]
+    pub tenant: Option<String>,
+    /// Print the plan; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Read records only in this namespace (default: all the namespaces you may list).
+    #[arg(long)]
+    pub records_namespace: Option<String>,
+}
+
+impl RestoreArgs {
+    /// The selection the arguments name.
+    pub fn selection(&self) -> Result<crate::archive::restore::Selection, String> {
+        use crate::archive::restore::Selection;
+        match (&self.cascade_of, &self.tenant, self.object.as_slice()) {
+            (Some(uid), None, []) => Ok(Selection::CascadeOf(uid.clone())),
+            (None, Some(id), []) => Ok(Selection::Tenant(id.clone())),
+            (None, None, [gvk, name]) => Ok(Selection::Object {
+                gvk: gvk.clone(),
+                namespace: None,
+                name: name.clone(),
+            }),
+            (None, None, [gvk, ns, name]) => Ok(Selection::Object {
+                gvk: gvk.clone(),
+                namespace: Some(ns.clone()),
+                name: name.clone(),
+            }),
+            _ => Err(
+                "say what to restore: <group/version/kind> [namespace] <name>, --cascade-of <owner uid> or --tenant <id>"
+                    .into(),
+            ),
+        }
+    }
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ArchiveCommand {
+    /// What can be restored: every archived object you may read, oldest first.
+    List {
+        /// Only records in this namespace.
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// Only objects archived within this long (e.g. 1h, 30m).
+        #[arg(long, value_parser = parse_duration)]
+        since: Option<Duration>,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -138,6 +203,20 @@ pub struct RunArgs {
     #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
     pub cascade_sync_timeout: Duration,
 
+    /// Which deleted objects are archived first (restorable with `sweeper restore`): `all`,
+    /// `none`, or `selector=<label selector>`. Cascade and tenant collectors.
+    #[arg(long, default_value = "all", env = "SWEEPER_ARCHIVE")]
+    pub archive: crate::archive::Mode,
+
+    /// How long archive records are kept before they are deleted.
+    #[arg(long, default_value = "72h", env = "SWEEPER_ARCHIVE_TTL", value_parser = parse_duration)]
+    pub archive_ttl: Duration,
+
+    /// An object larger than this (bytes, as JSON) is deleted without a record; a Warning Event
+    /// `NotArchived` says so. At most 900 KiB (a record is a ConfigMap or Secret).
+    #[arg(long, default_value_t = crate::archive::DEFAULT_MAX_OBJECT_BYTES, env = "SWEEPER_ARCHIVE_MAX_OBJECT_BYTES")]
+    pub archive_max_object_bytes: usize,
+
     /// Sweeper's own namespace: where the pause switch (ConfigMap `sweeper-pause`) and the archive
     /// records of cluster-scoped objects live. Empty = the pod's namespace, else the kubeconfig
     /// context's.
@@ -196,6 +275,10 @@ pub enum ConfigError {
         "--tenant-scan-kinds: {0:?} is not a plural resource name (lowercase, e.g. namespaces)"
     )]
     ScanKind(String),
+    #[error("--archive-ttl must be at least 1m, got {0:?}")]
+    ArchiveTtl(Duration),
+    #[error("--archive-max-object-bytes must be between 1 and {max}, got {got}")]
+    ArchiveMaxObjectBytes { got: usize, max: usize },
     #[error(transparent)]
     Leader(#[from] crate::engine::leader::LeaderConfigError),
 }
@@ -223,6 +306,17 @@ impl RunArgs {
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         }) {
             return Err(ConfigError::ScanKind(bad.clone()));
+        }
+        if self.archive_ttl < Duration::from_secs(60) {
+            return Err(ConfigError::ArchiveTtl(self.archive_ttl));
+        }
+        if self.archive_max_object_bytes == 0
+            || self.archive_max_object_bytes > crate::archive::RECORD_BYTES
+        {
+            return Err(ConfigError::ArchiveMaxObjectBytes {
+                got: self.archive_max_object_bytes,
+                max: crate::archive::RECORD_BYTES,
+            });
         }
         if self.leader_elect {
             self.leader_config().validate()?;

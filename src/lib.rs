@@ -1,6 +1,7 @@
 //! sweeper: one service, three collectors (cascade, tenant, external) on one shared engine.
 
 pub mod api;
+pub mod archive;
 pub mod cascade;
 pub mod cli;
 pub mod config;

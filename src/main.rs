@@ -66,6 +66,10 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Restore(args) => report(restore(args).await),
+        Command::Archive(sweeper::cli::ArchiveCommand::List { namespace, since }) => {
+            report(archive_list(namespace, since).await)
+        }
         Command::Pause(args) => report(pause(args, true).await),
         Command::Resume(args) => report(pause(args, false).await),
         Command::Run(args) => match sweeper::run::run(args).await {
@@ -209,4 +213,43 @@ async fn pause(args: sweeper::cli::PauseArgs, on: bool) -> Result<String, String
             paused.join(", ")
         }
     ))
+}
+
+/// `sweeper restore`: as the caller's identity.
+async fn restore(args: sweeper::cli::RestoreArgs) -> Result<String, String> {
+    use sweeper::archive::restore;
+    let sel = args.selection()?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let archive = restore::load(&client, args.records_namespace.as_deref()).await?;
+    for n in &archive.notes {
+        eprintln!("note: {n}");
+    }
+    let entries = restore::select(&archive, &sel)?;
+    let summary = restore::restore(&client, &entries, args.dry_run, &mut |line| {
+        println!("{line}")
+    })
+    .await;
+    if summary.failed > 0 {
+        return Err(format!("{} objects could not be restored", summary.failed));
+    }
+    Ok(String::new())
+}
+
+/// `sweeper archive list`.
+async fn archive_list(
+    namespace: Option<String>,
+    since: Option<std::time::Duration>,
+) -> Result<String, String> {
+    use sweeper::archive::restore;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let archive = restore::load(&client, namespace.as_deref()).await?;
+    let since = since.map(|d| {
+        k8s_openapi::jiff::Timestamp::now()
+            - k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or_default()
+    });
+    Ok(restore::render(&archive, since).trim_end().to_string())
 }

@@ -49,9 +49,20 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     );
     let conn = connect(&args, &metrics, api_calls.clone()).await?;
     let sources = CollectorMetrics::register(&mut metrics);
+    let archive_metrics = crate::archive::store::ArchiveMetrics::default();
+    archive_metrics.register(metrics.registry_mut());
     let teardowns = Teardowns::default();
     let (disc_tx, disc_rx) = watch::channel(None);
-    let collectors = build_collectors(&args, &conn, &metrics, &sources, &teardowns, &disc_rx).await;
+    let (collectors, archive) = build_collectors(
+        &args,
+        &conn,
+        &metrics,
+        &sources,
+        &teardowns,
+        &disc_rx,
+        &archive_metrics,
+    )
+    .await;
     let state = AppState::new(metrics);
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
@@ -91,7 +102,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         Some(reason) => (Some(reason), Vec::new()),
         None if shutdown.is_cancelled() => (None, Vec::new()),
         None => {
-            let running = start_leading(
+            let mut running = start_leading(
                 &args,
                 &conn,
                 &state,
@@ -99,6 +110,14 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 (disc_tx, disc_rx),
                 &shutdown,
             );
+            // Expired archive records go while leading: every ttl/10 (at most every 5 minutes).
+            if let Some(archiver) = archive {
+                let every = (args.archive_ttl / 10).clamp(
+                    std::time::Duration::from_secs(1),
+                    std::time::Duration::from_secs(300),
+                );
+                running.push(tokio::spawn(archiver.expire_loop(every, shutdown.clone())));
+            }
             (lead(&mut role, &shutdown).await, running)
         }
     };
@@ -237,9 +256,31 @@ async fn build_collectors(
     sources: &CollectorMetrics,
     teardowns: &Teardowns,
     discovery: &Discovery,
-) -> Vec<Box<dyn Collector>> {
+    archive_metrics: &crate::archive::store::ArchiveMetrics,
+) -> (
+    Vec<Box<dyn Collector>>,
+    Option<Arc<crate::archive::store::Archiver>>,
+) {
     let invalid_objects = metrics.service.invalid_objects.clone();
     let mut out: Vec<Box<dyn Collector>> = Vec::new();
+    let archive_settings = crate::archive::Settings {
+        mode: args.archive.clone(),
+        ttl: args.archive_ttl,
+        max_object_bytes: args.archive_max_object_bytes,
+        namespace: conn.namespace.clone(),
+    };
+    let archiver = |client: &kube::Client, collector: &'static str| {
+        args.archive.is_on().then(|| {
+            Arc::new(crate::archive::store::Archiver::new(
+                client.clone(),
+                archive_settings.clone(),
+                collector,
+                archive_metrics.clone(),
+            ))
+        })
+    };
+    // The archive's expiry runs on the first archiving collector's client (and pause).
+    let mut expiry = None;
     if args.feature_gates.cascade_gc {
         let cfg = CascadeConfig {
             workers: args.cascade_workers as usize,
@@ -249,10 +290,15 @@ async fn build_collectors(
         };
         let (client, fence) = conn.for_collector("cascade");
         let cfg = CascadeConfig { fence, ..cfg };
+        let archive = archiver(&client, "cascade");
+        expiry = expiry.or_else(|| archive.clone());
+        let batcher = archive
+            .map(|a| crate::archive::batch::Batcher::start(a, args.cascade_workers as usize));
         out.push(Box::new(crate::cascade::collector::CascadeCollector::new(
             client,
             cfg,
             sources.cascade.clone(),
+            batcher,
         )));
     }
     if args.feature_gates.tenant_gc {
@@ -294,7 +340,7 @@ async fn build_collectors(
             crate::external::controller::ExternalCollector::new(ctx, teardowns.clone(), fence),
         ));
     }
-    out
+    (out, expiry)
 }
 
 /// Leader election, when on: the elector runs on its own unthrottled, unfenced client (a busy

@@ -18,13 +18,14 @@ pub fn context(
     client: Client,
     config: CascadeConfig,
     metrics: CascadeMetrics,
+    archive: Option<crate::archive::batch::Batcher>,
 ) -> (
     Arc<Ctx>,
     mpsc::UnboundedReceiver<crate::engine::graph::uid::Uid>,
 ) {
     let (absent_tx, absent_rx) = mpsc::unbounded_channel();
     (
-        Arc::new(Ctx::new(client, config, metrics, absent_tx)),
+        Arc::new(Ctx::new(client, config, metrics, absent_tx, archive)),
         absent_rx,
     )
 }
@@ -36,8 +37,13 @@ pub struct CascadeCollector {
 }
 
 impl CascadeCollector {
-    pub fn new(client: Client, config: CascadeConfig, metrics: CascadeMetrics) -> Self {
-        let (ctx, absent_rx) = context(client, config, metrics);
+    pub fn new(
+        client: Client,
+        config: CascadeConfig,
+        metrics: CascadeMetrics,
+        archive: Option<crate::archive::batch::Batcher>,
+    ) -> Self {
+        let (ctx, absent_rx) = context(client, config, metrics, archive);
         CascadeCollector { ctx, absent_rx }
     }
 }
@@ -109,6 +115,17 @@ pub async fn run(
                 let (ctx2, synced, keys) = (ctx.clone(), watches.synced.clone(), watches.keys());
                 starter = Some(tokio::spawn(async move {
                     let unsynced = synced.wait(&keys, ctx2.config.sync_timeout).await;
+                    // Records a previous process left pending are settled before anything is
+                    // deleted, so each deleted object keeps exactly one entry.
+                    if let Some(b) = &ctx2.archive {
+                        match b.archiver.reconcile_pending().await {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!(records = n, "settled pending archive records"),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "cannot settle pending archive records; they stay pending")
+                            }
+                        }
+                    }
                     if unsynced.is_empty() {
                         tracing::info!(resources = keys.len(), "graph synced; starting workers");
                     } else {

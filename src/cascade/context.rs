@@ -59,6 +59,11 @@ pub struct Ctx {
     /// Forgotten when the object goes, and bounded (see [`REPORTED_CAP`]): a long-running
     /// collector must not grow with every object that ever had a problem.
     reported: Mutex<HashMap<Uid, Vec<&'static str>>>,
+    /// The archive (None with `--archive=none`): every delete is recorded first.
+    pub archive: Option<crate::archive::batch::Batcher>,
+    /// Objects this process archived and deleted in the foreground: their finalizer release later
+    /// must not archive them a second time. Bounded like `reported`.
+    pub archived_foreground: Mutex<std::collections::HashSet<Uid>>,
 }
 
 /// At most this many objects remembered as reported; past it the memory is dropped, which costs
@@ -71,8 +76,11 @@ impl Ctx {
         config: CascadeConfig,
         metrics: CascadeMetrics,
         absent_tx: mpsc::UnboundedSender<Uid>,
+        archive: Option<crate::archive::batch::Batcher>,
     ) -> Self {
         Ctx {
+            archive,
+            archived_foreground: Mutex::new(std::collections::HashSet::new()),
             events: Publisher::new(client.clone(), "sweeper-cascade", "GarbageCollect"),
             client,
             config,

@@ -93,6 +93,14 @@ impl Snapshot {
         }
     }
 
+    /// `Kind ns/name` (or `Kind name`), for errors.
+    pub fn label(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+
     pub fn reference(&self) -> ObjectReference {
         ObjectReference {
             api_version: Some(self.api_version.clone()),

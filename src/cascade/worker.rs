@@ -6,6 +6,8 @@ use super::classify::{Decision, OwnerStatus, Propagation, decide};
 use super::context::Ctx;
 use super::metrics::CascadeMetrics;
 use super::snapshot::Snapshot;
+use crate::archive::store::{Item, Prepared};
+use crate::archive::{OwnerRef, Reason};
 use crate::engine::graph::node::{CLUSTER, flag};
 use crate::engine::graph::uid::Uid;
 use crate::engine::meta::{FINALIZER_CASCADE_COMPLETE, FINALIZER_FOREGROUND};
@@ -21,6 +23,16 @@ pub enum WorkError {
     UnknownKind { object: String, kind: String },
     #[error(transparent)]
     Action(#[from] ActionError),
+    /// The archive could not record the object, so it is not deleted now.
+    #[error("{object}: not deleted, the archive could not record it: {message}")]
+    Archive {
+        object: String,
+        message: String,
+        paused: bool,
+    },
+    /// Read to be archived, the object was not the version the decision saw: look again.
+    #[error("{object}: changed since it was observed; re-classifying")]
+    Changed { object: String },
 }
 
 /// Runs one worker until the queue shuts down.
@@ -42,7 +54,10 @@ pub async fn run(ctx: Arc<Ctx>) {
                     .get_or_create(&CascadeMetrics::resource(&gvk))
                     .inc();
                 let failures = ctx.delete_q.failures(&uid);
-                if matches!(e, WorkError::Action(ActionError::Conflict { .. })) {
+                if matches!(
+                    e,
+                    WorkError::Action(ActionError::Conflict { .. }) | WorkError::Changed { .. }
+                ) {
                     tracing::debug!(error = %e, "conflict; re-classifying");
                 } else {
                     tracing::warn!(error = %e, failures, "attempt to delete failed; retrying with backoff");
@@ -57,7 +72,11 @@ pub async fn run(ctx: Arc<Ctx>) {
 impl WorkError {
     /// Whether the collector's pause refused this work's write (see engine::pause).
     pub fn paused(&self) -> bool {
-        matches!(self, WorkError::Action(a) if a.paused())
+        match self {
+            WorkError::Action(a) => a.paused(),
+            WorkError::Archive { paused, .. } => *paused,
+            _ => false,
+        }
     }
 }
 
@@ -221,7 +240,49 @@ async fn delete(
         actions::set_owner_references(&ctx.client, target, rv, refs.into()).await?;
         rv = 0; // the patch moved the version on; the uid precondition still guards
     }
-    let outcome = actions::delete(&ctx.client, target, &snap.uid_text, rv, policy).await?;
+    // Archive first: the record exists before the DELETE leaves, and the DELETE's
+    // resourceVersion precondition is the archived version, so what is deleted is what is kept.
+    let ticket = match &ctx.archive {
+        Some(batcher) => match batcher.prepare(archive_item(snap, target, rv)).await {
+            Prepared::Recorded(t) => {
+                rv = t.resource_version.parse().unwrap_or(rv);
+                crate::engine::failpoint::hit("after-archive-record").await;
+                Some(t)
+            }
+            Prepared::Unrecorded => None,
+            Prepared::Changed => {
+                return Err(WorkError::Changed {
+                    object: snap.label(),
+                });
+            }
+            Prepared::Failed { message, paused } => {
+                return Err(WorkError::Archive {
+                    object: snap.label(),
+                    message,
+                    paused,
+                });
+            }
+        },
+        None => None,
+    };
+    let outcome = actions::delete(&ctx.client, target, &snap.uid_text, rv, policy).await;
+    if let (Some(t), Some(batcher)) = (&ticket, &ctx.archive) {
+        batcher
+            .archiver
+            .settle(t, matches!(outcome, Ok(Outcome::Done)))
+            .await;
+    }
+    let outcome = outcome?;
+    if ticket.is_some() && policy == Propagation::Foreground && outcome == Outcome::Done {
+        let mut set = ctx
+            .archived_foreground
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if set.len() >= 65_536 {
+            set.clear();
+        }
+        set.insert(snap.uid);
+    }
     if outcome == Outcome::Done {
         ctx.metrics
             .deleted
@@ -230,6 +291,37 @@ async fn delete(
         tracing::info!(policy = policy.as_str(), "deleted: every owner is gone");
     }
     Ok(())
+}
+
+/// What the archive needs to record `snap` before its DELETE.
+fn archive_item(snap: &Snapshot, target: &Target<'_>, rv: u64) -> Item {
+    // The owner that made it garbage: the first one not solid.
+    let owner = snap
+        .owners
+        .iter()
+        .zip(&snap.owner_refs)
+        .find(|((_, s), _)| *s != OwnerStatus::Solid)
+        .or_else(|| snap.owners.iter().zip(&snap.owner_refs).next())
+        .map(|(_, r)| OwnerRef {
+            api_version: r["apiVersion"].as_str().unwrap_or_default().into(),
+            kind: r["kind"].as_str().unwrap_or_default().into(),
+            name: r["name"].as_str().unwrap_or_default().into(),
+            uid: r["uid"].as_str().unwrap_or_default().into(),
+        });
+    Item {
+        resource: target.resource.resource.clone(),
+        namespaced: target.resource.namespaced,
+        namespace: snap.namespace.clone(),
+        name: snap.name.clone(),
+        uid: snap.uid_text.clone(),
+        expect_rv: (rv > 0).then(|| rv.to_string()),
+        reason: Reason {
+            owner,
+            ..Default::default()
+        },
+        object: None,
+        in_sweeper_namespace: false,
+    }
 }
 
 /// A virtual node: does the owner exist? If not, its dependents are collected.
@@ -275,7 +367,7 @@ async fn finish_foreground(ctx: &Ctx, snap: &Snapshot) -> Result<(), WorkError> 
         if snap.dependents.is_empty() {
             finalizers.push(FINALIZER_CASCADE_COMPLETE);
         }
-        remove(ctx, snap, &finalizers).await?;
+        release_archived(ctx, snap, &finalizers).await?;
         tracing::info!(
             non_blocking = snap.dependents.len(),
             "foreground deletion complete: no blocking dependents remain"
@@ -306,7 +398,7 @@ async fn finish_cascade(ctx: &Ctx, snap: &Snapshot) -> Result<(), WorkError> {
     if ctx.config.dry_run {
         return Ok(());
     }
-    remove(ctx, snap, &[FINALIZER_CASCADE_COMPLETE]).await?;
+    release_archived(ctx, snap, &[FINALIZER_CASCADE_COMPLETE]).await?;
     ctx.cascades
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -322,6 +414,57 @@ async fn finish_cascade(ctx: &Ctx, snap: &Snapshot) -> Result<(), WorkError> {
     )
     .await;
     Ok(())
+}
+
+/// Releases an owner's finalizers, archiving it first: releasing the last finalizer is what
+/// deletes an owner the user deleted in the foreground (or with `cascade-complete`), so
+/// `restore --cascade-of` can bring back the owner with its dependents. An owner this process
+/// archived when it deleted it is not archived again.
+async fn release_archived(
+    ctx: &Ctx,
+    snap: &Snapshot,
+    finalizers: &[&str],
+) -> Result<(), WorkError> {
+    let already = ctx
+        .archived_foreground
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&snap.uid);
+    let ticket = match (&ctx.archive, &snap.resolved, already) {
+        (Some(batcher), Some(resolved), false) => {
+            let item = Item {
+                resource: resolved.resource.clone(),
+                namespaced: resolved.namespaced,
+                namespace: snap.namespace.clone(),
+                name: snap.name.clone(),
+                uid: snap.uid_text.clone(),
+                expect_rv: None,
+                reason: Reason {
+                    released: Some(finalizers.join(",")),
+                    ..Default::default()
+                },
+                object: None,
+                in_sweeper_namespace: false,
+            };
+            match batcher.prepare(item).await {
+                Prepared::Recorded(t) => Some(t),
+                Prepared::Unrecorded | Prepared::Changed => None,
+                Prepared::Failed { message, paused } => {
+                    return Err(WorkError::Archive {
+                        object: snap.label(),
+                        message,
+                        paused,
+                    });
+                }
+            }
+        }
+        _ => None,
+    };
+    let result = remove(ctx, snap, finalizers).await;
+    if let (Some(t), Some(batcher)) = (&ticket, &ctx.archive) {
+        batcher.archiver.settle(t, result.is_ok()).await;
+    }
+    result
 }
 
 async fn remove(ctx: &Ctx, snap: &Snapshot, finalizers: &[&str]) -> Result<(), WorkError> {

@@ -5,6 +5,7 @@ pub mod client;
 pub mod collector;
 pub mod discovery;
 pub mod events;
+pub mod failpoint;
 pub mod finalizer;
 pub mod graph;
 pub mod guard;

@@ -12,6 +12,13 @@ pub struct LabelFilter {
     selector: Selector,
 }
 
+/// Two filters are the same when they were written the same (the parse is deterministic).
+impl PartialEq for LabelFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
 impl LabelFilter {
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.selector.matches(labels)

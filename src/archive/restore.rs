@@ -1,0 +1,634 @@
+//! `sweeper archive list` and `sweeper restore`: read the records as the caller, pick what to
+//! bring back, and roll it forward.
+//!
+//! Rolling forward, not back: objects are created anew (new uids), owners first, and each
+//! dependent's ownerReferences are re-pointed to its restored owner's new uid. An owner that is
+//! not in the restore but exists again (same kind, namespace and name) is pointed to instead; one
+//! that is neither is dropped from the references (reported), or the restored dependent would be
+//! garbage at once. An object that exists again is skipped and reported, never overwritten.
+//! Everything runs as the caller's identity, so RBAC decides what they may read and create: a
+//! caller who may not list Secrets gets no Secret records, and is told so.
+
+use super::store::Resolver;
+use super::{Entry, LABEL_ARCHIVE};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+/// What the records held that the caller may read, newest entry per uid, and what could not be
+/// read (e.g. Secret records, for a caller who may not list Secrets).
+#[derive(Debug, Default)]
+pub struct Archive {
+    pub entries: Vec<Entry>,
+    /// `namespace/name` of the record of each entry (same order).
+    pub records: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// Reads every record in `namespace` (None: all namespaces) the caller may read.
+pub async fn load(client: &Client, namespace: Option<&str>) -> Result<Archive, String> {
+    let lp = ListParams::default().labels(&format!("{LABEL_ARCHIVE}=true"));
+    let mut all: Vec<(Entry, String)> = Vec::new();
+    let mut notes = Vec::new();
+    let cms: Api<ConfigMap> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    match cms.list(&lp).await {
+        Ok(list) => {
+            for c in list.items {
+                let at = format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any());
+                for v in c.data.unwrap_or_default().values() {
+                    if let Ok(e) = serde_json::from_str::<Entry>(v) {
+                        all.push((e, at.clone()));
+                    }
+                }
+            }
+        }
+        Err(e) => return Err(format!("cannot list archive records (ConfigMaps): {e}")),
+    }
+    let secrets: Api<Secret> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    match secrets.list(&lp).await {
+        Ok(list) => {
+            for s in list.items {
+                let at = format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any());
+                for v in s.data.unwrap_or_default().values() {
+                    if let Ok(e) = serde_json::from_slice::<Entry>(&v.0) {
+                        all.push((e, at.clone()));
+                    }
+                }
+            }
+        }
+        Err(kube::Error::Api(s)) if s.code == 403 => notes.push(format!(
+            "Secret records not read: you may not list Secrets{} ({})",
+            namespace.map(|n| format!(" in {n}")).unwrap_or_default(),
+            s.message
+        )),
+        Err(e) => return Err(format!("cannot list archive records (Secrets): {e}")),
+    }
+    // Newest entry per uid (a crash can leave an object archived twice until it is settled).
+    all.sort_by(|a, b| b.0.archived_at.cmp(&a.0.archived_at));
+    let mut seen = HashSet::new();
+    all.retain(|(e, _)| seen.insert(e.uid.clone()));
+    all.sort_by(|a, b| {
+        (&a.0.archived_at, &a.0.namespace, &a.0.name).cmp(&(
+            &b.0.archived_at,
+            &b.0.namespace,
+            &b.0.name,
+        ))
+    });
+    let (entries, records) = all.into_iter().unzip();
+    Ok(Archive {
+        entries,
+        records,
+        notes,
+    })
+}
+
+/// What to restore.
+#[derive(Clone, Debug)]
+pub enum Selection {
+    /// One object: `group/version/kind` (`v1/ConfigMap` for the core group), namespace, name.
+    Object {
+        gvk: String,
+        namespace: Option<String>,
+        name: String,
+    },
+    /// The owner with this uid (when archived) and every dependent collected because of it,
+    /// transitively.
+    CascadeOf(String),
+    /// Everything a tenant teardown deleted.
+    Tenant(String),
+}
+
+/// `group/version/kind` → (apiVersion, kind).
+fn split_gvk(gvk: &str) -> Option<(String, String)> {
+    let (av, kind) = gvk.rsplit_once('/')?;
+    (!av.is_empty() && !kind.is_empty()).then(|| (av.to_string(), kind.to_string()))
+}
+
+/// The entries `sel` names, in the order they must be created.
+pub fn select(archive: &Archive, sel: &Selection) -> Result<Vec<Entry>, String> {
+    let entries = &archive.entries;
+    let chosen: Vec<Entry> = match sel {
+        Selection::Object {
+            gvk,
+            namespace,
+            name,
+        } => {
+            let (av, kind) = split_gvk(gvk).ok_or_else(|| {
+                format!("{gvk:?} is not group/version/kind (e.g. apps/v1/Deployment, v1/ConfigMap)")
+            })?;
+            // Newest last: archive entries are sorted by time.
+            entries
+                .iter()
+                .rev()
+                .find(|e| {
+                    e.api_version == av
+                        && e.kind == kind
+                        && e.name == *name
+                        && e.namespace.as_deref() == namespace.as_deref()
+                })
+                .cloned()
+                .into_iter()
+                .collect()
+        }
+        Selection::CascadeOf(root) => {
+            let mut set: HashSet<String> = HashSet::from([root.clone()]);
+            loop {
+                let before = set.len();
+                for e in entries {
+                    if e.owner_uids().iter().any(|u| set.contains(u)) {
+                        set.insert(e.uid.clone());
+                    }
+                }
+                if set.len() == before {
+                    break;
+                }
+            }
+            entries
+                .iter()
+                .filter(|e| set.contains(&e.uid))
+                .cloned()
+                .collect()
+        }
+        Selection::Tenant(id) => entries
+            .iter()
+            .filter(|e| e.reason.tenant.as_deref() == Some(id.as_str()))
+            .cloned()
+            .collect(),
+    };
+    if chosen.is_empty() {
+        return Err(format!(
+            "nothing in the archive matches {sel:?}{}",
+            if archive.notes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", archive.notes.join("; "))
+            }
+        ));
+    }
+    Ok(order(chosen))
+}
+
+/// Creation order: CRDs, then namespaces, then cluster-scoped objects, then namespaced ones;
+/// within that, owners before their dependents (depth of the owner chain inside the set).
+pub fn order(mut entries: Vec<Entry>) -> Vec<Entry> {
+    let by_uid: HashMap<String, usize> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.uid.clone(), i))
+        .collect();
+    let owners: Vec<Vec<usize>> = entries
+        .iter()
+        .map(|e| {
+            e.owner_uids()
+                .iter()
+                .filter_map(|u| by_uid.get(u).copied())
+                .collect()
+        })
+        .collect();
+    fn depth(
+        i: usize,
+        owners: &[Vec<usize>],
+        memo: &mut Vec<Option<usize>>,
+        guard: usize,
+    ) -> usize {
+        if let Some(d) = memo[i] {
+            return d;
+        }
+        // A cycle (possible in the wild) must not recurse forever: cut at the set's size.
+        if guard == 0 {
+            return 0;
+        }
+        let d = owners[i]
+            .iter()
+            .map(|o| depth(*o, owners, memo, guard - 1) + 1)
+            .max()
+            .unwrap_or(0);
+        memo[i] = Some(d);
+        d
+    }
+    let mut memo = vec![None; entries.len()];
+    let n = entries.len();
+    let depths: Vec<usize> = (0..n).map(|i| depth(i, &owners, &mut memo, n)).collect();
+    let rank = |e: &Entry| match (e.api_version.as_str(), e.kind.as_str(), &e.namespace) {
+        (
+            "apiextensions.k8s.io/v1" | "apiextensions.k8s.io/v1beta1",
+            "CustomResourceDefinition",
+            _,
+        ) => 0,
+        ("v1", "Namespace", _) => 1,
+        (_, _, None) => 2,
+        _ => 3,
+    };
+    let mut keyed: Vec<(usize, usize, Entry)> = entries
+        .drain(..)
+        .zip(depths)
+        .map(|(e, d)| (rank(&e), d, e))
+        .collect();
+    keyed.sort_by_key(|k| (k.0, k.1));
+    keyed.into_iter().map(|(_, _, e)| e).collect()
+}
+
+/// How a restore went.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub restored: usize,
+    pub skipped: usize,
+    pub failed: usize,
+}
+
+/// Creates `entries` (already ordered) as the client's identity; one progress line per object
+/// on `out`. `dry_run` creates nothing and prints the plan.
+pub async fn restore(
+    client: &Client,
+    entries: &[Entry],
+    dry_run: bool,
+    out: &mut dyn FnMut(String),
+) -> Summary {
+    let mut resolver = Resolver::default();
+    let mut new_uids: HashMap<String, String> = HashMap::new();
+    let mut summary = Summary::default();
+    for e in entries {
+        let label = e.label();
+        let Some((ar, namespaced)) = resolve_waiting(client, &mut resolver, e, dry_run).await
+        else {
+            out(format!(
+                "failed    {label}: kind {} {} is not served",
+                e.api_version, e.kind
+            ));
+            summary.failed += 1;
+            continue;
+        };
+        let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
+            (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        match api.get_opt(&e.name).await {
+            Ok(Some(existing)) => {
+                new_uids.insert(e.uid.clone(), existing.uid().unwrap_or_default());
+                out(format!(
+                    "skipped   {label}: exists again (uid {}), not overwritten",
+                    existing.uid().unwrap_or_default()
+                ));
+                summary.skipped += 1;
+                continue;
+            }
+            Ok(None) => {}
+            Err(err) => {
+                out(format!("failed    {label}: cannot read: {err}"));
+                summary.failed += 1;
+                continue;
+            }
+        }
+        let (object, notes) = prepare(client, &mut resolver, e, &new_uids).await;
+        if dry_run {
+            new_uids.insert(e.uid.clone(), format!("(new uid of {label})"));
+            out(format!("would create {label}{}", suffix(&notes)));
+            summary.restored += 1;
+            continue;
+        }
+        let obj: DynamicObject = match serde_json::from_value(object) {
+            Ok(o) => o,
+            Err(err) => {
+                out(format!(
+                    "failed    {label}: archived object unreadable: {err}"
+                ));
+                summary.failed += 1;
+                continue;
+            }
+        };
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(created) => {
+                new_uids.insert(e.uid.clone(), created.uid().unwrap_or_default());
+                out(format!("restored  {label}{}", suffix(&notes)));
+                summary.restored += 1;
+                if e.kind == "CustomResourceDefinition" {
+                    wait_established(client, &e.name).await;
+                }
+            }
+            Err(err) => {
+                out(format!("failed    {label}: {err}"));
+                summary.failed += 1;
+            }
+        }
+    }
+    out(format!(
+        "{}: {} restored, {} skipped (exist again), {} failed",
+        if dry_run { "plan" } else { "done" },
+        summary.restored,
+        summary.skipped,
+        summary.failed
+    ));
+    summary
+}
+
+fn suffix(notes: &[String]) -> String {
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
+    }
+}
+
+/// Resolves the entry's kind; a custom resource whose CRD this restore just created may take a
+/// few seconds to be served.
+async fn resolve_waiting(
+    client: &Client,
+    resolver: &mut Resolver,
+    e: &Entry,
+    dry_run: bool,
+) -> Option<(kube::api::ApiResource, bool)> {
+    let tries = if dry_run { 1 } else { 30 };
+    for i in 0..tries {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            *resolver = Resolver::default();
+        }
+        if let Some(r) = resolver.resolve(client, &e.api_version, &e.kind).await {
+            return Some(r);
+        }
+    }
+    None
+}
+
+/// The object to create: server-set and deletion state gone, owner references re-pointed (or
+/// dropped, with a note saying so).
+async fn prepare(
+    client: &Client,
+    resolver: &mut Resolver,
+    e: &Entry,
+    new_uids: &HashMap<String, String>,
+) -> (Value, Vec<String>) {
+    let mut object = e.object.clone();
+    let mut notes = Vec::new();
+    if let Some(o) = object.as_object_mut() {
+        o.remove("status");
+    }
+    let meta = &mut object["metadata"];
+    if let Some(f) = meta.get_mut("finalizers").and_then(Value::as_array_mut) {
+        f.retain(|x| {
+            !matches!(
+                x.as_str(),
+                Some(
+                    "foregroundDeletion"
+                        | "orphan"
+                        | crate::engine::meta::FINALIZER_CASCADE_COMPLETE
+                )
+            )
+        });
+    }
+    let refs = meta
+        .get("ownerReferences")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut kept = Vec::new();
+    for mut r in refs {
+        let uid = r["uid"].as_str().unwrap_or_default().to_string();
+        let kind = r["kind"].as_str().unwrap_or_default().to_string();
+        let name = r["name"].as_str().unwrap_or_default().to_string();
+        if let Some(new) = new_uids.get(&uid) {
+            r["uid"] = Value::String(new.clone());
+            kept.push(r);
+            continue;
+        }
+        // Not restored here: an owner that exists again by name is pointed to.
+        let av = r["apiVersion"].as_str().unwrap_or_default().to_string();
+        let existing = match resolver.resolve(client, &av, &kind).await {
+            Some((ar, namespaced)) => {
+                let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
+                    (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+                    _ => Api::all_with(client.clone(), &ar),
+                };
+                api.get_opt(&name).await.ok().flatten()
+            }
+            None => None,
+        };
+        match existing.and_then(|o| o.uid()) {
+            Some(u) if u == uid => kept.push(r),
+            Some(u) => {
+                notes.push(format!(
+                    "owner {kind} {name} re-pointed to the existing one ({u})"
+                ));
+                r["uid"] = Value::String(u);
+                kept.push(r);
+            }
+            None => notes.push(format!(
+                "owner {kind} {name} is gone and not in the archive: reference dropped"
+            )),
+        }
+    }
+    if let Some(m) = object["metadata"].as_object_mut() {
+        if kept.is_empty() {
+            m.remove("ownerReferences");
+        } else {
+            m.insert("ownerReferences".into(), Value::Array(kept));
+        }
+    }
+    (object, notes)
+}
+
+async fn wait_established(client: &Client, name: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for _ in 0..60 {
+        let ok = api.get_opt(name).await.ok().flatten().is_some_and(|c| {
+            c.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+        if ok {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The table `sweeper archive list` prints; `since` keeps entries archived at or after it.
+pub fn render(archive: &Archive, since: Option<Timestamp>) -> String {
+    let mut rows: Vec<[String; 6]> = vec![[
+        "ARCHIVED".into(),
+        "KIND".into(),
+        "OBJECT".into(),
+        "UID".into(),
+        "REASON".into(),
+        "RECORD".into(),
+    ]];
+    for (e, rec) in archive.entries.iter().zip(&archive.records) {
+        if let Some(s) = since
+            && e.archived_at.parse::<Timestamp>().is_ok_and(|t| t < s)
+        {
+            continue;
+        }
+        rows.push([
+            e.archived_at.chars().take(19).collect(),
+            format!("{}/{}", e.api_version, e.kind),
+            match &e.namespace {
+                Some(ns) => format!("{ns}/{}", e.name),
+                None => e.name.clone(),
+            },
+            e.uid.clone(),
+            e.reason.to_string(),
+            rec.clone(),
+        ]);
+    }
+    let mut widths = [0usize; 6];
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    for n in &archive.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+/// Archive entries by record, for tests and tools: `record -> [uid]`.
+pub fn by_record(archive: &Archive) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (e, r) in archive.entries.iter().zip(&archive.records) {
+        out.entry(r.clone()).or_default().push(e.uid.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::Reason;
+    use serde_json::json;
+
+    fn entry(uid: &str, kind: &str, ns: Option<&str>, owners: &[&str]) -> Entry {
+        let refs: Vec<Value> = owners
+            .iter()
+            .map(|o| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": format!("n-{o}"), "uid": o}))
+            .collect();
+        Entry {
+            api_version: if kind == "CustomResourceDefinition" {
+                "apiextensions.k8s.io/v1".into()
+            } else {
+                "v1".into()
+            },
+            kind: kind.into(),
+            namespace: ns.map(String::from),
+            name: format!("n-{uid}"),
+            uid: uid.into(),
+            resource_version: "1".into(),
+            deleted_by: "sweeper-cascade".into(),
+            reason: Reason::default(),
+            archived_at: format!("2026-11-23T00:00:0{}Z", uid.len() % 10),
+            object: json!({"metadata": {"name": format!("n-{uid}"), "ownerReferences": refs}}),
+        }
+    }
+
+    #[test]
+    fn cascade_of_takes_the_owner_and_every_transitive_dependent_owners_first() {
+        let archive = Archive {
+            entries: vec![
+                entry("c", "ConfigMap", Some("ns"), &["b"]),
+                entry("b", "ConfigMap", Some("ns"), &["root"]),
+                entry("root", "ConfigMap", Some("ns"), &[]),
+                entry("other", "ConfigMap", Some("ns"), &["elsewhere"]),
+            ],
+            records: vec!["r".into(); 4],
+            notes: vec![],
+        };
+        let picked = select(&archive, &Selection::CascadeOf("root".into())).unwrap();
+        let uids: Vec<&str> = picked.iter().map(|e| e.uid.as_str()).collect();
+        assert_eq!(uids, vec!["root", "b", "c"]);
+        // Without the owner archived (a plain background cascade), its dependents still come.
+        let no_root = Archive {
+            entries: archive.entries[..2].to_vec(),
+            records: vec!["r".into(); 2],
+            notes: vec![],
+        };
+        let picked = select(&no_root, &Selection::CascadeOf("root".into())).unwrap();
+        assert_eq!(
+            picked.iter().map(|e| e.uid.as_str()).collect::<Vec<_>>(),
+            vec!["b", "c"]
+        );
+        assert!(select(&archive, &Selection::CascadeOf("nobody".into())).is_err());
+    }
+
+    #[test]
+    fn crds_come_first_then_namespaces_then_cluster_scoped_then_namespaced() {
+        let ordered = order(vec![
+            entry("cr", "Widget", Some("ns"), &[]),
+            entry("role", "ClusterRole", None, &[]),
+            entry("ns", "Namespace", None, &[]),
+            entry("crd", "CustomResourceDefinition", None, &[]),
+        ]);
+        let kinds: Vec<&str> = ordered.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                "CustomResourceDefinition",
+                "Namespace",
+                "ClusterRole",
+                "Widget"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_owner_cycle_does_not_hang_the_order() {
+        let ordered = order(vec![
+            entry("a", "ConfigMap", Some("ns"), &["b"]),
+            entry("b", "ConfigMap", Some("ns"), &["a"]),
+        ]);
+        assert_eq!(ordered.len(), 2);
+    }
+
+    #[test]
+    fn one_object_is_found_by_group_version_kind_namespace_and_name() {
+        let archive = Archive {
+            entries: vec![entry("x", "ConfigMap", Some("ns"), &[])],
+            records: vec!["r".into()],
+            notes: vec![],
+        };
+        let sel = Selection::Object {
+            gvk: "v1/ConfigMap".into(),
+            namespace: Some("ns".into()),
+            name: "n-x".into(),
+        };
+        assert_eq!(select(&archive, &sel).unwrap().len(), 1);
+        let wrong_ns = Selection::Object {
+            gvk: "v1/ConfigMap".into(),
+            namespace: None,
+            name: "n-x".into(),
+        };
+        assert!(select(&archive, &wrong_ns).is_err());
+        let bad = Selection::Object {
+            gvk: "ConfigMap".into(),
+            namespace: None,
+            name: "n-x".into(),
+        };
+        assert!(
+            select(&archive, &bad)
+                .unwrap_err()
+                .contains("group/version/kind")
+        );
+    }
+}

@@ -1,0 +1,920 @@
+//! Writing, settling, reconciling and expiring records.
+//!
+//! Reads are batched: the objects of one batch that share a resource and namespace are read with
+//! one paginated list when that costs fewer calls than a GET each (the first page's
+//! `remainingItemCount` tells), and what a list returned beyond the batch is kept briefly
+//! ([`Cache`]) for the next batch of the same cascade, so a 1,000-dependent cascade costs a couple
+//! of list pages, not 1,000 GETs. One record holds a batch's objects of one namespace (up to
+//! [`RECORD_BYTES`]): one create per batch instead of one per object.
+
+use super::{
+    ANNOTATION_EXPIRES, COMPLETE, Entry, LABEL_ARCHIVE, LABEL_COLLECTOR, LABEL_STATE, LABEL_TENANT,
+    PENDING, RECORD_BYTES, Reason, SECRET_TYPE, Settings, strip,
+};
+use crate::engine::events::Publisher;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
+    PostParams,
+};
+use kube::runtime::events::EventType;
+use kube::{Client, ResourceExt};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const PAGE: u32 = 500;
+
+/// Something to archive before it is deleted.
+#[derive(Clone, Debug)]
+pub struct Item {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: String,
+    /// The resourceVersion the decision to delete was made on (cascade): the archived copy must
+    /// be exactly that version, and the DELETE carries it as precondition. None: whatever is read.
+    pub expect_rv: Option<String>,
+    pub reason: Reason,
+    /// Already read (a tenant CRD's custom resources, from their list).
+    pub object: Option<Value>,
+    /// Keep the record in sweeper's namespace whatever the object's (tenant teardowns).
+    pub in_sweeper_namespace: bool,
+}
+
+impl Item {
+    fn reference(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(self.resource.api_version.clone()),
+            kind: Some(self.resource.kind.clone()),
+            namespace: self.namespace.clone(),
+            name: Some(self.name.clone()),
+            uid: Some(self.uid.clone()),
+            ..Default::default()
+        }
+    }
+
+    fn is_secret(&self) -> bool {
+        self.resource.group.is_empty() && self.resource.kind == "Secret"
+    }
+}
+
+/// What became of one item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Prepared {
+    /// Archived in a pending record: delete it (with `resource_version` as precondition), then
+    /// [`Archiver::settle`] the ticket.
+    Recorded(Ticket),
+    /// Delete it without a record: not selected by `--archive`, or over the size cap (an Event
+    /// said so).
+    Unrecorded,
+    /// Not as the decision saw it (changed since, or gone): do not delete now; look again.
+    Changed,
+    /// The archive could not be read or written: do not delete now; retry. `paused`: the
+    /// collector's pause refused the record's write (not a failure: wait for resume).
+    Failed { message: String, paused: bool },
+}
+
+impl Prepared {
+    fn failed(message: impl Into<String>) -> Self {
+        Prepared::Failed {
+            message: message.into(),
+            paused: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordRef {
+    pub namespace: String,
+    pub name: String,
+    pub secret: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    pub record: RecordRef,
+    pub uid: String,
+    /// The archived resourceVersion.
+    pub resource_version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ArchiveLabels {
+    pub collector: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkipLabels {
+    pub collector: String,
+    /// `not_selected` or `too_large`.
+    pub reason: String,
+}
+
+/// `sweeper_archive_*`.
+#[derive(Clone, Default)]
+pub struct ArchiveMetrics {
+    pub objects: Family<ArchiveLabels, Counter>,
+    pub records: Family<ArchiveLabels, Counter>,
+    pub calls: Family<ArchiveLabels, Counter>,
+    pub skipped: Family<SkipLabels, Counter>,
+    pub false_entries_removed: Family<ArchiveLabels, Counter>,
+    pub expired: Counter,
+    pub gc_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+}
+
+impl ArchiveMetrics {
+    pub fn register(&self, r: &mut prometheus_client::registry::Registry) {
+        r.register(
+            "archive_objects",
+            "Objects archived before their delete, by collector",
+            self.objects.clone(),
+        );
+        r.register(
+            "archive_records",
+            "Archive records written, by collector",
+            self.records.clone(),
+        );
+        r.register(
+            "archive_api_calls",
+            "API calls the archive made (reads, record writes, settles), by collector",
+            self.calls.clone(),
+        );
+        r.register(
+            "archive_skipped",
+            "Deleted objects not archived, by collector and reason (not_selected, too_large)",
+            self.skipped.clone(),
+        );
+        r.register(
+            "archive_false_entries_removed",
+            "Entries removed because their DELETE did not delete (precondition failed, already gone)",
+            self.false_entries_removed.clone(),
+        );
+        r.register(
+            "archive_records_expired",
+            "Archive records deleted after --archive-ttl",
+            self.expired.clone(),
+        );
+        r.register(
+            "archive_gc_seconds",
+            "How long the last expiry pass over the archive took",
+            self.gc_seconds.clone(),
+        );
+    }
+}
+
+/// Objects a list returned beyond its batch, for the next batch: `uid -> (rv, object)`. Entries
+/// live [`CACHE_TTL`] and are used once; at most [`CACHE_CAP`] are kept.
+#[derive(Default)]
+struct Cache {
+    objects: HashMap<String, (String, Value, Instant)>,
+}
+
+const CACHE_TTL: Duration = Duration::from_secs(30);
+const CACHE_CAP: usize = 20_000;
+
+impl Cache {
+    fn take(&mut self, uid: &str, rv: &str) -> Option<Value> {
+        let (cached_rv, _, at) = self.objects.get(uid)?;
+        if cached_rv != rv || at.elapsed() > CACHE_TTL {
+            self.objects.remove(uid);
+            return None;
+        }
+        self.objects.remove(uid).map(|(_, v, _)| v)
+    }
+
+    fn put(&mut self, uid: String, rv: String, v: Value) {
+        if self.objects.len() >= CACHE_CAP {
+            self.objects
+                .retain(|_, (_, _, at)| at.elapsed() <= CACHE_TTL);
+            if self.objects.len() >= CACHE_CAP {
+                return;
+            }
+        }
+        self.objects.insert(uid, (rv, v, Instant::now()));
+    }
+}
+
+/// Per record: how many tickets are still to be settled, and the uids whose DELETE did not delete.
+#[derive(Default)]
+struct Open {
+    outstanding: usize,
+    remove: Vec<String>,
+}
+
+/// One collector's archive writer.
+pub struct Archiver {
+    client: Client,
+    pub settings: Settings,
+    collector: &'static str,
+    metrics: ArchiveMetrics,
+    events: Publisher,
+    cache: Mutex<Cache>,
+    open: Mutex<HashMap<RecordRef, Open>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("archive record {namespace}/{name}: {source}")]
+    Record {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("listing archive records: {0}")]
+    List(#[source] kube::Error),
+}
+
+impl ArchiveError {
+    /// Whether the collector's pause refused the write (see engine::pause).
+    pub fn paused(&self) -> bool {
+        let (ArchiveError::Record { source, .. } | ArchiveError::List(source)) = self;
+        matches!(
+            crate::engine::client::refusal(source),
+            Some(crate::engine::leader::Refusal::Paused(_))
+        )
+    }
+}
+
+impl Archiver {
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        collector: &'static str,
+        metrics: ArchiveMetrics,
+    ) -> Self {
+        Archiver {
+            events: Publisher::new(client.clone(), &format!("sweeper-{collector}"), "Archive"),
+            client,
+            settings,
+            collector,
+            metrics,
+            cache: Mutex::new(Cache::default()),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn labels(&self) -> ArchiveLabels {
+        ArchiveLabels {
+            collector: self.collector.into(),
+        }
+    }
+
+    fn call(&self) {
+        self.metrics.calls.get_or_create(&self.labels()).inc();
+    }
+
+    /// Reads the items that were not read yet, writes pending records for those to archive, and
+    /// says per item (same order) what to do.
+    pub async fn record(&self, items: Vec<Item>) -> Vec<Prepared> {
+        if !self.settings.mode.is_on() {
+            return items.iter().map(|_| Prepared::Unrecorded).collect();
+        }
+        let objects = self.read(&items).await;
+        let mut out: Vec<Option<Prepared>> = vec![None; items.len()];
+        // (namespace, secret) -> [(item index, entry json)]
+        let mut groups: BTreeMap<(String, bool), Vec<(usize, String)>> = BTreeMap::new();
+        let now = Timestamp::now().to_string();
+        for (i, (item, read)) in items.iter().zip(objects).enumerate() {
+            let object = match read {
+                Err(e) => {
+                    out[i] = Some(Prepared::failed(e));
+                    continue;
+                }
+                Ok(None) => {
+                    out[i] = Some(Prepared::Changed);
+                    continue;
+                }
+                Ok(Some(o)) => o,
+            };
+            let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+            let rv = object["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if uid != item.uid || item.expect_rv.as_ref().is_some_and(|e| *e != rv) {
+                out[i] = Some(Prepared::Changed);
+                continue;
+            }
+            let labels: BTreeMap<String, String> =
+                serde_json::from_value(object["metadata"]["labels"].clone()).unwrap_or_default();
+            if !self.settings.mode.selects(&labels) {
+                self.skip("not_selected");
+                out[i] = Some(Prepared::Unrecorded);
+                continue;
+            }
+            let entry = Entry {
+                api_version: item.resource.api_version.clone(),
+                kind: item.resource.kind.clone(),
+                namespace: item.namespace.clone(),
+                name: item.name.clone(),
+                uid: item.uid.clone(),
+                resource_version: rv,
+                deleted_by: format!("sweeper-{}", self.collector),
+                reason: item.reason.clone(),
+                archived_at: now.clone(),
+                object: strip(object),
+            };
+            let json = serde_json::to_string(&entry).unwrap_or_default();
+            if json.len() > self.settings.max_object_bytes {
+                self.skip("too_large");
+                let note = format!(
+                    "not archived: {} bytes is over the archive's cap of {} bytes (--archive-max-object-bytes); deleted without a record",
+                    json.len(),
+                    self.settings.max_object_bytes
+                );
+                tracing::warn!(object = %entry.label(), "{note}");
+                self.events
+                    .emit(&item.reference(), EventType::Warning, "NotArchived", note)
+                    .await;
+                out[i] = Some(Prepared::Unrecorded);
+                continue;
+            }
+            let namespace = match (&item.namespace, item.in_sweeper_namespace) {
+                (Some(ns), false) => ns.clone(),
+                _ => self.settings.namespace.clone(),
+            };
+            groups
+                .entry((namespace, item.is_secret()))
+                .or_default()
+                .push((i, json));
+        }
+        for ((namespace, secret), entries) in groups {
+            for chunk in chunks(entries) {
+                let tenant = chunk
+                    .first()
+                    .and_then(|(i, _)| items[*i].reason.tenant.clone());
+                let data: BTreeMap<String, String> = chunk
+                    .iter()
+                    .map(|(i, json)| (Entry::key(&items[*i].uid), json.clone()))
+                    .collect();
+                match self.create(&namespace, secret, tenant, data).await {
+                    Ok(record) => {
+                        self.metrics.records.get_or_create(&self.labels()).inc();
+                        self.metrics
+                            .objects
+                            .get_or_create(&self.labels())
+                            .inc_by(chunk.len() as u64);
+                        self.open
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .entry(record.clone())
+                            .or_default()
+                            .outstanding += chunk.len();
+                        for (i, json) in &chunk {
+                            let rv = serde_json::from_str::<Entry>(json)
+                                .map(|e| e.resource_version)
+                                .unwrap_or_default();
+                            out[*i] = Some(Prepared::Recorded(Ticket {
+                                record: record.clone(),
+                                uid: items[*i].uid.clone(),
+                                resource_version: rv,
+                            }));
+                        }
+                    }
+                    Err(e) => {
+                        let paused = e.paused();
+                        if !paused {
+                            tracing::warn!(error = %e, "cannot write an archive record; the objects are not deleted now");
+                        }
+                        for (i, _) in &chunk {
+                            out[*i] = Some(Prepared::Failed {
+                                message: e.to_string(),
+                                paused,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|p| p.unwrap_or_else(|| Prepared::failed("not handled")))
+            .collect()
+    }
+
+    fn skip(&self, reason: &str) {
+        self.metrics
+            .skipped
+            .get_or_create(&SkipLabels {
+                collector: self.collector.into(),
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// Reports a recorded item's DELETE: `deleted` false (precondition failed, already gone,
+    /// error) removes its entry. When every entry of the record is reported, the record is
+    /// settled in one write (complete, false entries removed; deleted if none is left).
+    pub async fn settle(&self, ticket: &Ticket, deleted: bool) {
+        let ready = {
+            let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(o) = open.get_mut(&ticket.record) else {
+                return;
+            };
+            if !deleted {
+                o.remove.push(ticket.uid.clone());
+            }
+            o.outstanding = o.outstanding.saturating_sub(1);
+            if o.outstanding == 0 {
+                open.remove(&ticket.record)
+            } else {
+                None
+            }
+        };
+        if let Some(o) = ready
+            && let Err(e) = self.finish(&ticket.record, &o.remove).await
+        {
+            // Left pending: the next reconcile settles it from the world.
+            tracing::warn!(error = %e, "cannot settle an archive record; it stays pending until the next start settles it");
+        }
+    }
+
+    /// Marks `record` complete without the entries of `remove`; deletes it when none is left.
+    async fn finish(&self, record: &RecordRef, remove: &[String]) -> Result<(), ArchiveError> {
+        let err = |source| ArchiveError::Record {
+            namespace: record.namespace.clone(),
+            name: record.name.clone(),
+            source,
+        };
+        if !remove.is_empty() {
+            self.metrics
+                .false_entries_removed
+                .get_or_create(&self.labels())
+                .inc_by(remove.len() as u64);
+        }
+        let data: BTreeMap<String, Option<String>> =
+            remove.iter().map(|u| (Entry::key(u), None)).collect();
+        let patch = serde_json::json!({
+            "metadata": {"labels": {LABEL_STATE: COMPLETE}},
+            "data": data,
+        });
+        self.call();
+        let pp = PatchParams::default();
+        let left = if record.secret {
+            let api: Api<Secret> = Api::namespaced(self.client.clone(), &record.namespace);
+            api.patch(&record.name, &pp, &Patch::Merge(&patch))
+                .await
+                .map(|s| s.data.map(|d| d.len()).unwrap_or(0))
+        } else {
+            let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &record.namespace);
+            api.patch(&record.name, &pp, &Patch::Merge(&patch))
+                .await
+                .map(|c| c.data.map(|d| d.len()).unwrap_or(0))
+        };
+        let left = match left {
+            Ok(n) => n,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(e) => return Err(err(e)),
+        };
+        if left == 0 {
+            self.delete_record(record).await.map_err(err)?;
+        }
+        Ok(())
+    }
+
+    async fn delete_record(&self, record: &RecordRef) -> Result<(), kube::Error> {
+        self.call();
+        let dp = DeleteParams::default();
+        let r = if record.secret {
+            Api::<Secret>::namespaced(self.client.clone(), &record.namespace)
+                .delete(&record.name, &dp)
+                .await
+                .map(|_| ())
+        } else {
+            Api::<ConfigMap>::namespaced(self.client.clone(), &record.namespace)
+                .delete(&record.name, &dp)
+                .await
+                .map(|_| ())
+        };
+        match r {
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn create(
+        &self,
+        namespace: &str,
+        secret: bool,
+        tenant: Option<String>,
+        data: BTreeMap<String, String>,
+    ) -> Result<RecordRef, ArchiveError> {
+        let name = format!(
+            "sweeper-archive-{}-{}-{:04x}",
+            self.collector,
+            Timestamp::now().as_millisecond(),
+            rand_u16()
+        );
+        let mut labels = BTreeMap::from([
+            (LABEL_ARCHIVE.to_string(), "true".to_string()),
+            (LABEL_STATE.to_string(), PENDING.to_string()),
+            (LABEL_COLLECTOR.to_string(), self.collector.to_string()),
+        ]);
+        if let Some(t) = tenant {
+            labels.insert(LABEL_TENANT.into(), t);
+        }
+        let expires = Timestamp::now()
+            .checked_add(SignedDuration::try_from(self.settings.ttl).unwrap_or(SignedDuration::MAX))
+            .unwrap_or(Timestamp::MAX);
+        let metadata = ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.into()),
+            labels: Some(labels),
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_EXPIRES.to_string(),
+                expires.to_string(),
+            )])),
+            ..Default::default()
+        };
+        let err = |source| ArchiveError::Record {
+            namespace: namespace.into(),
+            name: name.clone(),
+            source,
+        };
+        self.call();
+        let pp = PostParams::default();
+        if secret {
+            let s = Secret {
+                metadata,
+                type_: Some(SECRET_TYPE.into()),
+                data: Some(
+                    data.into_iter()
+                        .map(|(k, v)| (k, ByteString(v.into_bytes())))
+                        .collect(),
+                ),
+                ..Default::default()
+            };
+            Api::<Secret>::namespaced(self.client.clone(), namespace)
+                .create(&pp, &s)
+                .await
+                .map_err(err)?;
+        } else {
+            let c = ConfigMap {
+                metadata,
+                data: Some(data),
+                ..Default::default()
+            };
+            Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                .create(&pp, &c)
+                .await
+                .map_err(err)?;
+        }
+        Ok(RecordRef {
+            namespace: namespace.into(),
+            name,
+            secret,
+        })
+    }
+
+    /// The full objects of `items` (None: not found), reading what is not given or cached.
+    async fn read(&self, items: &[Item]) -> Vec<Result<Option<Value>, String>> {
+        let mut out: Vec<Option<Result<Option<Value>, String>>> = vec![None; items.len()];
+        // (api resource key, namespace) -> indexes still to read
+        let mut groups: BTreeMap<(String, Option<String>), Vec<usize>> = BTreeMap::new();
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            for (i, item) in items.iter().enumerate() {
+                if let Some(o) = &item.object {
+                    out[i] = Some(Ok(Some(o.clone())));
+                } else if let Some(o) = item
+                    .expect_rv
+                    .as_deref()
+                    .and_then(|rv| cache.take(&item.uid, rv))
+                {
+                    out[i] = Some(Ok(Some(o)));
+                } else {
+                    let key = format!("{}/{}", item.resource.api_version, item.resource.plural);
+                    let ns = item.namespace.clone().filter(|_| item.namespaced);
+                    groups.entry((key, ns)).or_default().push(i);
+                }
+            }
+        }
+        for ((_, ns), idx) in groups {
+            let first = &items[idx[0]];
+            let api: Api<DynamicObject> = match &ns {
+                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &first.resource),
+                None => Api::all_with(self.client.clone(), &first.resource),
+            };
+            let results = self.read_group(&api, items, &idx).await;
+            for (i, r) in idx.into_iter().zip(results) {
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter().map(|o| o.unwrap_or(Ok(None))).collect()
+    }
+
+    /// Reads the `idx` items of one resource and namespace: a GET each, or a list when its pages
+    /// cost fewer calls than the GETs left.
+    async fn read_group(
+        &self,
+        api: &Api<DynamicObject>,
+        items: &[Item],
+        idx: &[usize],
+    ) -> Vec<Result<Option<Value>, String>> {
+        let mut found: HashMap<String, Value> = HashMap::new();
+        let wanted: HashMap<&str, usize> =
+            idx.iter().map(|i| (items[*i].uid.as_str(), *i)).collect();
+        if idx.len() > 1 {
+            let mut lp = ListParams::default().limit(PAGE);
+            loop {
+                self.call();
+                let page = match api.list(&lp).await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "archive list failed; reading one by one");
+                        break;
+                    }
+                };
+                let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
+                let remaining = page.metadata.remaining_item_count;
+                {
+                    let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+                    for o in page.items {
+                        let uid = o.uid().unwrap_or_default();
+                        let v = serde_json::to_value(&o).unwrap_or(Value::Null);
+                        if wanted.contains_key(uid.as_str()) {
+                            found.insert(uid, v);
+                        } else if idx.len() > 1 {
+                            let rv = o.resource_version().unwrap_or_default();
+                            cache.put(uid, rv, v);
+                        }
+                    }
+                }
+                let missing = wanted.len() - found.len();
+                let Some(token) = next else { break };
+                if missing == 0 {
+                    break;
+                }
+                // Go on only while the pages left cost no more than a GET per missing object.
+                let pages_left = remaining
+                    .map(|r| (r.max(0) as u64).div_ceil(u64::from(PAGE)))
+                    .unwrap_or(u64::MAX);
+                if pages_left > missing as u64 {
+                    break;
+                }
+                lp = lp.continue_token(&token);
+            }
+        }
+        let mut out = Vec::with_capacity(idx.len());
+        for i in idx {
+            let item = &items[*i];
+            if let Some(v) = found.remove(&item.uid) {
+                out.push(Ok(Some(v)));
+                continue;
+            }
+            self.call();
+            match api.get_opt(&item.name).await {
+                Ok(Some(o)) => out.push(Ok(Some(serde_json::to_value(&o).unwrap_or(Value::Null)))),
+                Ok(None) => out.push(Ok(None)),
+                Err(e) => out.push(Err(format!(
+                    "cannot read {} {} to archive it: {e}",
+                    item.resource.kind, item.name
+                ))),
+            }
+        }
+        out
+    }
+
+    /// Settles the records a previous process left pending (it stopped between a record and its
+    /// deletes): an entry whose object still exists is removed, one whose object is gone stays.
+    /// Run before the collector deletes anything.
+    pub async fn reconcile_pending(&self) -> Result<usize, ArchiveError> {
+        let selector = format!(
+            "{LABEL_ARCHIVE}=true,{LABEL_STATE}={PENDING},{LABEL_COLLECTOR}={}",
+            self.collector
+        );
+        let lp = ListParams::default().labels(&selector);
+        self.call();
+        let cms = Api::<ConfigMap>::all(self.client.clone())
+            .list(&lp)
+            .await
+            .map_err(ArchiveError::List)?;
+        self.call();
+        let secrets = Api::<Secret>::all(self.client.clone())
+            .list(&lp)
+            .await
+            .map_err(ArchiveError::List)?;
+        let mut records: Vec<(RecordRef, Vec<Entry>)> = Vec::new();
+        for c in cms.items {
+            let entries = c
+                .data
+                .unwrap_or_default()
+                .values()
+                .filter_map(|v| serde_json::from_str(v).ok())
+                .collect();
+            records.push((record_ref(&c.metadata, false), entries));
+        }
+        for s in secrets.items {
+            let entries = s
+                .data
+                .unwrap_or_default()
+                .values()
+                .filter_map(|v| serde_json::from_slice(&v.0).ok())
+                .collect();
+            records.push((record_ref(&s.metadata, true), entries));
+        }
+        let mut resolver = Resolver::default();
+        let n = records.len();
+        for (record, entries) in records {
+            let mut remove = Vec::new();
+            for e in &entries {
+                if resolver.exists(&self.client, e).await.unwrap_or(true) {
+                    remove.push(e.uid.clone());
+                }
+            }
+            tracing::info!(record = %format!("{}/{}", record.namespace, record.name), entries = entries.len(), removed = remove.len(), "settled an archive record a previous process left pending");
+            self.finish(&record, &remove).await?;
+        }
+        Ok(n)
+    }
+
+    /// Deletes every record whose time is up; returns how many.
+    pub async fn expire(&self) -> Result<usize, ArchiveError> {
+        let started = Instant::now();
+        let now = Timestamp::now();
+        let lp = ListParams::default().labels(&format!("{LABEL_ARCHIVE}=true"));
+        let expired = |m: &ObjectMeta| {
+            m.annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_EXPIRES))
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_some_and(|t| t <= now)
+        };
+        let mut gone = 0;
+        self.call();
+        let cms = Api::<ConfigMap>::all(self.client.clone())
+            .list_metadata(&lp)
+            .await
+            .map_err(ArchiveError::List)?;
+        self.call();
+        let secrets = Api::<Secret>::all(self.client.clone())
+            .list_metadata(&lp)
+            .await
+            .map_err(ArchiveError::List)?;
+        let doomed: Vec<RecordRef> = cms
+            .items
+            .iter()
+            .filter(|m| expired(&m.metadata))
+            .map(|m| record_ref(&m.metadata, false))
+            .chain(
+                secrets
+                    .items
+                    .iter()
+                    .filter(|m| expired(&m.metadata))
+                    .map(|m| record_ref(&m.metadata, true)),
+            )
+            .collect();
+        for r in doomed {
+            match self.delete_record(&r).await {
+                Ok(()) => gone += 1,
+                Err(e) => {
+                    tracing::warn!(record = %format!("{}/{}", r.namespace, r.name), error = %e, "cannot delete an expired archive record; retrying next pass")
+                }
+            }
+        }
+        self.metrics.expired.inc_by(gone as u64);
+        self.metrics.gc_seconds.set(started.elapsed().as_secs_f64());
+        if gone > 0 {
+            tracing::info!(
+                records = gone,
+                seconds = started.elapsed().as_secs_f64(),
+                "expired archive records deleted"
+            );
+        }
+        Ok(gone)
+    }
+
+    /// Runs [`Archiver::expire`] now and every `every` until `shutdown`.
+    pub async fn expire_loop(
+        self: std::sync::Arc<Self>,
+        every: Duration,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        loop {
+            if let Err(e) = self.expire().await {
+                tracing::warn!(error = %e, "archive expiry pass failed; retrying next pass");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+}
+
+fn record_ref(m: &ObjectMeta, secret: bool) -> RecordRef {
+    RecordRef {
+        namespace: m.namespace.clone().unwrap_or_default(),
+        name: m.name.clone().unwrap_or_default(),
+        secret,
+    }
+}
+
+/// Splits a group's entries into records of at most [`RECORD_BYTES`].
+fn chunks(entries: Vec<(usize, String)>) -> Vec<Vec<(usize, String)>> {
+    let mut out: Vec<Vec<(usize, String)>> = Vec::new();
+    let mut size = 0;
+    for e in entries {
+        if out.is_empty() || size + e.1.len() > RECORD_BYTES {
+            out.push(Vec::new());
+            size = 0;
+        }
+        size += e.1.len();
+        if let Some(last) = out.last_mut() {
+            last.push(e);
+        }
+    }
+    out
+}
+
+fn rand_u16() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    (h.finish() & 0xffff) as u16
+}
+
+/// Maps an entry's apiVersion and kind to its resource, with discovery (cached per kind).
+#[derive(Default)]
+pub struct Resolver {
+    known: HashMap<(String, String), Option<(ApiResource, bool)>>,
+}
+
+impl Resolver {
+    pub async fn resolve(
+        &mut self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Option<(ApiResource, bool)> {
+        let key = (api_version.to_string(), kind.to_string());
+        if let Some(k) = self.known.get(&key) {
+            return k.clone();
+        }
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let found = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .ok()
+            .map(|(ar, caps)| (ar, caps.scope == kube::discovery::Scope::Namespaced));
+        self.known.insert(key, found.clone());
+        found
+    }
+
+    /// Whether the entry's object exists now with its uid (Err: cannot tell).
+    pub async fn exists(&mut self, client: &Client, e: &Entry) -> Result<bool, String> {
+        let Some((ar, namespaced)) = self.resolve(client, &e.api_version, &e.kind).await else {
+            // The kind is not served any more: nothing of it exists.
+            return Ok(false);
+        };
+        let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
+            (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        match api.get_opt(&e.name).await {
+            Ok(Some(o)) => Ok(o.uid().as_deref() == Some(e.uid.as_str())),
+            Ok(None) => Ok(false),
+            Err(err) => Err(err.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_cut_by_size() {
+        let big = "x".repeat(RECORD_BYTES / 2 + 1);
+        let c = chunks(vec![
+            (0, big.clone()),
+            (1, big.clone()),
+            (2, "small".into()),
+        ]);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].len(), 1);
+        assert_eq!(c[1].iter().map(|e| e.0).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn the_cache_answers_once_and_only_for_the_same_version() {
+        let mut c = Cache::default();
+        c.put("u".into(), "5".into(), Value::Bool(true));
+        assert_eq!(c.take("u", "6"), None, "another version is a miss");
+        c.put("u".into(), "5".into(), Value::Bool(true));
+        assert_eq!(c.take("u", "5"), Some(Value::Bool(true)));
+        assert_eq!(c.take("u", "5"), None, "used once");
+    }
+}

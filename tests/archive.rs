@@ -1,0 +1,409 @@
+//! The archive and `sweeper restore` against the real kube-apiserver: what the cascade collector
+//! deletes is recorded first, can be listed and rolled forward, and is readable only by who may
+//! read the original kind.
+
+mod support;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::PropagationPolicy::{Background, Foreground};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+use support::TestScope;
+use support::objects::*;
+use support::sweeper::{Sweeper, eventually};
+use sweeper::archive::restore;
+
+const T: Duration = Duration::from_secs(30);
+const SETTLE: Duration = Duration::from_secs(4);
+
+/// Runs `sweeper <args>` as the test's admin; returns (success, stdout, stderr).
+fn cli(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sweeper"))
+        .args(args)
+        .env("KUBECONFIG", support::EnvFacts::load().get("KUBECONFIG"))
+        .output()
+        .expect("run sweeper");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A ConfigMap with `data` and owners.
+async fn cm_data(
+    c: &Client,
+    ns: &str,
+    name: &str,
+    owners: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    cm.metadata.labels = Some(BTreeMap::from([("app".into(), name.into())]));
+    cm.metadata.owner_references = (!owners.is_empty()).then_some(owners);
+    cm.data = Some(BTreeMap::from([(
+        "payload".into(),
+        format!("data of {name}"),
+    )]));
+    Api::<ConfigMap>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"))
+}
+
+async fn secret(
+    c: &Client,
+    ns: &str,
+    name: &str,
+    owners: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+) -> Secret {
+    let mut s = Secret::default();
+    s.metadata.name = Some(name.into());
+    s.metadata.owner_references = Some(owners);
+    s.string_data = Some(BTreeMap::from([("password".into(), "hunter2".into())]));
+    Api::<Secret>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap_or_else(|e| panic!("create secret {name}: {e}"))
+}
+
+fn owner_names(c: &ConfigMap) -> Vec<(String, String)> {
+    c.metadata
+        .owner_references
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.name, r.uid))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn a_foreground_tree_and_a_background_cascade_are_restored_with_their_owner_links() {
+    let mut s = TestScope::new("restore").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    let _gc = Sweeper::start(&[]).await;
+
+    // Foreground: root -> mid-a, mid-b -> leaf-a1, leaf-a2, leaf-b1, and a Secret under mid-a.
+    let root = cm_data(&c, &ns, "root", vec![]).await;
+    let mid_a = cm_data(&c, &ns, "mid-a", vec![owner_ref(&root, Some(true))]).await;
+    let mid_b = cm_data(&c, &ns, "mid-b", vec![owner_ref(&root, Some(true))]).await;
+    for (leaf, mid) in [
+        ("leaf-a1", &mid_a),
+        ("leaf-a2", &mid_a),
+        ("leaf-b1", &mid_b),
+    ] {
+        cm_data(&c, &ns, leaf, vec![owner_ref(mid, Some(true))]).await;
+    }
+    secret(&c, &ns, "creds-a", vec![owner_ref(&mid_a, Some(true))]).await;
+    // Background: bg-owner -> bg-0..2.
+    let bg_owner = cm_data(&c, &ns, "bg-owner", vec![]).await;
+    for i in 0..3 {
+        cm_data(
+            &c,
+            &ns,
+            &format!("bg-{i}"),
+            vec![owner_ref(&bg_owner, None)],
+        )
+        .await;
+    }
+
+    delete_cm(&c, &ns, "root", Foreground).await;
+    delete_cm(&c, &ns, "bg-owner", Background).await;
+    for name in [
+        "root", "mid-a", "mid-b", "leaf-a1", "leaf-b1", "bg-0", "bg-2",
+    ] {
+        assert!(cm_gone(&c, &ns, name, T).await, "{name} collected");
+    }
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), &ns);
+    assert!(
+        eventually(T, || async {
+            secrets.get_opt("creds-a").await.unwrap().is_none()
+        })
+        .await
+    );
+
+    // Every deleted object is in the archive once, the root too (sweeper released its
+    // foreground finalizer); the Secret's record is a Secret.
+    let archive = restore::load(&c, Some(&ns)).await.unwrap();
+    let names: Vec<&str> = archive.entries.iter().map(|e| e.name.as_str()).collect();
+    for n in [
+        "root", "mid-a", "mid-b", "leaf-a1", "leaf-a2", "leaf-b1", "creds-a", "bg-0", "bg-1",
+        "bg-2",
+    ] {
+        assert_eq!(
+            names.iter().filter(|x| **x == n).count(),
+            1,
+            "{n} archived once: {names:?}"
+        );
+    }
+    let secret_records = secrets
+        .list(&ListParams::default().labels("sweeper.dev/archive=true"))
+        .await
+        .unwrap();
+    assert_eq!(secret_records.items.len(), 1, "one Secret record");
+    assert_eq!(
+        secret_records.items[0].type_.as_deref(),
+        Some("sweeper.dev/archive")
+    );
+    let records: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    let pending = records
+        .list(&ListParams::default().labels("sweeper.dev/archive-state=pending"))
+        .await
+        .unwrap();
+    assert!(pending.items.is_empty(), "every record is settled");
+
+    // `archive list` shows them with why.
+    let (ok, out, err) = cli(&["archive", "list", "-n", &ns]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("owner ConfigMap bg-owner") && out.contains("mid-a"),
+        "{out}"
+    );
+
+    // The foreground tree comes back, owners first, links re-pointed to the new uids.
+    let (ok, out, err) = cli(&["restore", "--cascade-of", &root.uid().unwrap()]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("7 restored"), "{out}");
+    let new_root = cm(&c, &ns, "root").await.expect("root restored");
+    assert_ne!(new_root.uid(), root.uid(), "created anew");
+    assert_eq!(new_root.data, root.data);
+    assert!(
+        new_root.metadata.finalizers.is_none(),
+        "no foregroundDeletion"
+    );
+    for (child, parent) in [
+        ("mid-a", "root"),
+        ("mid-b", "root"),
+        ("leaf-a1", "mid-a"),
+        ("leaf-a2", "mid-a"),
+        ("leaf-b1", "mid-b"),
+    ] {
+        let obj = cm(&c, &ns, child).await.expect("restored");
+        let p = cm(&c, &ns, parent).await.unwrap();
+        assert_eq!(obj.data.unwrap()["payload"], format!("data of {child}"));
+        assert_eq!(
+            owner_names(&cm(&c, &ns, child).await.unwrap()),
+            vec![(parent.to_string(), p.uid().unwrap())],
+            "{child} points at the restored {parent}"
+        );
+    }
+    let creds = secrets.get("creds-a").await.expect("secret restored");
+    assert_eq!(
+        creds.data.unwrap()["password"].0,
+        b"hunter2".to_vec(),
+        "secret data equal"
+    );
+
+    // The background owner was deleted by its user and is not archived: recreate it, and the
+    // restored dependents point at it.
+    let new_bg_owner = cm_data(&c, &ns, "bg-owner", vec![]).await;
+    let (ok, out, err) = cli(&["restore", "--cascade-of", &bg_owner.uid().unwrap()]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("re-pointed to the existing one"), "{out}");
+    for i in 0..3 {
+        let d = cm(&c, &ns, &format!("bg-{i}")).await.expect("restored");
+        assert_eq!(
+            owner_names(&d),
+            vec![("bg-owner".to_string(), new_bg_owner.uid().unwrap())]
+        );
+    }
+
+    // Restoring again skips what exists; nothing restored is collected again.
+    let (ok, out, _) = cli(&["restore", "--cascade-of", &root.uid().unwrap()]);
+    assert!(ok && out.contains("0 restored, 7 skipped"), "{out}");
+    tokio::time::sleep(SETTLE).await;
+    for n in ["root", "mid-a", "leaf-b1", "bg-0", "bg-owner"] {
+        assert!(cm(&c, &ns, n).await.is_some(), "{n} is not collected again");
+    }
+    assert!(secrets.get_opt("creds-a").await.unwrap().is_some());
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn a_secret_record_is_readable_only_by_who_may_read_secrets_there() {
+    let mut s = TestScope::new("archrbac").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    // A user who may read ConfigMaps in the namespace, not Secrets.
+    let role: Role = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cm-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(c.clone(), &ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cm-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "archive-reader"}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(c.clone(), &ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+
+    let _gc = Sweeper::start(&[]).await;
+    let owner = cm_data(&c, &ns, "owner", vec![]).await;
+    cm_data(&c, &ns, "plain", vec![owner_ref(&owner, None)]).await;
+    secret(&c, &ns, "token", vec![owner_ref(&owner, None)]).await;
+    delete_cm(&c, &ns, "owner", Background).await;
+    assert!(cm_gone(&c, &ns, "plain", T).await);
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), &ns);
+    assert!(
+        eventually(T, || async {
+            secrets.get_opt("token").await.unwrap().is_none()
+        })
+        .await
+    );
+
+    // The admin reads both records.
+    let all = restore::load(&c, Some(&ns)).await.unwrap();
+    let mut kinds: Vec<&str> = all.entries.iter().map(|e| e.kind.as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, vec!["ConfigMap", "Secret"]);
+
+    // The restricted user (impersonated) reads the ConfigMap's record, not the Secret's.
+    let mut config = support::kube_config().await;
+    config.auth_info.impersonate = Some("archive-reader".into());
+    let restricted = Client::try_from(config).unwrap();
+    let theirs = restore::load(&restricted, Some(&ns)).await.unwrap();
+    let kinds: Vec<&str> = theirs.entries.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, vec!["ConfigMap"], "no Secret record for them");
+    assert!(
+        theirs
+            .notes
+            .iter()
+            .any(|n| n.contains("may not list Secrets")),
+        "{:?}",
+        theirs.notes
+    );
+    let record = secrets
+        .list(&ListParams::default().labels("sweeper.dev/archive=true"))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let denied = Api::<Secret>::namespaced(restricted, &ns)
+        .get(&record.name_any())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&denied, kube::Error::Api(s) if s.code == 403),
+        "{denied}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn expired_records_are_deleted_and_live_ones_kept() {
+    let mut s = TestScope::new("archttl").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    for (name, expires) in [
+        ("sweeper-archive-old", "2020-01-01T00:00:00Z"),
+        ("sweeper-archive-new", "2099-01-01T00:00:00Z"),
+    ] {
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": name,
+                "labels": {"sweeper.dev/archive": "true", "sweeper.dev/archive-state": "complete",
+                           "sweeper.dev/archive-collector": "cascade"},
+                "annotations": {"sweeper.dev/archive-expires": expires},
+            },
+            "data": {},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let gc = Sweeper::start(&[]).await;
+    assert!(
+        cm_gone(&c, &ns, "sweeper-archive-old", T).await,
+        "the expired record is deleted"
+    );
+    assert!(cm(&c, &ns, "sweeper-archive-new").await.is_some());
+    assert!(gc.metric("sweeper_archive_records_expired_total").await >= 1.0);
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn an_object_over_the_cap_is_deleted_without_a_record_and_said_so() {
+    let mut s = TestScope::new("archcap").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    let _gc = Sweeper::start(&["--archive-max-object-bytes", "2000"]).await;
+    let owner = cm_data(&c, &ns, "owner", vec![]).await;
+    let mut big = ConfigMap::default();
+    big.metadata.name = Some("big".into());
+    big.metadata.owner_references = Some(vec![owner_ref(&owner, None)]);
+    big.data = Some(BTreeMap::from([("blob".into(), "x".repeat(4000))]));
+    Api::<ConfigMap>::namespaced(c.clone(), &ns)
+        .create(&PostParams::default(), &big)
+        .await
+        .unwrap();
+    cm_data(&c, &ns, "small", vec![owner_ref(&owner, None)]).await;
+    delete_cm(&c, &ns, "owner", Background).await;
+    assert!(cm_gone(&c, &ns, "big", T).await, "still deleted");
+    assert!(cm_gone(&c, &ns, "small", T).await);
+    let names: Vec<String> = restore::load(&c, Some(&ns))
+        .await
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, vec!["small"]);
+    let said = eventually(T, || async {
+        any_event(&c, &ns, |e| {
+            e.reason.as_deref() == Some("NotArchived")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("big")
+        })
+        .await
+    })
+    .await;
+    assert!(said, "a NotArchived Event names the object");
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn archive_none_and_selector_choose_what_is_recorded() {
+    let mut s = TestScope::new("archsel").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    let gc = Sweeper::start(&["--archive", "selector=app=keep-me"]).await;
+    let owner = cm_data(&c, &ns, "owner", vec![]).await;
+    cm_data(&c, &ns, "keep-me", vec![owner_ref(&owner, None)]).await;
+    cm_data(&c, &ns, "not-me", vec![owner_ref(&owner, None)]).await;
+    delete_cm(&c, &ns, "owner", Background).await;
+    assert!(cm_gone(&c, &ns, "keep-me", T).await);
+    assert!(cm_gone(&c, &ns, "not-me", T).await);
+    let names: Vec<String> = restore::load(&c, Some(&ns))
+        .await
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, vec!["keep-me"]);
+    drop(gc);
+
+    let _gc = Sweeper::start(&["--archive", "none"]).await;
+    let owner = cm_data(&c, &ns, "owner2", vec![]).await;
+    cm_data(&c, &ns, "dep2", vec![owner_ref(&owner, None)]).await;
+    delete_cm(&c, &ns, "owner2", Background).await;
+    assert!(cm_gone(&c, &ns, "dep2", T).await);
+    let archive = restore::load(&c, Some(&ns)).await.unwrap();
+    assert!(
+        archive.entries.iter().all(|e| e.name != "dep2"),
+        "--archive=none records nothing"
+    );
+}
