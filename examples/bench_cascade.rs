@@ -4,7 +4,12 @@
 //!
 //! Environment: the test environment (`make env-up`), `SWEEPER_BIN` (a release `sweeper`),
 //! `SWEEPER_K8S_BIN` (where kube-controller-manager is). `BENCH_SCALE` (default 1.0) shrinks the
-//! workloads for a quick run.
+//! workloads for a quick run; `BENCH_ONLY=archive` runs only the archive part.
+//!
+//! The comparison with kube-controller-manager runs sweeper with `--archive=none` (what the
+//! collector itself costs, comparable with earlier runs); the archive part then measures the same
+//! 1,000-dependent background cascade with archiving off, on (the default), and under
+//! kube-controller-manager, and how fast expired records are removed.
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -58,6 +63,10 @@ fn env(k: &str) -> String {
 }
 
 fn start(gc: Gc, limit: Limit) -> Running {
+    start_with(gc, limit, &["--archive", "none"])
+}
+
+fn start_with(gc: Gc, limit: Limit, extra: &[&str]) -> Running {
     let kubeconfig = env("KUBECONFIG");
     let log = std::fs::File::create(format!(
         "{}/bench-{gc:?}-{}.log",
@@ -86,6 +95,7 @@ fn start(gc: Gc, limit: Limit) -> Running {
                     "--kube-api-burst",
                     &limit.burst.max(1).to_string(),
                 ])
+                .args(extra)
                 .env("KUBECONFIG", &kubeconfig)
                 .env("RUST_LOG", "warn")
                 .stdout(Stdio::null())
@@ -225,7 +235,8 @@ async fn configmap_calls(client: &Client) -> f64 {
             l.starts_with("apiserver_request_total{") && l.contains("resource=\"configmaps\"")
         })
         .filter(|l| {
-            ["DELETE", "GET", "PATCH", "PUT", "POST"]
+            // LIST too: the archive reads dependents by list.
+            ["DELETE", "GET", "LIST", "PATCH", "PUT", "POST"]
                 .iter()
                 .any(|v| l.contains(&format!("verb=\"{v}\"")))
         })
@@ -361,6 +372,106 @@ async fn run_workloads(
     (figures, running)
 }
 
+/// One background cascade of `n` dependents under `running`: objects/s and API calls on
+/// configmaps (deletes, and with the archive its reads and record writes) per dependent.
+async fn background_cascade(client: &Client, ns: &str, n: usize) -> (f64, f64) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let owner = create(&api, "ar-owner".into(), "ar-owner", None).await;
+    create_many(&api, "ar", n, "ar", Some(oref(&owner, false))).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = configmap_calls(client).await;
+    let t = time_deletions(client, ns, "ar", n, async {
+        api.delete("ar-owner", &DeleteParams::default())
+            .await
+            .unwrap();
+    })
+    .await;
+    // Settles land just after the last delete: let them in before counting.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let calls = configmap_calls(client).await - before - 1.0;
+    (n as f64 / t.as_secs_f64(), calls / n as f64)
+}
+
+/// The archive's cost and its expiry, at qps 20: BENCH cascade.archive.* lines.
+async fn archive_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
+    let limit = LIMITS[0];
+    let n = ((1000.0 * scale) as usize).max(10);
+    let mut figures = Vec::new();
+    for (label, gc, args) in [
+        ("plain", Gc::Sweeper, &["--archive", "none"][..]),
+        ("archive", Gc::Sweeper, &["--archive", "all"][..]),
+        ("kcm", Gc::Kcm, &[][..]),
+    ] {
+        let ns = format!("bench-ar-{label}-{run_id}");
+        namespace(client, &ns).await;
+        let running = start_with(gc, limit, args);
+        probe(client, &ns).await;
+        let (rate, calls) = background_cascade(client, &ns, n).await;
+        eprintln!("{label} qps20: {n} dependents at {rate:.2}/s, {calls:.3} calls per dependent");
+        figures.push((rate, calls));
+        drop(running);
+        drop_namespace(client, &ns).await;
+    }
+    let [
+        (plain, plain_calls),
+        (archive, archive_calls),
+        (kcm, kcm_calls),
+    ] = figures[..]
+    else {
+        unreachable!()
+    };
+
+    // Expiry: records past their time, removed by a fresh sweeper's first expiry pass.
+    let records = ((500.0 * scale) as usize).max(10);
+    let ns = format!("bench-ar-gc-{run_id}");
+    namespace(client, &ns).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let payload = "x".repeat(20_000);
+    futures::stream::iter(0..records)
+        .map(|i| {
+            let api = api.clone();
+            let payload = payload.clone();
+            async move {
+                let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+                    "metadata": {
+                        "name": format!("sweeper-archive-bench-{i}"),
+                        "labels": {"sweeper.dev/archive": "true", "sweeper.dev/archive-state": "complete",
+                                   "sweeper.dev/archive-collector": "cascade", "bench": "ar-gc"},
+                        "annotations": {"sweeper.dev/archive-expires": "2020-01-01T00:00:00Z"},
+                    },
+                    "data": {"entry.json": payload},
+                }))
+                .unwrap();
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let expirer = std::sync::Mutex::new(None);
+    let gc_time = time_deletions(client, &ns, "ar-gc", records, async {
+        *expirer.lock().unwrap() = Some(start_with(Gc::Sweeper, limit, &["--archive", "all"]));
+    })
+    .await;
+    drop(expirer);
+    drop_namespace(client, &ns).await;
+    vec![
+        format!(
+            "BENCH cascade.archive.qps20 sweeper_archive={archive:.2} sweeper={plain:.2} kcm={kcm:.2} ratio={:.2} unit=objects/s",
+            archive / plain
+        ),
+        format!(
+            "BENCH cascade.archive.calls_per_dependent sweeper_archive={archive_calls:.2} sweeper={plain_calls:.2} kcm={kcm_calls:.2} ratio={:.2} unit=calls",
+            archive_calls / kcm_calls
+        ),
+        format!(
+            "BENCH cascade.archive.expiry records={records} seconds={:.2} rate={:.1} unit=records/s",
+            gc_time.as_secs_f64(),
+            records as f64 / gc_time.as_secs_f64()
+        ),
+    ]
+}
+
 #[tokio::main]
 async fn main() {
     sweeper::install_crypto_provider();
@@ -372,6 +483,11 @@ async fn main() {
         .await
         .expect("kube client (KUBECONFIG)");
     let run_id = std::process::id();
+    let archive_lines = archive_part(&client, scale, run_id).await;
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("archive") {
+        archive_lines.iter().for_each(|l| println!("{l}"));
+        return;
+    }
     let mut results: BTreeMap<(&str, &str), (Figures, Figures)> = BTreeMap::new();
     for limit in LIMITS {
         let (s, r1) = run_workloads(
@@ -480,4 +596,5 @@ async fn main() {
         avg(&k_calls),
         "calls",
     );
+    archive_lines.iter().for_each(|l| println!("{l}"));
 }

@@ -133,6 +133,8 @@ async fn teardown(c: &Client, id: &str, strategy: Strategy, index: &NameIndex) -
         scan_kinds: vec![],
         dry_run: false,
         delete_concurrency,
+        // Both strategies would pay the same archive cost; this compares finding objects.
+        archive: None,
     };
     let metrics = TenantMetrics::default();
     let t0 = Instant::now();

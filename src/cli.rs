@@ -624,6 +624,54 @@ mod tests {
     }
 
     #[test]
+    fn restore_takes_one_of_its_three_forms() {
+        use crate::archive::restore::Selection;
+        let sel = |args: &[&str]| {
+            let mut argv = vec!["sweeper", "restore"];
+            argv.extend_from_slice(args);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::Restore(r)) => r.selection(),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        assert!(matches!(
+            sel(&["apps/v1/Deployment", "shop", "web"]),
+            Ok(Selection::Object { namespace: Some(ns), name, .. }) if ns == "shop" && name == "web"
+        ));
+        assert!(matches!(
+            sel(&["v1/Namespace", "team-a"]),
+            Ok(Selection::Object {
+                namespace: None,
+                ..
+            })
+        ));
+        assert!(matches!(sel(&["--cascade-of", "u1"]), Ok(Selection::CascadeOf(u)) if u == "u1"));
+        assert!(matches!(sel(&["--tenant", "abc123"]), Ok(Selection::Tenant(t)) if t == "abc123"));
+        assert!(sel(&[]).is_err(), "nothing named");
+        assert!(sel(&["--cascade-of", "u1", "--tenant", "t"]).is_err());
+        assert!(sel(&["v1/ConfigMap"]).is_err(), "a kind without a name");
+    }
+
+    #[test]
+    fn archive_flags_parse_and_validate() {
+        let a = run_args(&["--archive", "selector=app=web", "--archive-ttl", "24h"]);
+        assert!(matches!(a.archive, crate::archive::Mode::Selector(_)));
+        assert_eq!(a.validate(), Ok(()));
+        assert_eq!(run_args(&[]).archive, crate::archive::Mode::All);
+        let err = Cli::try_parse_from(["sweeper", "run", "--archive", "some"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--archive"), "{err}");
+        let short = run_args(&["--archive-ttl", "30s"]).validate().unwrap_err();
+        assert!(short.to_string().contains("--archive-ttl"));
+        let big = run_args(&["--archive-max-object-bytes", "2000000"])
+            .validate()
+            .unwrap_err();
+        assert!(big.to_string().contains("--archive-max-object-bytes"));
+    }
+
+    #[test]
     fn run_defaults() {
         let cli = Cli::try_parse_from(["sweeper", "run"]).unwrap();
         let Command::Run(args) = cli.command else {

@@ -307,8 +307,15 @@ async fn build_collectors(
             scan_kinds: args.tenant_scan_kinds.clone(),
             dry_run: args.tenant_dry_run,
             delete_concurrency: args.tenant_delete_concurrency as usize,
+            archive: None,
         };
         let (client, fence) = conn.for_collector("tenant");
+        let archive = archiver(&client, "tenant");
+        expiry = expiry.or_else(|| archive.clone());
+        let settings = crate::tenant::teardown::TeardownSettings {
+            archive,
+            ..settings
+        };
         out.push(Box::new(crate::tenant::controller::TenantCollector::new(
             client,
             settings,
@@ -335,7 +342,8 @@ async fn build_collectors(
             invalid_objects,
         )
         .with_selector(args.external_gc_selector.clone())
-        .with_ebs_snapshot(args.external_ebs_snapshot);
+        .with_ebs_snapshot(args.external_ebs_snapshot)
+        .with_audit_ttl(args.archive_ttl);
         out.push(Box::new(
             crate::external::controller::ExternalCollector::new(ctx, teardowns.clone(), fence),
         ));

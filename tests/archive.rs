@@ -152,11 +152,19 @@ async fn a_foreground_tree_and_a_background_cascade_are_restored_with_their_owne
         Some("sweeper.dev/archive")
     );
     let records: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
-    let pending = records
-        .list(&ListParams::default().labels("sweeper.dev/archive-state=pending"))
-        .await
-        .unwrap();
-    assert!(pending.items.is_empty(), "every record is settled");
+    let settled = eventually(T, || async {
+        records
+            .list(&ListParams::default().labels("sweeper.dev/archive-state=pending"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    })
+    .await;
+    assert!(
+        settled,
+        "every record is settled once its deletes are answered"
+    );
 
     // `archive list` shows them with why.
     let (ok, out, err) = cli(&["archive", "list", "-n", &ns]);
@@ -406,4 +414,91 @@ async fn archive_none_and_selector_choose_what_is_recorded() {
         archive.entries.iter().all(|e| e.name != "dep2"),
         "--archive=none records nothing"
     );
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn a_tenant_teardown_is_restored_with_its_cluster_roles_crds_and_custom_resources() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::DynamicObject;
+    use support::tenant::*;
+    use sweeper::api::tenant::Tenant;
+    let scope = TestScope::new("archtenant").await;
+    let c = scope.client.clone();
+    install_sweeper_crds(&c).await;
+    let (a, b) = ids();
+    cluster_role(&c, &format!("{a}-reader"), Some(&a)).await;
+    cluster_role(&c, &format!("{b}-reader"), Some(&b)).await;
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(format!("{a}-ns1"));
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let ar = schemaless_crd(&c, &format!("{a}-shop.example.com"), "Gadget", "Cluster", T).await;
+    let gadgets: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
+    let mut g1 = DynamicObject::new("g1", &ar);
+    g1.data = serde_json::json!({"spec": {"size": 3}});
+    assert!(
+        eventually(T, || async {
+            gadgets.create(&PostParams::default(), &g1).await.is_ok()
+        })
+        .await
+    );
+
+    let _gc = Sweeper::start(&["--feature-gates", "CascadeGC=false,TenantGC=true"]).await;
+    tenant(&c, &a).await;
+    assert!(eventually(T, || has_finalizer(&c, &a)).await);
+    delete_tenant(&c, &a).await;
+    let released = eventually(Duration::from_secs(60), || async {
+        !exists(&Api::<Tenant>::all(c.clone()), &a).await
+    })
+    .await;
+    assert!(released, "tenant torn down");
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    let roles: Api<ClusterRole> = Api::all(c.clone());
+    let crd_name = format!("gadgets.{a}-shop.example.com");
+    assert!(!exists(&crds, &crd_name).await);
+    assert!(!exists(&roles, &format!("{a}-reader")).await);
+
+    let (ok, out, err) = cli(&["restore", "--tenant", &a, "--dry-run"]);
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("would create CustomResourceDefinition"),
+        "{out}"
+    );
+    assert!(!exists(&crds, &crd_name).await, "a dry run creates nothing");
+
+    let (ok, out, err) = cli(&["restore", "--tenant", &a]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("4 restored"), "{out}");
+    assert!(exists(&crds, &crd_name).await, "CRD back");
+    let role = roles
+        .get(&format!("{a}-reader"))
+        .await
+        .expect("ClusterRole back");
+    assert_eq!(
+        role.metadata.labels.unwrap().get("kubezoo.io/tenant"),
+        Some(&a),
+        "with its labels"
+    );
+    assert!(exists(&Api::<Namespace>::all(c.clone()), &format!("{a}-ns1")).await);
+    let restored = gadgets.get("g1").await.expect("custom resource back");
+    assert_eq!(restored.data["spec"]["size"], 3, "with its spec");
+    // The other tenant's objects were never in it.
+    assert!(!out.contains(&format!("{b}-reader")), "{out}");
+
+    // Clean up what was restored (no tenant owns it any more).
+    let _ = crds.delete(&crd_name, &Default::default()).await;
+    let _ = roles
+        .delete(&format!("{a}-reader"), &Default::default())
+        .await;
+    let _ = roles
+        .delete(&format!("{b}-reader"), &Default::default())
+        .await;
+    let _ = Api::<Namespace>::all(c.clone())
+        .delete(&format!("{a}-ns1"), &Default::default())
+        .await;
 }

@@ -214,6 +214,27 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
         sg_exists(&aws, &other_sg).await,
         "another cluster's resource (shared name prefix) survives"
     );
+
+    // The audit trail: a record of every AWS resource deleted, in the cluster's namespace.
+    let records = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c.clone(), &ns)
+        .list(&kube::api::ListParams::default().labels("sweeper.dev/archive-collector=external"))
+        .await
+        .unwrap();
+    let audited: Vec<String> = records
+        .items
+        .iter()
+        .flat_map(|r| r.data.clone().unwrap_or_default().into_values())
+        .collect();
+    for id in [&owned_lb, &owned_sg] {
+        assert!(
+            audited.iter().any(|e| e.contains(id.as_str())),
+            "{id} is in the audit trail: {audited:?}"
+        );
+    }
+    assert!(
+        !audited.iter().any(|e| e.contains(shared_sg.as_str())),
+        "only what was deleted is recorded"
+    );
 }
 
 #[tokio::test]

@@ -407,6 +407,7 @@ async fn the_last_check_lists_only_what_the_index_cannot_vouch_for_and_misses_no
         scan_kinds: vec![],
         dry_run: false,
         delete_concurrency: 4,
+        archive: None,
     };
     let metrics = TenantMetrics::default();
     let report = pass(&c, &id, &resources, &settings, &metrics, &index, None).await;

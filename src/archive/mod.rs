@@ -21,6 +21,7 @@
 //!   labelled [`LABEL_ARCHIVE`]; `sweeper archive list` and `sweeper restore` read them as the
 //!   caller, and expired ones are deleted by [`store::Archiver::expire`].
 
+pub mod audit;
 pub mod batch;
 pub mod restore;
 pub mod store;

@@ -261,6 +261,11 @@ pub async fn restore(
         let label = e.label();
         let Some((ar, namespaced)) = resolve_waiting(client, &mut resolver, e, dry_run).await
         else {
+            if dry_run && let Some(crd) = crd_in_plan(entries, e) {
+                out(format!("would create {label} (once CRD {crd} is restored)"));
+                summary.restored += 1;
+                continue;
+            }
             out(format!(
                 "failed    {label}: kind {} {} is not served",
                 e.api_version, e.kind
@@ -329,6 +334,19 @@ pub async fn restore(
         summary.failed
     ));
     summary
+}
+
+/// The CRD among `entries` that serves `e`'s kind (matched on the archived CRD's group and kind).
+fn crd_in_plan(entries: &[Entry], e: &Entry) -> Option<String> {
+    let group = e.api_version.rsplit_once('/')?.0;
+    entries
+        .iter()
+        .filter(|c| c.kind == "CustomResourceDefinition")
+        .find(|c| {
+            c.object["spec"]["group"] == group
+                && c.object["spec"]["names"]["kind"] == e.kind.as_str()
+        })
+        .map(|c| c.name.clone())
 }
 
 fn suffix(notes: &[String]) -> String {

@@ -179,7 +179,9 @@ struct Cache {
 }
 
 const CACHE_TTL: Duration = Duration::from_secs(30);
-const CACHE_CAP: usize = 20_000;
+/// A few MiB at typical object sizes: enough for the next batches of a large cascade, bounded
+/// so the archive never holds a namespace's worth of objects.
+const CACHE_CAP: usize = 4_000;
 
 impl Cache {
     fn take(&mut self, uid: &str, rv: &str) -> Option<Value> {
@@ -219,6 +221,17 @@ pub struct Archiver {
     events: Publisher,
     cache: Mutex<Cache>,
     open: Mutex<HashMap<RecordRef, Open>>,
+    /// Settles that failed (e.g. refused while paused), retried before the next batch.
+    unsettled: Mutex<Vec<(RecordRef, Vec<String>)>>,
+}
+
+impl std::fmt::Debug for Archiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Archiver")
+            .field("collector", &self.collector)
+            .field("settings", &self.settings)
+            .finish()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -260,6 +273,7 @@ impl Archiver {
             metrics,
             cache: Mutex::new(Cache::default()),
             open: Mutex::new(HashMap::new()),
+            unsettled: Mutex::new(Vec::new()),
         }
     }
 
@@ -279,6 +293,7 @@ impl Archiver {
         if !self.settings.mode.is_on() {
             return items.iter().map(|_| Prepared::Unrecorded).collect();
         }
+        self.retry_unsettled().await;
         let objects = self.read(&items).await;
         let mut out: Vec<Option<Prepared>> = vec![None; items.len()];
         // (namespace, secret) -> [(item index, entry json)]
@@ -433,8 +448,26 @@ impl Archiver {
         if let Some(o) = ready
             && let Err(e) = self.finish(&ticket.record, &o.remove).await
         {
-            // Left pending: the next reconcile settles it from the world.
-            tracing::warn!(error = %e, "cannot settle an archive record; it stays pending until the next start settles it");
+            // Retried before the next batch; failing that, the next start settles it.
+            if !e.paused() {
+                tracing::warn!(error = %e, "cannot settle an archive record; retrying before the next batch");
+            }
+            self.unsettled
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((ticket.record.clone(), o.remove));
+        }
+    }
+
+    async fn retry_unsettled(&self) {
+        let todo = std::mem::take(&mut *self.unsettled.lock().unwrap_or_else(|p| p.into_inner()));
+        for (record, remove) in todo {
+            if self.finish(&record, &remove).await.is_err() {
+                self.unsettled
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((record, remove));
+            }
         }
     }
 

@@ -105,6 +105,8 @@ impl GcKind for AWSManagedControlPlane {
 
 /// What both kinds' teardowns share: clients, metrics, the Event publisher.
 pub struct ExternalCtx {
+    /// How long the AWS audit records live (`--archive-ttl`).
+    pub audit_ttl: Duration,
     pub client: Client,
     pub aws: AwsClients,
     pub metrics: ExternalMetrics,
@@ -136,7 +138,14 @@ impl ExternalCtx {
             selector: LabelFilter::default(),
             ebs_snapshot: true,
             invalid_objects,
+            audit_ttl: Duration::from_secs(72 * 3600),
         }
+    }
+
+    /// How long the AWS audit records are kept (`--archive-ttl`).
+    pub fn with_audit_ttl(mut self, ttl: Duration) -> Self {
+        self.audit_ttl = ttl;
+        self
     }
 
     pub fn with_ebs_snapshot(mut self, on: bool) -> Self {
@@ -396,6 +405,27 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         };
         let report = teardown_pass(&self.ctx.aws, &req).await;
         let tally = Tally::of(&report, &self.ctx.metrics);
+        // The audit trail: what this pass deleted in AWS, in the cluster object's namespace.
+        let deleted: Vec<_> = report
+            .phases
+            .iter()
+            .flat_map(|p| p.audit.iter().map(move |(r, detail)| (p.phase, r, detail)))
+            .collect();
+        if !deleted.is_empty() {
+            let namespace = o.namespace().unwrap_or_default();
+            if let Err(e) = crate::archive::audit::write(
+                &self.ctx.client,
+                &namespace,
+                &cluster_name,
+                &o.object_ref(&()),
+                &deleted,
+                self.ctx.audit_ttl,
+            )
+            .await
+            {
+                tracing::warn!(error = %e, "cannot write the AWS audit record; the deletes happened and are logged");
+            }
+        }
         // What a delete left to know (the snapshot a volume was kept in): once, as it happens.
         for note in report.phases.iter().flat_map(|p| &p.notes) {
             self.ctx

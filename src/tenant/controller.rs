@@ -130,6 +130,16 @@ async fn run(
             shutdown.clone(),
         ))
     });
+    // Records a previous process left pending are settled before anything is deleted.
+    if let Some(archive) = &ctx.settings.archive {
+        match archive.reconcile_pending().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(records = n, "settled pending archive records"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot settle pending archive records; they stay pending")
+            }
+        }
+    }
     let api: Api<Guarded<Tenant>> = Api::all(ctx.client.clone());
     driver.run(api, state, COMPONENT, shutdown).await;
     if let Some(task) = index {

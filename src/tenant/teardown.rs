@@ -24,6 +24,9 @@ pub struct TeardownSettings {
     pub dry_run: bool,
     /// Deletes in flight at once within a teardown stage.
     pub delete_concurrency: usize,
+    /// The archive (None with `--archive=none`): what a teardown deletes is recorded first, in
+    /// sweeper's namespace, labelled with the tenant id.
+    pub archive: Option<std::sync::Arc<crate::archive::store::Archiver>>,
 }
 
 #[derive(Debug, thiserror::Error, Clone)]
@@ -36,6 +39,12 @@ pub enum TeardownError {
     },
     #[error(transparent)]
     Inventory(#[from] inventory::InventoryError),
+    #[error("not deleting {kind} {name} yet: {message}")]
+    Archive {
+        kind: String,
+        name: String,
+        message: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -157,12 +166,23 @@ async fn delete_found(
                 todo.push(f.clone());
             }
         }
+        // Archive first; what cannot be archived now is not deleted now.
+        let todo = match &settings.archive {
+            Some(archive) => archive_stage(client, archive, id, todo, report).await,
+            None => todo.into_iter().map(|f| (f, Vec::new())).collect(),
+        };
         // Owned items and client: the futures must not borrow (they run inside the controller).
         let results: Vec<(Found, Result<bool, TeardownError>)> = futures::stream::iter(todo)
-            .map(|f| {
+            .map(|(f, tickets)| {
                 let client = client.clone();
+                let archive = settings.archive.clone();
                 async move {
                     let r = delete(&client, &f).await;
+                    if let Some(archive) = archive {
+                        for t in &tickets {
+                            archive.settle(t, r.is_ok()).await;
+                        }
+                    }
                     (f, r)
                 }
             })
@@ -192,6 +212,167 @@ async fn delete_found(
         && inv.errors.is_empty()
         && !settings.dry_run
         && (inv.is_empty() || (report.gone.len() - gone_before) as u64 == found)
+}
+
+/// Archives a stage's objects (and, for a CRD, every custom resource it holds, which the API
+/// server deletes with it) before they are deleted. Returns what to delete, each with the tickets
+/// its DELETE settles; what could not be archived is reported and left for the next pass.
+async fn archive_stage(
+    client: &Client,
+    archive: &crate::archive::store::Archiver,
+    id: &TenantId,
+    todo: Vec<Found>,
+    report: &mut PassReport,
+) -> Vec<(Found, Vec<crate::archive::store::Ticket>)> {
+    use crate::archive::Reason;
+    use crate::archive::store::{Item, Prepared, Ticket};
+    let reason = |with_crd: Option<String>| Reason {
+        tenant: Some(id.to_string()),
+        with_crd,
+        ..Default::default()
+    };
+    // A CRD whose custom resources cannot be read is not deleted this pass.
+    let mut ready: Vec<(Found, Vec<Item>)> = Vec::new();
+    for f in todo {
+        let mut crs = Vec::new();
+        if f.resource.kind == "CustomResourceDefinition" {
+            match custom_resources(client, &f.name).await {
+                Ok(found) => {
+                    for (resource, namespaced, object) in found {
+                        crs.push(Item {
+                            resource,
+                            namespaced,
+                            namespace: object["metadata"]["namespace"].as_str().map(String::from),
+                            name: object["metadata"]["name"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .into(),
+                            uid: object["metadata"]["uid"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .into(),
+                            expect_rv: None,
+                            reason: reason(Some(f.name.clone())),
+                            object: Some(object),
+                            in_sweeper_namespace: true,
+                        });
+                    }
+                }
+                Err(message) => {
+                    report.errors.push(TeardownError::Archive {
+                        kind: f.kind_key(),
+                        name: f.name.clone(),
+                        message,
+                    });
+                    continue;
+                }
+            }
+        }
+        ready.push((f, crs));
+    }
+    // items: each object, then its custom resources; `of[k]` is the object item k belongs to.
+    let mut items = Vec::new();
+    let mut of = Vec::new();
+    for (i, (f, crs)) in ready.iter().enumerate() {
+        items.push(Item {
+            resource: f.resource.clone(),
+            namespaced: false,
+            namespace: None,
+            name: f.name.clone(),
+            uid: f.uid.clone(),
+            expect_rv: None,
+            reason: reason(None),
+            object: None,
+            in_sweeper_namespace: true,
+        });
+        of.push((i, true));
+        for cr in crs {
+            items.push(cr.clone());
+            of.push((i, false));
+        }
+    }
+    let prepared = archive.record(items).await;
+    let mut tickets: Vec<Vec<Ticket>> = vec![Vec::new(); ready.len()];
+    let mut go = vec![true; ready.len()];
+    for (p, (i, is_object)) in prepared.into_iter().zip(of) {
+        match p {
+            Prepared::Recorded(t) => tickets[i].push(t),
+            Prepared::Unrecorded => {}
+            // The object is gone or replaced: the next pass judges it again.
+            Prepared::Changed if is_object => go[i] = false,
+            // A custom resource gone meanwhile has nothing to keep.
+            Prepared::Changed => {}
+            Prepared::Failed { message, .. } => {
+                go[i] = false;
+                report.errors.push(TeardownError::Archive {
+                    kind: ready[i].0.kind_key(),
+                    name: ready[i].0.name.clone(),
+                    message,
+                });
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for ((f, _), (t, go)) in ready.into_iter().zip(tickets.into_iter().zip(go)) {
+        if go {
+            out.push((f, t));
+        } else {
+            // Recorded but not deleted: settled as such, so no false entry stays.
+            for ticket in &t {
+                archive.settle(ticket, false).await;
+            }
+        }
+    }
+    out
+}
+
+/// Every custom resource a CRD holds, as full objects with their resource and scope.
+async fn custom_resources(
+    client: &Client,
+    crd: &str,
+) -> Result<Vec<(kube::api::ApiResource, bool, serde_json::Value)>, String> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let Some(c) = Api::<CustomResourceDefinition>::all(client.clone())
+        .get_opt(crd)
+        .await
+        .map_err(|e| format!("cannot read CRD {crd} to archive its custom resources: {e}"))?
+    else {
+        return Ok(Vec::new());
+    };
+    let spec = &c.spec;
+    let Some(version) = spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .or_else(|| spec.versions.iter().find(|v| v.served))
+    else {
+        return Ok(Vec::new());
+    };
+    let gvk = kube::api::GroupVersionKind::gvk(&spec.group, &version.name, &spec.names.kind);
+    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, &spec.names.plural);
+    let namespaced = spec.scope == "Namespaced";
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let mut out = Vec::new();
+    let mut lp = kube::api::ListParams::default().limit(500);
+    loop {
+        let page = match api.list(&lp).await {
+            Ok(p) => p,
+            // Not served (yet / any more): it holds nothing to archive.
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(out),
+            Err(e) => return Err(format!("cannot list the custom resources of {crd}: {e}")),
+        };
+        for o in page.items {
+            out.push((
+                resource.clone(),
+                namespaced,
+                serde_json::to_value(&o).unwrap_or_default(),
+            ));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
 }
 
 /// Deletes `f`; `Ok(true)` when the object is gone now, `Ok(false)` when finalizers hold it.

@@ -111,6 +111,9 @@ pub struct PhaseReport {
     pub blockers: Vec<(ResourceRef, String)>,
     /// What deletes left the user to know about (e.g. the snapshot a volume was kept in).
     pub notes: Vec<String>,
+    /// Every resource deleted, with what discovery knew of it (its describe facts or tags, as
+    /// the cleaner recorded them): the audit trail the service writes.
+    pub audit: Vec<(ResourceRef, String)>,
 }
 
 impl PhaseReport {
@@ -144,5 +147,6 @@ impl PhaseReport {
         self.planned.extend(other.planned);
         self.blockers.extend(other.blockers);
         self.notes.extend(other.notes);
+        self.audit.extend(other.audit);
     }
 }

@@ -116,10 +116,16 @@ async fn run_cleaner<C: Cleaner>(
         .await;
     for (t, res) in results {
         match res {
-            Ok(Outcome::Deleted) => report.deleted.push(rref(&t.id)),
+            Ok(Outcome::Deleted) => {
+                report.deleted.push(rref(&t.id));
+                report.audit.push((rref(&t.id), format!("{:?}", t.detail)));
+            }
             Ok(Outcome::DeletedWith(note)) => {
                 tracing::info!(arn = %t.id, %note, "deleted");
                 report.deleted.push(rref(&t.id));
+                report
+                    .audit
+                    .push((rref(&t.id), format!("{:?}; {note}", t.detail)));
                 report.notes.push(note);
             }
             // Not deleted by this pass, so not reported: a discovery that keeps listing a gone
