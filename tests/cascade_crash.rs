@@ -66,7 +66,10 @@ async fn killed_mid_cascade_then_restarted_collects_everything_and_nothing_else(
     configmap(&c, &ns, "independent", vec![]).await;
 
     // A slow collector (10 deletes/s) so it is surely mid-way when killed.
-    let mut gc = Sweeper::start(&["--kube-api-qps", "10", "--kube-api-burst", "10"]).await;
+    // At 10 requests/s the first lists share the limit with discovery (every 2 s in tests): on a
+    // loaded machine readiness takes longer than the usual 60 s wait.
+    let mut gc = Sweeper::spawn(&["--kube-api-qps", "10", "--kube-api-burst", "10"]);
+    gc.wait_ready(Duration::from_secs(180)).await;
     delete_cm(&c, &ns, "owner", Background).await;
     let started = eventually(Duration::from_secs(60), || async {
         count(&c, &ns, "set=doomed").await < 1990
