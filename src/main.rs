@@ -56,16 +56,7 @@ async fn main() -> ExitCode {
                 }
             }
         }
-        Command::Gc(cmd) => match gc(cmd).await {
-            Ok(msg) => {
-                println!("{msg}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::Gc(cmd) => report(gc(cmd).await),
         Command::Restore(args) => report(restore(args).await),
         Command::Archive(sweeper::cli::ArchiveCommand::List { namespace, since }) => {
             report(archive_list(namespace, since).await)

@@ -71,6 +71,13 @@ async fn secret(
         .unwrap_or_else(|e| panic!("create secret {name}: {e}"))
 }
 
+async fn secret_gone(secrets: &Api<Secret>, name: &str) -> bool {
+    eventually(T, || async {
+        secrets.get_opt(name).await.unwrap().is_none()
+    })
+    .await
+}
+
 fn owner_names(c: &ConfigMap) -> Vec<(String, String)> {
     c.metadata
         .owner_references
@@ -121,12 +128,7 @@ async fn a_foreground_tree_and_a_background_cascade_are_restored_with_their_owne
         assert!(cm_gone(&c, &ns, name, T).await, "{name} collected");
     }
     let secrets: Api<Secret> = Api::namespaced(c.clone(), &ns);
-    assert!(
-        eventually(T, || async {
-            secrets.get_opt("creds-a").await.unwrap().is_none()
-        })
-        .await
-    );
+    assert!(secret_gone(&secrets, "creds-a").await);
 
     // Every deleted object is in the archive once, the root too (sweeper released its
     // foreground finalizer); the Secret's record is a Secret.
@@ -266,12 +268,7 @@ async fn a_secret_record_is_readable_only_by_who_may_read_secrets_there() {
     delete_cm(&c, &ns, "owner", Background).await;
     assert!(cm_gone(&c, &ns, "plain", T).await);
     let secrets: Api<Secret> = Api::namespaced(c.clone(), &ns);
-    assert!(
-        eventually(T, || async {
-            secrets.get_opt("token").await.unwrap().is_none()
-        })
-        .await
-    );
+    assert!(secret_gone(&secrets, "token").await);
 
     // The admin reads both records.
     let all = restore::load(&c, Some(&ns)).await.unwrap();

@@ -208,6 +208,25 @@ impl Entry {
     }
 }
 
+/// The entries a ConfigMap record holds (entries that do not parse are skipped: a record is
+/// data, and one bad entry must not hide the others).
+pub fn entries_in_configmap(c: &k8s_openapi::api::core::v1::ConfigMap) -> Vec<Entry> {
+    c.data
+        .iter()
+        .flat_map(|d| d.values())
+        .filter_map(|v| serde_json::from_str(v).ok())
+        .collect()
+}
+
+/// The entries a Secret record holds.
+pub fn entries_in_secret(s: &k8s_openapi::api::core::v1::Secret) -> Vec<Entry> {
+    s.data
+        .iter()
+        .flat_map(|d| d.values())
+        .filter_map(|v| serde_json::from_slice(&v.0).ok())
+        .collect()
+}
+
 /// Metadata the API server sets, which a create would refuse or ignore.
 const SERVER_SET: &[&str] = &[
     "uid",

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// What the records held that the caller may read, newest entry per uid, and what could not be
@@ -42,11 +42,11 @@ pub async fn load(client: &Client, namespace: Option<&str>) -> Result<Archive, S
         Ok(list) => {
             for c in list.items {
                 let at = format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any());
-                for v in c.data.unwrap_or_default().values() {
-                    if let Ok(e) = serde_json::from_str::<Entry>(v) {
-                        all.push((e, at.clone()));
-                    }
-                }
+                all.extend(
+                    super::entries_in_configmap(&c)
+                        .into_iter()
+                        .map(|e| (e, at.clone())),
+                );
             }
         }
         Err(e) => return Err(format!("cannot list archive records (ConfigMaps): {e}")),
@@ -59,11 +59,11 @@ pub async fn load(client: &Client, namespace: Option<&str>) -> Result<Archive, S
         Ok(list) => {
             for s in list.items {
                 let at = format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any());
-                for v in s.data.unwrap_or_default().values() {
-                    if let Ok(e) = serde_json::from_slice::<Entry>(&v.0) {
-                        all.push((e, at.clone()));
-                    }
-                }
+                all.extend(
+                    super::entries_in_secret(&s)
+                        .into_iter()
+                        .map(|e| (e, at.clone())),
+                );
             }
         }
         Err(kube::Error::Api(s)) if s.code == 403 => notes.push(format!(
@@ -519,15 +519,6 @@ pub fn render(archive: &Archive, since: Option<Timestamp>) -> String {
     }
     for n in &archive.notes {
         out.push_str(&format!("note: {n}\n"));
-    }
-    out
-}
-
-/// Archive entries by record, for tests and tools: `record -> [uid]`.
-pub fn by_record(archive: &Archive) -> BTreeMap<String, Vec<String>> {
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (e, r) in archive.entries.iter().zip(&archive.records) {
-        out.entry(r.clone()).or_default().push(e.uid.clone());
     }
     out
 }

@@ -736,25 +736,22 @@ impl Archiver {
             .list(&lp)
             .await
             .map_err(ArchiveError::List)?;
-        let mut records: Vec<(RecordRef, Vec<Entry>)> = Vec::new();
-        for c in cms.items {
-            let entries = c
-                .data
-                .unwrap_or_default()
-                .values()
-                .filter_map(|v| serde_json::from_str(v).ok())
-                .collect();
-            records.push((record_ref(&c.metadata, false), entries));
-        }
-        for s in secrets.items {
-            let entries = s
-                .data
-                .unwrap_or_default()
-                .values()
-                .filter_map(|v| serde_json::from_slice(&v.0).ok())
-                .collect();
-            records.push((record_ref(&s.metadata, true), entries));
-        }
+        let records: Vec<(RecordRef, Vec<Entry>)> = cms
+            .items
+            .iter()
+            .map(|c| {
+                (
+                    record_ref(&c.metadata, false),
+                    super::entries_in_configmap(c),
+                )
+            })
+            .chain(
+                secrets
+                    .items
+                    .iter()
+                    .map(|s| (record_ref(&s.metadata, true), super::entries_in_secret(s))),
+            )
+            .collect();
         let mut resolver = Resolver::default();
         let n = records.len();
         for (record, entries) in records {

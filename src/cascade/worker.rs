@@ -70,6 +70,14 @@ pub async fn run(ctx: Arc<Ctx>) {
 }
 
 impl WorkError {
+    fn archive(snap: &Snapshot, message: String, paused: bool) -> Self {
+        WorkError::Archive {
+            object: snap.label(),
+            message,
+            paused,
+        }
+    }
+
     /// Whether the collector's pause refused this work's write (see engine::pause).
     pub fn paused(&self) -> bool {
         match self {
@@ -256,11 +264,7 @@ async fn delete(
                 });
             }
             Prepared::Failed { message, paused } => {
-                return Err(WorkError::Archive {
-                    object: snap.label(),
-                    message,
-                    paused,
-                });
+                return Err(WorkError::archive(snap, message, paused));
             }
         },
         None => None,
@@ -450,11 +454,7 @@ async fn release_archived(
                 Prepared::Recorded(t) => Some(t),
                 Prepared::Unrecorded | Prepared::Changed => None,
                 Prepared::Failed { message, paused } => {
-                    return Err(WorkError::Archive {
-                        object: snap.label(),
-                        message,
-                        paused,
-                    });
+                    return Err(WorkError::archive(snap, message, paused));
                 }
             }
         }
