@@ -71,6 +71,17 @@ async fn secret(
         .unwrap_or_else(|e| panic!("create secret {name}: {e}"))
 }
 
+/// The names of the objects archived in `ns`, oldest first.
+async fn archived_names(c: &Client, ns: &str) -> Vec<String> {
+    restore::load(c, Some(ns))
+        .await
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.name)
+        .collect()
+}
+
 async fn secret_gone(secrets: &Api<Secret>, name: &str) -> bool {
     eventually(T, || async {
         secrets.get_opt(name).await.unwrap().is_none()
@@ -359,13 +370,7 @@ async fn an_object_over_the_cap_is_deleted_without_a_record_and_said_so() {
     delete_cm(&c, &ns, "owner", Background).await;
     assert!(cm_gone(&c, &ns, "big", T).await, "still deleted");
     assert!(cm_gone(&c, &ns, "small", T).await);
-    let names: Vec<String> = restore::load(&c, Some(&ns))
-        .await
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let names = archived_names(&c, &ns).await;
     assert_eq!(names, vec!["small"]);
     let said = eventually(T, || async {
         any_event(&c, &ns, |e| {
@@ -391,13 +396,7 @@ async fn archive_none_and_selector_choose_what_is_recorded() {
     delete_cm(&c, &ns, "owner", Background).await;
     assert!(cm_gone(&c, &ns, "keep-me", T).await);
     assert!(cm_gone(&c, &ns, "not-me", T).await);
-    let names: Vec<String> = restore::load(&c, Some(&ns))
-        .await
-        .unwrap()
-        .entries
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let names = archived_names(&c, &ns).await;
     assert_eq!(names, vec!["keep-me"]);
     drop(gc);
 

@@ -32,6 +32,11 @@ async fn records(c: &kube::Client, ns: &str, selector: &str) -> Vec<ConfigMap> {
         .items
 }
 
+/// Waits until a record matching `selector` exists in `ns`.
+async fn any_record(c: &kube::Client, ns: &str, selector: &str) -> bool {
+    eventually(T, || async { !records(c, ns, selector).await.is_empty() }).await
+}
+
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn kill_9_between_archive_and_delete_leaves_exactly_one_record_after_restart() {
@@ -45,12 +50,7 @@ async fn kill_9_between_archive_and_delete_leaves_exactly_one_record_after_resta
     gc.wait_ready(T).await;
     delete_cm(&c, &ns, "owner", Background).await;
     // The record appears (pending), and the process hangs before the DELETE: kill -9 it there.
-    let recorded = eventually(T, || async {
-        !records(&c, &ns, "sweeper.dev/archive-state=pending")
-            .await
-            .is_empty()
-    })
-    .await;
+    let recorded = any_record(&c, &ns, "sweeper.dev/archive-state=pending").await;
     assert!(recorded, "the record is written before the delete");
     gc.kill();
     assert!(
@@ -105,13 +105,7 @@ async fn a_delete_whose_precondition_fails_leaves_no_false_record() {
     let _gc = spawn_with_failpoint("after-archive-record:sleep=4s");
     _gc.wait_ready(T).await;
     delete_cm(&c, &ns, "owner", Background).await;
-    let recorded = eventually(T, || async {
-        !records(&c, &ns, "sweeper.dev/archive=true")
-            .await
-            .is_empty()
-    })
-    .await;
-    assert!(recorded);
+    assert!(any_record(&c, &ns, "sweeper.dev/archive=true").await);
     let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
     api.patch(
         "dep",
