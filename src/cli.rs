@@ -77,6 +77,10 @@ pub struct RestoreArgs {
     /// Read records only in this namespace (default: all the namespaces you may list).
     #[arg(long)]
     pub records_namespace: Option<String>,
+    /// Sweeper's namespace: the only place records of cluster-scoped objects and tenant
+    /// teardowns are trusted from.
+    #[arg(long, default_value = "sweeper-system", env = "SWEEPER_NAMESPACE")]
+    pub sweeper_namespace: String,
 }
 
 impl RestoreArgs {
@@ -114,6 +118,9 @@ pub enum ArchiveCommand {
         /// Only objects archived within this long (e.g. 1h, 30m).
         #[arg(long, value_parser = parse_duration)]
         since: Option<Duration>,
+        /// Sweeper's namespace (see `restore --sweeper-namespace`).
+        #[arg(long, default_value = "sweeper-system", env = "SWEEPER_NAMESPACE")]
+        sweeper_namespace: String,
     },
 }
 

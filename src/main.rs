@@ -58,9 +58,11 @@ async fn main() -> ExitCode {
         }
         Command::Gc(cmd) => report(gc(cmd).await),
         Command::Restore(args) => report(restore(args).await),
-        Command::Archive(sweeper::cli::ArchiveCommand::List { namespace, since }) => {
-            report(archive_list(namespace, since).await)
-        }
+        Command::Archive(sweeper::cli::ArchiveCommand::List {
+            namespace,
+            since,
+            sweeper_namespace,
+        }) => report(archive_list(namespace, since, sweeper_namespace).await),
         Command::Pause(args) => report(pause(args, true).await),
         Command::Resume(args) => report(pause(args, false).await),
         Command::Run(args) => match sweeper::run::run(args).await {
@@ -213,7 +215,12 @@ async fn restore(args: sweeper::cli::RestoreArgs) -> Result<String, String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
-    let archive = restore::load(&client, args.records_namespace.as_deref()).await?;
+    let archive = restore::load(
+        &client,
+        args.records_namespace.as_deref(),
+        &args.sweeper_namespace,
+    )
+    .await?;
     for n in &archive.notes {
         eprintln!("note: {n}");
     }
@@ -232,12 +239,13 @@ async fn restore(args: sweeper::cli::RestoreArgs) -> Result<String, String> {
 async fn archive_list(
     namespace: Option<String>,
     since: Option<std::time::Duration>,
+    sweeper_namespace: String,
 ) -> Result<String, String> {
     use sweeper::archive::restore;
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
-    let archive = restore::load(&client, namespace.as_deref()).await?;
+    let archive = restore::load(&client, namespace.as_deref(), &sweeper_namespace).await?;
     let since = since.map(|d| {
         k8s_openapi::jiff::Timestamp::now()
             - k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or_default()

@@ -62,7 +62,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         &disc_rx,
         &archive_metrics,
     )
-    .await;
+    .await?;
     let state = AppState::new(metrics);
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
@@ -166,7 +166,9 @@ struct Connection {
 
 impl Connection {
     /// A collector's client and fence: the shared rate limit, the lease, and its pause switch.
-    fn for_collector(&self, collector: &'static str) -> (kube::Client, Fence) {
+    /// Fails rather than fall back to the shared client: that one has no pause flag, and a
+    /// pause must never silently not apply.
+    fn for_collector(&self, collector: &'static str) -> Result<(kube::Client, Fence), RunError> {
         let fence = self.fence.paused_by(self.switch.flag(collector));
         let client = client::build_client_with(
             self.config.clone(),
@@ -174,9 +176,8 @@ impl Connection {
             fence.clone(),
             self.refused.clone(),
         )
-        // The same config already built `self.client`; this cannot fail where that did not.
-        .unwrap_or_else(|_| self.client.clone());
-        (client, fence)
+        .map_err(RunError::Client)?;
+        Ok((client, fence))
     }
 }
 
@@ -257,10 +258,13 @@ async fn build_collectors(
     teardowns: &Teardowns,
     discovery: &Discovery,
     archive_metrics: &crate::archive::store::ArchiveMetrics,
-) -> (
-    Vec<Box<dyn Collector>>,
-    Option<Arc<crate::archive::store::Archiver>>,
-) {
+) -> Result<
+    (
+        Vec<Box<dyn Collector>>,
+        Option<Arc<crate::archive::store::Archiver>>,
+    ),
+    RunError,
+> {
     let invalid_objects = metrics.service.invalid_objects.clone();
     let mut out: Vec<Box<dyn Collector>> = Vec::new();
     let archive_settings = crate::archive::Settings {
@@ -288,7 +292,7 @@ async fn build_collectors(
             sync_timeout: args.cascade_sync_timeout,
             ..Default::default()
         };
-        let (client, fence) = conn.for_collector("cascade");
+        let (client, fence) = conn.for_collector("cascade")?;
         let cfg = CascadeConfig { fence, ..cfg };
         let archive = archiver(&client, "cascade");
         expiry = expiry.or_else(|| archive.clone());
@@ -309,7 +313,7 @@ async fn build_collectors(
             delete_concurrency: args.tenant_delete_concurrency as usize,
             archive: None,
         };
-        let (client, fence) = conn.for_collector("tenant");
+        let (client, fence) = conn.for_collector("tenant")?;
         let archive = archiver(&client, "tenant");
         expiry = expiry.or_else(|| archive.clone());
         let settings = crate::tenant::teardown::TeardownSettings {
@@ -328,7 +332,7 @@ async fn build_collectors(
     }
     if args.feature_gates.external_resource_gc {
         // AWS calls pass the same fence as the collector's Kubernetes writes.
-        let (client, fence) = conn.for_collector("external");
+        let (client, fence) = conn.for_collector("external")?;
         let gate = fence.clone();
         let aws = sweeper_services::aws::teardown::AwsClients::gated(
             &sweeper_services::aws::load_config().await,
@@ -348,7 +352,7 @@ async fn build_collectors(
             crate::external::controller::ExternalCollector::new(ctx, teardowns.clone(), fence),
         ));
     }
-    (out, expiry)
+    Ok((out, expiry))
 }
 
 /// Leader election, when on: the elector runs on its own unthrottled, unfenced client (a busy

@@ -73,7 +73,7 @@ async fn secret(
 
 /// The names of the objects archived in `ns`, oldest first.
 async fn archived_names(c: &Client, ns: &str) -> Vec<String> {
-    restore::load(c, Some(ns))
+    restore::load(c, Some(ns), "sweeper-system")
         .await
         .unwrap()
         .entries
@@ -143,7 +143,9 @@ async fn a_foreground_tree_and_a_background_cascade_are_restored_with_their_owne
 
     // Every deleted object is in the archive once, the root too (sweeper released its
     // foreground finalizer); the Secret's record is a Secret.
-    let archive = restore::load(&c, Some(&ns)).await.unwrap();
+    let archive = restore::load(&c, Some(&ns), "sweeper-system")
+        .await
+        .unwrap();
     let names: Vec<&str> = archive.entries.iter().map(|e| e.name.as_str()).collect();
     for n in [
         "root", "mid-a", "mid-b", "leaf-a1", "leaf-a2", "leaf-b1", "creds-a", "bg-0", "bg-1",
@@ -282,7 +284,9 @@ async fn a_secret_record_is_readable_only_by_who_may_read_secrets_there() {
     assert!(secret_gone(&secrets, "token").await);
 
     // The admin reads both records.
-    let all = restore::load(&c, Some(&ns)).await.unwrap();
+    let all = restore::load(&c, Some(&ns), "sweeper-system")
+        .await
+        .unwrap();
     let mut kinds: Vec<&str> = all.entries.iter().map(|e| e.kind.as_str()).collect();
     kinds.sort();
     assert_eq!(kinds, vec!["ConfigMap", "Secret"]);
@@ -291,7 +295,9 @@ async fn a_secret_record_is_readable_only_by_who_may_read_secrets_there() {
     let mut config = support::kube_config().await;
     config.auth_info.impersonate = Some("archive-reader".into());
     let restricted = Client::try_from(config).unwrap();
-    let theirs = restore::load(&restricted, Some(&ns)).await.unwrap();
+    let theirs = restore::load(&restricted, Some(&ns), "sweeper-system")
+        .await
+        .unwrap();
     let kinds: Vec<&str> = theirs.entries.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, vec!["ConfigMap"], "no Secret record for them");
     assert!(
@@ -405,7 +411,9 @@ async fn archive_none_and_selector_choose_what_is_recorded() {
     cm_data(&c, &ns, "dep2", vec![owner_ref(&owner, None)]).await;
     delete_cm(&c, &ns, "owner2", Background).await;
     assert!(cm_gone(&c, &ns, "dep2", T).await);
-    let archive = restore::load(&c, Some(&ns)).await.unwrap();
+    let archive = restore::load(&c, Some(&ns), "sweeper-system")
+        .await
+        .unwrap();
     assert!(
         archive.entries.iter().all(|e| e.name != "dep2"),
         "--archive=none records nothing"
@@ -497,4 +505,51 @@ async fn a_tenant_teardown_is_restored_with_its_cluster_roles_crds_and_custom_re
     let _ = Api::<Namespace>::all(c.clone())
         .delete(&format!("{a}-ns1"), &Default::default())
         .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn a_forged_record_cannot_name_a_cluster_scoped_object() {
+    let mut s = TestScope::new("archforge").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    // Someone who may create ConfigMaps here writes a "record" of a ClusterRoleBinding.
+    let entry = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "name": "i-am-admin", "uid": "11111111-2222-4333-8444-555555555555",
+        "resourceVersion": "1", "deletedBy": "sweeper-cascade", "reason": {},
+        "archivedAt": "2026-01-01T00:00:00Z",
+        "object": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "i-am-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "User", "name": "mallory", "apiGroup": "rbac.authorization.k8s.io"}]},
+    });
+    let forged: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "sweeper-archive-forged", "labels": {"sweeper.dev/archive": "true"}},
+        "data": {"11111111-2222-4333-8444-555555555555.json": entry.to_string(), "junk.json": "[1]"},
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(c.clone(), &ns)
+        .create(&PostParams::default(), &forged)
+        .await
+        .unwrap();
+    let archive = restore::load(&c, Some(&ns), "sweeper-system")
+        .await
+        .unwrap();
+    assert!(archive.entries.is_empty(), "{:?}", archive.entries);
+    assert!(
+        archive
+            .notes
+            .iter()
+            .any(|n| n.contains("1 entries ignored")),
+        "{:?}",
+        archive.notes
+    );
+    let (ok, _, err) = cli(&[
+        "restore",
+        "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
+        "i-am-admin",
+    ]);
+    assert!(!ok, "nothing to restore");
+    assert!(err.contains("nothing in the archive matches"), "{err}");
 }

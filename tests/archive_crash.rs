@@ -69,7 +69,9 @@ async fn kill_9_between_archive_and_delete_leaves_exactly_one_record_after_resta
     })
     .await;
     assert!(settled, "no record stays pending");
-    let archive = restore::load(&c, Some(&ns)).await.unwrap();
+    let archive = restore::load(&c, Some(&ns), "sweeper-system")
+        .await
+        .unwrap();
     let all_entries: usize = records(&c, &ns, "sweeper.dev/archive=true")
         .await
         .iter()
@@ -125,7 +127,9 @@ async fn a_delete_whose_precondition_fails_leaves_no_false_record() {
     })
     .await;
     assert!(settled);
-    let archive = restore::load(&c, Some(&ns)).await.unwrap();
+    let archive = restore::load(&c, Some(&ns), "sweeper-system")
+        .await
+        .unwrap();
     assert_eq!(archive.entries.len(), 1, "{:?}", archive.entries);
     let e = &archive.entries[0];
     assert_eq!(e.uid, dep.uid().unwrap());

@@ -56,7 +56,10 @@ async fn run(archiver: Arc<Archiver>, mut rx: mpsc::Receiver<Job>, max_batch: us
             jobs.into_iter().unzip();
         let prepared = archiver.record(items).await;
         for (reply, p) in replies.into_iter().zip(prepared) {
-            let _ = reply.send(p);
+            // A worker that went away (shutdown) will not delete: its entry must not stay.
+            if let Err(Prepared::Recorded(t)) = reply.send(p) {
+                archiver.settle(&t, false).await;
+            }
         }
     }
 }

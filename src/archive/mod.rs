@@ -35,6 +35,9 @@ pub const LABEL_ARCHIVE: &str = "sweeper.dev/archive";
 pub const LABEL_STATE: &str = "sweeper.dev/archive-state";
 /// The collector that wrote the record: `cascade` or `tenant`.
 pub const LABEL_COLLECTOR: &str = "sweeper.dev/archive-collector";
+/// The process that wrote the record (random per process): a start settles only the pending
+/// records of *other* processes, so it may run beside this process's own writes.
+pub const LABEL_WRITER: &str = "sweeper.dev/archive-writer";
 /// Tenant teardowns: the tenant id, so `restore --tenant` finds its records by label.
 pub const LABEL_TENANT: &str = "sweeper.dev/archive-tenant";
 /// When the record may be deleted (RFC 3339).

@@ -30,7 +30,17 @@ pub struct Archive {
 }
 
 /// Reads every record in `namespace` (None: all namespaces) the caller may read.
-pub async fn load(client: &Client, namespace: Option<&str>) -> Result<Archive, String> {
+///
+/// Only entries whose record is where sweeper writes it are trusted: a namespaced object's
+/// (cascade) entry in its own namespace, a cluster-scoped object's or a tenant teardown's in
+/// `sweeper_namespace`. Anyone who may create ConfigMaps in a namespace could forge a record
+/// there; this way a forged record can name objects of that namespace only (which `--dry-run`
+/// shows before anything is created), never a cluster-scoped one such as a ClusterRoleBinding.
+pub async fn load(
+    client: &Client,
+    namespace: Option<&str>,
+    sweeper_namespace: &str,
+) -> Result<Archive, String> {
     let lp = ListParams::default().labels(&format!("{LABEL_ARCHIVE}=true"));
     let mut all: Vec<(Entry, String)> = Vec::new();
     let mut notes = Vec::new();
@@ -72,6 +82,20 @@ pub async fn load(client: &Client, namespace: Option<&str>) -> Result<Archive, S
             s.message
         )),
         Err(e) => return Err(format!("cannot list archive records (Secrets): {e}")),
+    }
+    let before = all.len();
+    all.retain(|(e, at)| {
+        let record_ns = at.split('/').next().unwrap_or_default();
+        match (&e.namespace, &e.reason.tenant) {
+            (Some(ns), None) => record_ns == ns,
+            _ => record_ns == sweeper_namespace,
+        }
+    });
+    if all.len() < before {
+        notes.push(format!(
+            "{} entries ignored: their record is not where sweeper writes it (the object's own namespace, or {sweeper_namespace} for cluster-scoped objects and tenants)",
+            before - all.len()
+        ));
     }
     // Newest entry per uid (a crash can leave an object archived twice until it is settled).
     all.sort_by(|a, b| b.0.archived_at.cmp(&a.0.archived_at));
@@ -257,10 +281,34 @@ pub async fn restore(
     let mut resolver = Resolver::default();
     let mut new_uids: HashMap<String, String> = HashMap::new();
     let mut summary = Summary::default();
+    let in_plan: HashSet<&str> = entries.iter().map(|e| e.uid.as_str()).collect();
+    // Objects of this restore that could not be created: their dependents are not created
+    // either (they would come back without their owner, and never be collected).
+    let mut failed: HashSet<String> = HashSet::new();
+    // Kinds already waited for in vain.
+    let mut unserved: HashSet<(String, String)> = HashSet::new();
     for e in entries {
         let label = e.label();
-        let Some((ar, namespaced)) = resolve_waiting(client, &mut resolver, e, dry_run).await
-        else {
+        if let Some(owner) = e
+            .owner_uids()
+            .into_iter()
+            .find(|u| in_plan.contains(u.as_str()) && failed.contains(u))
+        {
+            out(format!(
+                "failed    {label}: its owner ({owner}) could not be restored"
+            ));
+            failed.insert(e.uid.clone());
+            summary.failed += 1;
+            continue;
+        }
+        let kind = (e.api_version.clone(), e.kind.clone());
+        let resolved = if unserved.contains(&kind) {
+            None
+        } else {
+            resolve_waiting(client, &mut resolver, e, dry_run).await
+        };
+        let Some((ar, namespaced)) = resolved else {
+            unserved.insert(kind);
             if dry_run && let Some(crd) = crd_in_plan(entries, e) {
                 out(format!("would create {label} (once CRD {crd} is restored)"));
                 summary.restored += 1;
@@ -270,6 +318,7 @@ pub async fn restore(
                 "failed    {label}: kind {} {} is not served",
                 e.api_version, e.kind
             ));
+            failed.insert(e.uid.clone());
             summary.failed += 1;
             continue;
         };
@@ -290,11 +339,20 @@ pub async fn restore(
             Ok(None) => {}
             Err(err) => {
                 out(format!("failed    {label}: cannot read: {err}"));
+                failed.insert(e.uid.clone());
                 summary.failed += 1;
                 continue;
             }
         }
-        let (object, notes) = prepare(client, &mut resolver, e, &new_uids).await;
+        let (object, notes) = match prepare(client, &mut resolver, e, &new_uids).await {
+            Ok(p) => p,
+            Err(err) => {
+                out(format!("failed    {label}: {err}"));
+                failed.insert(e.uid.clone());
+                summary.failed += 1;
+                continue;
+            }
+        };
         if dry_run {
             new_uids.insert(e.uid.clone(), format!("(new uid of {label})"));
             out(format!("would create {label}{}", suffix(&notes)));
@@ -307,6 +365,7 @@ pub async fn restore(
                 out(format!(
                     "failed    {label}: archived object unreadable: {err}"
                 ));
+                failed.insert(e.uid.clone());
                 summary.failed += 1;
                 continue;
             }
@@ -322,6 +381,7 @@ pub async fn restore(
             }
             Err(err) => {
                 out(format!("failed    {label}: {err}"));
+                failed.insert(e.uid.clone());
                 summary.failed += 1;
             }
         }
@@ -385,11 +445,15 @@ async fn prepare(
     resolver: &mut Resolver,
     e: &Entry,
     new_uids: &HashMap<String, String>,
-) -> (Value, Vec<String>) {
+) -> Result<(Value, Vec<String>), String> {
     let mut object = e.object.clone();
     let mut notes = Vec::new();
-    if let Some(o) = object.as_object_mut() {
-        o.remove("status");
+    let Some(o) = object.as_object_mut() else {
+        return Err("the archived object is not a JSON object".into());
+    };
+    o.remove("status");
+    if !o.get("metadata").is_some_and(Value::is_object) {
+        return Err("the archived object has no metadata".into());
     }
     let meta = &mut object["metadata"];
     if let Some(f) = meta.get_mut("finalizers").and_then(Value::as_array_mut) {
@@ -410,7 +474,12 @@ async fn prepare(
         .cloned()
         .unwrap_or_default();
     let mut kept = Vec::new();
+    // A reference that is not an object is malformed: dropped (and said), never indexed into.
     for mut r in refs {
+        if !r.is_object() {
+            notes.push(format!("malformed owner reference {r} dropped"));
+            continue;
+        }
         let uid = r["uid"].as_str().unwrap_or_default().to_string();
         let kind = r["kind"].as_str().unwrap_or_default().to_string();
         let name = r["name"].as_str().unwrap_or_default().to_string();
@@ -452,7 +521,7 @@ async fn prepare(
             m.insert("ownerReferences".into(), Value::Array(kept));
         }
     }
-    (object, notes)
+    Ok((object, notes))
 }
 
 async fn wait_established(client: &Client, name: &str) {

@@ -9,7 +9,7 @@
 
 use super::{
     ANNOTATION_EXPIRES, COMPLETE, Entry, LABEL_ARCHIVE, LABEL_COLLECTOR, LABEL_STATE, LABEL_TENANT,
-    PENDING, RECORD_BYTES, Reason, SECRET_TYPE, Settings, strip,
+    LABEL_WRITER, PENDING, RECORD_BYTES, Reason, SECRET_TYPE, Settings, strip,
 };
 use crate::engine::events::Publisher;
 use k8s_openapi::ByteString;
@@ -223,6 +223,8 @@ pub struct Archiver {
     open: Mutex<HashMap<RecordRef, Open>>,
     /// Settles that failed (e.g. refused while paused), retried before the next batch.
     unsettled: Mutex<Vec<(RecordRef, Vec<String>)>>,
+    /// This process's writer id (see [`LABEL_WRITER`]).
+    writer: String,
 }
 
 impl std::fmt::Debug for Archiver {
@@ -248,6 +250,12 @@ pub enum ArchiveError {
 }
 
 impl ArchiveError {
+    /// Whether the namespace refused the record (being deleted, or over quota).
+    fn refused_by_namespace(&self) -> bool {
+        matches!(self, ArchiveError::Record { source: kube::Error::Api(s), .. } if s.code == 403 || s.code == 422)
+            && !self.paused()
+    }
+
     /// Whether the collector's pause refused the write (see engine::pause).
     pub fn paused(&self) -> bool {
         let (ArchiveError::Record { source, .. } | ArchiveError::List(source)) = self;
@@ -274,6 +282,7 @@ impl Archiver {
             cache: Mutex::new(Cache::default()),
             open: Mutex::new(HashMap::new()),
             unsettled: Mutex::new(Vec::new()),
+            writer: format!("{:04x}{:04x}", rand_u16(), std::process::id() & 0xffff),
         }
     }
 
@@ -372,7 +381,22 @@ impl Archiver {
                     .iter()
                     .map(|(i, json)| (Entry::key(&items[*i].uid), json.clone()))
                     .collect();
-                match self.create(&namespace, secret, tenant, data).await {
+                let mut written = self
+                    .create(&namespace, secret, tenant.clone(), data.clone())
+                    .await;
+                // A namespace being deleted (403) or out of quota (403/422) takes no record; the
+                // object must still go (a foreground owner there would hold its namespace open):
+                // its record goes to sweeper's namespace.
+                if let Err(e) = &written
+                    && e.refused_by_namespace()
+                    && namespace != self.settings.namespace
+                {
+                    tracing::info!(namespace = %namespace, error = %e, "record refused in the object's namespace; writing it in sweeper's");
+                    written = self
+                        .create(&self.settings.namespace, secret, tenant, data)
+                        .await;
+                }
+                match written {
                     Ok(record) => {
                         self.metrics.records.get_or_create(&self.labels()).inc();
                         self.metrics
@@ -551,6 +575,7 @@ impl Archiver {
             (LABEL_ARCHIVE.to_string(), "true".to_string()),
             (LABEL_STATE.to_string(), PENDING.to_string()),
             (LABEL_COLLECTOR.to_string(), self.collector.to_string()),
+            (LABEL_WRITER.to_string(), self.writer.clone()),
         ]);
         if let Some(t) = tenant {
             labels.insert(LABEL_TENANT.into(), t);
@@ -717,13 +742,14 @@ impl Archiver {
         out
     }
 
-    /// Settles the records a previous process left pending (it stopped between a record and its
-    /// deletes): an entry whose object still exists is removed, one whose object is gone stays.
-    /// Run before the collector deletes anything.
+    /// Settles the records other processes left pending (they stopped between a record and its
+    /// deletes): an entry whose object still exists (and is not being deleted) is removed, one
+    /// whose object is gone stays; a record whose objects cannot be checked stays pending. This
+    /// process's own records are not touched, so it may run while the collector works.
     pub async fn reconcile_pending(&self) -> Result<usize, ArchiveError> {
         let selector = format!(
-            "{LABEL_ARCHIVE}=true,{LABEL_STATE}={PENDING},{LABEL_COLLECTOR}={}",
-            self.collector
+            "{LABEL_ARCHIVE}=true,{LABEL_STATE}={PENDING},{LABEL_COLLECTOR}={},{LABEL_WRITER}!={}",
+            self.collector, self.writer
         );
         let lp = ListParams::default().labels(&selector);
         self.call();
@@ -753,18 +779,98 @@ impl Archiver {
             )
             .collect();
         let mut resolver = Resolver::default();
-        let n = records.len();
-        for (record, entries) in records {
+        let mut settled = 0;
+        'records: for (record, entries) in records {
+            let at = format!("{}/{}", record.namespace, record.name);
             let mut remove = Vec::new();
+            let mut gone = Vec::new();
             for e in &entries {
-                if resolver.exists(&self.client, e).await.unwrap_or(true) {
-                    remove.push(e.uid.clone());
+                match resolver.exists(&self.client, e).await {
+                    Ok(true) => remove.push(e.uid.clone()),
+                    Ok(false) => gone.push(e.uid.clone()),
+                    // Cannot tell: the record stays pending for the next start to settle.
+                    Err(err) => {
+                        tracing::warn!(record = %at, object = %e.label(), error = %err, "cannot tell whether an archived object still exists; its record stays pending");
+                        continue 'records;
+                    }
                 }
             }
-            tracing::info!(record = %format!("{}/{}", record.namespace, record.name), entries = entries.len(), removed = remove.len(), "settled an archive record a previous process left pending");
-            self.finish(&record, &remove).await?;
+            // A gone object that another record also holds was archived again and deleted by a
+            // running process (which writes its record before its DELETE): that record is the
+            // one that stays. Read only now, after the objects were seen gone, so such a record
+            // is already there.
+            if !gone.is_empty() {
+                match self.uids_in_records(&record.namespace, record.secret).await {
+                    Ok(others) => remove.extend(gone.into_iter().filter(|uid| {
+                        others
+                            .iter()
+                            .any(|(name, u)| u == uid && *name != record.name)
+                    })),
+                    Err(e) => {
+                        tracing::warn!(record = %at, error = %e, "cannot read the other archive records; this one stays pending");
+                        continue 'records;
+                    }
+                }
+            }
+            match self.finish(&record, &remove).await {
+                Ok(()) => {
+                    settled += 1;
+                    tracing::info!(record = %at, entries = entries.len(), removed = remove.len(), "settled an archive record a previous process left pending");
+                }
+                Err(e) => {
+                    tracing::warn!(record = %at, error = %e, "cannot settle a pending archive record; it stays pending")
+                }
+            }
         }
-        Ok(n)
+        Ok(settled)
+    }
+
+    /// `(record name, uid)` of every entry of this collector's records in `namespace`.
+    async fn uids_in_records(
+        &self,
+        namespace: &str,
+        secret: bool,
+    ) -> Result<Vec<(String, String)>, ArchiveError> {
+        let lp = ListParams::default().labels(&format!(
+            "{LABEL_ARCHIVE}=true,{LABEL_COLLECTOR}={}",
+            self.collector
+        ));
+        self.call();
+        let uids = |name: String, keys: Vec<String>| {
+            keys.into_iter()
+                .filter_map(|k| k.strip_suffix(".json").map(String::from))
+                .map(|u| (name.clone(), u))
+                .collect::<Vec<_>>()
+        };
+        Ok(if secret {
+            Api::<Secret>::namespaced(self.client.clone(), namespace)
+                .list(&lp)
+                .await
+                .map_err(ArchiveError::List)?
+                .items
+                .into_iter()
+                .flat_map(|s| {
+                    uids(
+                        s.name_any(),
+                        s.data.unwrap_or_default().into_keys().collect(),
+                    )
+                })
+                .collect()
+        } else {
+            Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                .list(&lp)
+                .await
+                .map_err(ArchiveError::List)?
+                .items
+                .into_iter()
+                .flat_map(|c| {
+                    uids(
+                        c.name_any(),
+                        c.data.unwrap_or_default().into_keys().collect(),
+                    )
+                })
+                .collect()
+        })
     }
 
     /// Deletes every record whose time is up; returns how many.
@@ -899,11 +1005,16 @@ impl Resolver {
             .await
             .ok()
             .map(|(ar, caps)| (ar, caps.scope == kube::discovery::Scope::Namespaced));
-        self.known.insert(key, found.clone());
+        // Only a resolved kind is remembered: a failed discovery call must not read as "not
+        // served" for the rest of the run.
+        if found.is_some() {
+            self.known.insert(key, found.clone());
+        }
         found
     }
 
-    /// Whether the entry's object exists now with its uid (Err: cannot tell).
+    /// Whether the entry's object exists now with its uid and is not being deleted (Err: cannot
+    /// tell). An object held by finalizers after a DELETE counts as deleted.
     pub async fn exists(&mut self, client: &Client, e: &Entry) -> Result<bool, String> {
         let Some((ar, namespaced)) = self.resolve(client, &e.api_version, &e.kind).await else {
             // The kind is not served any more: nothing of it exists.
@@ -914,7 +1025,8 @@ impl Resolver {
             _ => Api::all_with(client.clone(), &ar),
         };
         match api.get_opt(&e.name).await {
-            Ok(Some(o)) => Ok(o.uid().as_deref() == Some(e.uid.as_str())),
+            Ok(Some(o)) => Ok(o.uid().as_deref() == Some(e.uid.as_str())
+                && o.metadata.deletion_timestamp.is_none()),
             Ok(None) => Ok(false),
             Err(err) => Err(err.to_string()),
         }

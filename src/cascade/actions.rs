@@ -179,6 +179,22 @@ pub async fn remove_finalizers(
     }
 }
 
+/// Whether the object with `uid` is gone or being deleted (a DELETE of it took effect): asked
+/// when a DELETE's answer was lost, to settle its archive entry truthfully.
+pub async fn deleted_or_deleting(
+    client: &Client,
+    t: &Target<'_>,
+    uid: &str,
+) -> Result<bool, ActionError> {
+    match t.meta_api(client).get_opt(t.name).await {
+        Ok(Some(m)) => {
+            Ok(m.metadata.uid.as_deref() != Some(uid) || m.metadata.deletion_timestamp.is_some())
+        }
+        Ok(None) => Ok(true),
+        Err(e) => Err(t.err("look up", e)),
+    }
+}
+
 /// Whether the object exists with `uid` (a live lookup for a virtual owner).
 pub async fn exists_with_uid(
     client: &Client,

@@ -271,10 +271,18 @@ async fn delete(
     };
     let outcome = actions::delete(&ctx.client, target, &snap.uid_text, rv, policy).await;
     if let (Some(t), Some(batcher)) = (&ticket, &ctx.archive) {
-        batcher
-            .archiver
-            .settle(t, matches!(outcome, Ok(Outcome::Done)))
-            .await;
+        let deleted = match &outcome {
+            Ok(Outcome::Done) => true,
+            // Already gone (not by this DELETE), changed since, or never sent (paused).
+            Ok(Outcome::Gone) | Err(ActionError::Conflict { .. }) => false,
+            Err(e) if e.paused() => false,
+            // The answer was lost: ask. When even that fails the entry is kept; a record is
+            // never lost for an object that may be gone.
+            Err(_) => actions::deleted_or_deleting(&ctx.client, target, &snap.uid_text)
+                .await
+                .unwrap_or(true),
+        };
+        batcher.archiver.settle(t, deleted).await;
     }
     let outcome = outcome?;
     if ticket.is_some() && policy == Propagation::Foreground && outcome == Outcome::Done {
@@ -433,7 +441,7 @@ async fn release_archived(
         .archived_foreground
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .remove(&snap.uid);
+        .contains(&snap.uid);
     let ticket = match (&ctx.archive, &snap.resolved, already) {
         (Some(batcher), Some(resolved), false) => {
             let item = Item {
@@ -463,6 +471,14 @@ async fn release_archived(
     let result = remove(ctx, snap, finalizers).await;
     if let (Some(t), Some(batcher)) = (&ticket, &ctx.archive) {
         batcher.archiver.settle(t, result.is_ok()).await;
+    }
+    if result.is_ok() {
+        // Released: a retry after a failure must not archive it a second time, so the mark
+        // goes only now.
+        ctx.archived_foreground
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&snap.uid);
     }
     result
 }

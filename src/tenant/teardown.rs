@@ -177,13 +177,24 @@ async fn delete_found(
                 let client = client.clone();
                 let archive = settings.archive.clone();
                 async move {
-                    let r = delete(&client, &f).await;
+                    // The archived version is the DELETE's precondition: what goes is what is kept.
+                    let rv = tickets
+                        .iter()
+                        .find(|t| t.uid == f.uid)
+                        .map(|t| t.resource_version.clone());
+                    let r = delete(&client, &f, rv).await;
                     if let Some(archive) = archive {
+                        // Entries stay only for a DELETE that took effect (a lost answer keeps
+                        // them: a record is never lost for an object that may be gone).
+                        let deleted = match &r {
+                            Ok(d) => d.by_us(),
+                            Err(_) => true,
+                        };
                         for t in &tickets {
-                            archive.settle(t, r.is_ok()).await;
+                            archive.settle(t, deleted).await;
                         }
                     }
-                    (f, r)
+                    (f, r.map(|d| d.gone()))
                 }
             })
             .buffer_unordered(settings.delete_concurrency.max(1))
@@ -375,23 +386,49 @@ async fn custom_resources(
     }
 }
 
-/// Deletes `f`; `Ok(true)` when the object is gone now, `Ok(false)` when finalizers hold it.
-async fn delete(client: &Client, f: &Found) -> Result<bool, TeardownError> {
+/// What one DELETE did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deleted {
+    /// Deleted and gone at once.
+    Now,
+    /// Deleted; finalizers hold it for now.
+    Held,
+    /// 404: already gone, not by this DELETE.
+    AlreadyGone,
+    /// 409: the precondition failed (a new object took the name, or it changed since archived);
+    /// the next pass judges it again.
+    Changed,
+}
+
+impl Deleted {
+    fn gone(self) -> bool {
+        matches!(self, Deleted::Now | Deleted::AlreadyGone)
+    }
+    fn by_us(self) -> bool {
+        matches!(self, Deleted::Now | Deleted::Held)
+    }
+}
+
+/// Deletes `f` (guarded by its uid, and by `resource_version` when it was archived).
+async fn delete(
+    client: &Client,
+    f: &Found,
+    resource_version: Option<String>,
+) -> Result<Deleted, TeardownError> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &f.resource);
     // uid precondition: a same-named object created after we listed is not ours to delete.
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(f.uid.clone()),
-            resource_version: None,
+            resource_version,
         }),
         ..Default::default()
     };
     match api.delete(&f.name, &dp).await {
-        Ok(either) => Ok(either.is_right()),
-        // 404: already gone. 409: the uid precondition failed, a new object took the name; it is
-        // not the one we found, so this pass leaves it to the next one to judge.
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Ok(either) if either.is_right() => Ok(Deleted::Now),
+        Ok(_) => Ok(Deleted::Held),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Deleted::AlreadyGone),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Deleted::Changed),
         Err(e) => Err(TeardownError::Delete {
             kind: f.kind_key(),
             name: f.name.clone(),
