@@ -9,7 +9,7 @@
 
 use super::{ANNOTATION_EXPIRES, COMPLETE, LABEL_ARCHIVE, LABEL_COLLECTOR, LABEL_STATE};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -41,9 +41,7 @@ pub async fn write(
             (format!("{i:05}.json"), v.to_string())
         })
         .collect();
-    let expires = now
-        .checked_add(SignedDuration::try_from(ttl).unwrap_or(SignedDuration::MAX))
-        .unwrap_or(Timestamp::MAX);
+    let expires = super::expires_after(now, ttl);
     // Label values are at most 63 characters; the cluster name is in every entry in full.
     let cluster_label: String = cluster.chars().take(63).collect();
     let name = format!(

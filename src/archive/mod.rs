@@ -120,6 +120,17 @@ pub const DEFAULT_MAX_OBJECT_BYTES: usize = 512 * 1024;
 /// A record's data is cut at this size: several objects share one record up to it.
 pub const RECORD_BYTES: usize = 900 * 1024;
 
+/// When a record written at `now` expires (`--archive-ttl`); a ttl past the calendar's end
+/// means never.
+pub fn expires_after(
+    now: k8s_openapi::jiff::Timestamp,
+    ttl: std::time::Duration,
+) -> k8s_openapi::jiff::Timestamp {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    now.checked_add(SignedDuration::try_from(ttl).unwrap_or(SignedDuration::MAX))
+        .unwrap_or(Timestamp::MAX)
+}
+
 /// Why sweeper deleted an object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

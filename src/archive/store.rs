@@ -14,7 +14,7 @@ use super::{
 use crate::engine::events::Publisher;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
     PostParams,
@@ -307,6 +307,8 @@ impl Archiver {
         let mut out: Vec<Option<Prepared>> = vec![None; items.len()];
         // (namespace, secret) -> [(item index, entry json)]
         let mut groups: BTreeMap<(String, bool), Vec<(usize, String)>> = BTreeMap::new();
+        // The resourceVersion archived for each item (its ticket's DELETE precondition).
+        let mut archived_rv: Vec<String> = vec![String::new(); items.len()];
         let now = Timestamp::now().to_string();
         for (i, (item, read)) in items.iter().zip(objects).enumerate() {
             let object = match read {
@@ -336,6 +338,7 @@ impl Archiver {
                 out[i] = Some(Prepared::Unrecorded);
                 continue;
             }
+            archived_rv[i] = rv.clone();
             let entry = Entry {
                 api_version: item.resource.api_version.clone(),
                 kind: item.resource.kind.clone(),
@@ -409,14 +412,11 @@ impl Archiver {
                             .entry(record.clone())
                             .or_default()
                             .outstanding += chunk.len();
-                        for (i, json) in &chunk {
-                            let rv = serde_json::from_str::<Entry>(json)
-                                .map(|e| e.resource_version)
-                                .unwrap_or_default();
+                        for (i, _) in &chunk {
                             out[*i] = Some(Prepared::Recorded(Ticket {
                                 record: record.clone(),
                                 uid: items[*i].uid.clone(),
-                                resource_version: rv,
+                                resource_version: std::mem::take(&mut archived_rv[*i]),
                             }));
                         }
                     }
@@ -580,9 +580,7 @@ impl Archiver {
         if let Some(t) = tenant {
             labels.insert(LABEL_TENANT.into(), t);
         }
-        let expires = Timestamp::now()
-            .checked_add(SignedDuration::try_from(self.settings.ttl).unwrap_or(SignedDuration::MAX))
-            .unwrap_or(Timestamp::MAX);
+        let expires = super::expires_after(Timestamp::now(), self.settings.ttl);
         let metadata = ObjectMeta {
             name: Some(name.clone()),
             namespace: Some(namespace.into()),
@@ -701,7 +699,7 @@ impl Archiver {
                         let v = serde_json::to_value(&o).unwrap_or(Value::Null);
                         if wanted.contains_key(uid.as_str()) {
                             found.insert(uid, v);
-                        } else if idx.len() > 1 {
+                        } else {
                             let rv = o.resource_version().unwrap_or_default();
                             cache.put(uid, rv, v);
                         }

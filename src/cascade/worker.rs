@@ -251,7 +251,18 @@ async fn delete(
     // Archive first: the record exists before the DELETE leaves, and the DELETE's
     // resourceVersion precondition is the archived version, so what is deleted is what is kept.
     let ticket = match &ctx.archive {
-        Some(batcher) => match batcher.prepare(archive_item(snap, target, rv)).await {
+        Some(batcher) => match batcher
+            .prepare(archive_item(
+                snap,
+                target.resource,
+                (rv > 0).then(|| rv.to_string()),
+                Reason {
+                    owner: gone_owner(snap),
+                    ..Default::default()
+                },
+            ))
+            .await
+        {
             Prepared::Recorded(t) => {
                 rv = t.resource_version.parse().unwrap_or(rv);
                 crate::engine::failpoint::hit("after-archive-record").await;
@@ -305,11 +316,9 @@ async fn delete(
     Ok(())
 }
 
-/// What the archive needs to record `snap` before its DELETE.
-fn archive_item(snap: &Snapshot, target: &Target<'_>, rv: u64) -> Item {
-    // The owner that made it garbage: the first one not solid.
-    let owner = snap
-        .owners
+/// The owner that made `snap` garbage: the first one not solid.
+fn gone_owner(snap: &Snapshot) -> Option<OwnerRef> {
+    snap.owners
         .iter()
         .zip(&snap.owner_refs)
         .find(|((_, s), _)| *s != OwnerStatus::Solid)
@@ -319,18 +328,24 @@ fn archive_item(snap: &Snapshot, target: &Target<'_>, rv: u64) -> Item {
             kind: r["kind"].as_str().unwrap_or_default().into(),
             name: r["name"].as_str().unwrap_or_default().into(),
             uid: r["uid"].as_str().unwrap_or_default().into(),
-        });
+        })
+}
+
+/// What the archive needs to record `snap` (of kind `resolved`) before it goes.
+fn archive_item(
+    snap: &Snapshot,
+    resolved: &crate::engine::graph::kinds::ResolvedKind,
+    expect_rv: Option<String>,
+    reason: Reason,
+) -> Item {
     Item {
-        resource: target.resource.resource.clone(),
-        namespaced: target.resource.namespaced,
+        resource: resolved.resource.clone(),
+        namespaced: resolved.namespaced,
         namespace: snap.namespace.clone(),
         name: snap.name.clone(),
         uid: snap.uid_text.clone(),
-        expect_rv: (rv > 0).then(|| rv.to_string()),
-        reason: Reason {
-            owner,
-            ..Default::default()
-        },
+        expect_rv,
+        reason,
         object: None,
         in_sweeper_namespace: false,
     }
@@ -444,20 +459,11 @@ async fn release_archived(
         .contains(&snap.uid);
     let ticket = match (&ctx.archive, &snap.resolved, already) {
         (Some(batcher), Some(resolved), false) => {
-            let item = Item {
-                resource: resolved.resource.clone(),
-                namespaced: resolved.namespaced,
-                namespace: snap.namespace.clone(),
-                name: snap.name.clone(),
-                uid: snap.uid_text.clone(),
-                expect_rv: None,
-                reason: Reason {
-                    released: Some(finalizers.join(",")),
-                    ..Default::default()
-                },
-                object: None,
-                in_sweeper_namespace: false,
+            let reason = Reason {
+                released: Some(finalizers.join(",")),
+                ..Default::default()
             };
+            let item = archive_item(snap, resolved, None, reason);
             match batcher.prepare(item).await {
                 Prepared::Recorded(t) => Some(t),
                 Prepared::Unrecorded | Prepared::Changed => None,
