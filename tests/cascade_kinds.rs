@@ -107,6 +107,79 @@ async fn crd_deletion_cascades_to_dependents_of_its_custom_resources() {
     assert!(cm(&c, &ns, "bystander").await.is_some());
 }
 
+/// A CRD deleted, its custom resources went with it; an owner reference to one of them that no
+/// watch ever reports deleted (made after the CRD went, or missed as the watch ended) names an
+/// absent owner: the API server confirms no CRD defines the kind. A kind never served is still
+/// "unknown": kept.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn owners_of_a_kind_whose_crd_is_gone_are_absent_but_unknown_kinds_are_kept() {
+    let mut s = TestScope::new("kindgone").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    let _gc = Sweeper::start(&[]).await;
+    let group = format!("{}.test.sweeper.dev", s.name);
+    let ar = schemaless_crd(&c, &group, "Widget", "Namespaced", T).await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), &ns, &ar);
+    // Sweeper serves the new kind: a widget's dependent goes with the widget.
+    let probe = widget(&widgets, &ar, "probe", vec![]).await;
+    configmap(&c, &ns, "probe-dep", vec![widget_ref(&probe, &ar)]).await;
+    widgets.delete("probe", &Default::default()).await.unwrap();
+    assert!(
+        cm_gone(&c, &ns, "probe-dep", T).await,
+        "sweeper discovered and watches the new kind"
+    );
+    delete_crd(&c, &ar).await;
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(c.clone());
+    let crd_name = format!("{}.{}", ar.plural, ar.group);
+    assert!(
+        eventually(T, || async {
+            crds.get_opt(&crd_name).await.unwrap().is_none()
+        })
+        .await,
+        "the CRD is deleted"
+    );
+    let gone = fake_ref(
+        "Widget",
+        &ar.api_version,
+        "w",
+        "61111111-2222-4333-8444-555555555555",
+    );
+    let never = fake_ref(
+        "Widget",
+        &format!("never-{group}/v1"),
+        "w",
+        "71111111-2222-4333-8444-555555555555",
+    );
+    let keeper = configmap(&c, &ns, "keeper", vec![]).await;
+    configmap(&c, &ns, "dep-of-gone", vec![gone.clone()]).await;
+    configmap(&c, &ns, "dep-of-never", vec![never]).await;
+    configmap(&c, &ns, "solid", vec![gone, owner_ref(&keeper, None)]).await;
+    assert!(
+        cm_gone(&c, &ns, "dep-of-gone", T).await,
+        "an owner whose kind no CRD defines any more is absent"
+    );
+    let keeper_uid = keeper.metadata.uid.clone();
+    let tidied = eventually(T, || async {
+        cm(&c, &ns, "solid")
+            .await
+            .and_then(|o| o.metadata.owner_references)
+            .is_some_and(|r| r.len() == 1 && Some(&r[0].uid) == keeper_uid.as_ref())
+    })
+    .await;
+    assert!(
+        tidied,
+        "an object with a solid owner is kept; only its reference to the gone owner is dropped"
+    );
+    tokio::time::sleep(SETTLE).await;
+    assert!(
+        cm(&c, &ns, "dep-of-never").await.is_some(),
+        "an owner of a kind never served is unknown, not absent: kept"
+    );
+    assert!(cm(&c, &ns, "keeper").await.is_some());
+}
+
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn cross_namespace_references_present_at_start_are_treated_as_absent() {

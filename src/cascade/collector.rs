@@ -4,13 +4,17 @@
 
 use super::context::{CascadeConfig, Ctx};
 use super::metrics::CascadeMetrics;
-use super::{orphan, worker, writer};
+use super::{gone, orphan, worker, writer};
 use crate::engine::discovery::DiscoveryReport;
+use crate::engine::graph::kinds::KindId;
 use crate::engine::graph::kinds::ResolvedKind;
-use crate::engine::watch::WatchSet;
+use crate::engine::watch::{WatchEvent, WatchSet};
 use kube::Client;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Creates the collector's shared state (so the HTTP query routes can be mounted before it runs).
@@ -85,7 +89,8 @@ pub async fn run(
 ) {
     let (tx, rx) = mpsc::channel(4096);
     let writer = tokio::spawn(writer::run(ctx.clone(), rx, absent_rx));
-    let mut watches = WatchSet::new(ctx.client.clone(), tx, ctx.config.page_size);
+    let mut watches = WatchSet::new(ctx.client.clone(), tx.clone(), ctx.config.page_size);
+    let mut kinds = ServedKinds::default();
     let mut workers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut starter: Option<tokio::task::JoinHandle<()>> = None;
     loop {
@@ -104,6 +109,17 @@ pub async fn run(
                     .kinds
                     .intern(&r.resource.api_version, &r.resource.kind)
             });
+            kinds.update(&report.resources, |r| {
+                ctx.write()
+                    .kinds
+                    .intern(&r.resource.api_version, &r.resource.kind)
+            });
+            ctx.ever_served
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(kinds.served.keys().cloned());
+            // Whatever waited for a kind may resolve now (a new CRD, a group back from failure).
+            ctx.requeue_unresolved();
             if !started.is_empty() {
                 tracing::info!(
                     new = started.len(),
@@ -152,8 +168,10 @@ pub async fn run(
             }
             state.set_ready("cascade", true);
         }
+        kinds.check_due(&ctx.client, &tx).await;
         tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep_until(kinds.next_due()), if kinds.any_pending() => {}
             changed = discovery.changed() => if changed.is_err() { break },
             _ = tokio::time::sleep(std::time::Duration::from_millis(200)), if workers.is_empty() => {}
         }
@@ -166,4 +184,168 @@ pub async fn run(
     }
     writer.abort();
     tracing::info!("cascade collector stopped");
+}
+
+/// Kinds discovery stopped serving, until the API server confirms they are gone (see `gone`) or
+/// they are served again. A confirmed kind's objects still in the graph are treated as deleted
+/// (an empty resync through the writer): its watch ended with the CRD and may not have delivered
+/// every deletion, and a stale "solid" owner would keep its dependents forever.
+#[derive(Default)]
+struct ServedKinds {
+    served: HashMap<(String, String), KindId>,
+    unserved: HashMap<(String, String), Recheck>,
+}
+
+struct Recheck {
+    kind: KindId,
+    next: Instant,
+    delay: Duration,
+}
+
+/// First re-check after this, doubling up to [`RECHECK_MAX`]: a terminating CRD is usually gone
+/// within seconds; an aggregated API server that is down may take long, and costs two lists a
+/// minute meanwhile.
+const RECHECK_FIRST: Duration = Duration::from_secs(2);
+const RECHECK_MAX: Duration = Duration::from_secs(60);
+
+impl ServedKinds {
+    fn update(
+        &mut self,
+        resources: &[crate::engine::discovery::DeletableResource],
+        mut intern: impl FnMut(&crate::engine::discovery::DeletableResource) -> KindId,
+    ) {
+        let now: HashMap<(String, String), KindId> = resources
+            .iter()
+            .map(|r| {
+                let gk = (r.resource.group.clone(), r.resource.kind.clone());
+                (gk, intern(r))
+            })
+            .collect();
+        for (gk, kind) in self.served.drain() {
+            if !now.contains_key(&gk) {
+                self.unserved.insert(
+                    gk,
+                    Recheck {
+                        kind,
+                        next: Instant::now(),
+                        delay: RECHECK_FIRST,
+                    },
+                );
+            }
+        }
+        self.unserved.retain(|gk, _| !now.contains_key(gk));
+        self.served = now;
+    }
+
+    fn any_pending(&self) -> bool {
+        !self.unserved.is_empty()
+    }
+
+    fn next_due(&self) -> Instant {
+        self.unserved
+            .values()
+            .map(|r| r.next)
+            .min()
+            .unwrap_or_else(|| Instant::now() + RECHECK_MAX)
+    }
+
+    /// Asks the API server about every kind due, and resyncs the confirmed ones to nothing.
+    async fn check_due(&mut self, client: &Client, events: &mpsc::Sender<WatchEvent>) {
+        let now = Instant::now();
+        let due: Vec<(String, String)> = self
+            .unserved
+            .iter()
+            .filter(|(_, r)| r.next <= now)
+            .map(|(gk, _)| gk.clone())
+            .collect();
+        for gk in due {
+            let (group, kind) = (&gk.0, &gk.1);
+            let answer =
+                tokio::time::timeout(Duration::from_secs(10), gone::check(client, group, kind))
+                    .await;
+            match answer {
+                Ok(Ok(gone::Verdict::Gone)) => {
+                    let Some(r) = self.unserved.remove(&gk) else {
+                        continue;
+                    };
+                    tracing::info!(
+                        group,
+                        kind,
+                        "kind no longer served and no CustomResourceDefinition defines it: its objects are gone"
+                    );
+                    let _ = events
+                        .send(WatchEvent::Resynced {
+                            kind: r.kind,
+                            seen: HashSet::new(),
+                        })
+                        .await;
+                }
+                other => {
+                    let why = match other {
+                        Ok(Ok(gone::Verdict::MayExist(why))) => why.to_string(),
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "the check timed out".to_string(),
+                    };
+                    if let Some(r) = self.unserved.get_mut(&gk) {
+                        tracing::debug!(group, kind, %why, "kind not served, but may still exist");
+                        r.next = Instant::now() + r.delay;
+                        r.delay = (r.delay * 2).min(RECHECK_MAX);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::discovery::DeletableResource;
+    use kube::api::ApiResource;
+
+    fn res(group: &str, kind: &str) -> DeletableResource {
+        DeletableResource {
+            resource: ApiResource {
+                group: group.into(),
+                version: "v1".into(),
+                api_version: format!("{group}/v1"),
+                kind: kind.into(),
+                plural: format!("{}s", kind.to_lowercase()),
+            },
+            namespaced: true,
+        }
+    }
+
+    #[test]
+    fn a_kind_that_stops_being_served_is_rechecked_with_backoff_until_served_again() {
+        let mut k = ServedKinds::default();
+        let mut next_id = 0u16;
+        let mut intern = |_: &DeletableResource| {
+            next_id += 1;
+            next_id
+        };
+        k.update(
+            &[res("a.dev", "Widget"), res("a.dev", "Gadget")],
+            &mut intern,
+        );
+        assert!(!k.any_pending(), "nothing unserved yet");
+        k.update(&[res("a.dev", "Gadget")], &mut intern);
+        assert!(k.any_pending());
+        assert!(k.unserved.contains_key(&("a.dev".into(), "Widget".into())));
+        assert!(k.next_due() <= Instant::now(), "checked at once");
+        // A failed check backs off: 2 s, then 4 s, capped at a minute.
+        let r = k.unserved.values_mut().next().unwrap();
+        r.next = Instant::now() + r.delay;
+        r.delay = (r.delay * 2).min(RECHECK_MAX);
+        assert_eq!(r.delay, Duration::from_secs(4));
+        // Served again (a CRD re-created, a group back from a failed discovery): forgotten.
+        k.update(
+            &[res("a.dev", "Gadget"), res("a.dev", "Widget")],
+            &mut intern,
+        );
+        assert!(!k.any_pending());
+        // A kind never served is never a candidate: an owner of it is "unknown", kept.
+        k.update(&[res("a.dev", "Gadget")], &mut intern);
+        assert_eq!(k.unserved.len(), 1);
+    }
 }

@@ -64,6 +64,13 @@ pub struct Ctx {
     /// Objects this process archived and deleted in the foreground: their finalizer release later
     /// must not archive them a second time. Bounded like `reported`.
     pub archived_foreground: Mutex<std::collections::HashSet<Uid>>,
+    /// Objects waiting for a kind discovery does not serve (theirs or an owner's): requeued at
+    /// once when discovery changes, instead of at the end of a backoff that may reach minutes.
+    pub unresolved: Mutex<std::collections::HashSet<Uid>>,
+    /// Every `(group, kind)` discovery has served since start. Only such a kind can be found
+    /// gone (see `gone`): an owner of a kind never served here is "unknown", kept and retried,
+    /// like upstream's collector does, since nothing shows it ever existed.
+    pub ever_served: Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 /// At most this many objects remembered as reported; past it the memory is dropped, which costs
@@ -81,6 +88,8 @@ impl Ctx {
         Ctx {
             archive,
             archived_foreground: Mutex::new(std::collections::HashSet::new()),
+            unresolved: Mutex::new(std::collections::HashSet::new()),
+            ever_served: Mutex::new(std::collections::HashSet::new()),
             events: Publisher::new(client.clone(), "sweeper-cascade", "GarbageCollect"),
             client,
             config,
@@ -105,6 +114,19 @@ impl Ctx {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(uid);
+    }
+
+    /// Requeues every object that waited for a kind (call when discovery changed).
+    pub fn requeue_unresolved(&self) {
+        let waiting: Vec<Uid> = self
+            .unresolved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .collect();
+        for uid in waiting {
+            self.delete_q.add(uid);
+        }
     }
 
     pub fn read(&self) -> RwLockReadGuard<'_, Graph> {

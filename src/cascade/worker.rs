@@ -49,6 +49,15 @@ pub async fn run(ctx: Arc<Ctx>) {
                 continue;
             }
             Err((gvk, e)) => {
+                if matches!(
+                    e,
+                    WorkError::UnknownKind { .. } | WorkError::UnknownOwnerKind { .. }
+                ) {
+                    ctx.unresolved
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(uid);
+                }
                 ctx.metrics
                     .errors
                     .get_or_create(&CascadeMetrics::resource(&gvk))
@@ -354,10 +363,8 @@ fn archive_item(
 /// A virtual node: does the owner exist? If not, its dependents are collected.
 async fn verify_virtual(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result<(), WorkError> {
     let Some(resolved) = snap.resolved.clone() else {
-        return Err(WorkError::UnknownOwnerKind {
-            object: object.to_string(),
-            kind: snap.kind.clone(),
-        });
+        // Discovery does not serve the owner's kind: not yet, for a while, or never again.
+        return absent_if_kind_gone(ctx, snap, object).await;
     };
     // A namespaced owner is looked up in its dependents' namespace; a cluster-scoped one in none.
     let namespace = if resolved.namespaced {
@@ -374,11 +381,55 @@ async fn verify_virtual(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result<(), 
         namespace,
         name: &snap.name,
     };
-    if !actions::exists_with_uid(&ctx.client, &target, &snap.uid_text).await? {
-        tracing::info!("owner is absent; its dependents will be collected");
-        let _ = ctx.absent_tx.send(snap.uid);
+    match actions::exists_with_uid(&ctx.client, &target, &snap.uid_text).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!("owner is absent; its dependents will be collected");
+            let _ = ctx.absent_tx.send(snap.uid);
+        }
+        // A 404 that is not a NotFound Status: the resource itself is no longer served (its CRD
+        // went after our last discovery). Only the API server's own answer decides.
+        Err(ActionError::Api { source, .. }) if actions::is_status(&source, 404) => {
+            return absent_if_kind_gone(ctx, snap, object).await;
+        }
+        Err(e) => return Err(e.into()),
     }
     Ok(())
+}
+
+/// The owner's kind is not served: it is absent if nothing can serve the kind any more (see
+/// `gone`), else the verification is retried (a kind not discovered yet, an aggregated API down).
+async fn absent_if_kind_gone(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result<(), WorkError> {
+    let group = super::gone::group_of(&snap.api_version);
+    let retry = |why: String| WorkError::UnknownOwnerKind {
+        object: object.to_string(),
+        kind: format!("{} ({why})", snap.kind),
+    };
+    let known = (group.to_string(), snap.kind.clone());
+    if !ctx
+        .ever_served
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(&known)
+    {
+        return Err(WorkError::UnknownOwnerKind {
+            object: object.to_string(),
+            kind: snap.kind.clone(),
+        });
+    }
+    match super::gone::check(&ctx.client, group, &snap.kind).await {
+        Ok(super::gone::Verdict::Gone) => {
+            tracing::info!(
+                kind = %snap.kind,
+                group,
+                "owner absent: its kind is no longer served and no CustomResourceDefinition defines it"
+            );
+            let _ = ctx.absent_tx.send(snap.uid);
+            Ok(())
+        }
+        Ok(super::gone::Verdict::MayExist(why)) => Err(retry(why.to_string())),
+        Err(e) => Err(retry(format!("cannot tell whether it still exists: {e}"))),
+    }
 }
 
 /// Foreground deletion: remove `foregroundDeletion` once no blocking dependent remains, else
