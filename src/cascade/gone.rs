@@ -16,7 +16,9 @@
 //!   CRD's custom resources are still being deleted: their deletions are watched as usual).
 //!
 //! A CRD is deleted only after all its custom resources are, so "no CRD defines it" means none of
-//! them exists; one re-created later has new uids, which no old reference names. Anything else
+//! them exists; one re-created later has new uids, which no old reference names. The question is
+//! asked only about a kind discovery served since sweeper started: an owner of a kind never seen
+//! served is "unknown" (a typo, a group not installed yet) and kept, as upstream keeps it. Anything else
 //! (a read fails, an unknown label value) answers "may exist": the caller keeps retrying, and
 //! nothing is deleted on doubt.
 
