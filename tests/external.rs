@@ -225,10 +225,16 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
         .iter()
         .flat_map(|r| r.data.clone().unwrap_or_default().into_values())
         .collect();
+    let owned_tag = format!("kubernetes.io/cluster/{cluster}");
     for id in [&owned_lb, &owned_sg] {
-        assert!(
-            audited.iter().any(|e| e.contains(id.as_str())),
-            "{id} is in the audit trail: {audited:?}"
+        let entry: serde_json::Value = audited
+            .iter()
+            .find(|e| e.contains(id.as_str()))
+            .map(|e| serde_json::from_str(e).expect("an audit entry is JSON"))
+            .unwrap_or_else(|| panic!("{id} is in the audit trail: {audited:?}"));
+        assert_eq!(
+            entry["tags"][&owned_tag], "owned",
+            "{id}'s entry records the tags discovery read: {entry}"
         );
     }
     assert!(

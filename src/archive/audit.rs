@@ -1,6 +1,6 @@
 //! The external collector's audit trail: after each teardown pass, one record of every AWS
 //! resource it deleted (ARN or id, service, kind, phase, and what discovery knew of it: its
-//! describe facts). AWS resources cannot be re-created from a description, so this is an audit
+//! describe facts and its tags; `tags: null` where the discovery that found it read none). AWS resources cannot be re-created from a description, so this is an audit
 //! trail, not something `sweeper restore` reads.
 //!
 //! A record is a ConfigMap in the cluster object's namespace (who may read the AWSCluster's
@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use sweeper_services::aws::model::ResourceRef;
+use sweeper_services::aws::model::Audited;
 
 /// The label naming the workload cluster of an audit record.
 pub const LABEL_CLUSTER: &str = "sweeper.dev/audit-cluster";
@@ -24,17 +24,18 @@ pub async fn write(
     namespace: &str,
     cluster: &str,
     object: &ObjectReference,
-    deleted: &[(u8, &ResourceRef, &String)],
+    deleted: &[(u8, &Audited)],
     ttl: Duration,
 ) -> Result<String, kube::Error> {
     let now = Timestamp::now();
     let data: BTreeMap<String, String> = deleted
         .iter()
         .enumerate()
-        .map(|(i, (phase, r, detail))| {
+        .map(|(i, (phase, a))| {
+            let r = &a.resource;
             let v = serde_json::json!({
                 "service": r.service, "kind": r.kind, "id": r.id, "phase": phase,
-                "detail": detail, "deletedAt": now.to_string(),
+                "detail": a.detail, "tags": a.tags, "deletedAt": now.to_string(),
                 "cluster": cluster,
                 "object": format!("{}/{}", object.kind.as_deref().unwrap_or(""), object.name.as_deref().unwrap_or("")),
             });

@@ -409,7 +409,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         let deleted: Vec<_> = report
             .phases
             .iter()
-            .flat_map(|p| p.audit.iter().map(move |(r, detail)| (p.phase, r, detail)))
+            .flat_map(|p| p.audit.iter().map(move |a| (p.phase, a)))
             .collect();
         if !deleted.is_empty() {
             let namespace = o.namespace().unwrap_or_default();

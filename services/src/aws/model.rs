@@ -111,9 +111,19 @@ pub struct PhaseReport {
     pub blockers: Vec<(ResourceRef, String)>,
     /// What deletes left the user to know about (e.g. the snapshot a volume was kept in).
     pub notes: Vec<String>,
-    /// Every resource deleted, with what discovery knew of it (its describe facts or tags, as
-    /// the cleaner recorded them): the audit trail the service writes.
-    pub audit: Vec<(ResourceRef, String)>,
+    /// Every resource deleted, with what discovery knew of it: the audit trail the service writes.
+    pub audit: Vec<Audited>,
+}
+
+/// One deleted resource as the audit trail records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Audited {
+    pub resource: ResourceRef,
+    /// The cleaner's describe facts (`Debug` of its target detail), and any note of the delete.
+    pub detail: String,
+    /// Its tags, as discovery read them (the tagging API's, or the Describe call's). `None`: the
+    /// discovery that found it did not read tags (e.g. a VPC id taken from the cluster object).
+    pub tags: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl PhaseReport {

@@ -85,13 +85,19 @@ impl Cleaner for Addresses {
             .map_err(CleanError::discover(KIND, "DescribeAddresses"))?;
             for a in out.addresses() {
                 if let Some(id) = a.allocation_id() {
-                    found.insert(id.to_string(), a.association_id().map(str::to_string));
+                    let tags: Vec<(String, String)> = tags::ec2_pairs(a.tags())
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect();
+                    found.insert(
+                        id.to_string(),
+                        (a.association_id().map(str::to_string), tags),
+                    );
                 }
             }
         }
         Ok(found
             .into_iter()
-            .map(|(allocation_id, assoc)| {
+            .map(|(allocation_id, (assoc, tags))| {
                 let nat_gone = nat_of.get(&allocation_id).copied();
                 let (blocked, stale_association) = match (assoc, nat_gone) {
                     (None, _) => (None, None),
@@ -109,7 +115,8 @@ impl Cleaner for Addresses {
                         allocation_id,
                         stale_association,
                     },
-                );
+                )
+                .with_tags(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 t.blocked = blocked;
                 t
             })

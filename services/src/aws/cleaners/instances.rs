@@ -181,7 +181,8 @@ impl Cleaner for Instances {
         Ok(found
             .into_iter()
             .map(|i| {
-                let mut t = Target::plain(i.id);
+                let pairs = i.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                let mut t = Target::plain(i.id.clone()).with_tags(pairs);
                 if i.state == "shutting-down" {
                     t.blocked = Some("waiting for termination (shutting-down)".into());
                 }

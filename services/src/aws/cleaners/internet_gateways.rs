@@ -59,13 +59,16 @@ impl Cleaner for InternetGateways {
                     .filter_map(|a| a.vpc_id())
                     .map(str::to_string)
                     .collect();
-                Some(Target::new(
-                    id,
-                    Gateway {
-                        gateway_id: id.to_string(),
-                        vpc_ids,
-                    },
-                ))
+                Some(
+                    Target::new(
+                        id,
+                        Gateway {
+                            gateway_id: id.to_string(),
+                            vpc_ids,
+                        },
+                    )
+                    .with_tags(tags::ec2_pairs(g.tags())),
+                )
             })
             .collect())
     }

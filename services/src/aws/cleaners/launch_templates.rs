@@ -23,7 +23,23 @@ pub struct LaunchTemplates;
 const KIND: &str = "launch-template";
 
 /// Launch templates tagged `kubernetes.io/cluster/<name>=owned` and not CAPA's, all pages.
-async fn owned_templates(c: &AwsClients, own: &Ownership) -> Result<Vec<String>, CleanError> {
+type Tags = Vec<(String, String)>;
+
+fn owned_pairs(tags: &[aws_sdk_ec2::types::Tag]) -> Tags {
+    tags::ec2_pairs(tags)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn borrowed(tags: &Tags) -> impl Iterator<Item = (&str, &str)> {
+    tags.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+}
+
+/// The cluster's launch templates: (id, tags).
+async fn owned_templates(
+    c: &AwsClients,
+    own: &Ownership,
+) -> Result<Vec<(String, Tags)>, CleanError> {
     describe::all_pages(|token| async move {
         let page = call("ec2.DescribeLaunchTemplates", || {
             c.ec2
@@ -38,7 +54,7 @@ async fn owned_templates(c: &AwsClients, own: &Ownership) -> Result<Vec<String>,
             .launch_templates()
             .iter()
             .filter(|t| own.ours(tags::ec2_pairs(t.tags())))
-            .filter_map(|t| t.launch_template_id().map(str::to_string))
+            .filter_map(|t| Some((t.launch_template_id()?.to_string(), owned_pairs(t.tags()))))
             .collect();
         Ok((ids, page.next_token().map(str::to_string)))
     })
@@ -72,7 +88,7 @@ impl Cleaner for LaunchTemplates {
         Ok(owned_templates(ctx.clients, &own)
             .await?
             .into_iter()
-            .map(Target::plain)
+            .map(|(id, tags)| Target::plain(id).with_tags(borrowed(&tags)))
             .collect())
     }
 

@@ -155,12 +155,12 @@ impl Cleaner for LoadBalancers {
         let mut out = Vec::new();
         for lb in describe::classic_load_balancers(ctx.clients).await? {
             if tags::is_owned(lb.pairs(), &capa) {
-                out.push(classic(lb.id));
+                out.push(classic(lb.id.clone()).with_tags(lb.pairs()));
             }
         }
         for lb in describe::v2_load_balancers(ctx.clients).await? {
             if tags::is_owned(lb.pairs(), &capa) {
-                out.push(v2(lb.id));
+                out.push(v2(lb.id.clone()).with_tags(lb.pairs()));
             }
         }
         Ok(out)

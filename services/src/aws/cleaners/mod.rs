@@ -48,6 +48,9 @@ pub struct Target<D = ()> {
     /// attached to a load balancer): reported as remaining without calling AWS.
     pub blocked: Option<String>,
     pub detail: D,
+    /// The tags the cleaner's own Describe call read, for the audit trail (phase 2's come from
+    /// the inventory instead).
+    pub tags: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl<D> Target<D> {
@@ -56,7 +59,18 @@ impl<D> Target<D> {
             id: id.into(),
             blocked: None,
             detail,
+            tags: None,
         }
+    }
+
+    /// The tags a Describe call returned with the resource.
+    pub fn with_tags<'a>(mut self, tags: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        self.tags = Some(
+            tags.into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        self
     }
 }
 

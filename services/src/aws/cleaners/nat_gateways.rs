@@ -53,7 +53,7 @@ impl Cleaner for NatGateways {
             if state == "deleted" {
                 continue;
             }
-            let mut t = Target::plain(id);
+            let mut t = Target::plain(id).with_tags(tags::ec2_pairs(n.tags()));
             if state == "deleting" {
                 t.blocked = Some("waiting for the NAT gateway to be deleted".into());
             }

@@ -12,7 +12,7 @@ use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use crate::aws::model::{AwsClients, GcTask};
 use async_trait::async_trait;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 pub struct NetworkInterfaces;
 
@@ -85,7 +85,7 @@ impl Cleaner for NetworkInterfaces {
             .inventory
             .get::<CniShare>()
             .map_or(&[][..], |s| &s.0[..]);
-        let mut ids: BTreeSet<String> = BTreeSet::new();
+        let mut ids: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
         for (filter, values) in [("group-id", &groups[..]), ("network-interface-id", cni)] {
             for chunk in values.chunks(FILTER_CHUNK) {
                 let filters = vec![tags::ec2_filter(filter, chunk)];
@@ -93,11 +93,21 @@ impl Cleaner for NetworkInterfaces {
                     describe::detached_network_interfaces(ctx.clients, filters)
                         .await?
                         .iter()
-                        .filter_map(|n| n.network_interface_id().map(str::to_string)),
+                        .filter_map(|n| {
+                            let tags = tags::ec2_pairs(n.tag_set())
+                                .map(|(k, v)| (k.to_string(), v.to_string()))
+                                .collect();
+                            Some((n.network_interface_id()?.to_string(), tags))
+                        }),
                 );
             }
         }
-        Ok(ids.into_iter().map(Target::plain).collect())
+        Ok(ids
+            .into_iter()
+            .map(|(id, tags)| {
+                Target::plain(id).with_tags(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            })
+            .collect())
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {

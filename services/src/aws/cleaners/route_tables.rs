@@ -61,13 +61,16 @@ impl Cleaner for RouteTables {
                     .filter_map(|a| a.route_table_association_id())
                     .map(str::to_string)
                     .collect();
-                Some(Target::new(
-                    id,
-                    RouteTable {
-                        route_table_id: id.to_string(),
-                        associations,
-                    },
-                ))
+                Some(
+                    Target::new(
+                        id,
+                        RouteTable {
+                            route_table_id: id.to_string(),
+                            associations,
+                        },
+                    )
+                    .with_tags(tags::ec2_pairs(rt.tags())),
+                )
             })
             .collect())
     }

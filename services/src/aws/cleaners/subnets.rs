@@ -43,8 +43,9 @@ impl Cleaner for Subnets {
         Ok(out
             .subnets()
             .iter()
-            .filter_map(|s| s.subnet_id())
-            .map(Target::plain)
+            .filter_map(|s| {
+                Some(Target::plain(s.subnet_id()?).with_tags(tags::ec2_pairs(s.tags())))
+            })
             .collect())
     }
 

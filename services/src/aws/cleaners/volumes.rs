@@ -14,7 +14,6 @@ use crate::aws::errors::{ApiFailure, ErrorClass, call};
 use crate::aws::model::GcTask;
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
-use std::collections::BTreeSet;
 
 /// Selects EBS volumes: opt-in, see the registry's `OPT_IN`.
 pub const TASK: GcTask = GcTask::new("ebs-volume");
@@ -51,7 +50,7 @@ impl Cleaner for Volumes {
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         let capa = tags::capa_key(ctx.cluster);
         let available = tags::ec2_filter("status", &["available".to_string()]);
-        let mut ids = BTreeSet::new();
+        let mut ids = std::collections::BTreeMap::new();
         for owner in [
             tags::ec2_tag_filter(&tags::cloud_key(ctx.cluster), tags::OWNED),
             tags::ec2_tag_filter(CSI_CLUSTER_TAG, ctx.cluster),
@@ -69,18 +68,28 @@ impl Cleaner for Volumes {
                 })
                 .await
                 .map_err(CleanError::discover(KIND, "DescribeVolumes"))?;
-                let ids: Vec<String> = page
+                let ids: Vec<(String, Vec<(String, String)>)> = page
                     .volumes()
                     .iter()
                     .filter(|v| !tags::is_owned(tags::ec2_pairs(v.tags()), capa))
-                    .filter_map(|v| v.volume_id().map(str::to_string))
+                    .filter_map(|v| {
+                        let tags = tags::ec2_pairs(v.tags())
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect();
+                        Some((v.volume_id()?.to_string(), tags))
+                    })
                     .collect();
                 Ok((ids, page.next_token().map(str::to_string)))
             })
             .await?;
             ids.extend(found);
         }
-        Ok(ids.into_iter().map(Target::plain).collect())
+        Ok(ids
+            .into_iter()
+            .map(|(id, tags)| {
+                Target::plain(id).with_tags(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            })
+            .collect())
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {

@@ -16,6 +16,9 @@ pub struct Inventory {
     shares: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     /// Resources reported but never touched (malformed or unrecognised ARNs) and discovery failures.
     pub errors: Vec<String>,
+    /// The tags discovery read, by ARN and by resource id (cleaners name targets either way),
+    /// for the audit trail.
+    tags: HashMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 impl Inventory {
@@ -43,6 +46,18 @@ impl Inventory {
         // Keyed by T's own TypeId, so the box always holds a T: this cannot fail.
         slot.downcast_mut::<T>()
             .unwrap_or_else(|| unreachable!("inventory share stored under another type's id"))
+    }
+
+    /// Remembers `r`'s tags for the audit trail of whatever cleaner deletes it.
+    pub fn record_tags(&mut self, r: &crate::aws::discovery::tagging::TaggedResource) {
+        self.tags.insert(r.arn.to_string(), r.tags.clone());
+        self.tags
+            .insert(r.arn.resource_id().to_string(), r.tags.clone());
+    }
+
+    /// The tags discovery read for a target id (an ARN or a resource id).
+    pub fn tags_of(&self, id: &str) -> Option<&std::collections::BTreeMap<String, String>> {
+        self.tags.get(id)
     }
 
     /// Nothing found and nothing failed.

@@ -5,7 +5,7 @@
 use crate::aws::cleaners::{CleanCtx, CleanError, Cleaner, Outcome, Target};
 use crate::aws::discovery::inventory::{Inventory, Ownership};
 use crate::aws::discovery::tagging::TaggedResource;
-use crate::aws::model::{AwsClients, GcTask, PhaseReport, ResourceRef};
+use crate::aws::model::{Audited, AwsClients, GcTask, PhaseReport, ResourceRef};
 use async_trait::async_trait;
 use futures::StreamExt;
 use std::collections::BTreeMap;
@@ -118,14 +118,15 @@ async fn run_cleaner<C: Cleaner>(
         match res {
             Ok(Outcome::Deleted) => {
                 report.deleted.push(rref(&t.id));
-                report.audit.push((rref(&t.id), format!("{:?}", t.detail)));
+                report
+                    .audit
+                    .push(audited(rref(&t.id), &t, format!("{:?}", t.detail), ctx));
             }
             Ok(Outcome::DeletedWith(note)) => {
                 tracing::info!(arn = %t.id, %note, "deleted");
                 report.deleted.push(rref(&t.id));
-                report
-                    .audit
-                    .push((rref(&t.id), format!("{:?}; {note}", t.detail)));
+                let detail = format!("{:?}; {note}", t.detail);
+                report.audit.push(audited(rref(&t.id), &t, detail, ctx));
                 report.notes.push(note);
             }
             // Not deleted by this pass, so not reported: a discovery that keeps listing a gone
@@ -142,6 +143,18 @@ async fn run_cleaner<C: Cleaner>(
         }
     }
     report
+}
+
+/// The audit entry of a deleted target: its own Describe tags, else the inventory's.
+fn audited<D>(resource: ResourceRef, t: &Target<D>, detail: String, ctx: &CleanCtx<'_>) -> Audited {
+    Audited {
+        resource,
+        detail,
+        tags: t
+            .tags
+            .clone()
+            .or_else(|| ctx.inventory.tags_of(&t.id).cloned()),
+    }
 }
 
 /// A phase's report, and whether what it left holds up the next phase (see

@@ -124,7 +124,9 @@ fn claim_all(ours: Vec<TaggedResource>, errors: Vec<String>, kinds: &[Box<dyn St
     let mut inv = Inventory::default();
     inv.errors = errors;
     for r in &ours {
-        if !kinds.iter().any(|k| k.claim(r, &mut inv)) {
+        if kinds.iter().any(|k| k.claim(r, &mut inv)) {
+            inv.record_tags(r);
+        } else {
             tracing::debug!(arn = %r.arn, "tagged resource of a kind phase 2 does not clean; left alone");
         }
     }

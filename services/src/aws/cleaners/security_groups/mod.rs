@@ -199,17 +199,24 @@ impl Cleaner for SecurityGroups {
             describe::security_groups(ctx.clients, vec![tags::ec2_filter("vpc-id", &vpcs)]).await?;
         let ids: HashSet<String> = ours.keys().cloned().collect();
         let mut revokes = refs::plan(&ids, &all);
+        let tags_of: HashMap<&str, &[aws_sdk_ec2::types::Tag]> = all
+            .iter()
+            .filter_map(|g| Some((g.group_id()?, g.tags())))
+            .collect();
         let mut out: Vec<Target<Group>> = ours
             .into_iter()
             .map(|(group_id, report)| {
                 let r = revokes.remove(&group_id).unwrap_or_default();
+                let tags =
+                    tags::ec2_pairs(tags_of.get(group_id.as_str()).copied().unwrap_or_default());
                 Target::new(
                     report,
                     Group {
-                        group_id,
+                        group_id: group_id.clone(),
                         revokes: r,
                     },
                 )
+                .with_tags(tags)
             })
             .collect();
         out.sort_by(|a, b| a.id.cmp(&b.id));
