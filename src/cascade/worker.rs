@@ -362,6 +362,11 @@ fn archive_item(
 
 /// A virtual node: does the owner exist? If not, its dependents are collected.
 async fn verify_virtual(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result<(), WorkError> {
+    if ctx.absent.contains(&snap.uid) {
+        // Seen deleted (a uid never comes back): its dependents go, without a lookup.
+        let _ = ctx.absent_tx.send(snap.uid);
+        return Ok(());
+    }
     let Some(resolved) = snap.resolved.clone() else {
         // Discovery does not serve the owner's kind: not yet, for a while, or never again.
         return absent_if_kind_gone(ctx, snap, object).await;

@@ -126,7 +126,17 @@ impl Graph {
     fn link(&mut self, dep: NodeIdx, owners: &[OwnerLink], ns: NsId, work: &mut Vec<Work>) {
         for o in owners {
             let oi = match self.index.get(&o.uid) {
-                Some(&i) => i,
+                Some(&i) => {
+                    // An owner known only as a virtual node: a stand-in left by its deletion (its
+                    // other dependents still point at it) or one being verified. A dependent that
+                    // shows up under it now (its watch lagging the owner's) is classified, and the
+                    // owner looked at again, or it would wait for an event that already happened.
+                    if self.at(i).is_some_and(|n| !n.observed()) {
+                        work.push(Work::AttemptToDelete(self.uid_at(dep)));
+                        work.push(Work::AttemptToDelete(o.uid));
+                    }
+                    i
+                }
                 None => {
                     // Never seen: a virtual node, verified by a worker with a live lookup.
                     let i = self.insert(Node {

@@ -47,6 +47,18 @@ fn unseen_owner_becomes_a_virtual_node_queued_for_verification() {
 }
 
 #[test]
+fn a_dependent_arriving_after_its_owners_deletion_is_queued() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(1, "owner-1", &[]));
+    g.apply(k, &meta(2, "a", &[(1, false)]));
+    g.remove(&uid(1)); // the stand-in stays for "a"
+    // "b"'s watch lagged the owner's: it arrives after the deletion was applied.
+    let work = g.apply(k, &meta(3, "b", &[(1, false)]));
+    assert!(work.contains(&Work::AttemptToDelete(uid(3))), "{work:?}");
+    assert!(work.contains(&Work::AttemptToDelete(uid(1))), "{work:?}");
+}
+
+#[test]
 fn observing_a_virtual_owner_makes_it_real_and_rechecks_dependents() {
     let (mut g, k) = graph();
     g.apply(k, &meta(2, "dep", &[(1, false)]));
