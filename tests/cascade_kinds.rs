@@ -7,7 +7,7 @@ mod support;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::PropagationPolicy::Background;
 use kube::api::{ApiResource, DynamicObject, PostParams};
-use kube::{Api, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use std::time::Duration;
 use support::TestScope;
 use support::objects::*;
@@ -36,6 +36,45 @@ async fn widget(
     api.create(&PostParams::default(), &w)
         .await
         .expect("create widget")
+}
+
+/// A running sweeper, then a namespaced `Widget` CRD created after it (so only discovery finds it).
+struct WidgetWorld {
+    _scope: TestScope,
+    _gc: Sweeper,
+    ns: String,
+    c: kube::Client,
+    ar: ApiResource,
+    widgets: Api<DynamicObject>,
+}
+
+async fn widget_world(prefix: &str) -> WidgetWorld {
+    let mut scope = TestScope::new(prefix).await;
+    let ns = scope.namespace().await;
+    let c = scope.client.clone();
+    let gc = Sweeper::start(&[]).await;
+    let group = format!("{}.test.sweeper.dev", scope.name);
+    let ar = schemaless_crd(&c, &group, "Widget", "Namespaced", T).await;
+    let widgets = Api::namespaced_with(c.clone(), &ns, &ar);
+    WidgetWorld {
+        _scope: scope,
+        _gc: gc,
+        ns,
+        c,
+        ar,
+        widgets,
+    }
+}
+
+/// Sweeper serves a kind created after it started: a probe widget's dependent goes with it.
+async fn assert_kind_watched(c: &Client, ns: &str, ar: &ApiResource, widgets: &Api<DynamicObject>) {
+    let probe = widget(widgets, ar, "probe", vec![]).await;
+    configmap(c, ns, "probe-dep", vec![widget_ref(&probe, ar)]).await;
+    widgets.delete("probe", &Default::default()).await.unwrap();
+    assert!(
+        cm_gone(c, ns, "probe-dep", T).await,
+        "sweeper discovered and watches the new kind"
+    );
 }
 
 #[tokio::test]
@@ -87,18 +126,22 @@ async fn custom_resources_and_mixed_relationships_cascade() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn crd_deletion_cascades_to_dependents_of_its_custom_resources() {
-    let mut s = TestScope::new("crddel").await;
-    let ns = s.namespace().await;
-    let c = s.client.clone();
-    let _gc = Sweeper::start(&[]).await;
-    let group = format!("{}.test.sweeper.dev", s.name);
-    // Created after sweeper started: collected only if discovery picks the new CRD up.
-    let ar = schemaless_crd(&c, &group, "Widget", "Namespaced", T).await;
-    let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), &ns, &ar);
+    // The CRD is created after sweeper started: collected only if discovery picks it up.
+    // Bound by name, not `..`: the scope and the sweeper must live to the end of the test.
+    let WidgetWorld {
+        _scope,
+        _gc,
+        ns,
+        c,
+        ar,
+        widgets,
+    } = widget_world("crddel").await;
+    // Proof that sweeper discovered and watches the new kind (a fixed sleep is not, on a loaded
+    // machine).
+    assert_kind_watched(&c, &ns, &ar, &widgets).await;
     let owner = widget(&widgets, &ar, "owner", vec![]).await;
     configmap(&c, &ns, "dep", vec![widget_ref(&owner, &ar)]).await;
     configmap(&c, &ns, "bystander", vec![]).await;
-    tokio::time::sleep(Duration::from_secs(5)).await; // two discovery refreshes: the widget is watched
     delete_crd(&c, &ar).await;
     assert!(
         cm_gone(&c, &ns, "dep", T).await,
@@ -114,21 +157,16 @@ async fn crd_deletion_cascades_to_dependents_of_its_custom_resources() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn owners_of_a_kind_whose_crd_is_gone_are_absent_but_unknown_kinds_are_kept() {
-    let mut s = TestScope::new("kindgone").await;
-    let ns = s.namespace().await;
-    let c = s.client.clone();
-    let _gc = Sweeper::start(&[]).await;
-    let group = format!("{}.test.sweeper.dev", s.name);
-    let ar = schemaless_crd(&c, &group, "Widget", "Namespaced", T).await;
-    let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), &ns, &ar);
-    // Sweeper serves the new kind: a widget's dependent goes with the widget.
-    let probe = widget(&widgets, &ar, "probe", vec![]).await;
-    configmap(&c, &ns, "probe-dep", vec![widget_ref(&probe, &ar)]).await;
-    widgets.delete("probe", &Default::default()).await.unwrap();
-    assert!(
-        cm_gone(&c, &ns, "probe-dep", T).await,
-        "sweeper discovered and watches the new kind"
-    );
+    // Bound by name, not `..`: the scope and the sweeper must live to the end of the test.
+    let WidgetWorld {
+        _scope,
+        _gc,
+        ns,
+        c,
+        ar,
+        widgets,
+    } = widget_world("kindgone").await;
+    assert_kind_watched(&c, &ns, &ar, &widgets).await;
     delete_crd(&c, &ar).await;
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         Api::all(c.clone());
@@ -148,7 +186,7 @@ async fn owners_of_a_kind_whose_crd_is_gone_are_absent_but_unknown_kinds_are_kep
     );
     let never = fake_ref(
         "Widget",
-        &format!("never-{group}/v1"),
+        &format!("never-{}/v1", ar.group),
         "w",
         "71111111-2222-4333-8444-555555555555",
     );

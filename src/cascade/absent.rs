@@ -1,6 +1,8 @@
 //! Owners known to be gone (upstream's absentOwnerCache): filled when a watch sees a delete and
 //! when a live lookup finds nothing, so the many dependents of one deleted owner cost no lookups.
 //! Bounded: the oldest entries fall out first; a miss only costs a live lookup, never a wrong answer.
+//! Consulted only for uids the graph does not hold as observed: a uid seen again (a force-deleted
+//! CRD re-created over custom resources still in etcd) is present whatever this cache remembers.
 
 use crate::engine::graph::uid::Uid;
 use std::collections::{HashSet, VecDeque};

@@ -91,6 +91,9 @@ pub async fn run(
     let writer = tokio::spawn(writer::run(ctx.clone(), rx, absent_rx));
     let mut watches = WatchSet::new(ctx.client.clone(), tx.clone(), ctx.config.page_size);
     let mut kinds = ServedKinds::default();
+    let mut last: Option<Arc<DiscoveryReport>> = None;
+    // When to learn which served kinds are CRD-backed (after each new report; retried on error).
+    let mut crd_scan_due: Option<Instant> = None;
     let mut workers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut starter: Option<tokio::task::JoinHandle<()>> = None;
     loop {
@@ -109,17 +112,34 @@ pub async fn run(
                     .kinds
                     .intern(&r.resource.api_version, &r.resource.kind)
             });
-            kinds.update(&report.resources, |r| {
-                ctx.write()
-                    .kinds
-                    .intern(&r.resource.api_version, &r.resource.kind)
-            });
-            ctx.ever_served
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend(kinds.served.keys().cloned());
-            // Whatever waited for a kind may resolve now (a new CRD, a group back from failure).
-            ctx.requeue_unresolved();
+            // The loop also wakes for timers: only a new report changes what is served.
+            if !last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &report)) {
+                let failed: HashSet<&str> = report
+                    .failed
+                    .iter()
+                    .map(|f| gone::group_of(&f.group_version))
+                    .collect();
+                let history = &ctx.kind_history;
+                kinds.update(
+                    &report.resources,
+                    &failed,
+                    |gk| {
+                        history
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .was_crd_served(gk)
+                    },
+                    |r| {
+                        ctx.write()
+                            .kinds
+                            .intern(&r.resource.api_version, &r.resource.kind)
+                    },
+                );
+                crd_scan_due = Some(Instant::now());
+                // Whatever waited for a kind may resolve now (a new CRD, a group back from failure).
+                ctx.requeue_unresolved();
+                last = Some(report.clone());
+            }
             if !started.is_empty() {
                 tracing::info!(
                     new = started.len(),
@@ -168,10 +188,17 @@ pub async fn run(
             }
             state.set_ready("cascade", true);
         }
-        kinds.check_due(&ctx.client, &tx).await;
+        if crd_scan_due.is_some_and(|at| at <= Instant::now()) {
+            crd_scan_due = record_crd_served(&ctx, &kinds).await;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = kinds.check_due(&ctx.client, &tx) => {}
+        }
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep_until(kinds.next_due()), if kinds.any_pending() => {}
+            _ = tokio::time::sleep_until(crd_scan_due.unwrap_or_else(Instant::now)), if crd_scan_due.is_some() => {}
             changed = discovery.changed() => if changed.is_err() { break },
             _ = tokio::time::sleep(std::time::Duration::from_millis(200)), if workers.is_empty() => {}
         }
@@ -184,6 +211,28 @@ pub async fn run(
     }
     writer.abort();
     tracing::info!("cascade collector stopped");
+}
+
+/// Records which of the kinds discovery serves are served by a CRD (the only kinds that can be
+/// found gone, see `gone`). Returns when to try again: never after success, in 5 s after an error.
+async fn record_crd_served(ctx: &Ctx, kinds: &ServedKinds) -> Option<Instant> {
+    match tokio::time::timeout(Duration::from_secs(10), gone::crd_groups(&ctx.client)).await {
+        Ok(Ok(groups)) => {
+            ctx.kind_history
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .record_crd_served(kinds.served.keys(), &groups);
+            None
+        }
+        failed => {
+            let error = match failed {
+                Ok(Err(e)) => e.to_string(),
+                _ => "timed out".to_string(),
+            };
+            tracing::warn!(%error, "cannot list APIServices to learn which kinds CRDs serve; retrying");
+            Some(Instant::now() + Duration::from_secs(5))
+        }
+    }
 }
 
 /// Kinds discovery stopped serving, until the API server confirms they are gone (see `gone`) or
@@ -202,6 +251,14 @@ struct Recheck {
     delay: Duration,
 }
 
+impl Recheck {
+    /// The next check, after the current delay; the delay doubles up to [`RECHECK_MAX`].
+    fn postpone(&mut self, now: Instant) {
+        self.next = now + self.delay;
+        self.delay = (self.delay * 2).min(RECHECK_MAX);
+    }
+}
+
 /// First re-check after this, doubling up to [`RECHECK_MAX`]: a terminating CRD is usually gone
 /// within seconds; an aggregated API server that is down may take long, and costs two lists a
 /// minute meanwhile.
@@ -209,12 +266,16 @@ const RECHECK_FIRST: Duration = Duration::from_secs(2);
 const RECHECK_MAX: Duration = Duration::from_secs(60);
 
 impl ServedKinds {
+    /// A new discovery report. Kinds of a group whose discovery `failed` stay served (unknown is
+    /// not gone); only kinds `crd_served` are candidates (an aggregated API's are not).
     fn update(
         &mut self,
         resources: &[crate::engine::discovery::DeletableResource],
+        failed: &HashSet<&str>,
+        crd_served: impl Fn(&(String, String)) -> bool,
         mut intern: impl FnMut(&crate::engine::discovery::DeletableResource) -> KindId,
     ) {
-        let now: HashMap<(String, String), KindId> = resources
+        let mut now: HashMap<(String, String), KindId> = resources
             .iter()
             .map(|r| {
                 let gk = (r.resource.group.clone(), r.resource.kind.clone());
@@ -222,7 +283,12 @@ impl ServedKinds {
             })
             .collect();
         for (gk, kind) in self.served.drain() {
-            if !now.contains_key(&gk) {
+            if now.contains_key(&gk) {
+                continue;
+            }
+            if failed.contains(gk.0.as_str()) {
+                now.insert(gk, kind);
+            } else if crd_served(&gk) {
                 self.unserved.insert(
                     gk,
                     Recheck {
@@ -288,8 +354,7 @@ impl ServedKinds {
                     };
                     if let Some(r) = self.unserved.get_mut(&gk) {
                         tracing::debug!(group, kind, %why, "kind not served, but may still exist");
-                        r.next = Instant::now() + r.delay;
-                        r.delay = (r.delay * 2).min(RECHECK_MAX);
+                        r.postpone(Instant::now());
                     }
                 }
             }
@@ -317,35 +382,73 @@ mod tests {
     }
 
     #[test]
-    fn a_kind_that_stops_being_served_is_rechecked_with_backoff_until_served_again() {
+    fn a_crd_kind_that_stops_being_served_is_rechecked_until_served_again() {
         let mut k = ServedKinds::default();
         let mut next_id = 0u16;
         let mut intern = |_: &DeletableResource| {
             next_id += 1;
             next_id
         };
+        let none = HashSet::new();
+        let all_crd = |_: &(String, String)| true;
         k.update(
             &[res("a.dev", "Widget"), res("a.dev", "Gadget")],
+            &none,
+            all_crd,
             &mut intern,
         );
         assert!(!k.any_pending(), "nothing unserved yet");
-        k.update(&[res("a.dev", "Gadget")], &mut intern);
+        k.update(&[res("a.dev", "Gadget")], &none, all_crd, &mut intern);
         assert!(k.any_pending());
         assert!(k.unserved.contains_key(&("a.dev".into(), "Widget".into())));
         assert!(k.next_due() <= Instant::now(), "checked at once");
-        // A failed check backs off: 2 s, then 4 s, capped at a minute.
+        // Each "may still exist" backs off: 2 s, 4 s, ... capped at a minute.
+        let t = Instant::now();
         let r = k.unserved.values_mut().next().unwrap();
-        r.next = Instant::now() + r.delay;
-        r.delay = (r.delay * 2).min(RECHECK_MAX);
-        assert_eq!(r.delay, Duration::from_secs(4));
+        r.postpone(t);
+        assert_eq!(r.next, t + RECHECK_FIRST);
+        for _ in 0..10 {
+            r.postpone(t);
+        }
+        assert_eq!(r.next, t + RECHECK_MAX);
+        assert_eq!(k.next_due(), t + RECHECK_MAX);
         // Served again (a CRD re-created, a group back from a failed discovery): forgotten.
         k.update(
             &[res("a.dev", "Gadget"), res("a.dev", "Widget")],
+            &none,
+            all_crd,
             &mut intern,
         );
         assert!(!k.any_pending());
         // A kind never served is never a candidate: an owner of it is "unknown", kept.
-        k.update(&[res("a.dev", "Gadget")], &mut intern);
+        k.update(&[res("a.dev", "Gadget")], &none, all_crd, &mut intern);
         assert_eq!(k.unserved.len(), 1);
+    }
+
+    #[test]
+    fn kinds_of_a_failed_group_or_not_served_by_a_crd_are_not_candidates() {
+        let mut k = ServedKinds::default();
+        let mut intern = |_: &DeletableResource| 1;
+        let none = HashSet::new();
+        let only_widgets = |gk: &(String, String)| gk.1 == "Widget";
+        k.update(
+            &[res("a.dev", "Widget"), res("m.dev", "PodMetrics")],
+            &none,
+            only_widgets,
+            &mut intern,
+        );
+        // The group's discovery failed: unknown, not gone; still counted as served.
+        let failed: HashSet<&str> = ["a.dev"].into();
+        k.update(&[], &failed, only_widgets, &mut intern);
+        assert!(!k.unserved.contains_key(&("a.dev".into(), "Widget".into())));
+        assert!(k.served.contains_key(&("a.dev".into(), "Widget".into())));
+        assert!(
+            !k.unserved
+                .contains_key(&("m.dev".into(), "PodMetrics".into())),
+            "an aggregated API's kind is never found gone"
+        );
+        // The group discovers again without the kind: now it is a candidate.
+        k.update(&[], &none, only_widgets, &mut intern);
+        assert!(k.unserved.contains_key(&("a.dev".into(), "Widget".into())));
     }
 }

@@ -66,12 +66,16 @@ pub struct Ctx {
     pub archived_foreground: Mutex<std::collections::HashSet<Uid>>,
     /// Objects waiting for a kind discovery does not serve (theirs or an owner's): requeued at
     /// once when discovery changes, instead of at the end of a backoff that may reach minutes.
-    pub unresolved: Mutex<std::collections::HashSet<Uid>>,
-    /// Every `(group, kind)` discovery has served since start. Only such a kind can be found
-    /// gone (see `gone`): an owner of a kind never served here is "unknown", kept and retried,
-    /// like upstream's collector does, since nothing shows it ever existed.
-    pub ever_served: Mutex<std::collections::HashSet<(String, String)>>,
+    /// Bounded (see [`UNRESOLVED_CAP`]); forgotten when the object goes.
+    unresolved: Mutex<std::collections::HashSet<Uid>>,
+    /// The kinds a CRD served since start, and recent "is it gone" answers (see `gone`): an
+    /// owner of a kind never served by a CRD here is "unknown", kept and retried, like upstream's
+    /// collector does, since nothing shows it cannot come back.
+    pub kind_history: Mutex<super::gone::KindHistory>,
 }
+
+/// At most this many objects wait for a kind; past it they are left to their backoff alone.
+const UNRESOLVED_CAP: usize = 65_536;
 
 /// At most this many objects remembered as reported; past it the memory is dropped, which costs
 /// at most one repeated Warning per still-failing object.
@@ -89,7 +93,7 @@ impl Ctx {
             archive,
             archived_foreground: Mutex::new(std::collections::HashSet::new()),
             unresolved: Mutex::new(std::collections::HashSet::new()),
-            ever_served: Mutex::new(std::collections::HashSet::new()),
+            kind_history: Mutex::new(Default::default()),
             events: Publisher::new(client.clone(), "sweeper-cascade", "GarbageCollect"),
             client,
             config,
@@ -114,6 +118,18 @@ impl Ctx {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(uid);
+        self.unresolved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(uid);
+    }
+
+    /// `uid` waits for a kind discovery does not serve (its own or an owner's).
+    pub fn wait_for_kind(&self, uid: Uid) {
+        let mut waiting = self.unresolved.lock().unwrap_or_else(|p| p.into_inner());
+        if waiting.len() < UNRESOLVED_CAP {
+            waiting.insert(uid);
+        }
     }
 
     /// Requeues every object that waited for a kind (call when discovery changed).

@@ -17,14 +17,19 @@
 //!
 //! A CRD is deleted only after all its custom resources are, so "no CRD defines it" means none of
 //! them exists; one re-created later has new uids, which no old reference names. The question is
-//! asked only about a kind discovery served since sweeper started: an owner of a kind never seen
-//! served is "unknown" (a typo, a group not installed yet) and kept, as upstream keeps it. Anything else
-//! (a read fails, an unknown label value) answers "may exist": the caller keeps retrying, and
-//! nothing is deleted on doubt.
+//! asked only about a kind sweeper saw served **by a CRD** since it started (discovery served it
+//! while every APIService of its group was `automanaged=true`, the label the CRD registration
+//! controller sets): an owner of a kind never seen served is "unknown" (a typo, a group not
+//! installed yet) and kept, as upstream keeps it; so is one of an aggregated API whose APIService
+//! was removed for a while (its server still holds the objects, and they come back with it).
+//! Anything else (a read fails, an unknown label value) answers "may exist": the caller keeps
+//! retrying, and nothing is deleted on doubt.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client};
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 /// The label kube-aggregator's autoregister controller puts on the APIServices it manages.
 const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
@@ -67,13 +72,8 @@ pub fn verdict(
     Verdict::Gone
 }
 
-/// Asks the API server (see the module docs). Calls: one metadata list of APIServices, one of
-/// CRDs, and one GET per CRD of the group.
-pub async fn check(client: &Client, group: &str, kind: &str) -> Result<Verdict, kube::Error> {
-    if group.is_empty() {
-        return Ok(verdict(group, kind, &[], &[]));
-    }
-    let suffix = format!(".{group}");
+/// Every APIService's group and `automanaged` label (one metadata list).
+async fn api_services(client: &Client) -> Result<Vec<(String, ApiServiceFact)>, kube::Error> {
     let ar = ApiResource {
         group: "apiregistration.k8s.io".into(),
         version: "v1".into(),
@@ -81,29 +81,54 @@ pub async fn check(client: &Client, group: &str, kind: &str) -> Result<Verdict, 
         kind: "APIService".into(),
         plural: "apiservices".into(),
     };
-    let services: Vec<ApiServiceFact> = Api::<DynamicObject>::all_with(client.clone(), &ar)
+    Ok(Api::<DynamicObject>::all_with(client.clone(), &ar)
         .list_metadata(&ListParams::default())
         .await?
         .items
         .into_iter()
-        // APIService names are `<version>.<group>`.
-        .filter(|s| {
-            s.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.ends_with(&suffix))
-        })
-        .map(|s| ApiServiceFact {
-            automanaged: s
+        .filter_map(|s| {
+            // APIService names are `<version>.<group>`; the core group's is just `v1`.
+            let name = s.metadata.name?;
+            let group = name.split_once('.').map(|(_, g)| g.to_string())?;
+            let automanaged = s
                 .metadata
                 .labels
                 .as_ref()
-                .and_then(|l| l.get(AUTOMANAGED).cloned()),
+                .and_then(|l| l.get(AUTOMANAGED).cloned());
+            Some((group, ApiServiceFact { automanaged }))
         })
+        .collect())
+}
+
+/// The groups a CRD serves now: every APIService of the group is `automanaged=true`.
+pub async fn crd_groups(client: &Client) -> Result<HashSet<String>, kube::Error> {
+    let mut by_group: HashMap<String, bool> = HashMap::new();
+    for (group, fact) in api_services(client).await? {
+        let crd = fact.automanaged.as_deref() == Some("true");
+        *by_group.entry(group).or_insert(true) &= crd;
+    }
+    Ok(by_group
+        .into_iter()
+        .filter_map(|(g, crd)| crd.then_some(g))
+        .collect())
+}
+
+/// Asks the API server (see the module docs). Calls: one metadata list of APIServices, one of
+/// CRDs, and one GET per CRD of the group.
+pub async fn check(client: &Client, group: &str, kind: &str) -> Result<Verdict, kube::Error> {
+    if group.is_empty() {
+        return Ok(verdict(group, kind, &[], &[]));
+    }
+    let services: Vec<ApiServiceFact> = api_services(client)
+        .await?
+        .into_iter()
+        .filter(|(g, _)| g == group)
+        .map(|(_, f)| f)
         .collect();
     if let Verdict::MayExist(why) = verdict(group, kind, &services, &[]) {
         return Ok(Verdict::MayExist(why));
     }
+    let suffix = format!(".{group}");
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut crds = Vec::new();
     // CRD names are `<plural>.<group>`: only the group's own CRDs are read in full.
@@ -119,6 +144,60 @@ pub async fn check(client: &Client, group: &str, kind: &str) -> Result<Verdict, 
         }
     }
     Ok(verdict(group, kind, &services, &crds))
+}
+
+/// `(group, kind)`.
+pub type GroupKind = (String, String);
+
+/// What the cascade collector remembers about kinds that may be gone: which were served by a CRD
+/// (only those can be found gone), and recent answers, so the many owners of one vanished kind,
+/// each retried by its own dependents, cost one check every few seconds, not one each.
+#[derive(Default)]
+pub struct KindHistory {
+    crd_served: HashSet<GroupKind>,
+    answers: HashMap<GroupKind, (Instant, Verdict)>,
+}
+
+/// How long an answer is reused. Short: a CRD being deleted is gone within seconds.
+const ANSWER_TTL: Duration = Duration::from_secs(5);
+/// Answers kept at most (they are short-lived; past this the oldest are simply dropped).
+const ANSWERS_CAP: usize = 1024;
+
+impl KindHistory {
+    /// Discovery served these kinds while `crd_groups` were served by CRDs.
+    pub fn record_crd_served<'a>(
+        &mut self,
+        served: impl IntoIterator<Item = &'a GroupKind>,
+        crd_groups: &HashSet<String>,
+    ) {
+        self.crd_served.extend(
+            served
+                .into_iter()
+                .filter(|(g, _)| crd_groups.contains(g))
+                .cloned(),
+        );
+    }
+
+    pub fn was_crd_served(&self, gk: &GroupKind) -> bool {
+        self.crd_served.contains(gk)
+    }
+
+    pub fn answer(&self, gk: &GroupKind, now: Instant) -> Option<Verdict> {
+        self.answers
+            .get(gk)
+            .filter(|(at, _)| now.duration_since(*at) < ANSWER_TTL)
+            .map(|(_, v)| v.clone())
+    }
+
+    pub fn remember(&mut self, gk: GroupKind, verdict: Verdict, now: Instant) {
+        if self.answers.len() >= ANSWERS_CAP {
+            self.answers
+                .retain(|_, (at, _)| now.duration_since(*at) < ANSWER_TTL);
+        }
+        if self.answers.len() < ANSWERS_CAP {
+            self.answers.insert(gk, (now, verdict));
+        }
+    }
 }
 
 /// The API group of an `apiVersion` (`""` for the core group's `v1`).
@@ -175,6 +254,46 @@ mod tests {
             Verdict::MayExist(_)
         ));
         assert!(matches!(verdict("", "Pod", &[], &[]), Verdict::MayExist(_)));
+    }
+
+    fn gk(g: &str, k: &str) -> GroupKind {
+        (g.to_string(), k.to_string())
+    }
+
+    #[test]
+    fn only_kinds_served_by_a_crd_can_be_found_gone() {
+        let mut h = KindHistory::default();
+        let crd_groups: HashSet<String> = ["w.example.com".to_string()].into();
+        let served = [
+            gk("w.example.com", "Widget"),
+            gk("metrics.k8s.io", "PodMetrics"),
+        ];
+        h.record_crd_served(&served, &crd_groups);
+        assert!(h.was_crd_served(&gk("w.example.com", "Widget")));
+        assert!(
+            !h.was_crd_served(&gk("metrics.k8s.io", "PodMetrics")),
+            "an aggregated API's kind: its APIService may come back with its objects"
+        );
+        assert!(
+            !h.was_crd_served(&gk("w.example.com", "Gadget")),
+            "never served"
+        );
+    }
+
+    #[test]
+    fn answers_are_reused_for_a_few_seconds() {
+        let mut h = KindHistory::default();
+        let t = Instant::now();
+        h.remember(gk("w", "Widget"), Verdict::Gone, t);
+        assert_eq!(
+            h.answer(&gk("w", "Widget"), t + Duration::from_secs(1)),
+            Some(Verdict::Gone)
+        );
+        assert_eq!(h.answer(&gk("w", "Widget"), t + ANSWER_TTL), None);
+        for i in 0..2 * ANSWERS_CAP {
+            h.remember(gk("w", &format!("K{i}")), Verdict::Gone, t + ANSWER_TTL * 2);
+        }
+        assert!(h.answers.len() <= ANSWERS_CAP);
     }
 
     #[test]

@@ -137,10 +137,15 @@ fn owner_status(
     if !dependent_is_namespaced && resolved.is_some_and(|r| r.namespaced) {
         return OwnerStatus::ClusterScopedWithNamespacedOwner;
     }
-    if absent.contains(&link.uid) {
+    // The graph first: a uid observed again (a force-deleted CRD re-created over objects still in
+    // etcd) is there, whatever the absent cache remembers of its deletion.
+    let node = g.get(&link.uid);
+    if node.is_some_and(Node::known_absent)
+        || (!node.is_some_and(Node::observed) && absent.contains(&link.uid))
+    {
         return OwnerStatus::Dangling;
     }
-    match g.get(&link.uid) {
+    match node {
         Some(owner) if owner.observed() => {
             if !g.kinds.same_group_kind(owner.kind, link.kind) || *owner.name != *link.name {
                 // Same uid, different identity: the reference does not describe this object.

@@ -53,10 +53,7 @@ pub async fn run(ctx: Arc<Ctx>) {
                     e,
                     WorkError::UnknownKind { .. } | WorkError::UnknownOwnerKind { .. }
                 ) {
-                    ctx.unresolved
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(uid);
+                    ctx.wait_for_kind(uid);
                 }
                 ctx.metrics
                     .errors
@@ -362,8 +359,12 @@ fn archive_item(
 
 /// A virtual node: does the owner exist? If not, its dependents are collected.
 async fn verify_virtual(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result<(), WorkError> {
+    if snap.node.known_absent() {
+        // Its dependents were queued when it was found gone.
+        return Ok(());
+    }
     if ctx.absent.contains(&snap.uid) {
-        // Seen deleted (a uid never comes back): its dependents go, without a lookup.
+        // Seen deleted: its dependents go, without a lookup.
         let _ = ctx.absent_tx.send(snap.uid);
         return Ok(());
     }
@@ -410,20 +411,33 @@ async fn absent_if_kind_gone(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result
         object: object.to_string(),
         kind: format!("{} ({why})", snap.kind),
     };
-    let known = (group.to_string(), snap.kind.clone());
-    if !ctx
-        .ever_served
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .contains(&known)
-    {
-        return Err(WorkError::UnknownOwnerKind {
-            object: object.to_string(),
-            kind: snap.kind.clone(),
-        });
-    }
-    match super::gone::check(&ctx.client, group, &snap.kind).await {
-        Ok(super::gone::Verdict::Gone) => {
+    let gk = (group.to_string(), snap.kind.clone());
+    let now = std::time::Instant::now();
+    let answered = {
+        let h = ctx.kind_history.lock().unwrap_or_else(|p| p.into_inner());
+        if !h.was_crd_served(&gk) {
+            return Err(WorkError::UnknownOwnerKind {
+                object: object.to_string(),
+                kind: snap.kind.clone(),
+            });
+        }
+        h.answer(&gk, now)
+    };
+    let verdict = match answered {
+        Some(v) => v,
+        None => match super::gone::check(&ctx.client, group, &snap.kind).await {
+            Ok(v) => {
+                ctx.kind_history
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remember(gk, v.clone(), now);
+                v
+            }
+            Err(e) => return Err(retry(format!("cannot tell whether it still exists: {e}"))),
+        },
+    };
+    match verdict {
+        super::gone::Verdict::Gone => {
             tracing::info!(
                 kind = %snap.kind,
                 group,
@@ -432,8 +446,7 @@ async fn absent_if_kind_gone(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result
             let _ = ctx.absent_tx.send(snap.uid);
             Ok(())
         }
-        Ok(super::gone::Verdict::MayExist(why)) => Err(retry(why.to_string())),
-        Err(e) => Err(retry(format!("cannot tell whether it still exists: {e}"))),
+        super::gone::Verdict::MayExist(why) => Err(retry(why.to_string())),
     }
 }
 

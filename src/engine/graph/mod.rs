@@ -127,13 +127,14 @@ impl Graph {
         for o in owners {
             let oi = match self.index.get(&o.uid) {
                 Some(&i) => {
-                    // An owner known only as a virtual node: a stand-in left by its deletion (its
-                    // other dependents still point at it) or one being verified. A dependent that
-                    // shows up under it now (its watch lagging the owner's) is classified, and the
-                    // owner looked at again, or it would wait for an event that already happened.
-                    if self.at(i).is_some_and(|n| !n.observed()) {
+                    // A virtual owner known gone (a stand-in left by its deletion, its other
+                    // dependents still pointing at it): a dependent that shows up under it now,
+                    // its watch lagging the owner's, is classified at once, or it would wait for
+                    // an event that already happened. Only the dependent: the owner's other
+                    // dependents were queued when it went. A virtual owner not known gone is
+                    // being verified, and that verification queues every dependent it has.
+                    if self.at(i).is_some_and(Node::known_absent) {
                         work.push(Work::AttemptToDelete(self.uid_at(dep)));
-                        work.push(Work::AttemptToDelete(o.uid));
                     }
                     i
                 }
@@ -341,26 +342,30 @@ impl Graph {
             self.remove_slot(*uid);
         } else if let Some(n) = self.at_mut(i) {
             // Keep a virtual stand-in while dependents still point here, so they stay queryable;
-            // the absent-owner cache (fed by the caller) tells workers it is gone.
-            n.flags = 0;
+            // its ABSENT flag tells workers it is gone.
+            n.flags = flag::ABSENT;
             n.owners = Box::new([]);
         }
         work
     }
 
     /// A worker verified that a virtual node's object does not exist (404 or another uid).
+    /// Its dependents are queued once: a node already known absent returns no work.
     pub fn virtual_absent(&mut self, uid: &Uid) -> Vec<Work> {
-        match self.get(uid) {
-            Some(n) if !n.observed() => {
-                let deps: Vec<Work> = n
-                    .dependents
-                    .iter()
-                    .map(|&d| Work::AttemptToDelete(self.uid_at(d)))
-                    .collect();
-                deps
+        let Some(&i) = self.index.get(uid) else {
+            return Vec::new();
+        };
+        match self.at_mut(i) {
+            Some(n) if !n.observed() && !n.has(flag::ABSENT) => {
+                n.flags |= flag::ABSENT;
             }
-            _ => Vec::new(),
+            _ => return Vec::new(),
         }
+        let n = self.at(i).expect("indexed node exists");
+        n.dependents
+            .iter()
+            .map(|&d| Work::AttemptToDelete(self.uid_at(d)))
+            .collect()
     }
 
     /// After a relist of `kind` (matched by group and kind): observed nodes not in `seen` were

@@ -20,6 +20,11 @@ pub mod flag {
     pub const ORPHAN: u8 = 8;
     /// Has sweeper's `sweeper.dev/cascade-complete` finalizer.
     pub const CASCADE_COMPLETE: u8 = 16;
+    /// A virtual node known gone: the stand-in of a deleted object, or an owner a live lookup
+    /// found absent. Kept in the node, not only in the bounded absent-owner cache, so a
+    /// dependent linked under it later is classified without a lookup however long it lagged.
+    /// Cleared when the uid is observed again.
+    pub const ABSENT: u8 = 32;
 }
 
 pub mod link_flag {
@@ -65,6 +70,10 @@ impl Node {
     }
     pub fn observed(&self) -> bool {
         self.has(flag::OBSERVED)
+    }
+    /// A virtual node known gone (see [`flag::ABSENT`]).
+    pub fn known_absent(&self) -> bool {
+        !self.observed() && self.has(flag::ABSENT)
     }
     /// Foreground deletion in progress: deleting and still holding `foregroundDeletion`.
     pub fn deleting_dependents(&self) -> bool {

@@ -54,8 +54,39 @@ fn a_dependent_arriving_after_its_owners_deletion_is_queued() {
     g.remove(&uid(1)); // the stand-in stays for "a"
     // "b"'s watch lagged the owner's: it arrives after the deletion was applied.
     let work = g.apply(k, &meta(3, "b", &[(1, false)]));
-    assert!(work.contains(&Work::AttemptToDelete(uid(3))), "{work:?}");
-    assert!(work.contains(&Work::AttemptToDelete(uid(1))), "{work:?}");
+    assert_eq!(
+        work,
+        vec![Work::AttemptToDelete(uid(3))],
+        "only the newcomer: \"a\" was queued with the deletion"
+    );
+    assert!(g.get(&uid(1)).unwrap().known_absent());
+}
+
+#[test]
+fn a_virtual_owner_found_absent_queues_its_dependents_once() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(2, "a", &[(1, false)]));
+    // Not known gone yet: a newcomer waits for the verification, which queues everyone.
+    assert!(g.apply(k, &meta(3, "b", &[(1, false)])).is_empty());
+    let work = g.virtual_absent(&uid(1));
+    assert_eq!(work.len(), 2, "{work:?}");
+    assert!(g.virtual_absent(&uid(1)).is_empty(), "already known gone");
+    let work = g.apply(k, &meta(4, "c", &[(1, false)]));
+    assert_eq!(work, vec![Work::AttemptToDelete(uid(4))]);
+}
+
+#[test]
+fn a_uid_observed_again_is_no_longer_absent() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(1, "owner-1", &[]));
+    g.apply(k, &meta(2, "a", &[(1, false)]));
+    g.remove(&uid(1));
+    assert!(g.get(&uid(1)).unwrap().known_absent());
+    // A force-deleted CRD re-created over custom resources still in etcd: same uid, back.
+    let work = g.apply(k, &meta(1, "owner-1", &[]));
+    assert!(work.contains(&Work::AttemptToDelete(uid(2))), "{work:?}");
+    let owner = g.get(&uid(1)).unwrap();
+    assert!(owner.observed() && !owner.known_absent());
 }
 
 #[test]
