@@ -10,29 +10,14 @@ use kube::api::PropagationPolicy::{Background, Foreground};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 use support::TestScope;
 use support::objects::*;
-use support::sweeper::{Sweeper, eventually};
+use support::sweeper::{Sweeper, cli, eventually};
 use sweeper::archive::restore;
 
 const T: Duration = Duration::from_secs(30);
 const SETTLE: Duration = Duration::from_secs(4);
-
-/// Runs `sweeper <args>` as the test's admin; returns (success, stdout, stderr).
-fn cli(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sweeper"))
-        .args(args)
-        .env("KUBECONFIG", support::EnvFacts::load().get("KUBECONFIG"))
-        .output()
-        .expect("run sweeper");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// A ConfigMap with `data` and owners.
 async fn cm_data(

@@ -340,6 +340,47 @@ async fn capa_aws_cluster_from_the_template_is_torn_down_and_released() {
         "phase 3: the CAPA-managed VPC is deleted"
     );
     others.assert_intact(&aws).await;
+
+    // The audit trail of CAPA's own AWSCluster: every deleted resource with its phase, in the
+    // cluster's namespace; no bystander in it.
+    let audited = audit_entries(&c, &ns, &name).await;
+    for (id, phase) in [
+        (&world.apiserver_lb, 1),
+        (&world.service_lb, 2),
+        (&world.owned_sg, 2),
+        (&world.net.vpc, 3),
+    ] {
+        let entry = audited
+            .iter()
+            .find(|e| e["id"].as_str().is_some_and(|x| x.contains(id.as_str())))
+            .unwrap_or_else(|| panic!("{id} is in the audit trail: {audited:?}"));
+        assert_eq!(entry["phase"], phase, "{id}'s phase: {entry}");
+        assert_eq!(entry["object"], format!("AWSCluster/{name}"), "{entry}");
+    }
+    for kept in [&others.shared_sg, &others.untagged_sg, &others.vpc] {
+        assert!(
+            !audited
+                .iter()
+                .any(|e| e.to_string().contains(kept.as_str())),
+            "{kept} was kept and is not in the audit trail"
+        );
+    }
+}
+
+/// Every entry of the external collector's audit records for `cluster` in `ns`.
+async fn audit_entries(c: &Client, ns: &str, cluster: &str) -> Vec<Value> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let selector =
+        format!("sweeper.dev/archive-collector=external,sweeper.dev/audit-cluster={cluster}");
+    Api::<ConfigMap>::namespaced(c.clone(), ns)
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .flat_map(|r| r.data.unwrap_or_default().into_values())
+        .map(|e| serde_json::from_str(&e).expect("an audit entry is JSON"))
+        .collect()
 }
 
 /// The EKS objects of CAPA's cluster-template-eks.yaml, with `spec.eksClusterName` set as CAPA's

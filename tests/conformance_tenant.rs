@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::time::Duration;
 use support::TestScope;
 use support::conformance;
-use support::sweeper::{Sweeper, eventually};
+use support::sweeper::{Sweeper, cli, eventually};
 use support::tenant::{delete_tenant, exists, has_finalizer};
 use sweeper::api::tenant::{SpecId, Tenant};
 
@@ -59,6 +59,29 @@ async fn present(c: &Client, obj: &Value) -> bool {
         .await
         .unwrap()
         .is_some_and(|o| o.metadata.deletion_timestamp.is_none())
+}
+
+/// The object as the API server holds it now, terminating or not.
+async fn get(c: &Client, obj: &Value) -> Option<Value> {
+    let api = Api::<DynamicObject>::all_with(c.clone(), &resource_of(obj));
+    api.get_opt(obj["metadata"]["name"].as_str().unwrap())
+        .await
+        .unwrap()
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+async fn stored(c: &Client, obj: &Value) -> bool {
+    get(c, obj).await.is_some()
+}
+
+/// Equal, an empty list or map counting as absent (the API server drops empty `rules`).
+fn same(live: &Value, want: &Value) -> bool {
+    let empty = |v: &Value| {
+        v.is_null()
+            || v.as_array().is_some_and(|a| a.is_empty())
+            || v.as_object().is_some_and(|o| o.is_empty())
+    };
+    (empty(live) && empty(want)) || live == want
 }
 
 /// Two numeric ids sharing their first five digits (KubeZoo's ids are numbers).
@@ -116,6 +139,38 @@ async fn kubezoos_own_tenant_is_torn_down_completely_under_the_default_settings(
         "KubeZoo's tenants decode"
     );
 
+    // Undo: `sweeper restore --tenant` brings KubeZoo's unlabelled objects back as they were,
+    // and nothing of the tenant sharing its prefix. Restore never overwrites, so it waits until
+    // the namespace controller has finished with the tenant's namespaces.
+    for obj in &docs_a[1..] {
+        assert!(
+            eventually(T, || async { !stored(&c, obj).await }).await,
+            "{} is gone for good before the restore",
+            describe(obj)
+        );
+    }
+    let (ok, out, err) = cli(&["restore", "--tenant", &a]);
+    assert!(ok, "restore --tenant {a}: {out}\n{err}");
+    for obj in &docs_a[1..] {
+        let live = get(&c, obj).await;
+        let live = live.unwrap_or_else(|| panic!("{} restored: {out}", describe(obj)));
+        for (field, want) in obj.as_object().unwrap() {
+            if ["apiVersion", "kind", "metadata"].contains(&field.as_str()) {
+                continue;
+            }
+            assert!(
+                same(&live[field], want),
+                "{}: restored {field} {} equals KubeZoo's {want}",
+                describe(obj),
+                live[field]
+            );
+        }
+    }
+    assert!(
+        !out.contains(&b),
+        "the tenant sharing the prefix is not in the restore: {out}"
+    );
+
     // Tear the other one down through the collector as well.
     delete_tenant(&c, &b).await;
     let gone = eventually(T, || async {
@@ -124,6 +179,16 @@ async fn kubezoos_own_tenant_is_torn_down_completely_under_the_default_settings(
     .await;
     assert!(gone, "tenant {b} torn down too");
     drop(gc);
+    // What was restored of `a` belongs to no tenant any more.
+    for obj in &docs_a[1..] {
+        let api = Api::<DynamicObject>::all_with(c.clone(), &resource_of(obj));
+        let _ = api
+            .delete(
+                obj["metadata"]["name"].as_str().unwrap(),
+                &Default::default(),
+            )
+            .await;
+    }
     support::objects::install_sweeper_crds(&c).await;
 }
 

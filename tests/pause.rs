@@ -13,7 +13,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{ListParams, PropagationPolicy::Background};
 use std::io::{Read, Seek, SeekFrom};
-use std::process::Command;
 use std::time::Duration;
 use support::TestScope;
 use support::objects::*;
@@ -21,20 +20,11 @@ use support::sweeper::{Sweeper, eventually};
 
 const SA_USER: &str = "system:serviceaccount:sweeper-system:sweeper";
 
-/// Runs `sweeper <args>` as the test's admin and returns its stdout.
+/// Runs `sweeper <args>` as the test's admin and returns its stdout; it must succeed.
 fn cli(args: &[&str]) -> String {
-    let facts = support::EnvFacts::load();
-    let out = Command::new(env!("CARGO_BIN_EXE_sweeper"))
-        .args(args)
-        .env("KUBECONFIG", facts.get("KUBECONFIG"))
-        .output()
-        .expect("run sweeper");
-    assert!(
-        out.status.success(),
-        "sweeper {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let (ok, out, err) = support::sweeper::cli(args);
+    assert!(ok, "sweeper {args:?}: {err}");
+    out
 }
 
 /// The test's objects left: the switch and the archive's records (ConfigMaps too) not counted.

@@ -145,6 +145,21 @@ impl Drop for Sweeper {
     }
 }
 
+/// Runs a `sweeper <args>` command (`restore`, `pause`, `archive list`, ...) as the test's admin,
+/// the identity a platform engineer runs the CLI with; returns (success, stdout, stderr).
+pub fn cli(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sweeper"))
+        .args(args)
+        .env("KUBECONFIG", EnvFacts::load().get("KUBECONFIG"))
+        .output()
+        .expect("run sweeper");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Polls `check` until it returns true or `timeout` passes; returns whether it did.
 pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
 where
