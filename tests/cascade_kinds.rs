@@ -7,7 +7,7 @@ mod support;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::PropagationPolicy::Background;
 use kube::api::{ApiResource, DynamicObject, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use std::time::Duration;
 use support::TestScope;
 use support::objects::*;
@@ -48,6 +48,8 @@ struct WidgetWorld {
     widgets: Api<DynamicObject>,
 }
 
+/// Returns once sweeper is proven to serve the new kind: a probe widget's dependent went with it
+/// (a fixed sleep proves nothing on a loaded machine).
 async fn widget_world(prefix: &str) -> WidgetWorld {
     let mut scope = TestScope::new(prefix).await;
     let ns = scope.namespace().await;
@@ -55,7 +57,14 @@ async fn widget_world(prefix: &str) -> WidgetWorld {
     let gc = Sweeper::start(&[]).await;
     let group = format!("{}.test.sweeper.dev", scope.name);
     let ar = schemaless_crd(&c, &group, "Widget", "Namespaced", T).await;
-    let widgets = Api::namespaced_with(c.clone(), &ns, &ar);
+    let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), &ns, &ar);
+    let probe = widget(&widgets, &ar, "probe", vec![]).await;
+    configmap(&c, &ns, "probe-dep", vec![widget_ref(&probe, &ar)]).await;
+    widgets.delete("probe", &Default::default()).await.unwrap();
+    assert!(
+        cm_gone(&c, &ns, "probe-dep", T).await,
+        "sweeper discovered and watches the new kind"
+    );
     WidgetWorld {
         _scope: scope,
         _gc: gc,
@@ -64,17 +73,6 @@ async fn widget_world(prefix: &str) -> WidgetWorld {
         ar,
         widgets,
     }
-}
-
-/// Sweeper serves a kind created after it started: a probe widget's dependent goes with it.
-async fn assert_kind_watched(c: &Client, ns: &str, ar: &ApiResource, widgets: &Api<DynamicObject>) {
-    let probe = widget(widgets, ar, "probe", vec![]).await;
-    configmap(c, ns, "probe-dep", vec![widget_ref(&probe, ar)]).await;
-    widgets.delete("probe", &Default::default()).await.unwrap();
-    assert!(
-        cm_gone(c, ns, "probe-dep", T).await,
-        "sweeper discovered and watches the new kind"
-    );
 }
 
 #[tokio::test]
@@ -127,27 +125,17 @@ async fn custom_resources_and_mixed_relationships_cascade() {
 #[ignore = "needs the test environment: make env-up"]
 async fn crd_deletion_cascades_to_dependents_of_its_custom_resources() {
     // The CRD is created after sweeper started: collected only if discovery picks it up.
-    // Bound by name, not `..`: the scope and the sweeper must live to the end of the test.
-    let WidgetWorld {
-        _scope,
-        _gc,
-        ns,
-        c,
-        ar,
-        widgets,
-    } = widget_world("crddel").await;
-    // Proof that sweeper discovered and watches the new kind (a fixed sleep is not, on a loaded
-    // machine).
-    assert_kind_watched(&c, &ns, &ar, &widgets).await;
-    let owner = widget(&widgets, &ar, "owner", vec![]).await;
-    configmap(&c, &ns, "dep", vec![widget_ref(&owner, &ar)]).await;
-    configmap(&c, &ns, "bystander", vec![]).await;
-    delete_crd(&c, &ar).await;
+    let w = widget_world("crddel").await;
+    let (c, ns, ar, widgets) = (&w.c, w.ns.as_str(), &w.ar, &w.widgets);
+    let owner = widget(widgets, ar, "owner", vec![]).await;
+    configmap(c, ns, "dep", vec![widget_ref(&owner, ar)]).await;
+    configmap(c, ns, "bystander", vec![]).await;
+    delete_crd(c, ar).await;
     assert!(
-        cm_gone(&c, &ns, "dep", T).await,
+        cm_gone(c, ns, "dep", T).await,
         "the custom resource went with its CRD; its dependent follows"
     );
-    assert!(cm(&c, &ns, "bystander").await.is_some());
+    assert!(cm(c, ns, "bystander").await.is_some());
 }
 
 /// A CRD deleted, its custom resources went with it; an owner reference to one of them that no
@@ -157,17 +145,9 @@ async fn crd_deletion_cascades_to_dependents_of_its_custom_resources() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn owners_of_a_kind_whose_crd_is_gone_are_absent_but_unknown_kinds_are_kept() {
-    // Bound by name, not `..`: the scope and the sweeper must live to the end of the test.
-    let WidgetWorld {
-        _scope,
-        _gc,
-        ns,
-        c,
-        ar,
-        widgets,
-    } = widget_world("kindgone").await;
-    assert_kind_watched(&c, &ns, &ar, &widgets).await;
-    delete_crd(&c, &ar).await;
+    let w = widget_world("kindgone").await;
+    let (c, ns, ar) = (&w.c, w.ns.as_str(), &w.ar);
+    delete_crd(c, ar).await;
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         Api::all(c.clone());
     let crd_name = format!("{}.{}", ar.plural, ar.group);
@@ -190,17 +170,17 @@ async fn owners_of_a_kind_whose_crd_is_gone_are_absent_but_unknown_kinds_are_kep
         "w",
         "71111111-2222-4333-8444-555555555555",
     );
-    let keeper = configmap(&c, &ns, "keeper", vec![]).await;
-    configmap(&c, &ns, "dep-of-gone", vec![gone.clone()]).await;
-    configmap(&c, &ns, "dep-of-never", vec![never]).await;
-    configmap(&c, &ns, "solid", vec![gone, owner_ref(&keeper, None)]).await;
+    let keeper = configmap(c, ns, "keeper", vec![]).await;
+    configmap(c, ns, "dep-of-gone", vec![gone.clone()]).await;
+    configmap(c, ns, "dep-of-never", vec![never]).await;
+    configmap(c, ns, "solid", vec![gone, owner_ref(&keeper, None)]).await;
     assert!(
-        cm_gone(&c, &ns, "dep-of-gone", T).await,
+        cm_gone(c, ns, "dep-of-gone", T).await,
         "an owner whose kind no CRD defines any more is absent"
     );
     let keeper_uid = keeper.metadata.uid.clone();
     let tidied = eventually(T, || async {
-        cm(&c, &ns, "solid")
+        cm(c, ns, "solid")
             .await
             .and_then(|o| o.metadata.owner_references)
             .is_some_and(|r| r.len() == 1 && Some(&r[0].uid) == keeper_uid.as_ref())
@@ -212,10 +192,10 @@ async fn owners_of_a_kind_whose_crd_is_gone_are_absent_but_unknown_kinds_are_kep
     );
     tokio::time::sleep(SETTLE).await;
     assert!(
-        cm(&c, &ns, "dep-of-never").await.is_some(),
+        cm(c, ns, "dep-of-never").await.is_some(),
         "an owner of a kind never served is unknown, not absent: kept"
     );
-    assert!(cm(&c, &ns, "keeper").await.is_some());
+    assert!(cm(c, ns, "keeper").await.is_some());
 }
 
 #[tokio::test]
