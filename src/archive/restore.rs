@@ -32,7 +32,8 @@ pub struct Archive {
 /// Reads every record in `namespace` (None: all namespaces) the caller may read.
 ///
 /// Only entries whose record is where sweeper writes it are trusted: a namespaced object's
-/// (cascade) entry in its own namespace, a cluster-scoped object's or a tenant teardown's in
+/// (cascade) entry in its own namespace (or in `sweeper_namespace`, where it goes when its own
+/// namespace refuses it), a cluster-scoped object's or a tenant teardown's in
 /// `sweeper_namespace`. Anyone who may create ConfigMaps in a namespace could forge a record
 /// there; this way a forged record can name objects of that namespace only (which `--dry-run`
 /// shows before anything is created), never a cluster-scoped one such as a ClusterRoleBinding.
@@ -85,11 +86,11 @@ pub async fn load(
     }
     let before = all.len();
     all.retain(|(e, at)| {
-        let record_ns = at.split('/').next().unwrap_or_default();
-        match (&e.namespace, &e.reason.tenant) {
-            (Some(ns), None) => record_ns == ns,
-            _ => record_ns == sweeper_namespace,
-        }
+        trusted(
+            e,
+            at.split('/').next().unwrap_or_default(),
+            sweeper_namespace,
+        )
     });
     if all.len() < before {
         notes.push(format!(
@@ -114,6 +115,16 @@ pub async fn load(
         records,
         notes,
     })
+}
+
+/// Whether an entry found in a record in `record_ns` is where sweeper writes it (see [`load`]).
+fn trusted(e: &Entry, record_ns: &str, sweeper_namespace: &str) -> bool {
+    match (&e.namespace, &e.reason.tenant) {
+        // A namespace that refused a record (being deleted, over quota) sends it to sweeper's
+        // namespace, which is trusted for everything.
+        (Some(ns), None) => record_ns == ns || record_ns == sweeper_namespace,
+        _ => record_ns == sweeper_namespace,
+    }
 }
 
 /// What to restore.
@@ -202,64 +213,100 @@ pub fn select(archive: &Archive, sel: &Selection) -> Result<Vec<Entry>, String> 
     Ok(order(chosen))
 }
 
-/// Creation order: CRDs, then namespaces, then cluster-scoped objects, then namespaced ones;
-/// within that, owners before their dependents (depth of the owner chain inside the set).
-pub fn order(mut entries: Vec<Entry>) -> Vec<Entry> {
-    let by_uid: HashMap<String, usize> = entries
+/// Creation order: every owner before its dependents and every CRD before its custom resources
+/// (a topological order); among objects free to go, CRDs first, then namespaces, then
+/// cluster-scoped objects, then namespaced ones, then the archive's order. A Namespace owned by a
+/// cluster-scoped custom resource thus waits for its owner's CRD and its owner, instead of being
+/// created first and losing its owner reference. An owner cycle (possible in the wild) is broken
+/// at the first of its members in that order. No recursion: any depth or size is fine.
+pub fn order(entries: Vec<Entry>) -> Vec<Entry> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let n = entries.len();
+    let by_uid: HashMap<&str, usize> = entries
         .iter()
         .enumerate()
-        .map(|(i, e)| (e.uid.clone(), i))
+        .map(|(i, e)| (e.uid.as_str(), i))
         .collect();
-    let owners: Vec<Vec<usize>> = entries
-        .iter()
-        .map(|e| {
-            e.owner_uids()
-                .iter()
-                .filter_map(|u| by_uid.get(u).copied())
-                .collect()
-        })
-        .collect();
-    fn depth(
-        i: usize,
-        owners: &[Vec<usize>],
-        memo: &mut Vec<Option<usize>>,
-        guard: usize,
-    ) -> usize {
-        if let Some(d) = memo[i] {
-            return d;
-        }
-        // A cycle (possible in the wild) must not recurse forever: cut at the set's size.
-        if guard == 0 {
-            return 0;
-        }
-        let d = owners[i]
+    // Edges: what must exist first -> what needs it.
+    let mut needs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut waiting_on = vec![0usize; n];
+    for (i, e) in entries.iter().enumerate() {
+        let mut before: Vec<usize> = e
+            .owner_uids()
             .iter()
-            .map(|o| depth(*o, owners, memo, guard - 1) + 1)
-            .max()
-            .unwrap_or(0);
-        memo[i] = Some(d);
-        d
+            .filter_map(|u| by_uid.get(u.as_str()).copied())
+            .collect();
+        if let Some(crd) = crd_of(&entries, e) {
+            before.push(crd);
+        }
+        before.sort_unstable();
+        before.dedup();
+        for j in before.into_iter().filter(|&j| j != i) {
+            needs[j].push(i);
+            waiting_on[i] += 1;
+        }
     }
-    let mut memo = vec![None; entries.len()];
-    let n = entries.len();
-    let depths: Vec<usize> = (0..n).map(|i| depth(i, &owners, &mut memo, n)).collect();
     let rank = |e: &Entry| match (e.api_version.as_str(), e.kind.as_str(), &e.namespace) {
         (
             "apiextensions.k8s.io/v1" | "apiextensions.k8s.io/v1beta1",
             "CustomResourceDefinition",
             _,
-        ) => 0,
+        ) => 0u8,
         ("v1", "Namespace", _) => 1,
         (_, _, None) => 2,
         _ => 3,
     };
-    let mut keyed: Vec<(usize, usize, Entry)> = entries
-        .drain(..)
-        .zip(depths)
-        .map(|(e, d)| (rank(&e), d, e))
+    let ranks: Vec<u8> = entries.iter().map(rank).collect();
+    let mut ready: BinaryHeap<Reverse<(u8, usize)>> = (0..n)
+        .filter(|&i| waiting_on[i] == 0)
+        .map(|i| Reverse((ranks[i], i)))
         .collect();
-    keyed.sort_by_key(|k| (k.0, k.1));
-    keyed.into_iter().map(|(_, _, e)| e).collect()
+    // Everything in (rank, archive order), for breaking cycles: a cursor passes each once.
+    let mut by_key: Vec<usize> = (0..n).collect();
+    by_key.sort_by_key(|&i| (ranks[i], i));
+    let mut cursor = 0;
+    let mut done = vec![false; n];
+    let mut out: Vec<usize> = Vec::with_capacity(n);
+    while out.len() < n {
+        let next = match ready.pop() {
+            Some(Reverse((_, i))) => i,
+            // Only cycles are left: take the first of what remains.
+            None => {
+                while cursor < n && done[by_key[cursor]] {
+                    cursor += 1;
+                }
+                match by_key.get(cursor) {
+                    Some(&i) => i,
+                    None => break,
+                }
+            }
+        };
+        if done[next] {
+            continue;
+        }
+        done[next] = true;
+        out.push(next);
+        for &d in &needs[next] {
+            waiting_on[d] = waiting_on[d].saturating_sub(1);
+            if waiting_on[d] == 0 && !done[d] {
+                ready.push(Reverse((ranks[d], d)));
+            }
+        }
+    }
+    let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
+    out.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
+/// The index of the CRD among `entries` that serves `e`'s kind (matched on the archived CRD's
+/// group and kind).
+fn crd_of(entries: &[Entry], e: &Entry) -> Option<usize> {
+    let group = e.api_version.rsplit_once('/')?.0;
+    entries.iter().position(|c| {
+        c.kind == "CustomResourceDefinition"
+            && c.object["spec"]["group"] == group
+            && c.object["spec"]["names"]["kind"] == e.kind.as_str()
+    })
 }
 
 /// How a restore went.
@@ -322,6 +369,14 @@ pub async fn restore(
             summary.failed += 1;
             continue;
         };
+        // The entry's scope must be the kind's: a record in a namespace (where anyone who may
+        // create ConfigMaps could forge one) never makes a cluster-scoped object.
+        if let Err(why) = consistent(e, namespaced) {
+            out(format!("failed    {label}: {why}: refused"));
+            failed.insert(e.uid.clone());
+            summary.failed += 1;
+            continue;
+        }
         let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
             (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
             _ => Api::all_with(client.clone(), &ar),
@@ -396,17 +451,9 @@ pub async fn restore(
     summary
 }
 
-/// The CRD among `entries` that serves `e`'s kind (matched on the archived CRD's group and kind).
+/// The name of the CRD among `entries` that serves `e`'s kind.
 fn crd_in_plan(entries: &[Entry], e: &Entry) -> Option<String> {
-    let group = e.api_version.rsplit_once('/')?.0;
-    entries
-        .iter()
-        .filter(|c| c.kind == "CustomResourceDefinition")
-        .find(|c| {
-            c.object["spec"]["group"] == group
-                && c.object["spec"]["names"]["kind"] == e.kind.as_str()
-        })
-        .map(|c| c.name.clone())
+    crd_of(entries, e).map(|i| entries[i].name.clone())
 }
 
 fn suffix(notes: &[String]) -> String {
@@ -436,6 +483,43 @@ async fn resolve_waiting(
         }
     }
     None
+}
+
+/// Whether the entry agrees with itself and with the kind: namespaced exactly when the kind is,
+/// and the archived object's own name and namespace the entry's (what is checked for existence
+/// and trusted by record location is what gets created).
+fn consistent(e: &Entry, namespaced: bool) -> Result<(), String> {
+    match (&e.namespace, namespaced) {
+        (Some(ns), false) => {
+            return Err(format!(
+                "the record places it in namespace {ns}, but {} {} is cluster-scoped",
+                e.api_version, e.kind
+            ));
+        }
+        (None, true) => {
+            return Err(format!(
+                "the record has no namespace, but {} {} is namespaced",
+                e.api_version, e.kind
+            ));
+        }
+        _ => {}
+    }
+    let meta = &e.object["metadata"];
+    if meta["name"].as_str() != Some(e.name.as_str()) {
+        return Err(format!(
+            "the archived object is named {}, not {}",
+            meta["name"], e.name
+        ));
+    }
+    let ns = meta["namespace"].as_str().filter(|s| !s.is_empty());
+    if namespaced && ns.is_some() && ns != e.namespace.as_deref() {
+        return Err(format!(
+            "the archived object is in namespace {}, not {}",
+            meta["namespace"],
+            e.namespace.as_deref().unwrap_or_default()
+        ));
+    }
+    Ok(())
 }
 
 /// The object to create: server-set and deletion state gone, owner references re-pointed (or
@@ -668,6 +752,79 @@ mod tests {
                 "Widget"
             ]
         );
+    }
+
+    #[test]
+    fn owners_and_crds_come_before_what_needs_them_whatever_their_rank() {
+        // A Namespace owned by a cluster-scoped custom resource whose CRD is restored too.
+        let mut crd = entry("crd", "CustomResourceDefinition", None, &[]);
+        crd.object["spec"] = json!({"group": "p.example.com", "names": {"kind": "Project"}});
+        let mut project = entry("project", "Project", None, &[]);
+        project.api_version = "p.example.com/v1".into();
+        let ordered = order(vec![
+            entry("ns", "Namespace", None, &["project"]),
+            entry("cm", "ConfigMap", Some("ns"), &[]),
+            project,
+            crd,
+        ]);
+        let uids: Vec<&str> = ordered.iter().map(|e| e.uid.as_str()).collect();
+        assert_eq!(uids, vec!["crd", "project", "ns", "cm"]);
+    }
+
+    #[test]
+    fn a_long_owner_chain_and_a_large_cycle_are_ordered_without_recursion() {
+        let n = 50_000;
+        let mut chain: Vec<Entry> = (0..n)
+            .map(|i| {
+                let owner = format!("u{}", (i + 1) % n);
+                entry(&format!("u{i}"), "ConfigMap", Some("ns"), &[owner.as_str()])
+            })
+            .collect();
+        chain.reverse();
+        let ordered = order(chain);
+        assert_eq!(ordered.len(), n);
+    }
+
+    #[test]
+    fn a_record_whose_scope_or_identity_disagrees_with_the_kind_is_refused() {
+        // A forged namespaced record naming a cluster-scoped kind.
+        let forged = entry("x", "ClusterRoleBinding", Some("dev"), &[]);
+        assert!(
+            consistent(&forged, false)
+                .unwrap_err()
+                .contains("cluster-scoped")
+        );
+        let unplaced = entry("y", "ConfigMap", None, &[]);
+        assert!(consistent(&unplaced, true).is_err());
+        let mut renamed = entry("z", "ConfigMap", Some("ns"), &[]);
+        renamed.object["metadata"]["name"] = json!("someone-else");
+        assert!(consistent(&renamed, true).unwrap_err().contains("named"));
+        let mut moved = entry("w", "ConfigMap", Some("ns"), &[]);
+        moved.object["metadata"]["namespace"] = json!("kube-system");
+        assert!(
+            consistent(&moved, true)
+                .unwrap_err()
+                .contains("kube-system")
+        );
+        assert!(consistent(&entry("v", "ConfigMap", Some("ns"), &[]), true).is_ok());
+    }
+
+    #[test]
+    fn records_are_trusted_only_where_sweeper_writes_them() {
+        let namespaced = entry("a", "ConfigMap", Some("shop"), &[]);
+        assert!(trusted(&namespaced, "shop", "sweeper-system"));
+        assert!(
+            trusted(&namespaced, "sweeper-system", "sweeper-system"),
+            "moved there when its namespace refused the record"
+        );
+        assert!(!trusted(&namespaced, "dev", "sweeper-system"));
+        let cluster = entry("b", "ClusterRole", None, &[]);
+        assert!(trusted(&cluster, "sweeper-system", "sweeper-system"));
+        assert!(!trusted(&cluster, "dev", "sweeper-system"), "a forgery");
+        let mut tenant = entry("c", "ConfigMap", Some("t1-ns"), &[]);
+        tenant.reason.tenant = Some("t1".into());
+        assert!(!trusted(&tenant, "t1-ns", "sweeper-system"));
+        assert!(trusted(&tenant, "sweeper-system", "sweeper-system"));
     }
 
     #[test]
