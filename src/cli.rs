@@ -456,11 +456,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let n: u64 = num
         .parse()
         .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 30s, 5m)"))?;
+    let secs = |per: u64| {
+        n.checked_mul(per)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("{s:?} is too long a duration"))
+    };
     match unit {
-        "" | "s" => Ok(Duration::from_secs(n)),
+        "" | "s" => secs(1),
         "ms" => Ok(Duration::from_millis(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
+        "m" => secs(60),
+        "h" => secs(3600),
         _ => Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
     }
 }
@@ -469,6 +474,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn an_overlong_duration_is_an_error_not_a_panic() {
+        assert!(
+            parse_duration("99999999999999999h")
+                .unwrap_err()
+                .contains("too long")
+        );
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

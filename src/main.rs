@@ -246,9 +246,10 @@ async fn archive_list(
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
     let archive = restore::load(&client, namespace.as_deref(), &sweeper_namespace).await?;
-    let since = since.map(|d| {
-        k8s_openapi::jiff::Timestamp::now()
-            - k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or_default()
+    // Further back than jiff's timestamps reach is simply "everything".
+    let since = since.and_then(|d| {
+        let back = k8s_openapi::jiff::SignedDuration::try_from(d).ok()?;
+        k8s_openapi::jiff::Timestamp::now().checked_sub(back).ok()
     });
     Ok(restore::render(&archive, since).trim_end().to_string())
 }

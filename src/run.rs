@@ -53,7 +53,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     archive_metrics.register(metrics.registry_mut());
     let teardowns = Teardowns::default();
     let (disc_tx, disc_rx) = watch::channel(None);
-    let (collectors, archive) = build_collectors(
+    let (collectors, archivers) = build_collectors(
         &args,
         &conn,
         &metrics,
@@ -110,13 +110,25 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 (disc_tx, disc_rx),
                 &shutdown,
             );
-            // Expired archive records go while leading: every ttl/10 (at most every 5 minutes).
-            if let Some(archiver) = archive {
+            // Expired archive and audit records go while leading: every ttl/10 (at most every
+            // 5 minutes), on the first archiver's client.
+            if let Some(archiver) = archivers.first() {
                 let every = (args.archive_ttl / 10).clamp(
                     std::time::Duration::from_secs(1),
                     std::time::Duration::from_secs(300),
                 );
-                running.push(tokio::spawn(archiver.expire_loop(every, shutdown.clone())));
+                running.push(tokio::spawn(
+                    archiver.clone().expire_loop(every, shutdown.clone()),
+                ));
+            }
+            // A record whose settle failed (refused while paused, a lost answer) is settled
+            // again soon, not only before the next batch, which may never come.
+            for archiver in &archivers {
+                running.push(tokio::spawn(
+                    archiver
+                        .clone()
+                        .settle_loop(std::time::Duration::from_secs(5), shutdown.clone()),
+                ));
             }
             (lead(&mut role, &shutdown).await, running)
         }
@@ -261,7 +273,7 @@ async fn build_collectors(
 ) -> Result<
     (
         Vec<Box<dyn Collector>>,
-        Option<Arc<crate::archive::store::Archiver>>,
+        Vec<Arc<crate::archive::store::Archiver>>,
     ),
     RunError,
 > {
@@ -283,8 +295,9 @@ async fn build_collectors(
             ))
         })
     };
-    // The archive's expiry runs on the first archiving collector's client (and pause).
-    let mut expiry = None;
+    // Every archiving collector's archiver; the first also runs the expiry (on its client, under
+    // its pause).
+    let mut archivers: Vec<Arc<crate::archive::store::Archiver>> = Vec::new();
     if args.feature_gates.cascade_gc {
         let cfg = CascadeConfig {
             workers: args.cascade_workers as usize,
@@ -295,7 +308,7 @@ async fn build_collectors(
         let (client, fence) = conn.for_collector("cascade")?;
         let cfg = CascadeConfig { fence, ..cfg };
         let archive = archiver(&client, "cascade");
-        expiry = expiry.or_else(|| archive.clone());
+        archivers.extend(archive.clone());
         let batcher = archive
             .map(|a| crate::archive::batch::Batcher::start(a, args.cascade_workers as usize));
         out.push(Box::new(crate::cascade::collector::CascadeCollector::new(
@@ -315,7 +328,7 @@ async fn build_collectors(
         };
         let (client, fence) = conn.for_collector("tenant")?;
         let archive = archiver(&client, "tenant");
-        expiry = expiry.or_else(|| archive.clone());
+        archivers.extend(archive.clone());
         let settings = crate::tenant::teardown::TeardownSettings {
             archive,
             ..settings
@@ -333,6 +346,16 @@ async fn build_collectors(
     if args.feature_gates.external_resource_gc {
         // AWS calls pass the same fence as the collector's Kubernetes writes.
         let (client, fence) = conn.for_collector("external")?;
+        // Its audit records expire too, even with no archiving collector (`--archive=none`, or
+        // the external collector alone): then an archiver of its own runs the expiry only.
+        if archivers.is_empty() {
+            archivers.push(Arc::new(crate::archive::store::Archiver::new(
+                client.clone(),
+                archive_settings.clone(),
+                "external",
+                archive_metrics.clone(),
+            )));
+        }
         let gate = fence.clone();
         let aws = sweeper_services::aws::teardown::AwsClients::gated(
             &sweeper_services::aws::load_config().await,
@@ -352,7 +375,7 @@ async fn build_collectors(
             crate::external::controller::ExternalCollector::new(ctx, teardowns.clone(), fence),
         ));
     }
-    Ok((out, expiry))
+    Ok((out, archivers))
 }
 
 /// Leader election, when on: the elector runs on its own unthrottled, unfenced client (a busy

@@ -316,21 +316,25 @@ async fn expired_records_are_deleted_and_live_ones_kept() {
     let ns = s.namespace().await;
     let c = s.client.clone();
     let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
-    for (name, expires) in [
-        ("sweeper-archive-old", "2020-01-01T00:00:00Z"),
-        ("sweeper-archive-new", "2099-01-01T00:00:00Z"),
-    ] {
-        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+    let record = |name: &str, collector: &str, expires: &str| -> ConfigMap {
+        serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": name,
                 "labels": {"sweeper.dev/archive": "true", "sweeper.dev/archive-state": "complete",
-                           "sweeper.dev/archive-collector": "cascade"},
+                           "sweeper.dev/archive-collector": collector},
                 "annotations": {"sweeper.dev/archive-expires": expires},
             },
             "data": {},
         }))
-        .unwrap();
-        api.create(&PostParams::default(), &cm).await.unwrap();
+        .unwrap()
+    };
+    for (name, expires) in [
+        ("sweeper-archive-old", "2020-01-01T00:00:00Z"),
+        ("sweeper-archive-new", "2099-01-01T00:00:00Z"),
+    ] {
+        api.create(&PostParams::default(), &record(name, "cascade", expires))
+            .await
+            .unwrap();
     }
     let gc = Sweeper::start(&[]).await;
     assert!(
@@ -339,6 +343,28 @@ async fn expired_records_are_deleted_and_live_ones_kept() {
     );
     assert!(cm(&c, &ns, "sweeper-archive-new").await.is_some());
     assert!(gc.metric("sweeper_archive_records_expired_total").await >= 1.0);
+    drop(gc);
+
+    // The external collector's audit records expire even where nothing archives: the external
+    // collector alone, with the archive off.
+    api.create(
+        &PostParams::default(),
+        &record("sweeper-audit-old", "external", "2020-01-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
+    let _external = Sweeper::start(&[
+        "--feature-gates",
+        "CascadeGC=false,TenantGC=false,ExternalResourceGC=true",
+        "--archive",
+        "none",
+    ])
+    .await;
+    assert!(
+        cm_gone(&c, &ns, "sweeper-audit-old", T).await,
+        "the expired audit record is deleted"
+    );
+    assert!(cm(&c, &ns, "sweeper-archive-new").await.is_some());
 }
 
 #[tokio::test]

@@ -483,6 +483,21 @@ impl Archiver {
         }
     }
 
+    /// Retries the failed settles every `every` until `shutdown`.
+    pub async fn settle_loop(
+        self: std::sync::Arc<Self>,
+        every: Duration,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            self.retry_unsettled().await;
+        }
+    }
+
     async fn retry_unsettled(&self) {
         let todo = std::mem::take(&mut *self.unsettled.lock().unwrap_or_else(|p| p.into_inner()));
         for (record, remove) in todo {
@@ -783,7 +798,19 @@ impl Archiver {
             let mut remove = Vec::new();
             let mut gone = Vec::new();
             for e in &entries {
-                match resolver.exists(&self.client, e).await {
+                // A custom resource archived with its CRD went (or is going) with it once the
+                // CRD's DELETE took effect, even while it still shows, not yet reached by the
+                // API server's cleanup: its entry is true.
+                let with_crd = match &e.reason.with_crd {
+                    Some(crd) => crd_going(&self.client, crd).await,
+                    None => Ok(false),
+                };
+                let exists = match with_crd {
+                    Ok(true) => Ok(false),
+                    Ok(false) => resolver.exists(&self.client, e).await,
+                    Err(err) => Err(err),
+                };
+                match exists {
                     Ok(true) => remove.push(e.uid.clone()),
                     Ok(false) => gone.push(e.uid.clone()),
                     // Cannot tell: the record stays pending for the next start to settle.
@@ -942,6 +969,19 @@ impl Archiver {
                 _ = tokio::time::sleep(every) => {}
             }
         }
+    }
+}
+
+/// Whether the CRD `name` is gone or being deleted.
+async fn crd_going(client: &Client, name: &str) -> Result<bool, String> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    match Api::<CustomResourceDefinition>::all(client.clone())
+        .get_metadata_opt(name)
+        .await
+    {
+        Ok(Some(m)) => Ok(m.metadata.deletion_timestamp.is_some()),
+        Ok(None) => Ok(true),
+        Err(e) => Err(format!("cannot read CRD {name}: {e}")),
     }
 }
 

@@ -179,6 +179,26 @@ pub async fn remove_finalizers(
     }
 }
 
+/// Whether `finalizers` are off the object with `uid` (it is gone, replaced, or holds none of
+/// them): asked when a release's answer was lost, to settle its archive entry truthfully.
+pub async fn finalizers_released(
+    client: &Client,
+    t: &Target<'_>,
+    uid: &str,
+    finalizers: &[&str],
+) -> Result<bool, ActionError> {
+    match t.meta_api(client).get_opt(t.name).await {
+        Ok(Some(m)) if m.metadata.uid.as_deref() == Some(uid) => Ok(!m
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| finalizers.contains(&f.as_str()))),
+        Ok(_) => Ok(true),
+        Err(e) => Err(t.err("look up", e)),
+    }
+}
+
 /// Whether the object with `uid` is gone or being deleted (a DELETE of it took effect): asked
 /// when a DELETE's answer was lost, to settle its archive entry truthfully.
 pub async fn deleted_or_deleting(

@@ -545,7 +545,25 @@ async fn release_archived(
     };
     let result = remove(ctx, snap, finalizers).await;
     if let (Some(t), Some(batcher)) = (&ticket, &ctx.archive) {
-        batcher.archiver.settle(t, result.is_ok()).await;
+        let released = match &result {
+            Ok(()) => true,
+            // Refused before it was sent.
+            Err(e) if e.paused() => false,
+            // The answer may have been lost after the release applied: the object tells. When
+            // even that read fails the entry is kept (never lost for an object that may be gone).
+            Err(_) => match &snap.resolved {
+                Some(resolved) => actions::finalizers_released(
+                    &ctx.client,
+                    &graph_target(snap, resolved),
+                    &snap.uid_text,
+                    finalizers,
+                )
+                .await
+                .unwrap_or(true),
+                None => false,
+            },
+        };
+        batcher.archiver.settle(t, released).await;
     }
     if result.is_ok() {
         // Released: a retry after a failure must not archive it a second time, so the mark
@@ -565,14 +583,26 @@ async fn remove(ctx: &Ctx, snap: &Snapshot, finalizers: &[&str]) -> Result<(), W
             kind: snap.gvk.clone(),
         });
     };
-    let namespace = (snap.node.namespace != CLUSTER)
-        .then_some(snap.namespace.as_deref())
-        .flatten();
-    let target = Target {
-        resource: &resolved,
-        namespace,
-        name: &snap.name,
-    };
-    actions::remove_finalizers(&ctx.client, &target, &snap.uid_text, finalizers).await?;
+    actions::remove_finalizers(
+        &ctx.client,
+        &graph_target(snap, &resolved),
+        &snap.uid_text,
+        finalizers,
+    )
+    .await?;
     Ok(())
+}
+
+/// The object a snapshot describes, in the namespace the graph holds it in.
+fn graph_target<'a>(
+    snap: &'a Snapshot,
+    resolved: &'a crate::engine::graph::kinds::ResolvedKind,
+) -> Target<'a> {
+    Target {
+        resource: resolved,
+        namespace: (snap.node.namespace != CLUSTER)
+            .then_some(snap.namespace.as_deref())
+            .flatten(),
+        name: &snap.name,
+    }
 }

@@ -184,17 +184,21 @@ async fn delete_found(
                         .map(|t| t.resource_version.clone());
                     let r = delete(&client, &f, rv).await;
                     if let Some(archive) = archive {
-                        // Entries stay only for a DELETE that took effect (a lost answer keeps
-                        // them: a record is never lost for an object that may be gone).
+                        // Entries stay only for a DELETE that took effect.
                         let deleted = match &r {
                             Ok(d) => d.by_us(),
-                            Err(_) => true,
+                            Err(e) => took_effect(&client, &f, e).await,
                         };
                         for t in &tickets {
                             archive.settle(t, deleted).await;
                         }
                     }
-                    (f, r.map(|d| d.gone()))
+                    let r = r.map(|d| d.gone()).map_err(|e| TeardownError::Delete {
+                        kind: f.kind_key(),
+                        name: f.name.clone(),
+                        message: e.to_string(),
+                    });
+                    (f, r)
                 }
             })
             .buffer_unordered(settings.delete_concurrency.max(1))
@@ -351,12 +355,19 @@ async fn custom_resources(
         return Ok(Vec::new());
     };
     let spec = &c.spec;
+    // A served version: the storage version may be no longer served, and listing it would 404.
     let Some(version) = spec
         .versions
         .iter()
-        .find(|v| v.storage)
+        .find(|v| v.served && v.storage)
         .or_else(|| spec.versions.iter().find(|v| v.served))
     else {
+        // Nobody can read them, so nobody can archive them: deleted unarchived, like an object
+        // over the size cap, and said so.
+        tracing::warn!(
+            crd,
+            "the CRD serves no version: its custom resources cannot be archived"
+        );
         return Ok(Vec::new());
     };
     let gvk = kube::api::GroupVersionKind::gvk(&spec.group, &version.name, &spec.names.kind);
@@ -364,12 +375,22 @@ async fn custom_resources(
     let namespaced = spec.scope == "Namespaced";
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let mut out = Vec::new();
+    let established = c
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
     let mut lp = kube::api::ListParams::default().limit(500);
     loop {
         let page = match api.list(&lp).await {
             Ok(p) => p,
-            // Not served (yet / any more): it holds nothing to archive.
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(out),
+            // An established CRD's served version answering 404 is a passing state (a version
+            // just changed): retried, never taken for "nothing to archive". One never
+            // established serves nothing, so nothing was created through it.
+            Err(kube::Error::Api(s)) if s.code == 404 && !established => return Ok(out),
             Err(e) => return Err(format!("cannot list the custom resources of {crd}: {e}")),
         };
         for o in page.items {
@@ -414,7 +435,7 @@ async fn delete(
     client: &Client,
     f: &Found,
     resource_version: Option<String>,
-) -> Result<Deleted, TeardownError> {
+) -> Result<Deleted, kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &f.resource);
     // uid precondition: a same-named object created after we listed is not ours to delete.
     let dp = DeleteParams {
@@ -429,10 +450,26 @@ async fn delete(
         Ok(_) => Ok(Deleted::Held),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(Deleted::AlreadyGone),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(Deleted::Changed),
-        Err(e) => Err(TeardownError::Delete {
-            kind: f.kind_key(),
-            name: f.name.clone(),
-            message: e.to_string(),
-        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a DELETE of `f` that failed with `e` may still have deleted it. Not when the fence
+/// refused it (paused, or not the leader: it was never sent). Otherwise the object itself tells
+/// (an admission webhook's 403 or a 422 leaves it as it was; a lost answer may not): gone,
+/// replaced or being deleted means it took effect. When even that read fails the entry is kept:
+/// a record is never lost for an object that may be gone.
+async fn took_effect(client: &Client, f: &Found, e: &kube::Error) -> bool {
+    if crate::engine::client::refusal(e).is_some() {
+        return false;
+    }
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &f.resource);
+    match api.get_opt(&f.name).await {
+        Ok(Some(o)) => {
+            o.metadata.uid.as_deref() != Some(f.uid.as_str())
+                || o.metadata.deletion_timestamp.is_some()
+        }
+        Ok(None) => true,
+        Err(_) => true,
     }
 }
