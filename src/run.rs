@@ -168,6 +168,11 @@ type Discovery = watch::Receiver<Option<Arc<DiscoveryReport>>>;
 struct Connection {
     config: kube::Config,
     client: kube::Client,
+    /// The service's client without kube's own retry, for discovery: kube retries a 503 up to
+    /// 15 times with a backoff growing towards 1000 s, so one API group whose aggregated server
+    /// is down would stall every discovery pass (readiness, new kinds) for minutes. Without it
+    /// such a group is a failed group of this pass, asked again at the next refresh.
+    discovery: kube::Client,
     fence: Fence,
     limit: client::LimitLayer,
     refused: prometheus_client::metrics::counter::Counter,
@@ -216,6 +221,10 @@ async fn connect(
     let refused = metrics.service.leader_fenced_requests.clone();
     let client = client::build_client_with(config.clone(), &limit, fence.clone(), refused.clone())
         .map_err(RunError::Client)?;
+    let mut no_retry = config.clone();
+    no_retry.default_retry = false;
+    let discovery = client::build_client_with(no_retry, &limit, fence.clone(), refused.clone())
+        .map_err(RunError::Client)?;
     let namespace = if !args.namespace.is_empty() {
         args.namespace.clone()
     } else {
@@ -230,6 +239,7 @@ async fn connect(
     Ok(Connection {
         config,
         client,
+        discovery,
         fence,
         limit,
         refused,
@@ -508,7 +518,7 @@ fn start_leading(
     }
     state.expect("discovery");
     let mut running = vec![tokio::spawn(discovery::refresh_loop(
-        conn.client.clone(),
+        conn.discovery.clone(),
         state.clone(),
         args.discovery_interval,
         disc_tx,

@@ -367,6 +367,34 @@ impl BrokenApiGroup {
     }
 }
 
+/// A test that fails before `remove` must not leave the group failing every later test's
+/// discovery: the APIService goes with the value (already gone is fine).
+impl Drop for BrokenApiGroup {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop can't be async: a fresh runtime and client on a side thread, as TestScope does.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+                let client = super::kube_client().await;
+                let api: Api<DynamicObject> = Api::all_with(
+                    client,
+                    &ApiResource::from_gvk_with_plural(
+                        &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+                        "apiservices",
+                    ),
+                );
+                let _ = api.delete(&name, &Default::default()).await;
+            });
+        })
+        .join();
+    }
+}
+
 /// The Warning Events about the object named `name`, as `Reason: note`.
 pub async fn warnings_about(c: &Client, name: &str) -> Vec<String> {
     Api::<k8s_openapi::api::events::v1::Event>::all(c.clone())
