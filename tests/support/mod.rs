@@ -175,22 +175,26 @@ impl Drop for TestScope {
         if !self.namespace_created {
             return;
         }
-        // Drop can't be async; use a fresh runtime and client on a side thread (a client's
-        // connections belong to the runtime that made them).
         let config = self.config.clone();
         let name = self.name.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                if let Ok(client) = Client::try_from(config) {
-                    let api: Api<Namespace> = Api::all(client);
-                    let _ = api.delete(&name, &Default::default()).await;
-                }
-            });
-        })
-        .join();
+        cleanup_from_drop(async move {
+            if let Ok(client) = Client::try_from(config) {
+                let api: Api<Namespace> = Api::all(client);
+                let _ = api.delete(&name, &Default::default()).await;
+            }
+        });
     }
+}
+
+/// Runs async clean-up from a `Drop`, which can't be async: a fresh runtime on a side thread
+/// (a client's connections belong to the runtime that made them, so `work` makes its own).
+pub fn cleanup_from_drop(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    let _ = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(work);
+    })
+    .join();
 }

@@ -336,14 +336,8 @@ pub struct BrokenApiGroup {
 
 impl BrokenApiGroup {
     pub async fn create(client: &Client, group: &str) -> Self {
-        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-        let api: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-                "apiservices",
-            ),
-        );
+        use kube::api::DynamicObject;
+        let api = api_services(client.clone());
         let name = format!("v1.{group}");
         let svc: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
@@ -372,27 +366,22 @@ impl BrokenApiGroup {
 impl Drop for BrokenApiGroup {
     fn drop(&mut self) {
         let name = self.name.clone();
-        // Drop can't be async: a fresh runtime and client on a side thread, as TestScope does.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-                let client = super::kube_client().await;
-                let api: Api<DynamicObject> = Api::all_with(
-                    client,
-                    &ApiResource::from_gvk_with_plural(
-                        &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-                        "apiservices",
-                    ),
-                );
-                let _ = api.delete(&name, &Default::default()).await;
-            });
-        })
-        .join();
+        super::cleanup_from_drop(async move {
+            let api = api_services(super::kube_client().await);
+            let _ = api.delete(&name, &Default::default()).await;
+        });
     }
+}
+
+fn api_services(client: Client) -> Api<kube::api::DynamicObject> {
+    use kube::api::{ApiResource, GroupVersionKind};
+    Api::all_with(
+        client,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+            "apiservices",
+        ),
+    )
 }
 
 /// The Warning Events about the object named `name`, as `Reason: note`.
