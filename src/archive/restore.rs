@@ -228,6 +228,7 @@ pub fn order(entries: Vec<Entry>) -> Vec<Entry> {
         .enumerate()
         .map(|(i, e)| (e.uid.as_str(), i))
         .collect();
+    let crds = CrdIndex::of(&entries);
     // Edges: what must exist first -> what needs it.
     let mut needs: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut waiting_on = vec![0usize; n];
@@ -237,7 +238,7 @@ pub fn order(entries: Vec<Entry>) -> Vec<Entry> {
             .iter()
             .filter_map(|u| by_uid.get(u.as_str()).copied())
             .collect();
-        if let Some(crd) = crd_of(&entries, e) {
+        if let Some(crd) = crds.serving(e) {
             before.push(crd);
         }
         before.sort_unstable();
@@ -298,15 +299,33 @@ pub fn order(entries: Vec<Entry>) -> Vec<Entry> {
     out.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
-/// The index of the CRD among `entries` that serves `e`'s kind (matched on the archived CRD's
-/// group and kind).
-fn crd_of(entries: &[Entry], e: &Entry) -> Option<usize> {
-    let group = e.api_version.rsplit_once('/')?.0;
-    entries.iter().position(|c| {
-        c.kind == "CustomResourceDefinition"
-            && c.object["spec"]["group"] == group
-            && c.object["spec"]["names"]["kind"] == e.kind.as_str()
-    })
+/// The CRDs among a restore's entries by the (group, kind) they serve, read from the archived
+/// CRDs' specs once, so that finding an entry's CRD is a lookup, not a scan of every entry.
+struct CrdIndex<'a>(HashMap<(&'a str, &'a str), usize>);
+
+impl<'a> CrdIndex<'a> {
+    fn of(entries: &'a [Entry]) -> Self {
+        let mut index = HashMap::new();
+        for (i, c) in entries.iter().enumerate() {
+            if c.kind != "CustomResourceDefinition" {
+                continue;
+            }
+            let spec = &c.object["spec"];
+            if let (Some(group), Some(kind)) =
+                (spec["group"].as_str(), spec["names"]["kind"].as_str())
+            {
+                // The first wins, as a scan in archive order would find it.
+                index.entry((group, kind)).or_insert(i);
+            }
+        }
+        CrdIndex(index)
+    }
+
+    /// The index of the CRD that serves `e`'s kind.
+    fn serving(&self, e: &Entry) -> Option<usize> {
+        let group = e.api_version.rsplit_once('/')?.0;
+        self.0.get(&(group, e.kind.as_str())).copied()
+    }
 }
 
 /// How a restore went.
@@ -329,6 +348,7 @@ pub async fn restore(
     let mut new_uids: HashMap<String, String> = HashMap::new();
     let mut summary = Summary::default();
     let in_plan: HashSet<&str> = entries.iter().map(|e| e.uid.as_str()).collect();
+    let crds = CrdIndex::of(entries);
     // Objects of this restore that could not be created: their dependents are not created
     // either (they would come back without their owner, and never be collected).
     let mut failed: HashSet<String> = HashSet::new();
@@ -356,7 +376,7 @@ pub async fn restore(
         };
         let Some((ar, namespaced)) = resolved else {
             unserved.insert(kind);
-            if dry_run && let Some(crd) = crd_in_plan(entries, e) {
+            if dry_run && let Some(crd) = crds.serving(e).map(|i| &entries[i].name) {
                 out(format!("would create {label} (once CRD {crd} is restored)"));
                 summary.restored += 1;
                 continue;
@@ -449,11 +469,6 @@ pub async fn restore(
         summary.failed
     ));
     summary
-}
-
-/// The name of the CRD among `entries` that serves `e`'s kind.
-fn crd_in_plan(entries: &[Entry], e: &Entry) -> Option<String> {
-    crd_of(entries, e).map(|i| entries[i].name.clone())
 }
 
 fn suffix(notes: &[String]) -> String {
