@@ -792,6 +792,8 @@ impl Archiver {
             )
             .collect();
         let mut resolver = Resolver::default();
+        // Each CRD asked about once per pass: a tenant CRD's custom resources share it.
+        let mut crds_going: HashMap<String, bool> = HashMap::new();
         let mut settled = 0;
         'records: for (record, entries) in records {
             let at = format!("{}/{}", record.namespace, record.name);
@@ -802,7 +804,12 @@ impl Archiver {
                 // CRD's DELETE took effect, even while it still shows, not yet reached by the
                 // API server's cleanup: its entry is true.
                 let with_crd = match &e.reason.with_crd {
-                    Some(crd) => crd_going(&self.client, crd).await,
+                    Some(crd) => match crds_going.get(crd) {
+                        Some(&going) => Ok(going),
+                        None => crd_going(&self.client, crd).await.inspect(|&going| {
+                            crds_going.insert(crd.clone(), going);
+                        }),
+                    },
                     None => Ok(false),
                 };
                 let exists = match with_crd {
