@@ -207,10 +207,10 @@ pub async fn deleted_or_deleting(
     uid: &str,
 ) -> Result<bool, ActionError> {
     match t.meta_api(client).get_opt(t.name).await {
-        Ok(Some(m)) => {
-            Ok(m.metadata.uid.as_deref() != Some(uid) || m.metadata.deletion_timestamp.is_some())
-        }
-        Ok(None) => Ok(true),
+        Ok(m) => Ok(crate::engine::meta::deleted_or_deleting(
+            m.as_ref().map(|m| &m.metadata),
+            uid,
+        )),
         Err(e) => Err(t.err("look up", e)),
     }
 }

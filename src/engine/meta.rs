@@ -8,6 +8,13 @@ pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 pub const FINALIZER_ORPHAN: &str = "orphan";
 pub const FINALIZER_CASCADE_COMPLETE: &str = "sweeper.dev/cascade-complete";
 
+/// Whether a DELETE of the object with `uid` took effect, from what a read finds under its name
+/// now: nothing, another object (the name re-used), or the object itself being deleted. Asked
+/// when a DELETE's answer was lost or refused, to settle its archive entry truthfully.
+pub fn deleted_or_deleting(found: Option<&ObjectMeta>, uid: &str) -> bool {
+    found.is_none_or(|m| m.uid.as_deref() != Some(uid) || m.deletion_timestamp.is_some())
+}
+
 /// A uid as the graph keys it: canonical UUIDs parsed, anything else hashed (text kept).
 pub fn uid_key(text: &str) -> (Uid, Option<String>) {
     match Uid::parse_uuid(text) {
@@ -97,6 +104,27 @@ pub fn lite(meta: &ObjectMeta) -> Result<(MetaLite, Vec<MetaError>), MetaError> 
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    #[test]
+    fn a_delete_took_effect_when_the_name_is_empty_reused_or_terminating() {
+        let live = ObjectMeta {
+            uid: Some("u1".into()),
+            ..Default::default()
+        };
+        assert!(!deleted_or_deleting(Some(&live), "u1"), "still there");
+        assert!(deleted_or_deleting(None, "u1"), "gone");
+        assert!(deleted_or_deleting(Some(&live), "u0"), "the name re-used");
+        let terminating = ObjectMeta {
+            deletion_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            )),
+            ..live
+        };
+        assert!(
+            deleted_or_deleting(Some(&terminating), "u1"),
+            "being deleted"
+        );
+    }
 
     fn owner(uid: &str, kind: &str) -> OwnerReference {
         OwnerReference {

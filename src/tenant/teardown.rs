@@ -464,12 +464,8 @@ async fn took_effect(client: &Client, f: &Found, e: &kube::Error) -> bool {
         return false;
     }
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &f.resource);
-    match api.get_opt(&f.name).await {
-        Ok(Some(o)) => {
-            o.metadata.uid.as_deref() != Some(f.uid.as_str())
-                || o.metadata.deletion_timestamp.is_some()
-        }
-        Ok(None) => true,
+    match api.get_metadata_opt(&f.name).await {
+        Ok(m) => crate::engine::meta::deleted_or_deleting(m.as_ref().map(|m| &m.metadata), &f.uid),
         Err(_) => true,
     }
 }
