@@ -206,6 +206,17 @@ pub struct RunArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SWEEPER_EXTERNAL_EBS_SNAPSHOT")]
     pub external_ebs_snapshot: bool,
 
+    /// CAPA's own namespace: where the Secrets of `AWSClusterStaticIdentity` objects live (CAPA's
+    /// manager namespace). sweeper reads Secrets only there.
+    #[arg(long, default_value = "capa-system", env = "SWEEPER_CAPA_NAMESPACE")]
+    pub capa_namespace: String,
+
+    /// Cluster teardowns (AWSCluster / AWSManagedControlPlane) run at once. Each runs in its own
+    /// AWS session (region, account, identity), so a slow or throttled account holds up only
+    /// its own clusters.
+    #[arg(long, default_value_t = 8, env = "SWEEPER_EXTERNAL_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub external_concurrency: u16,
+
     /// How long the cascade workers wait for every resource's first list before starting anyway.
     #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
     pub cascade_sync_timeout: Duration,
@@ -361,14 +372,19 @@ pub enum GcCommand {
     Enable(GcCluster),
     /// Opt the cluster out of external resource GC (annotation "false"); phases 1 and 3 still run.
     Disable(GcCluster),
-    /// Print, per phase and cleaner, what a teardown would delete; delete nothing. Uses the AWS
-    /// credentials and endpoint of the environment (AWS_REGION, AWS_ENDPOINT_URL, ...).
+    /// Print, per phase and cleaner, what a teardown would delete; delete nothing. Runs in the
+    /// cluster's own session, as the teardown would: its `spec.region` and the identity chain of
+    /// its `spec.identityRef`, on top of the environment's endpoint and credentials (AWS_REGION,
+    /// AWS_ENDPOINT_URL, ...).
     Plan {
         #[command(flatten)]
         cluster: GcCluster,
         /// Discover with describe calls instead of the Resource Groups Tagging API.
         #[arg(long)]
         alternative_discovery: bool,
+        /// CAPA's namespace, where static identities' Secrets live.
+        #[arg(long, default_value = "capa-system", env = "SWEEPER_CAPA_NAMESPACE")]
+        capa_namespace: String,
     },
     /// Limit external GC to these tasks; no --gc-task removes the limit (all tasks).
     Configure {

@@ -117,14 +117,17 @@ async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
     if let GcCommand::Plan {
         cluster,
         alternative_discovery,
+        capa_namespace,
     } = &cmd
     {
-        let aws = sweeper_services::aws::teardown::AwsClients::new(
-            &sweeper_services::aws::load_config().await,
+        let sessions = sweeper_services::aws::session::SessionCache::new(
+            sweeper_services::aws::load_config().await,
+            None,
         );
         return sweeper::external::plan::plan(
             &client,
-            &aws,
+            &sessions,
+            capa_namespace,
             &cluster.namespace,
             &cluster.cluster_name,
             *alternative_discovery,

@@ -367,20 +367,26 @@ async fn build_collectors(
             )));
         }
         let gate = fence.clone();
-        let aws = sweeper_services::aws::teardown::AwsClients::gated(
-            &sweeper_services::aws::load_config().await,
-            sweeper_services::aws::gate::Gate(Arc::new(move || gate.permits())),
-        );
+        // sweeper's own configuration is only the base (endpoint, default region, its own
+        // credentials): each cluster gets a session of its own region and identity.
+        let sessions = Arc::new(sweeper_services::aws::session::SessionCache::new(
+            sweeper_services::aws::load_config().await,
+            Some(sweeper_services::aws::gate::Gate(Arc::new(move || {
+                gate.permits()
+            }))),
+        ));
         let ctx = crate::external::controller::ExternalCtx::new(
             client,
-            aws,
+            sessions,
             sources.external.clone(),
             args.feature_gates.alternative_gc_strategy,
             invalid_objects,
         )
         .with_selector(args.external_gc_selector.clone())
         .with_ebs_snapshot(args.external_ebs_snapshot)
-        .with_audit_ttl(args.archive_ttl);
+        .with_audit_ttl(args.archive_ttl)
+        .with_capa_namespace(args.capa_namespace.clone())
+        .with_concurrency(args.external_concurrency);
         out.push(Box::new(
             crate::external::controller::ExternalCollector::new(ctx, teardowns.clone(), fence),
         ));

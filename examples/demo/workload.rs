@@ -39,6 +39,8 @@ pub async fn create(c: &Client, vpc_id: &str) -> Res<()> {
     let mut infra = AWSCluster::new(
         name,
         AWSClusterSpec {
+            // sweeper's own credentials (no CAPA identity) in the demo's LocalStack region.
+            identity_ref: None,
             region: Some("us-east-1".into()),
             network: Some(NetworkSpec {
                 vpc: Some(VpcSpec {

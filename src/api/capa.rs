@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct AWSClusterSpec {
+    /// The CAPA identity whose AWS principal acts for this cluster; `None`: the controller's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_ref: Option<IdentityRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,6 +68,9 @@ pub struct VpcSpec {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct AWSManagedControlPlaneSpec {
+    /// The CAPA identity whose AWS principal acts for this cluster; `None`: the controller's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_ref: Option<IdentityRef>,
     /// The EKS cluster name: the `<name>` in the cluster's tags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eks_cluster_name: Option<String>,
@@ -158,4 +164,88 @@ pub struct ObjectRef {
 pub struct GcStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<crate::api::tenant::Condition>,
+}
+
+/// `spec.identityRef` of AWSCluster and AWSManagedControlPlane, and `sourceIdentityRef` of a
+/// role identity: which CAPA identity object (all cluster-scoped) names the AWS principal.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct IdentityRef {
+    // Options, not defaulted Strings: see ObjectRef.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// CAPA's `allowedNamespaces` of an identity: which clusters' namespaces may use it.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedNamespaces {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+}
+
+// CAPA's three identity kinds, typed for reading only: CAPA's CRDs serve them, sweeper ships no
+// CRD for them (they are not in `sweeper crds`).
+
+/// `infrastructure.cluster.x-k8s.io/v1beta2` AWSClusterControllerIdentity (singleton `default`):
+/// the controller's own credentials, limited by `allowedNamespaces`.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "AWSClusterControllerIdentity"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AWSClusterControllerIdentitySpec {
+    #[serde(default)]
+    pub allowed_namespaces: Option<AllowedNamespaces>,
+}
+
+/// `infrastructure.cluster.x-k8s.io/v1beta2` AWSClusterRoleIdentity: a role assumed with the
+/// credentials of `sourceIdentityRef` (or the controller's own).
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "AWSClusterRoleIdentity"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AWSClusterRoleIdentitySpec {
+    #[serde(default)]
+    pub allowed_namespaces: Option<AllowedNamespaces>,
+    #[serde(default, rename = "roleARN")]
+    pub role_arn: String,
+    #[serde(default)]
+    pub session_name: Option<String>,
+    #[serde(default)]
+    pub duration_seconds: Option<i64>,
+    #[serde(default, rename = "externalID")]
+    pub external_id: Option<String>,
+    #[serde(default)]
+    pub inline_policy: Option<String>,
+    #[serde(default, rename = "policyARNs")]
+    pub policy_arns: Option<Vec<String>>,
+    #[serde(default)]
+    pub source_identity_ref: Option<IdentityRef>,
+}
+
+/// `infrastructure.cluster.x-k8s.io/v1beta2` AWSClusterStaticIdentity: an access key in a Secret
+/// in CAPA's own namespace.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta2",
+    kind = "AWSClusterStaticIdentity"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AWSClusterStaticIdentitySpec {
+    #[serde(default)]
+    pub allowed_namespaces: Option<AllowedNamespaces>,
+    #[serde(default)]
+    pub secret_ref: String,
 }

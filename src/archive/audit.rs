@@ -18,11 +18,28 @@ use sweeper_services::aws::model::Audited;
 /// The label naming the workload cluster of an audit record.
 pub const LABEL_CLUSTER: &str = "sweeper.dev/audit-cluster";
 
-/// Writes one audit record for `deleted` (phase, resource, detail).
+/// The value of [`LABEL_CLUSTER`] for a Cluster API cluster name: the name itself when it is a
+/// valid label value, else a cleaned form with a fingerprint (the full names are in every entry).
+pub fn cluster_label(capi_name: &str) -> String {
+    crate::engine::meta::label_value(capi_name)
+}
+
+/// The record's object name: a DNS-1123 name for any cluster name (an EKS name such as
+/// `eksns_ek1-control-plane`, or 253 characters), unique per cluster and millisecond.
+fn record_name(cluster: &str, millis: i64) -> String {
+    format!(
+        "sweeper-audit-{}-{millis}",
+        crate::engine::meta::dns_name_part(cluster, 40)
+    )
+}
+
+/// Writes one audit record for `deleted` (phase, resource, detail), labelled with the Cluster
+/// API cluster's name (the name `sweeper gc` takes).
 pub async fn write(
     client: &kube::Client,
     namespace: &str,
-    cluster: &str,
+    names: &crate::external::cluster::ClusterNames,
+    session: &sweeper_services::aws::session::Session,
     object: &ObjectReference,
     deleted: &[(u8, &Audited)],
     ttl: Duration,
@@ -36,20 +53,17 @@ pub async fn write(
             let v = serde_json::json!({
                 "service": r.service, "kind": r.kind, "id": r.id, "phase": phase,
                 "detail": a.detail, "tags": a.tags, "deletedAt": now.to_string(),
-                "cluster": cluster,
+                "cluster": names.capi, "tagName": names.tag,
+                "region": session.scope.region, "account": session.scope.account,
+                "partition": session.scope.partition, "identity": session.chain,
                 "object": format!("{}/{}", object.kind.as_deref().unwrap_or(""), object.name.as_deref().unwrap_or("")),
             });
             (format!("{i:05}.json"), v.to_string())
         })
         .collect();
     let expires = super::expires_after(now, ttl);
-    // Label values are at most 63 characters; the cluster name is in every entry in full.
-    let cluster_label: String = cluster.chars().take(63).collect();
-    let name = format!(
-        "sweeper-audit-{}-{}",
-        cluster.chars().take(30).collect::<String>(),
-        now.as_millisecond()
-    );
+    let cluster_label = cluster_label(&names.capi);
+    let name = record_name(&names.capi, now.as_millisecond());
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -73,4 +87,26 @@ pub async fn write(
         .create(&PostParams::default(), &cm)
         .await?;
     Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_names_are_valid_object_names_for_any_cluster_name() {
+        let long = "e_".repeat(126) + "k";
+        for cluster in ["c1", "eksns_ek1-control-plane", long.as_str()] {
+            let name = record_name(cluster, 1_764_000_000_000);
+            assert!(name.len() <= 253, "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{name}"
+            );
+            let label = cluster_label(cluster);
+            assert!(label.len() <= 63, "{label}");
+        }
+        assert_eq!(record_name("c1", 5), "sweeper-audit-c1-5");
+    }
 }

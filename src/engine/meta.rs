@@ -15,6 +15,67 @@ pub fn deleted_or_deleting(found: Option<&ObjectMeta>, uid: &str) -> bool {
     found.is_none_or(|m| m.uid.as_deref() != Some(uid) || m.deletion_timestamp.is_some())
 }
 
+/// A short stable fingerprint of `s` (FNV-1a, 32 bits, hex): keeps two long or unusual names
+/// that shorten to the same text apart in the object names and label values derived from them.
+fn fingerprint(s: &str) -> String {
+    let h = s.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    format!("{h:08x}")
+}
+
+/// A part of an object name derived from arbitrary text (an EKS cluster name such as
+/// `eksns_ek1-control-plane`, up to 100 characters with `_` and capitals): lower-cased, every
+/// character outside `[a-z0-9-]` made `-`, at most `max` characters, starting and ending with
+/// an alphanumeric, so that `prefix-<part>-suffix` is a DNS-1123 subdomain (and label). When
+/// anything was changed or cut, a fingerprint of the original is appended (within `max`), so
+/// different names never collide. `max` must leave room for it (at least 10).
+pub fn dns_name_part(text: &str, max: usize) -> String {
+    let mapped: String = text
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '-') => c,
+            _ => '-',
+        })
+        .collect();
+    let trim = |s: &str| s.trim_matches('-').to_string();
+    let clean = trim(&mapped);
+    if clean == text && !clean.is_empty() && clean.len() <= max {
+        return clean;
+    }
+    let fp = fingerprint(text);
+    let room = max.saturating_sub(fp.len() + 1);
+    let head = trim(&clean.chars().take(room).collect::<String>());
+    if head.is_empty() {
+        fp
+    } else {
+        format!("{head}-{fp}")
+    }
+}
+
+/// A label value derived from arbitrary text: the text itself when it is a valid label value
+/// (at most 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends), else a cleaned,
+/// shortened form with a fingerprint of the original, as [`dns_name_part`].
+pub fn label_value(text: &str) -> String {
+    let valid = text.len() <= 63
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && text
+            .chars()
+            .next()
+            .is_none_or(|c| c.is_ascii_alphanumeric())
+        && text
+            .chars()
+            .last()
+            .is_none_or(|c| c.is_ascii_alphanumeric());
+    if valid {
+        text.to_string()
+    } else {
+        dns_name_part(text, 63)
+    }
+}
+
 /// A uid as the graph keys it: canonical UUIDs parsed, anything else hashed (text kept).
 pub fn uid_key(text: &str) -> (Uid, Option<String>) {
     match Uid::parse_uuid(text) {
@@ -104,6 +165,59 @@ pub fn lite(meta: &ObjectMeta) -> Result<(MetaLite, Vec<MetaError>), MetaError> 
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    /// A DNS-1123 label: lower-case alphanumerics and '-', alphanumeric at both ends.
+    fn is_dns_label(s: &str) -> bool {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !s.starts_with('-')
+            && !s.ends_with('-')
+    }
+
+    #[test]
+    fn names_derived_from_any_eks_name_are_valid_and_distinct() {
+        assert_eq!(
+            dns_name_part("c1", 30),
+            "c1",
+            "a valid name is kept as it is"
+        );
+        let eks = dns_name_part("eksns_ek1-control-plane", 30);
+        assert!(is_dns_label(&eks), "{eks}");
+        assert!(eks.starts_with("eksns-ek1"), "{eks}");
+        assert_ne!(eks, dns_name_part("eksns-ek1-control-plane", 30));
+        let long_a = format!("{}a", "x_".repeat(126));
+        let long_b = format!("{}b", "x_".repeat(126));
+        assert_eq!(long_a.len(), 253);
+        for (text, max) in [
+            (long_a.as_str(), 30),
+            ("_", 30),
+            ("__--..", 12),
+            ("Eks_Cluster", 30),
+            ("ünïcode", 30),
+        ] {
+            let part = dns_name_part(text, max);
+            assert!(
+                is_dns_label(&part) && part.len() <= max,
+                "{text:?} -> {part:?}"
+            );
+        }
+        assert_ne!(dns_name_part(&long_a, 30), dns_name_part(&long_b, 30));
+    }
+
+    #[test]
+    fn label_values_keep_valid_text_and_repair_the_rest() {
+        assert_eq!(
+            label_value("eksns_ek1-control-plane"),
+            "eksns_ek1-control-plane"
+        );
+        let long = "y".repeat(253);
+        let v = label_value(&long);
+        assert!(v.len() <= 63 && is_dns_label(&v), "{v}");
+        assert_ne!(v, label_value(&"y".repeat(252)));
+        assert!(is_dns_label(&label_value("_x_")));
+    }
 
     #[test]
     fn a_delete_took_effect_when_the_name_is_empty_reused_or_terminating() {

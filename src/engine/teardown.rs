@@ -146,6 +146,8 @@ pub struct Driver<T> {
     pub events: Publisher,
     /// The collector's fence: its writes pass it, and its resume retries every object at once.
     pub fence: crate::engine::leader::Fence,
+    /// Objects reconciled at once (0: no bound).
+    pub concurrency: u16,
 }
 
 impl<T: Teardown> Driver<T>
@@ -168,6 +170,7 @@ where
             Some(((), fence))
         });
         guard::controller(api, health)
+            .with_config(kube::runtime::controller::Config::default().concurrency(self.concurrency))
             .reconcile_all_on(resumes)
             .graceful_shutdown_on(async move { shutdown.cancelled().await })
             .run(reconcile::<T>, error_policy::<T>, self)

@@ -1,6 +1,13 @@
-//! Which workload cluster an object belongs to, and the name its AWS resources are tagged with.
-//! AWSCluster: the owning CAPI Cluster's name (label `cluster.x-k8s.io/cluster-name`, else the
-//! owner reference to a `Cluster`). AWSManagedControlPlane: `spec.eksClusterName`.
+//! Which workload cluster an object belongs to, and the names its AWS resources are tagged with.
+//!
+//! CAPA uses two names for one cluster (pkg/cloud/scope): `Name()`, the owning Cluster API
+//! Cluster's name, in the tags of everything CAPA itself creates
+//! (`sigs.k8s.io/cluster-api-provider-aws/cluster/<name>`: network, bastion, its groups); and
+//! `KubernetesClusterName()`, which the cloud provider (and CAPA's gc after it) puts in
+//! `kubernetes.io/cluster/<name>`. For an AWSCluster both are the owning Cluster's name (label
+//! `cluster.x-k8s.io/cluster-name`, else the owner reference to a `Cluster`); for an
+//! AWSManagedControlPlane the second is `spec.eksClusterName` (CAPA's default
+//! `<namespace>_<name>`).
 
 use super::annotations::{GC_ANNOTATION, TASKS_ANNOTATION};
 use super::capi::{self, CapiError};
@@ -21,7 +28,9 @@ pub enum ClusterNameError {
         namespace: String,
         name: String,
     },
-    #[error("AWSManagedControlPlane {namespace}/{name}: spec.eksClusterName is not set")]
+    #[error(
+        "AWSManagedControlPlane {namespace}/{name}: spec.eksClusterName is not set (CAPA's defaulting webhook fills it)"
+    )]
     NoEksName { namespace: String, name: String },
     #[error(
         "cluster name {0:?} is not usable in an AWS tag key (1-253 characters, no '/', ',', '=' or whitespace)"
@@ -42,25 +51,64 @@ fn validate(name: &str) -> Result<String, ClusterNameError> {
     }
 }
 
-pub fn for_aws_cluster(c: &AWSCluster) -> Result<String, ClusterNameError> {
-    match owning_cluster(c) {
+/// The two names of one cluster's AWS resources (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNames {
+    /// The Cluster API Cluster's name: CAPA's own tags (phases 1 and 3).
+    pub capi: String,
+    /// The name in `kubernetes.io/cluster/<name>` and the cluster's controllers' tags (phase 2):
+    /// the EKS cluster name on EKS, else the same as `capi`.
+    pub tag: String,
+}
+
+impl ClusterNames {
+    /// How the names read in messages: one name, or both on EKS.
+    pub fn describe(&self) -> String {
+        if self.capi == self.tag {
+            self.tag.clone()
+        } else {
+            format!("{} (EKS name {})", self.capi, self.tag)
+        }
+    }
+}
+
+/// The owning Cluster's name, validated.
+fn capi_name<K: ResourceExt>(o: &K, kind: &'static str) -> Result<String, ClusterNameError> {
+    match owning_cluster(o) {
         Some(n) => validate(&n),
         None => Err(ClusterNameError::NoOwner {
-            kind: "AWSCluster",
-            namespace: c.namespace().unwrap_or_default(),
-            name: c.name_any(),
+            kind,
+            namespace: o.namespace().unwrap_or_default(),
+            name: o.name_any(),
         }),
     }
 }
 
-pub fn for_control_plane(c: &AWSManagedControlPlane) -> Result<String, ClusterNameError> {
-    match c.spec.eks_cluster_name.as_deref() {
-        Some(n) => validate(n),
-        None => Err(ClusterNameError::NoEksName {
-            namespace: c.namespace().unwrap_or_default(),
-            name: c.name_any(),
-        }),
-    }
+pub fn for_aws_cluster(c: &AWSCluster) -> Result<ClusterNames, ClusterNameError> {
+    let capi = capi_name(c, "AWSCluster")?;
+    Ok(ClusterNames {
+        tag: capi.clone(),
+        capi,
+    })
+}
+
+/// An EKS control plane's names. Without an owning Cluster sweeper cannot tell which network
+/// CAPA made for it, so that is bad input as for an AWSCluster (CAPA itself does nothing for a
+/// control plane whose Cluster has not claimed it).
+pub fn for_control_plane(c: &AWSManagedControlPlane) -> Result<ClusterNames, ClusterNameError> {
+    let tag = match c.spec.eks_cluster_name.as_deref() {
+        Some(n) => validate(n)?,
+        None => {
+            return Err(ClusterNameError::NoEksName {
+                namespace: c.namespace().unwrap_or_default(),
+                name: c.name_any(),
+            });
+        }
+    };
+    Ok(ClusterNames {
+        capi: capi_name(c, "AWSManagedControlPlane")?,
+        tag,
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -267,20 +315,22 @@ mod tests {
             uid: "u".into(),
             ..Default::default()
         }]);
-        assert_eq!(for_aws_cluster(&c).unwrap(), "c1");
+        let names = for_aws_cluster(&c).unwrap();
+        assert_eq!((names.capi.as_str(), names.tag.as_str()), ("c1", "c1"));
         c.metadata.labels = Some([(CLUSTER_NAME_LABEL.to_string(), "c2".to_string())].into());
-        assert_eq!(for_aws_cluster(&c).unwrap(), "c2");
+        assert_eq!(for_aws_cluster(&c).unwrap().tag, "c2");
     }
 
     #[test]
     fn eks_name_comes_from_the_spec_and_is_validated() {
         let mut cp = AWSManagedControlPlane::new("cp", Default::default());
+        cp.metadata.labels = Some([(CLUSTER_NAME_LABEL.to_string(), "ek1".to_string())].into());
         assert!(matches!(
             for_control_plane(&cp),
             Err(ClusterNameError::NoEksName { .. })
         ));
         cp.spec.eks_cluster_name = Some("eks-1".into());
-        assert_eq!(for_control_plane(&cp).unwrap(), "eks-1");
+        assert_eq!(for_control_plane(&cp).unwrap().tag, "eks-1");
         cp.spec.eks_cluster_name = Some("a/b".into());
         assert!(matches!(
             for_control_plane(&cp),
@@ -291,5 +341,35 @@ mod tests {
             for_control_plane(&cp),
             Err(ClusterNameError::Invalid(_))
         ));
+    }
+
+    /// CAPA's default EKS name is `<namespace>_<name>`: the cloud provider tags with it, while
+    /// CAPA tags its own network with the Cluster API name.
+    #[test]
+    fn eks_control_plane_has_two_names_and_needs_its_cluster() {
+        let mut cp = AWSManagedControlPlane::new("ek1-control-plane", Default::default());
+        cp.metadata.namespace = Some("eksns".into());
+        cp.spec.eks_cluster_name = Some("eksns_ek1-control-plane".into());
+        assert!(
+            matches!(
+                for_control_plane(&cp),
+                Err(ClusterNameError::NoOwner {
+                    kind: "AWSManagedControlPlane",
+                    ..
+                })
+            ),
+            "no guess at CAPA's name without the owning Cluster"
+        );
+        cp.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "Cluster".into(),
+            name: "ek1".into(),
+            uid: "u".into(),
+            ..Default::default()
+        }]);
+        let names = for_control_plane(&cp).unwrap();
+        assert_eq!(names.capi, "ek1");
+        assert_eq!(names.tag, "eksns_ek1-control-plane");
+        assert_eq!(names.describe(), "ek1 (EKS name eksns_ek1-control-plane)");
     }
 }

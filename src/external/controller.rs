@@ -6,9 +6,11 @@
 //! (engine::teardown); this module supplies validation and one pass.
 
 use super::annotations;
-use super::cluster::{self, ClusterNameError, LinkedAnnotations, ResolveError};
+use super::cluster::{self, ClusterNameError, ClusterNames, LinkedAnnotations, ResolveError};
 use super::conditions::{self, Desired, Severity};
+use super::identity::{self, Placement};
 use super::metrics::ExternalMetrics;
+use crate::api::capa::IdentityRef;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
@@ -25,10 +27,14 @@ use kube::{Api, Client, Resource, ResourceExt};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde::de::DeserializeOwned;
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_services::aws::session::SessionCache;
+use sweeper_services::aws::teardown::{TeardownRequest, teardown_pass};
+use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
 
@@ -46,12 +52,15 @@ pub trait GcKind:
     /// This kind's readiness component (not ready while its watch keeps failing).
     const COMPONENT: &'static str;
 
-    /// The `<name>` in the cluster's AWS tags.
-    fn tag_name(&self) -> Result<String, ClusterNameError>;
+    /// The names in the cluster's AWS tags: CAPA's own and the cloud provider's.
+    fn names(&self) -> Result<ClusterNames, ClusterNameError>;
 
     /// The cluster's VPC as the object states it (`spec.network.vpc.id`): it confirms what the
     /// LB controller and the VPC CNI tagged for a cluster of this name.
     fn vpc_ids(&self) -> Vec<String>;
+
+    /// Where the cluster lives: `spec.region` and `spec.identityRef`.
+    fn placement(&self) -> (Option<&str>, Option<&IdentityRef>);
 
     /// Another object whose GC annotations also govern this one (its label and annotations),
     /// read fresh; `Ok(None)` when there is none.
@@ -64,12 +73,16 @@ pub trait GcKind:
 impl GcKind for AWSCluster {
     const COMPONENT: &'static str = "external-awscluster";
 
-    fn tag_name(&self) -> Result<String, ClusterNameError> {
+    fn names(&self) -> Result<ClusterNames, ClusterNameError> {
         cluster::for_aws_cluster(self)
     }
 
     fn vpc_ids(&self) -> Vec<String> {
         crate::api::capa::vpc_ids(self.spec.network.as_ref())
+    }
+
+    fn placement(&self) -> (Option<&str>, Option<&IdentityRef>) {
+        (self.spec.region.as_deref(), self.spec.identity_ref.as_ref())
     }
 
     /// CAPA and clusterawsadm agree on the AWSCluster: nothing else to read.
@@ -84,12 +97,16 @@ impl GcKind for AWSCluster {
 impl GcKind for AWSManagedControlPlane {
     const COMPONENT: &'static str = "external-awsmanagedcontrolplane";
 
-    fn tag_name(&self) -> Result<String, ClusterNameError> {
+    fn names(&self) -> Result<ClusterNames, ClusterNameError> {
         cluster::for_control_plane(self)
     }
 
     fn vpc_ids(&self) -> Vec<String> {
         crate::api::capa::vpc_ids(self.spec.network.as_ref())
+    }
+
+    fn placement(&self) -> (Option<&str>, Option<&IdentityRef>) {
+        (self.spec.region.as_deref(), self.spec.identity_ref.as_ref())
     }
 
     /// On EKS `clusterawsadm gc disable` annotates Cluster.spec.infrastructureRef, the
@@ -108,7 +125,12 @@ pub struct ExternalCtx {
     /// How long the AWS audit records live (`--archive-ttl`).
     pub audit_ttl: Duration,
     pub client: Client,
-    pub aws: AwsClients,
+    /// One AWS session per cluster (its region and identity chain).
+    pub sessions: Arc<SessionCache>,
+    /// CAPA's own namespace, where static identities' Secrets live (`--capa-namespace`).
+    pub capa_namespace: String,
+    /// Teardowns of one kind run at once (`--external-concurrency`).
+    pub concurrency: u16,
     pub metrics: ExternalMetrics,
     /// AlternativeGCStrategy: discover with describe calls instead of the tagging API.
     pub alternative_discovery: bool,
@@ -119,12 +141,14 @@ pub struct ExternalCtx {
     events: Publisher,
     /// `sweeper_invalid_objects_total`, shared with the other collectors.
     invalid_objects: Family<InvalidObjectLabels, Counter>,
+    /// Refused identities in a row, per object uid: the retry backs off.
+    refusals: Mutex<HashMap<String, u32>>,
 }
 
 impl ExternalCtx {
     pub fn new(
         client: Client,
-        aws: AwsClients,
+        sessions: Arc<SessionCache>,
         metrics: ExternalMetrics,
         alternative_discovery: bool,
         invalid_objects: Family<InvalidObjectLabels, Counter>,
@@ -132,14 +156,44 @@ impl ExternalCtx {
         ExternalCtx {
             events: Publisher::new(client.clone(), "sweeper-external", "ExternalResourceGC"),
             client,
-            aws,
+            sessions,
+            capa_namespace: "capa-system".into(),
+            concurrency: 8,
             metrics,
             alternative_discovery,
             selector: LabelFilter::default(),
             ebs_snapshot: true,
             invalid_objects,
             audit_ttl: Duration::from_secs(72 * 3600),
+            refusals: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// CAPA's namespace, where static identities' Secrets are read (`--capa-namespace`).
+    pub fn with_capa_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.capa_namespace = namespace.into();
+        self
+    }
+
+    /// At most `n` teardowns of each kind at once.
+    pub fn with_concurrency(mut self, n: u16) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// The next retry after a refused identity: 5 s, doubling to 5 minutes.
+    fn refused_again(&self, uid: &str) -> Duration {
+        let mut map = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
+        let n = map.entry(uid.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        Duration::from_secs(5u64.saturating_mul(1 << (*n - 1).min(6)).min(300))
+    }
+
+    fn accepted(&self, uid: &str) {
+        self.refusals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
     }
 
     /// How long the AWS audit records are kept (`--archive-ttl`).
@@ -217,6 +271,7 @@ fn driver<K: GcKind>(
         retry_after: Duration::from_secs(10),
         events: ctx.events.clone(),
         fence,
+        concurrency: ctx.concurrency,
         teardown: KindTeardown {
             ctx,
             _kind: std::marker::PhantomData,
@@ -259,7 +314,7 @@ impl crate::engine::collector::Collector for ExternalCollector {
 /// What a valid object's teardown needs.
 pub struct Plan {
     settings: annotations::GcSettings,
-    cluster_name: String,
+    names: ClusterNames,
 }
 
 impl<K: GcKind> KindTeardown<K> {
@@ -290,6 +345,40 @@ impl<K: GcKind> KindTeardown<K> {
                 object: Self::label(obj),
                 source,
             })
+    }
+
+    /// The cluster's identity or session was refused: nothing is called or deleted, the
+    /// finalizer stays, the condition and a Warning Event name the identity and the reason,
+    /// and the pass is retried with backoff (a fix to an identity object or Secret is seen at
+    /// the next try, since they are read fresh).
+    async fn refused(
+        &self,
+        o: &K,
+        uid: &str,
+        reason: &str,
+        message: String,
+    ) -> Result<Pass, ExternalError> {
+        let after = self.ctx.refused_again(uid);
+        tracing::warn!(%reason, error = %message, retry_in = ?after, "cluster identity refused: no AWS call made, nothing deleted");
+        self.ctx
+            .metrics
+            .identity_refused
+            .get_or_create(&super::metrics::ReasonLabels {
+                reason: reason.into(),
+            })
+            .inc();
+        let text = format!("{message}; nothing is deleted until it is fixed");
+        if self
+            .condition(o, Desired::not_done(Severity::Warning, reason, &text))
+            .await?
+        {
+            self.warn(o, reason, text.clone()).await;
+        }
+        Ok(Pass::Left {
+            phase: "identity".into(),
+            detail: text,
+            after,
+        })
     }
 
     async fn warn(&self, obj: &impl Resource<DynamicType = ()>, reason: &str, note: String) {
@@ -363,11 +452,8 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                 .map_err(|e| format!("{label}: {e}")),
             (parsed, _) => parsed,
         };
-        match (parsed, o.tag_name().map_err(|e| e.to_string())) {
-            (Ok(settings), Ok(cluster_name)) => Ok(Checked::Valid(Plan {
-                settings,
-                cluster_name,
-            })),
+        match (parsed, o.names().map_err(|e| e.to_string())) {
+            (Ok(settings), Ok(names)) => Ok(Checked::Valid(Plan { settings, names })),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(error = %e, "invalid GC configuration: nothing is deleted until it is fixed");
                 let want = Desired::not_done(Severity::Error, "InvalidConfiguration", &e);
@@ -389,13 +475,40 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         Ok(())
     }
 
+    fn released(&self, o: &K) {
+        self.ctx.accepted(&o.uid().unwrap_or_default());
+    }
+
     async fn pass(&self, o: &K, plan: Plan) -> Result<Pass, ExternalError> {
-        let Plan {
-            settings,
-            cluster_name,
-        } = plan;
+        let Plan { settings, names } = plan;
+        let cluster_name = names.describe();
+        let uid = o.uid().unwrap_or_default();
+        let namespace = o.namespace().unwrap_or_default();
+        let (region, identity_ref) = o.placement();
+        let at = Placement {
+            namespace: &namespace,
+            region,
+            identity_ref,
+        };
+        // The cluster's own session, or nothing: a refused identity never falls back to
+        // another principal, so no AWS call is made and nothing is deleted.
+        let spec = match identity::resolve(&self.ctx.client, &self.ctx.capa_namespace, &at).await {
+            Ok(spec) => spec,
+            Err(e) => return self.refused(o, &uid, e.reason(), e.to_string()).await,
+        };
+        let session = match self.ctx.sessions.session(&spec).await {
+            Ok(s) => s,
+            Err(e) => {
+                return self
+                    .refused(o, &uid, "IdentityRefused", e.to_string())
+                    .await;
+            }
+        };
+        self.ctx.accepted(&uid);
+        let place = session.describe();
         let req = TeardownRequest {
-            cluster_name: cluster_name.clone(),
+            cluster_name: names.tag.clone(),
+            capa_name: names.capi.clone(),
             external_gc: settings.external_gc,
             tasks: settings.tasks,
             dry_run: false,
@@ -403,7 +516,9 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             vpc_ids: o.vpc_ids(),
             ebs_snapshot: self.ctx.ebs_snapshot,
         };
-        let report = teardown_pass(&self.ctx.aws, &req).await;
+        let report = teardown_pass(&session.clients, &req)
+            .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))
+            .await;
         let tally = Tally::of(&report, &self.ctx.metrics);
         // The audit trail: what this pass deleted in AWS, in the cluster object's namespace.
         let deleted: Vec<_> = report
@@ -411,20 +526,19 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             .iter()
             .flat_map(|p| p.audit.iter().map(move |a| (p.phase, a)))
             .collect();
-        if !deleted.is_empty() {
-            let namespace = o.namespace().unwrap_or_default();
-            if let Err(e) = crate::archive::audit::write(
+        if !deleted.is_empty()
+            && let Err(e) = crate::archive::audit::write(
                 &self.ctx.client,
                 &namespace,
-                &cluster_name,
+                &names,
+                &session,
                 &o.object_ref(&()),
                 &deleted,
                 self.ctx.audit_ttl,
             )
             .await
-            {
-                tracing::warn!(error = %e, "cannot write the AWS audit record; the deletes happened and are logged");
-            }
+        {
+            tracing::warn!(error = %e, "cannot write the AWS audit record; the deletes happened and are logged");
         }
         // What a delete left to know (the snapshot a volume was kept in): once, as it happens.
         for note in report.phases.iter().flat_map(|p| &p.notes) {
@@ -440,14 +554,15 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         }
         tracing::info!(cluster = %cluster_name, deleted = tally.deleted, remaining = tally.remaining.len(), errors = tally.errors.len(), done = report.done, "teardown pass");
         if report.done {
-            let message = format!("all AWS resources of cluster {cluster_name} are deleted");
+            let message =
+                format!("all AWS resources of cluster {cluster_name} are deleted ({place})");
             self.condition(o, Desired::done("Deleted", &message))
                 .await?;
             return Ok(Pass::Done {
-                note: format!("AWS teardown of {cluster_name} finished"),
+                note: format!("AWS teardown of {cluster_name} finished ({place})"),
             });
         }
-        let message = tally.summary();
+        let message = format!("{} ({place})", tally.summary());
         // Failures are retried with backoff, so they are Warnings, not Errors (which CAPI
         // reserves for what does not fix itself).
         let (severity, reason) = if tally.errors.is_empty() {
@@ -469,7 +584,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         let (phase, detail) = phase_of(&report);
         Ok(Pass::Left {
             phase,
-            detail,
+            detail: format!("{detail}; {place}"),
             after: Duration::from_secs(if tally.deleted > 0 { 1 } else { 5 }),
         })
     }
@@ -532,6 +647,7 @@ impl Tally {
             }
             t.errors
                 .extend(p.errors.iter().map(|e| format!("phase {}: {e}", p.phase)));
+            m.foreign_ignored.inc_by(p.foreign.len() as u64);
             for (r, vpc) in &p.blockers {
                 t.remaining.push(format!(
                     "phase {}: {} {} (not the cluster's; blocks deleting {vpc})",

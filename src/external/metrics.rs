@@ -13,8 +13,19 @@ pub struct ResourceLabels {
     pub kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
 #[derive(Clone)]
 pub struct ExternalMetrics {
+    /// Teardown passes that could not start because the cluster's identity or session was
+    /// refused (nothing was looked up or deleted), by reason.
+    pub identity_refused: Family<ReasonLabels, Counter>,
+    /// Discovered resources ignored because their ARN names another partition, region or
+    /// account than the cluster's session.
+    pub foreign_ignored: Counter,
     pub deleted: Family<ResourceLabels, Counter>,
     pub errors: Family<ResourceLabels, Counter>,
     pub teardowns_in_progress: Gauge,
@@ -28,6 +39,8 @@ pub struct ExternalMetrics {
 impl Default for ExternalMetrics {
     fn default() -> Self {
         ExternalMetrics {
+            identity_refused: Family::default(),
+            foreign_ignored: Counter::default(),
             deleted: Family::default(),
             errors: Family::default(),
             teardowns_in_progress: Gauge::default(),
@@ -73,6 +86,16 @@ impl ExternalMetrics {
             "teardowns_completed",
             "Cluster teardowns finished (finalizer released)",
             self.teardowns_completed.clone(),
+        );
+        r.register(
+            "identity_refused",
+            "Teardown passes refused before any AWS call: the cluster's identity or session was refused, by reason",
+            self.identity_refused.clone(),
+        );
+        r.register(
+            "foreign_resources_ignored",
+            "Discovered AWS resources ignored because their ARN names another partition, region or account than the cluster's session",
+            self.foreign_ignored.clone(),
         );
         r.register(
             "reconcile_failures",

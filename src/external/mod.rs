@@ -7,5 +7,6 @@ pub mod capi;
 pub mod cluster;
 pub mod conditions;
 pub mod controller;
+pub mod identity;
 pub mod metrics;
 pub mod plan;

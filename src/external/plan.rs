@@ -3,14 +3,18 @@
 
 use super::annotations;
 use super::cluster;
+use super::identity::{self, Placement};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_services::aws::discovery::tags::{capa_key, cloud_key};
+use sweeper_services::aws::session::SessionCache;
+use sweeper_services::aws::teardown::{TeardownRequest, teardown_pass};
 
 /// Renders the plan for the CAPI Cluster `name` in `namespace`.
 pub async fn plan(
     client: &Client,
-    aws: &AwsClients,
+    sessions: &SessionCache,
+    capa_namespace: &str,
     namespace: &str,
     name: &str,
     alternative: bool,
@@ -20,12 +24,15 @@ pub async fn plan(
         .map_err(|e| e.to_string())?;
     let mut linked = None;
     let vpc_ids;
-    let (tag_name, ann) = if ar.kind == "AWSManagedControlPlane" {
+    let (region, identity_ref);
+    let (names, ann) = if ar.kind == "AWSManagedControlPlane" {
         let cp = Api::<AWSManagedControlPlane>::namespaced(client.clone(), namespace)
             .get(&target)
             .await
             .map_err(|e| e.to_string())?;
         vpc_ids = crate::api::capa::vpc_ids(cp.spec.network.as_ref());
+        region = cp.spec.region.clone();
+        identity_ref = cp.spec.identity_ref.clone();
         let own = (
             cluster::for_control_plane(&cp).map_err(|e| e.to_string())?,
             cp.annotations().clone(),
@@ -41,6 +48,8 @@ pub async fn plan(
             .await
             .map_err(|e| e.to_string())?;
         vpc_ids = crate::api::capa::vpc_ids(c.spec.network.as_ref());
+        region = c.spec.region.clone();
+        identity_ref = c.spec.identity_ref.clone();
         (
             cluster::for_aws_cluster(&c).map_err(|e| e.to_string())?,
             c.annotations().clone(),
@@ -53,7 +62,8 @@ pub async fn plan(
         settings = annotations::combine(settings, other);
     }
     let req = TeardownRequest {
-        cluster_name: tag_name.clone(),
+        cluster_name: names.tag.clone(),
+        capa_name: names.capi.clone(),
         external_gc: settings.external_gc,
         tasks: settings.tasks,
         dry_run: true,
@@ -61,10 +71,30 @@ pub async fn plan(
         vpc_ids,
         ebs_snapshot: true,
     };
-    let report = teardown_pass(aws, &req).await;
+    // The cluster's own session, as the teardown would use it; refused means no plan.
+    let at = Placement {
+        namespace,
+        region: region.as_deref(),
+        identity_ref: identity_ref.as_ref(),
+    };
+    let spec = identity::resolve(client, capa_namespace, &at)
+        .await
+        .map_err(|e| format!("{} {target}: {e}; nothing is looked up in AWS", ar.kind))?;
+    let session = sessions
+        .session(&spec)
+        .await
+        .map_err(|e| format!("{} {target}: {e}; nothing is looked up in AWS", ar.kind))?;
+    let report = teardown_pass(&session.clients, &req).await;
     let mut out = format!(
-        "plan for cluster {namespace}/{name} ({} {target}, AWS tag name {tag_name}); nothing is deleted\n",
-        ar.kind
+        "plan for cluster {namespace}/{name} ({} {target}); nothing is deleted\n\
+         CAPA's own resources (phases 1 and 3): tag {}=owned\n\
+         external resources (phase 2): tag {}=owned\n\
+         session: {} (caller {})\n",
+        ar.kind,
+        capa_key(&names.capi),
+        cloud_key(&names.tag),
+        session.describe(),
+        session.caller,
     );
     if let Some((label, _)) = &linked {
         out.push_str(&format!(
@@ -91,6 +121,9 @@ pub async fn plan(
         }
         for e in &p.errors {
             out.push_str(&format!("  error: {e}\n"));
+        }
+        for f in &p.foreign {
+            out.push_str(&format!("  ignored (outside the cluster's session): {f}\n"));
         }
     }
     Ok(out)

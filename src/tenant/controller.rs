@@ -96,6 +96,8 @@ impl TenantCollector {
             retry_after: Duration::from_secs(5),
             events,
             fence,
+            // Tenants are few; each teardown bounds its own deletes (--tenant-delete-concurrency).
+            concurrency: 0,
         }))
     }
 }

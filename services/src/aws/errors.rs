@@ -29,6 +29,8 @@ pub struct ApiFailure {
     pub class: ErrorClass,
     pub code: Option<String>,
     pub message: String,
+    /// AWS asked to slow down (a throttling code or HTTP 429).
+    pub throttling: bool,
 }
 
 /// Codes meaning "another resource still depends on this one" or "slow down": both clear with time.
@@ -81,12 +83,14 @@ where
             class: ErrorClass::Transient,
             code: None,
             message,
+            throttling: false,
         },
         _ => {
             let code = err.code().map(str::to_string);
             let status = err.raw_response().map(|r| r.status().as_u16());
             ApiFailure {
                 class: classify(code.as_deref(), status),
+                throttling: crate::aws::session::throttle::is_throttling(code.as_deref(), status),
                 code,
                 message,
             }
@@ -113,9 +117,30 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let mut f = f;
+    // The pass's per-(account, region) throttle, when it runs in a cluster's session.
+    let throttle = crate::aws::session::throttle::current();
+    let service = crate::aws::session::throttle::service_of(what);
     let attempt = || {
         let fut = f();
-        async move { fut.await.map_err(|e| failure_of(&e)) }
+        let throttle = throttle.clone();
+        async move {
+            if let Some(t) = &throttle {
+                let wait = t.wait_for(service, std::time::Instant::now());
+                if !wait.is_zero() {
+                    tracing::debug!(call = what, ?wait, "account and region throttled: waiting");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+            let res = fut.await.map_err(|e| failure_of(&e));
+            if let Some(t) = &throttle {
+                match &res {
+                    Err(e) if e.throttling => t.throttled(service, std::time::Instant::now()),
+                    Ok(_) => t.succeeded(service),
+                    Err(_) => {}
+                }
+            }
+            res
+        }
     };
     attempt
         .retry(backoff())

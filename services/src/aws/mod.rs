@@ -9,6 +9,8 @@ pub mod errors;
 pub mod gate;
 pub mod model;
 
+pub mod session;
+
 pub mod discovery;
 
 pub mod cleaners;

@@ -13,6 +13,12 @@ pub struct AwsClients {
     pub elb: aws_sdk_elasticloadbalancing::Client,
     pub elbv2: aws_sdk_elasticloadbalancingv2::Client,
     pub tagging: aws_sdk_resourcegroupstagging::Client,
+    /// Where a cluster's session acts: phase 2 ignores (and reports) anything discovered whose
+    /// ARN names another partition, region or account. `None` for clients not built for a
+    /// cluster (tests' fixtures).
+    pub scope: Option<crate::aws::session::Scope>,
+    /// The session's account and region throttle (see `session::throttle`).
+    pub throttle: Option<std::sync::Arc<crate::aws::session::throttle::Throttle>>,
 }
 
 impl AwsClients {
@@ -27,6 +33,24 @@ impl AwsClients {
     /// election: a replica that lost its lease makes no AWS call).
     pub fn gated(sdk: &SdkConfig, gate: Gate) -> Self {
         Self::build(sdk, Some(gate))
+    }
+
+    /// A cluster session's clients: fenced by `gate`, backing off with its account and region.
+    pub fn for_session(
+        sdk: &SdkConfig,
+        gate: Option<Gate>,
+        throttle: std::sync::Arc<crate::aws::session::throttle::Throttle>,
+    ) -> Self {
+        AwsClients {
+            throttle: Some(throttle),
+            ..Self::build(sdk, gate)
+        }
+    }
+
+    /// The same clients, checking discovered ARNs against `scope`.
+    pub fn with_scope(mut self, scope: crate::aws::session::Scope) -> Self {
+        self.scope = Some(scope);
+        self
     }
 
     fn build(sdk: &SdkConfig, gate: Option<Gate>) -> Self {
@@ -46,6 +70,8 @@ impl AwsClients {
             elb: client!(aws_sdk_elasticloadbalancing),
             elbv2: client!(aws_sdk_elasticloadbalancingv2),
             tagging: client!(aws_sdk_resourcegroupstagging),
+            scope: None,
+            throttle: None,
         }
     }
 }
@@ -113,6 +139,9 @@ pub struct PhaseReport {
     pub notes: Vec<String>,
     /// Every resource deleted, with what discovery knew of it: the audit trail the service writes.
     pub audit: Vec<Audited>,
+    /// Resources discovery returned whose ARN names another partition, region or account than
+    /// the session's, with why: never the cluster's, so ignored (never deleted) and counted.
+    pub foreign: Vec<String>,
 }
 
 /// One deleted resource as the audit trail records it.
@@ -158,5 +187,6 @@ impl PhaseReport {
         self.blockers.extend(other.blockers);
         self.notes.extend(other.notes);
         self.audit.extend(other.audit);
+        self.foreign.extend(other.foreign);
     }
 }

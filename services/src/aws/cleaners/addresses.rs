@@ -45,10 +45,7 @@ impl Cleaner for Addresses {
                 .ec2
                 .describe_nat_gateways()
                 .filter(tags::ec2_filter("vpc-id", ctx.vpc_ids))
-                .filter(tags::ec2_tag_filter(
-                    &tags::capa_key(ctx.cluster),
-                    tags::OWNED,
-                ))
+                .filter(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
                 .send()
         })
         .await
@@ -64,10 +61,7 @@ impl Cleaner for Addresses {
                 }
             }
         }
-        let mut filters = vec![vec![tags::ec2_tag_filter(
-            &tags::capa_key(ctx.cluster),
-            tags::OWNED,
-        )]];
+        let mut filters = vec![vec![tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED)]];
         if !nat_of.is_empty() {
             let ids: Vec<String> = nat_of.keys().cloned().collect();
             filters.push(vec![tags::ec2_filter("allocation-id", &ids)]);

@@ -162,7 +162,7 @@ impl Cleaner for Instances {
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         let found = match self.0 {
             Scope::CapaOwned => {
-                let capa = tags::ec2_tag_filter(&tags::capa_key(ctx.cluster), tags::OWNED);
+                let capa = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
                 live_instances(ctx.clients, vec![capa]).await?
             }
             Scope::External => {

@@ -40,10 +40,7 @@ impl Cleaner for InternetGateways {
                 .ec2
                 .describe_internet_gateways()
                 .filters(tags::ec2_filter("attachment.vpc-id", ctx.vpc_ids))
-                .filters(tags::ec2_tag_filter(
-                    &tags::capa_key(ctx.cluster),
-                    tags::OWNED,
-                ))
+                .filters(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
                 .send()
         })
         .await

@@ -84,7 +84,7 @@ impl Cleaner for LaunchTemplates {
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        let own = Ownership::of(ctx.cluster);
+        let own = Ownership::of(ctx.cluster).with_capa_name(ctx.capa_cluster);
         Ok(owned_templates(ctx.clients, &own)
             .await?
             .into_iter()

@@ -151,7 +151,7 @@ impl Cleaner for LoadBalancers {
         if self.0 == Source::External {
             return Ok(external(ctx.inventory).to_vec());
         }
-        let capa = tags::capa_key(ctx.cluster);
+        let capa = ctx.capa_key();
         let mut out = Vec::new();
         for lb in describe::classic_load_balancers(ctx.clients).await? {
             if tags::is_owned(lb.pairs(), &capa) {

@@ -28,13 +28,26 @@ use std::fmt;
 /// What every cleaner may look at during a pass.
 pub struct CleanCtx<'a> {
     pub clients: &'a AwsClients,
+    /// The name the cloud provider and the cluster's controllers tag with
+    /// (`kubernetes.io/cluster/<name>`, the LB controller's, the VPC CNI's, the EBS CSI driver's):
+    /// the EKS cluster name on EKS, the Cluster API Cluster's name otherwise.
     pub cluster: &'a str,
+    /// The Cluster API Cluster's name: CAPA tags everything it creates for the cluster
+    /// `sigs.k8s.io/cluster-api-provider-aws/cluster/<name>` with it, on EKS too.
+    pub capa_cluster: &'a str,
     /// Phase 2's one discovery (tagging API or describe calls); empty in phases 1 and 3.
     pub inventory: &'a Inventory,
     /// Phase 3: the CAPA-managed VPCs of the cluster. Empty means nothing of the network is ours.
     pub vpc_ids: &'a [String],
     /// Snapshot EBS volumes before deleting them (`--external-ebs-snapshot`).
     pub snapshot_volumes: bool,
+}
+
+impl CleanCtx<'_> {
+    /// The tag key CAPA marks the cluster's own resources with.
+    pub fn capa_key(&self) -> String {
+        crate::aws::discovery::tags::capa_key(self.capa_cluster)
+    }
 }
 
 /// One resource a cleaner found, with `detail`: the facts discovery gathered so `delete` needs

@@ -36,10 +36,7 @@ impl Cleaner for NatGateways {
                 .ec2
                 .describe_nat_gateways()
                 .filter(tags::ec2_filter("vpc-id", ctx.vpc_ids))
-                .filter(tags::ec2_tag_filter(
-                    &tags::capa_key(ctx.cluster),
-                    tags::OWNED,
-                ))
+                .filter(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
                 .send()
         })
         .await

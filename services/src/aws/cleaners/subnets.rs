@@ -32,10 +32,7 @@ impl Cleaner for Subnets {
                 .ec2
                 .describe_subnets()
                 .filters(tags::ec2_filter("vpc-id", ctx.vpc_ids))
-                .filters(tags::ec2_tag_filter(
-                    &tags::capa_key(ctx.cluster),
-                    tags::OWNED,
-                ))
+                .filters(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
                 .send()
         })
         .await

@@ -48,7 +48,7 @@ impl Cleaner for Volumes {
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        let capa = tags::capa_key(ctx.cluster);
+        let capa = ctx.capa_key();
         let available = tags::ec2_filter("status", &["available".to_string()]);
         let mut ids = std::collections::BTreeMap::new();
         for owner in [
@@ -158,5 +158,6 @@ async fn snapshot(ctx: &CleanCtx<'_>, volume: &str) -> Result<String, ApiFailure
             class: ErrorClass::Fatal,
             code: None,
             message: "CreateSnapshot returned no snapshot id".into(),
+            throttling: false,
         })
 }

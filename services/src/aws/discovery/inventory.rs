@@ -16,6 +16,9 @@ pub struct Inventory {
     shares: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     /// Resources reported but never touched (malformed or unrecognised ARNs) and discovery failures.
     pub errors: Vec<String>,
+    /// Resources outside the session's partition, region or account (see `session::Scope`):
+    /// ignored, never claimed by any kind.
+    pub foreign: Vec<String>,
     /// The tags discovery read, by ARN and by resource id (cleaners name targets either way),
     /// for the audit trail.
     tags: HashMap<String, std::collections::BTreeMap<String, String>>,
@@ -90,6 +93,13 @@ impl Ownership {
             cluster: cluster.to_string(),
             vpcs: Vec::new(),
         }
+    }
+
+    /// The same rule for a cluster whose CAPA-owned resources carry another name (EKS: CAPA
+    /// tags with the Cluster API name, the cloud provider with the EKS name).
+    pub fn with_capa_name(mut self, capa_name: &str) -> Self {
+        self.capa = tags::capa_key(capa_name);
+        self
     }
 
     /// The same rule, with the VPCs that confirm a controller-tagged resource.

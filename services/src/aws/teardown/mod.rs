@@ -23,19 +23,28 @@ use tracing::Instrument;
 /// Runs one pass. Phase k+1 starts only when phase k left nothing and reported no error; later
 /// phases are reported as not started. A dry run discovers all three phases and deletes nothing.
 pub async fn teardown_pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
-    let span =
-        tracing::info_span!("teardown_pass", cluster = %req.cluster_name, dry_run = req.dry_run);
-    pass(clients, req).instrument(span).await
+    let span = tracing::info_span!("teardown_pass", cluster = %req.cluster_name, capa_cluster = %req.capa_name, dry_run = req.dry_run);
+    match &clients.throttle {
+        // Every call of the pass backs off with the session's account and region.
+        Some(t) => {
+            crate::aws::session::throttle::scope(t.clone(), pass(clients, req))
+                .instrument(span)
+                .await
+        }
+        None => pass(clients, req).instrument(span).await,
+    }
 }
 
 async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
     let cluster = req.cluster_name.as_str();
+    let capa = req.capa_name.as_str();
     let empty = Inventory::default();
     let mut phases = Vec::with_capacity(3);
 
     let ctx = CleanCtx {
         clients,
         cluster,
+        capa_cluster: capa,
         inventory: &empty,
         vpc_ids: &[],
         snapshot_volumes: req.ebs_snapshot,
@@ -48,7 +57,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
     // The CAPA-tagged VPCs, looked up once for phases 2 and 3 (phase 2 deletes no VPC). Neither
     // runs unless phase 1 lets phase 2 start.
     let capa_vpcs = if go_on {
-        vpcs::capa_vpcs(clients, cluster).await
+        vpcs::capa_vpcs(clients, capa).await
     } else {
         Ok(Vec::new())
     };
@@ -66,7 +75,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
     if !go_on {
         phases.push(PhaseReport::not_started(3));
     } else {
-        let mut p3 = phase3(clients, cluster, &capa_vpcs, req.dry_run).await;
+        let mut p3 = phase3(clients, req, &capa_vpcs).await;
         if req.dry_run {
             // Nothing was deleted: what phases 1 and 2 would delete is no blocker.
             let planned: Vec<&str> = phases
@@ -104,10 +113,10 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
 /// plans the phase and lists the blockers too.
 async fn phase3(
     clients: &AwsClients,
-    cluster: &str,
+    req: &TeardownRequest,
     capa_vpcs: &Result<Vec<String>, CleanError>,
-    dry_run: bool,
 ) -> PhaseReport {
+    let dry_run = req.dry_run;
     let empty = Inventory::default();
     let mut p3 = PhaseReport::started(3);
     let vpc_ids: &[String] = match capa_vpcs {
@@ -120,7 +129,7 @@ async fn phase3(
     let blockers = if vpc_ids.is_empty() {
         Vec::new()
     } else {
-        match vpcs::blockers(clients, cluster, vpc_ids).await {
+        match vpcs::blockers(clients, &req.capa_name, vpc_ids).await {
             Ok(b) => b,
             Err(e) => {
                 p3.errors.push(e.to_string());
@@ -134,7 +143,8 @@ async fn phase3(
     if dry_run || blockers.is_empty() {
         let ctx = CleanCtx {
             clients,
-            cluster,
+            cluster: &req.cluster_name,
+            capa_cluster: &req.capa_name,
             inventory: &empty,
             vpc_ids,
             snapshot_volumes: false,

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 /// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
 /// `teardown_pass` and by the benchmark.
 pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseReport {
-    let capa_vpcs = vpcs::capa_vpcs(clients, &req.cluster_name).await;
+    let capa_vpcs = vpcs::capa_vpcs(clients, &req.capa_name).await;
     phase2_in(clients, req, &capa_vpcs).await
 }
 
@@ -40,6 +40,7 @@ pub(crate) async fn phase2_in(
     let ctx = CleanCtx {
         clients,
         cluster,
+        capa_cluster: &req.capa_name,
         inventory: &inv,
         vpc_ids: &[],
         snapshot_volumes: req.ebs_snapshot,
@@ -53,6 +54,7 @@ pub(crate) async fn phase2_in(
     .await
     .report;
     p2.errors.extend(inv.errors.iter().cloned());
+    p2.foreign.extend(inv.foreign.iter().cloned());
     p2
 }
 
@@ -65,7 +67,9 @@ fn ownership(req: &TeardownRequest, capa_vpcs: &[String]) -> Ownership {
             vpcs.push(v.clone());
         }
     }
-    Ownership::of(&req.cluster_name).with_vpcs(vpcs)
+    Ownership::of(&req.cluster_name)
+        .with_capa_name(&req.capa_name)
+        .with_vpcs(vpcs)
 }
 
 /// Runs phase 2's discovery for every phase-2 kind, selected or not (the task selection limits
@@ -110,13 +114,39 @@ async fn via_tagging(
         found.malformed.extend(more.malformed);
         found.pages += more.pages;
     }
+    let foreign = c
+        .scope
+        .as_ref()
+        .map(|scope| drop_foreign(&mut found, scope))
+        .unwrap_or_default();
     let (mut ours, candidates, errors) = owned_tagged(found, own);
     ours.extend(
         placement::confirm(c, own, candidates)
             .await
             .map_err(|e| e.to_string())?,
     );
-    Ok(claim_all(ours, errors, kinds))
+    let mut inv = claim_all(ours, errors, kinds);
+    inv.foreign = foreign;
+    Ok(inv)
+}
+
+/// Defence in depth: the tagging API answers for the session's account and region, so an ARN
+/// naming another is not the cluster's whatever its tags say (a misrouted endpoint, a
+/// resource shared into the account). Removed from `found`, returned with why.
+fn drop_foreign(
+    found: &mut crate::aws::discovery::tagging::TaggedResources,
+    scope: &crate::aws::session::Scope,
+) -> Vec<String> {
+    let mut foreign = Vec::new();
+    found.resources.retain(|r| match scope.foreign(&r.arn) {
+        Some(why) => {
+            tracing::warn!(arn = %r.arn, %why, "discovered resource outside the cluster's session: ignored");
+            foreign.push(format!("{}: {why}", r.arn));
+            false
+        }
+        None => true,
+    });
+    foreign
 }
 
 /// Offers each resource to the kinds; the first that claims it keeps it.

@@ -4,7 +4,14 @@ use crate::aws::model::{GcTask, PhaseReport};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TeardownRequest {
+    /// The name the cloud provider tags the cluster's resources with
+    /// (`kubernetes.io/cluster/<name>`): phase 2. On EKS this is `spec.eksClusterName`.
     pub cluster_name: String,
+    /// The Cluster API Cluster's name, which CAPA's own tags carry
+    /// (`sigs.k8s.io/cluster-api-provider-aws/cluster/<name>`): phases 1 and 3 and the
+    /// CAPA-owned exclusion of phase 2. The same as `cluster_name` except on EKS, where CAPA
+    /// names its network after the Cluster and the cloud provider tags with the EKS name.
+    pub capa_name: String,
     /// Phase 2 (resources the cloud provider created for the cluster). `false` opts out; phases
     /// 1 and 3 still run.
     pub external_gc: bool,
@@ -25,8 +32,10 @@ pub struct TeardownRequest {
 impl TeardownRequest {
     /// All phases, all tasks, tagging-API discovery, for real.
     pub fn new(cluster_name: impl Into<String>) -> Self {
+        let cluster_name = cluster_name.into();
         TeardownRequest {
-            cluster_name: cluster_name.into(),
+            capa_name: cluster_name.clone(),
+            cluster_name,
             external_gc: true,
             tasks: None,
             dry_run: false,
@@ -34,6 +43,12 @@ impl TeardownRequest {
             vpc_ids: Vec::new(),
             ebs_snapshot: true,
         }
+    }
+
+    /// The same request for a cluster whose CAPA-owned resources carry another name (EKS).
+    pub fn with_capa_name(mut self, capa_name: impl Into<String>) -> Self {
+        self.capa_name = capa_name.into();
+        self
     }
 }
 

@@ -112,6 +112,8 @@ impl Recorder {
                     .retry_config(retry)
                     .build(),
             ),
+            scope: None,
+            throttle: None,
         }
     }
 }

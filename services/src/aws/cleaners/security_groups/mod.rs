@@ -176,7 +176,7 @@ impl Cleaner for SecurityGroups {
                 (found, vpcs.into_iter().collect())
             }
             Scope::CapaOwned => {
-                let filter = tags::ec2_tag_filter(&tags::capa_key(ctx.cluster), tags::OWNED);
+                let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
                 let mut found = HashMap::new();
                 let mut vpcs = HashSet::new();
                 for g in describe::security_groups(ctx.clients, vec![filter]).await? {

@@ -1,0 +1,535 @@
+//! Where a cluster lives and as whom its teardown acts, read from its object as CAPA reads it
+//! (pkg/cloud/scope/session.go): `spec.region`, and `spec.identityRef` followed through CAPA's
+//! identity objects to a principal chain that `sweeper_services::aws::session` turns into
+//! credentials.
+//!
+//! Each identity in the chain must allow the cluster's namespace (`allowedNamespaces`, checked
+//! link by link as CAPA does). Anything that stops the chain — a namespace not allowed, a missing
+//! identity or Secret, a malformed Secret, a cycle, an unknown kind — is an [`IdentityError`]:
+//! the caller then makes no AWS call at all, with no other principal, and deletes nothing.
+
+use crate::api::capa::{
+    AWSClusterControllerIdentity, AWSClusterRoleIdentity, AWSClusterStaticIdentity,
+    AllowedNamespaces, IdentityRef,
+};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::core::{Selector, SelectorExt};
+use kube::{Api, Client};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use sweeper_services::aws::session::{Principal, RoleSpec, SessionSpec, StaticKeys};
+
+pub const CONTROLLER_KIND: &str = "AWSClusterControllerIdentity";
+pub const ROLE_KIND: &str = "AWSClusterRoleIdentity";
+pub const STATIC_KIND: &str = "AWSClusterStaticIdentity";
+/// CAPA's controller identity is a singleton of this name.
+pub const CONTROLLER_NAME: &str = "default";
+/// Chains longer than this are refused (CAPA has no limit; a real chain is two or three links).
+const MAX_CHAIN: usize = 8;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum IdentityError {
+    #[error("identityRef {0:?} names no kind or no name")]
+    Incomplete(IdentityRef),
+    #[error(
+        "identityRef kind {kind:?} is not one of {CONTROLLER_KIND}, {ROLE_KIND}, {STATIC_KIND}"
+    )]
+    UnknownKind { kind: String },
+    #[error(
+        "{CONTROLLER_KIND} {name:?}: CAPA's controller identity is the singleton {CONTROLLER_NAME:?}"
+    )]
+    ControllerName { name: String },
+    #[error("{identity} does not exist")]
+    NotFound { identity: String },
+    #[error("{identity} cannot be read: {reason}")]
+    Unreadable { identity: String, reason: String },
+    #[error("{identity} does not allow namespace {namespace:?} (allowedNamespaces: {rule})")]
+    NotAllowed {
+        identity: String,
+        namespace: String,
+        rule: String,
+    },
+    #[error("{identity}: its Secret {namespace}/{secret} does not exist")]
+    SecretNotFound {
+        identity: String,
+        namespace: String,
+        secret: String,
+    },
+    #[error("{identity}: its Secret {namespace}/{secret} {problem}")]
+    SecretMalformed {
+        identity: String,
+        namespace: String,
+        secret: String,
+        problem: String,
+    },
+    #[error("{identity}: {problem}")]
+    Malformed { identity: String, problem: String },
+    #[error("identity chain has a cycle: {chain}")]
+    Cycle { chain: String },
+    #[error("identity chain longer than {MAX_CHAIN} links: {chain}")]
+    TooLong { chain: String },
+}
+
+impl IdentityError {
+    /// The condition reason: a Kubernetes-side problem the user fixes on the identity objects.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            IdentityError::NotAllowed { .. } => "IdentityNotAllowed",
+            IdentityError::NotFound { .. } | IdentityError::SecretNotFound { .. } => {
+                "IdentityNotFound"
+            }
+            IdentityError::Unreadable { .. } => "IdentityUnreadable",
+            _ => "IdentityInvalid",
+        }
+    }
+}
+
+/// What a cluster object says about where it lives.
+pub struct Placement<'a> {
+    pub namespace: &'a str,
+    pub region: Option<&'a str>,
+    pub identity_ref: Option<&'a IdentityRef>,
+}
+
+/// Resolves a cluster's session: its region and its identity chain, read fresh.
+/// `capa_namespace`: where static identities' Secrets live (CAPA's own namespace).
+pub async fn resolve(
+    client: &Client,
+    capa_namespace: &str,
+    at: &Placement<'_>,
+) -> Result<SessionSpec, IdentityError> {
+    let region = at.region.filter(|r| !r.is_empty()).map(str::to_string);
+    let Some(first) = at.identity_ref else {
+        return Ok(SessionSpec::controller(region));
+    };
+    let mut reader = Reader {
+        client,
+        capa_namespace,
+        namespace: at.namespace,
+        labels: None,
+    };
+    let mut chain: Vec<String> = Vec::new();
+    let principal = reader.principal(first, &mut chain).await?;
+    Ok(SessionSpec {
+        region,
+        principal,
+        chain,
+    })
+}
+
+struct Reader<'a> {
+    client: &'a Client,
+    capa_namespace: &'a str,
+    namespace: &'a str,
+    /// The cluster namespace's labels, read once when a selector needs them.
+    labels: Option<BTreeMap<String, String>>,
+}
+
+fn label(kind: &str, name: &str) -> String {
+    format!("{kind} {name}")
+}
+
+impl Reader<'_> {
+    /// The principal `r` names, following role sources (iteratively: `chain` is the path).
+    async fn principal(
+        &mut self,
+        first: &IdentityRef,
+        chain: &mut Vec<String>,
+    ) -> Result<Principal, IdentityError> {
+        // Roles from the outermost in; the innermost link is a controller or static principal.
+        let mut roles: Vec<RoleSpec> = Vec::new();
+        let mut next = first.clone();
+        let base = loop {
+            let (kind, name) = match (next.kind.as_deref(), next.name.as_deref()) {
+                (Some(k), Some(n)) if !k.is_empty() && !n.is_empty() => (k, n),
+                _ => return Err(IdentityError::Incomplete(next.clone())),
+            };
+            let here = label(kind, name);
+            if chain.contains(&here) {
+                chain.push(here);
+                return Err(IdentityError::Cycle {
+                    chain: chain.join(" <- "),
+                });
+            }
+            chain.push(here.clone());
+            if chain.len() > MAX_CHAIN {
+                return Err(IdentityError::TooLong {
+                    chain: chain.join(" <- "),
+                });
+            }
+            match kind {
+                CONTROLLER_KIND => {
+                    if name != CONTROLLER_NAME {
+                        return Err(IdentityError::ControllerName { name: name.into() });
+                    }
+                    let id = self
+                        .get::<AWSClusterControllerIdentity>(&here, name)
+                        .await?;
+                    self.allowed(&here, id.spec.allowed_namespaces.as_ref())
+                        .await?;
+                    break Principal::Controller;
+                }
+                STATIC_KIND => {
+                    let id = self.get::<AWSClusterStaticIdentity>(&here, name).await?;
+                    self.allowed(&here, id.spec.allowed_namespaces.as_ref())
+                        .await?;
+                    break Principal::Static(self.keys(&here, &id.spec.secret_ref).await?);
+                }
+                ROLE_KIND => {
+                    let id = self.get::<AWSClusterRoleIdentity>(&here, name).await?;
+                    let s = id.spec;
+                    self.allowed(&here, s.allowed_namespaces.as_ref()).await?;
+                    if s.role_arn
+                        .parse::<sweeper_services::aws::arn::Arn>()
+                        .is_err()
+                    {
+                        return Err(IdentityError::Malformed {
+                            identity: here,
+                            problem: format!("roleARN {:?} is not an ARN", s.role_arn),
+                        });
+                    }
+                    let duration = match s.duration_seconds {
+                        None => None,
+                        Some(d) if (900..=43_200).contains(&d) => {
+                            Some(Duration::from_secs(d.unsigned_abs()))
+                        }
+                        Some(d) => {
+                            return Err(IdentityError::Malformed {
+                                identity: here,
+                                problem: format!(
+                                    "durationSeconds {d} is outside AWS's 900..=43200"
+                                ),
+                            });
+                        }
+                    };
+                    roles.push(RoleSpec {
+                        role_arn: s.role_arn,
+                        session_name: s.session_name,
+                        duration,
+                        external_id: s.external_id,
+                        inline_policy: s.inline_policy,
+                        policy_arns: s.policy_arns.unwrap_or_default(),
+                        source: Principal::Controller,
+                    });
+                    match s.source_identity_ref {
+                        Some(src) => next = src,
+                        // No source: CAPA assumes the role with the controller's own credentials.
+                        None => break Principal::Controller,
+                    }
+                }
+                other => {
+                    return Err(IdentityError::UnknownKind { kind: other.into() });
+                }
+            }
+        };
+        // Wrap from the innermost role out: each role's source is the link after it.
+        Ok(roles.into_iter().rev().fold(base, |source, mut role| {
+            role.source = source;
+            Principal::Role(Box::new(role))
+        }))
+    }
+
+    async fn get<K>(&self, identity: &str, name: &str) -> Result<K, IdentityError>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        match Api::<K>::all(self.client.clone()).get_opt(name).await {
+            Ok(Some(o)) => Ok(o),
+            Ok(None) => Err(IdentityError::NotFound {
+                identity: identity.into(),
+            }),
+            // Kind not served (CAPA's CRDs absent): the identity cannot exist.
+            Err(kube::Error::Api(s)) if s.code == 404 => Err(IdentityError::NotFound {
+                identity: identity.into(),
+            }),
+            Err(e) => Err(IdentityError::Unreadable {
+                identity: identity.into(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Whether the identity allows the cluster's namespace ([`rule_for`]), reading the
+    /// namespace's labels only when a selector needs them.
+    async fn allowed(
+        &mut self,
+        identity: &str,
+        rule: Option<&AllowedNamespaces>,
+    ) -> Result<(), IdentityError> {
+        let refuse = |shown: String| IdentityError::NotAllowed {
+            identity: identity.into(),
+            namespace: self.namespace.into(),
+            rule: shown,
+        };
+        match rule_for(rule, self.namespace) {
+            Rule::Allow => Ok(()),
+            Rule::Deny(shown) => Err(refuse(shown)),
+            Rule::Malformed(problem) => Err(IdentityError::Malformed {
+                identity: identity.into(),
+                problem,
+            }),
+            Rule::Select(selector, shown) => {
+                let labels = self.namespace_labels(identity).await?;
+                if selector.matches(&labels) {
+                    Ok(())
+                } else {
+                    Err(refuse(shown))
+                }
+            }
+        }
+    }
+
+    async fn namespace_labels(
+        &mut self,
+        identity: &str,
+    ) -> Result<BTreeMap<String, String>, IdentityError> {
+        if let Some(l) = &self.labels {
+            return Ok(l.clone());
+        }
+        let ns = Api::<Namespace>::all(self.client.clone())
+            .get_opt(self.namespace)
+            .await
+            .map_err(|e| IdentityError::Unreadable {
+                identity: identity.into(),
+                reason: format!("cannot read Namespace {}: {e}", self.namespace),
+            })?;
+        let labels = ns.and_then(|n| n.metadata.labels).unwrap_or_default();
+        self.labels = Some(labels.clone());
+        Ok(labels)
+    }
+
+    /// A static identity's keys, from its Secret in CAPA's namespace.
+    async fn keys(&self, identity: &str, secret: &str) -> Result<StaticKeys, IdentityError> {
+        let namespace = self.capa_namespace;
+        let malformed = |problem: String| IdentityError::SecretMalformed {
+            identity: identity.into(),
+            namespace: namespace.into(),
+            secret: secret.into(),
+            problem,
+        };
+        if secret.is_empty() {
+            return Err(IdentityError::Malformed {
+                identity: identity.into(),
+                problem: "spec.secretRef is empty".into(),
+            });
+        }
+        let found = Api::<Secret>::namespaced(self.client.clone(), namespace)
+            .get_opt(secret)
+            .await
+            .map_err(|e| IdentityError::Unreadable {
+                identity: identity.into(),
+                reason: format!("cannot read Secret {namespace}/{secret}: {e}"),
+            })?;
+        let Some(found) = found else {
+            return Err(IdentityError::SecretNotFound {
+                identity: identity.into(),
+                namespace: namespace.into(),
+                secret: secret.into(),
+            });
+        };
+        static_keys(&found).map_err(malformed)
+    }
+}
+
+/// What an `allowedNamespaces` says about one namespace.
+#[derive(Debug)]
+pub enum Rule {
+    Allow,
+    /// Refused; the rule as written, for the message.
+    Deny(String),
+    /// Allowed when the namespace's labels match.
+    Select(Selector, String),
+    Malformed(String),
+}
+
+/// CAPA's rule (isClusterPermittedToUsePrincipal): absent or null allows no namespace; an empty
+/// object allows every one; else the namespace must be in `list` or be selected by a
+/// non-empty `selector` (an empty one, like `matchLabels: {}`, matches nothing). Pure.
+pub fn rule_for(rule: Option<&AllowedNamespaces>, namespace: &str) -> Rule {
+    let Some(rule) = rule else {
+        return Rule::Deny("absent, which allows no namespace".into());
+    };
+    let selector_unset = rule
+        .selector
+        .as_ref()
+        .is_none_or(|s| s.match_labels.is_none() && s.match_expressions.is_none());
+    if rule.list.is_none() && selector_unset {
+        return Rule::Allow;
+    }
+    if rule
+        .list
+        .as_ref()
+        .is_some_and(|l| l.iter().any(|n| n == namespace))
+    {
+        return Rule::Allow;
+    }
+    let shown = serde_json::to_string(rule).unwrap_or_default();
+    let Some(sel) = rule.selector.clone() else {
+        return Rule::Deny(shown);
+    };
+    match Selector::try_from(sel) {
+        Err(e) => Rule::Malformed(format!("allowedNamespaces.selector: {e}")),
+        Ok(s) if s.selects_all() => Rule::Deny(shown),
+        Ok(s) => Rule::Select(s, shown),
+    }
+}
+
+/// The keys of a static identity's Secret (`AccessKeyID`, `SecretAccessKey`, optional
+/// `SessionToken`), as text. Pure, so malformed Secrets are unit-tested.
+pub fn static_keys(s: &Secret) -> Result<StaticKeys, String> {
+    let mut data: BTreeMap<String, Vec<u8>> = s
+        .data
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    for (k, v) in s.string_data.clone().unwrap_or_default() {
+        data.insert(k, v.into_bytes());
+    }
+    let text = |key: &str, required: bool| -> Result<Option<String>, String> {
+        match data.get(key) {
+            None if required => Err(format!("has no key {key}")),
+            None => Ok(None),
+            Some(v) => {
+                let t = String::from_utf8(v.clone())
+                    .map_err(|_| format!("key {key} is not UTF-8 text"))?;
+                let t = t.trim().to_string();
+                if t.is_empty() {
+                    if required {
+                        Err(format!("key {key} is empty"))
+                    } else {
+                        Ok(None)
+                    }
+                } else {
+                    Ok(Some(t))
+                }
+            }
+        }
+    };
+    Ok(StaticKeys {
+        access_key_id: text("AccessKeyID", true)?.unwrap_or_default(),
+        secret_access_key: text("SecretAccessKey", true)?.unwrap_or_default(),
+        session_token: text("SessionToken", false)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn secret(pairs: &[(&str, &[u8])]) -> Secret {
+        Secret {
+            data: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_static_secret_needs_both_keys_as_text() {
+        let ok = static_keys(&secret(&[
+            ("AccessKeyID", b"AKIA1"),
+            ("SecretAccessKey", b"s\n"),
+        ]))
+        .unwrap();
+        assert_eq!(ok.access_key_id, "AKIA1");
+        assert_eq!(ok.secret_access_key, "s");
+        assert_eq!(ok.session_token, None);
+        let with_token = static_keys(&secret(&[
+            ("AccessKeyID", b"AKIA1"),
+            ("SecretAccessKey", b"s"),
+            ("SessionToken", b"t"),
+        ]))
+        .unwrap();
+        assert_eq!(with_token.session_token.as_deref(), Some("t"));
+        for (bad, why) in [
+            (secret(&[("SecretAccessKey", b"s")]), "no key AccessKeyID"),
+            (
+                secret(&[("AccessKeyID", b"a"), ("SecretAccessKey", b"")]),
+                "SecretAccessKey is empty",
+            ),
+            (
+                secret(&[("AccessKeyID", b"\xff"), ("SecretAccessKey", b"s")]),
+                "not UTF-8",
+            ),
+            (Secret::default(), "no key AccessKeyID"),
+        ] {
+            let e = static_keys(&bad).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+    }
+
+    fn rule(json: serde_json::Value) -> Option<AllowedNamespaces> {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn allowed_namespaces_follow_capas_rule() {
+        let allow = |r: &Option<AllowedNamespaces>, ns: &str| match rule_for(r.as_ref(), ns) {
+            Rule::Allow => Some(true),
+            Rule::Deny(_) => Some(false),
+            Rule::Select(..) | Rule::Malformed(_) => None,
+        };
+        assert_eq!(allow(&None, "a"), Some(false), "absent allows none");
+        assert_eq!(
+            allow(&rule(serde_json::json!(null)), "a"),
+            Some(false),
+            "null allows none"
+        );
+        assert_eq!(
+            allow(&rule(serde_json::json!({})), "a"),
+            Some(true),
+            "{{}} allows all"
+        );
+        let listed = rule(serde_json::json!({"list": ["a", "b"]}));
+        assert_eq!(allow(&listed, "a"), Some(true));
+        assert_eq!(allow(&listed, "c"), Some(false));
+        assert_eq!(
+            allow(&rule(serde_json::json!({"list": []})), "a"),
+            Some(false)
+        );
+        assert_eq!(
+            allow(
+                &rule(serde_json::json!({"selector": {"matchLabels": {}}})),
+                "a"
+            ),
+            Some(false),
+            "an empty selector matches nothing"
+        );
+        let sel = rule(serde_json::json!({"selector": {"matchLabels": {"team": "x"}}}));
+        match rule_for(sel.as_ref(), "a") {
+            Rule::Select(s, _) => {
+                assert!(s.matches(&[("team".to_string(), "x".to_string())].into()));
+                assert!(!s.matches(&Default::default()));
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad = rule(serde_json::json!({"selector": {"matchExpressions": [
+            {"key": "k", "operator": "Sideways", "values": ["v"]}]}}));
+        assert!(matches!(rule_for(bad.as_ref(), "a"), Rule::Malformed(_)));
+    }
+
+    #[test]
+    fn reasons_name_what_the_user_fixes() {
+        let e = IdentityError::NotAllowed {
+            identity: "AWSClusterRoleIdentity r".into(),
+            namespace: "ns".into(),
+            rule: "absent".into(),
+        };
+        assert_eq!(e.reason(), "IdentityNotAllowed");
+        assert!(e.to_string().contains("AWSClusterRoleIdentity r"));
+        assert_eq!(
+            IdentityError::Cycle { chain: "a".into() }.reason(),
+            "IdentityInvalid"
+        );
+    }
+}
