@@ -5,13 +5,17 @@
 
 mod support;
 
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
 use std::time::Duration;
 use support::aws::{
     Net, clients, gc_plan, held_target_group, lb_exists, network, nlb, sg, sg_exists, sweeper_gc,
     tag, tagged, vpc_exists,
+};
+use support::capa::{
+    api, audit_entries, capa_conditions, create, eks_cluster, from_template, gone, has_finalizer,
+    owned_by_cluster, set_status, upstream_crds, vars,
 };
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
@@ -20,105 +24,8 @@ use sweeper_services::aws::teardown::AwsClients;
 
 const T: Duration = Duration::from_secs(90);
 const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];
-const FINALIZER: &str = "sweeper.dev/external-resource-gc";
 const GC: &str = "aws.cluster.x-k8s.io/external-resource-gc";
 const TASKS: &str = "aws.cluster.x-k8s.io/external-resource-tasks-gc";
-
-/// CAPA's and Cluster API's CRDs, replacing sweeper's (the next test's install_sweeper_crds puts
-/// sweeper's back).
-async fn upstream_crds(c: &Client) {
-    for rel in [
-        "capa/infrastructure.cluster.x-k8s.io_awsclusters.yaml",
-        "capa/infrastructure.cluster.x-k8s.io_awsmanagedclusters.yaml",
-        "capa/controlplane.cluster.x-k8s.io_awsmanagedcontrolplanes.yaml",
-        "capi/cluster.x-k8s.io_clusters.yaml",
-    ] {
-        conformance::install_crd(c, rel).await;
-    }
-}
-
-/// Replaces every `${VAR}` in the strings of `v`.
-fn substitute(v: &mut Value, vars: &[(&str, &str)]) {
-    match v {
-        Value::String(s) => {
-            for (k, val) in vars {
-                *s = s.replace(&format!("${{{k}}}"), val);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|i| substitute(i, vars)),
-        Value::Object(map) => map.values_mut().for_each(|i| substitute(i, vars)),
-        _ => {}
-    }
-}
-
-/// The template's object of `kind`, variables substituted.
-fn from_template(rel: &str, kind: &str, vars: &[(&str, &str)]) -> Value {
-    let mut doc = conformance::docs(rel)
-        .into_iter()
-        .find(|d| d["kind"] == kind)
-        .unwrap_or_else(|| panic!("{rel} has no {kind}"));
-    substitute(&mut doc, vars);
-    doc
-}
-
-fn api(c: &Client, ns: &str, api_version: &str, kind: &str) -> Api<DynamicObject> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(group, version, kind),
-        &format!("{}s", kind.to_lowercase()),
-    );
-    Api::namespaced_with(c.clone(), ns, &ar)
-}
-
-async fn create(api: &Api<DynamicObject>, v: Value) -> DynamicObject {
-    let obj: DynamicObject = serde_json::from_value(v).expect("an object");
-    let name = obj.name_any();
-    api.create(&PostParams::default(), &obj)
-        .await
-        .unwrap_or_else(|e| panic!("create {name}: {e}"))
-}
-
-/// The CAPI owner reference and label CAPI's cluster controller puts on infrastructure objects.
-fn owned_by_cluster(v: &mut Value, cluster: &DynamicObject) {
-    let types = cluster.types.clone().expect("Cluster has apiVersion");
-    v["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] = json!(cluster.name_any());
-    v["metadata"]["ownerReferences"] = json!([{
-        "apiVersion": types.api_version, "kind": "Cluster", "name": cluster.name_any(),
-        "uid": cluster.uid().expect("uid"), "controller": false, "blockOwnerDeletion": true,
-    }]);
-}
-
-fn capa_conditions() -> Value {
-    let t = "2026-01-01T00:00:00Z";
-    json!([
-        {"type": "Ready", "status": "True", "lastTransitionTime": t},
-        {"type": "VpcReady", "status": "True", "lastTransitionTime": t},
-        {"type": "LoadBalancerReady", "status": "True", "lastTransitionTime": t},
-        {"type": "ClusterSecurityGroupsReady", "status": "False", "severity": "Info",
-         "reason": "Deleting", "message": "cluster security groups are being deleted", "lastTransitionTime": t},
-    ])
-}
-
-async fn set_status(api: &Api<DynamicObject>, name: &str, status: Value) {
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"status": status})),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("status of {name}: {e}"));
-}
-
-async fn has_finalizer(api: &Api<DynamicObject>, name: &str) -> bool {
-    api.get_opt(name)
-        .await
-        .unwrap()
-        .is_some_and(|o| o.finalizers().iter().any(|f| f == FINALIZER))
-}
-
-async fn gone(api: &Api<DynamicObject>, name: &str) -> bool {
-    api.get_opt(name).await.unwrap().is_none()
-}
 
 /// Our condition with status False was written (accepted by the upstream schema) while CAPA's
 /// conditions are all still there, unchanged.
@@ -245,15 +152,6 @@ impl Bystanders {
     }
 }
 
-fn vars<'a>(name: &'a str, region: &'a str) -> Vec<(&'static str, &'a str)> {
-    vec![
-        ("CLUSTER_NAME", name),
-        ("AWS_REGION", region),
-        ("AWS_SSH_KEY_NAME", "default"),
-        ("KUBERNETES_VERSION", "v1.33.0"),
-    ]
-}
-
 /// Issue 10 failure #1: with CAPA's AWSCluster CRD the final condition write was rejected (422,
 /// `severity`), so the finalizer never went and the AWSCluster hung in deletion forever.
 #[tokio::test]
@@ -367,62 +265,6 @@ async fn capa_aws_cluster_from_the_template_is_torn_down_and_released() {
     }
 }
 
-/// Every entry of the external collector's audit records for `cluster` in `ns`.
-async fn audit_entries(c: &Client, ns: &str, cluster: &str) -> Vec<Value> {
-    use k8s_openapi::api::core::v1::ConfigMap;
-    let selector =
-        format!("sweeper.dev/archive-collector=external,sweeper.dev/audit-cluster={cluster}");
-    Api::<ConfigMap>::namespaced(c.clone(), ns)
-        .list(&kube::api::ListParams::default().labels(&selector))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .flat_map(|r| r.data.unwrap_or_default().into_values())
-        .map(|e| serde_json::from_str(&e).expect("an audit entry is JSON"))
-        .collect()
-}
-
-/// The EKS objects of CAPA's cluster-template-eks.yaml, with `spec.eksClusterName` set as CAPA's
-/// defaulting webhook would; returns the control plane's name.
-async fn eks_cluster(
-    c: &Client,
-    ns: &str,
-    name: &str,
-    region: &str,
-) -> (Api<DynamicObject>, Api<DynamicObject>, String) {
-    let vars = vars(name, region);
-    let tpl = "capa/templates/cluster-template-eks.yaml";
-    let clusters = api(c, ns, "cluster.x-k8s.io/v1beta1", "Cluster");
-    let cluster = create(&clusters, from_template(tpl, "Cluster", &vars)).await;
-    let mut mc = from_template(tpl, "AWSManagedCluster", &vars);
-    owned_by_cluster(&mut mc, &cluster);
-    let managed = api(
-        c,
-        ns,
-        "infrastructure.cluster.x-k8s.io/v1beta2",
-        "AWSManagedCluster",
-    );
-    create(&managed, mc).await;
-    let mut cp = from_template(tpl, "AWSManagedControlPlane", &vars);
-    owned_by_cluster(&mut cp, &cluster);
-    cp["spec"]["eksClusterName"] = json!(name);
-    let cps = api(
-        c,
-        ns,
-        "controlplane.cluster.x-k8s.io/v1beta2",
-        "AWSManagedControlPlane",
-    );
-    let cp = create(&cps, cp).await;
-    set_status(
-        &cps,
-        &cp.name_any(),
-        json!({"ready": true, "initialized": true, "conditions": capa_conditions()}),
-    )
-    .await;
-    (cps, managed, cp.name_any())
-}
-
 fn annotation(o: &DynamicObject, key: &str) -> Option<String> {
     o.annotations().get(key).cloned()
 }
@@ -444,7 +286,7 @@ async fn capa_eks_cluster_from_the_template_gc_commands_and_teardown() {
     let world = capa_world(&aws, &name).await;
     let others = bystanders(&aws, &name).await;
     let region = EnvFacts::load().get("AWS_REGION");
-    let (cps, managed, cp) = eks_cluster(&c, &ns, &name, &region).await;
+    let (cps, managed, cp) = eks_cluster(&c, &ns, &name, &region, &name).await;
 
     let (ok, out) = sweeper_gc(&["disable", "--cluster-name", &name, "-n", &ns]);
     assert!(
@@ -546,7 +388,7 @@ async fn eks_opt_out_on_the_aws_managed_cluster_keeps_the_external_resources() {
     )
     .await;
     let region = EnvFacts::load().get("AWS_REGION");
-    let (cps, managed, cp) = eks_cluster(&c, &ns, &name, &region).await;
+    let (cps, managed, cp) = eks_cluster(&c, &ns, &name, &region, &name).await;
     // As clusterawsadm does it: on the infrastructure ref.
     managed
         .patch(

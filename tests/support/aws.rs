@@ -5,7 +5,9 @@
 #![allow(unused_imports)] // each test binary uses a different part of the re-exports
 
 use sweeper_services::aws::teardown::AwsClients;
-pub use sweeper_services::aws::testing::build::{Net, held_target_group, network, nlb, sg, tag};
+pub use sweeper_services::aws::testing::build::{
+    Net, held_target_group, network, network_in, nlb, sg, tag,
+};
 pub use sweeper_services::aws::testing::probe::{
     sg_exists, tg_exists, v2_exists as lb_exists, vpc_exists,
 };
@@ -14,6 +16,13 @@ pub use sweeper_services::aws::testing::probe::{
 /// with the SDK's standard retries for building fixtures.
 pub async fn clients() -> AwsClients {
     sweeper_services::aws::testing::localstack::retrying_clients(&super::aws_config().await)
+}
+
+/// Clients acting as LocalStack account `account` (a 12-digit access key id is the account
+/// there) in `region`: where a cluster's own session finds its resources.
+pub async fn clients_as(region: &str, account: &str) -> AwsClients {
+    let sdk = super::aws_config_as(region, account, "test").await;
+    sweeper_services::aws::testing::localstack::retrying_clients(&sdk)
 }
 
 /// A tag list of one `key=value`.

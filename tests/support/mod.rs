@@ -9,6 +9,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod aws;
+pub mod capa;
 pub mod conformance;
 pub mod objects;
 pub mod sweeper;
@@ -109,16 +110,32 @@ pub async fn aws_config() -> aws_config::SdkConfig {
         reachable,
         "LocalStack at {health} is not reachable: {HOW_TO_START}"
     );
+    aws_config_as(
+        &facts.get("AWS_REGION"),
+        &facts.get("AWS_ACCESS_KEY_ID"),
+        &facts.get("AWS_SECRET_ACCESS_KEY"),
+    )
+    .await
+}
+
+/// LocalStack as another principal and region: `access_key` a 12-digit account id acts in that
+/// account there.
+pub async fn aws_config_as(
+    region: &str,
+    access_key: &str,
+    secret_key: &str,
+) -> aws_config::SdkConfig {
+    let endpoint = EnvFacts::load().get("AWS_ENDPOINT_URL");
     let creds = sweeper_services::aws::sdk::ec2::config::Credentials::new(
-        facts.get("AWS_ACCESS_KEY_ID"),
-        facts.get("AWS_SECRET_ACCESS_KEY"),
+        access_key,
+        secret_key,
         None,
         None,
         "sweeper-tests",
     );
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
-        .region(aws_config::Region::new(facts.get("AWS_REGION")))
+        .region(aws_config::Region::new(region.to_string()))
         .credentials_provider(creds)
         .load()
         .await

@@ -423,8 +423,13 @@ pub struct Net {
 
 /// An untagged VPC with one subnet (tag it with [`tag`] to make it a cluster's, as CAPA does).
 pub async fn network(c: &AwsClients) -> Net {
+    network_in(c, AZ).await
+}
+
+/// [`network`] with its subnet in zone `az` (a client of another region needs one of its own).
+pub async fn network_in(c: &AwsClients, az: &str) -> Net {
     let vpc = vpc(c, &[]).await;
-    let subnet = subnet(c, &vpc, "10.0.1.0/24", AZ).await;
+    let subnet = subnet(c, &vpc, "10.0.1.0/24", az).await;
     Net { vpc, subnet }
 }
 

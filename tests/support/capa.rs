@@ -1,0 +1,198 @@
+//! CAPA and Cluster API objects as the upstream projects define them: their CRDs from
+//! `../shared/conformance` (see support::conformance), objects from CAPA's own templates, and the
+//! reads the conformance tests make of them.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use super::conformance;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
+
+/// CAPA's and Cluster API's CRDs, replacing sweeper's (the next test's install_sweeper_crds puts
+/// sweeper's back).
+pub async fn upstream_crds(c: &Client) {
+    for rel in [
+        "capa/infrastructure.cluster.x-k8s.io_awsclusters.yaml",
+        "capa/infrastructure.cluster.x-k8s.io_awsmanagedclusters.yaml",
+        "capa/controlplane.cluster.x-k8s.io_awsmanagedcontrolplanes.yaml",
+        "capi/cluster.x-k8s.io_clusters.yaml",
+    ] {
+        conformance::install_crd(c, rel).await;
+    }
+}
+
+/// Replaces every `${VAR}` in the strings of `v`.
+pub fn substitute(v: &mut Value, vars: &[(&str, &str)]) {
+    match v {
+        Value::String(s) => {
+            for (k, val) in vars {
+                *s = s.replace(&format!("${{{k}}}"), val);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| substitute(i, vars)),
+        Value::Object(map) => map.values_mut().for_each(|i| substitute(i, vars)),
+        _ => {}
+    }
+}
+
+/// The template's object of `kind`, variables substituted.
+pub fn from_template(rel: &str, kind: &str, vars: &[(&str, &str)]) -> Value {
+    let mut doc = conformance::docs(rel)
+        .into_iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("{rel} has no {kind}"));
+    substitute(&mut doc, vars);
+    doc
+}
+
+pub fn api(c: &Client, ns: &str, api_version: &str, kind: &str) -> Api<DynamicObject> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind),
+        &format!("{}s", kind.to_lowercase()),
+    );
+    Api::namespaced_with(c.clone(), ns, &ar)
+}
+
+pub async fn create(api: &Api<DynamicObject>, v: Value) -> DynamicObject {
+    let obj: DynamicObject = serde_json::from_value(v).expect("an object");
+    let name = obj.name_any();
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"))
+}
+
+/// The CAPI owner reference and label CAPI's cluster controller puts on infrastructure objects.
+pub fn owned_by_cluster(v: &mut Value, cluster: &DynamicObject) {
+    let types = cluster.types.clone().expect("Cluster has apiVersion");
+    v["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"] = json!(cluster.name_any());
+    v["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": types.api_version, "kind": "Cluster", "name": cluster.name_any(),
+        "uid": cluster.uid().expect("uid"), "controller": false, "blockOwnerDeletion": true,
+    }]);
+}
+
+pub fn capa_conditions() -> Value {
+    let t = "2026-01-01T00:00:00Z";
+    json!([
+        {"type": "Ready", "status": "True", "lastTransitionTime": t},
+        {"type": "VpcReady", "status": "True", "lastTransitionTime": t},
+        {"type": "LoadBalancerReady", "status": "True", "lastTransitionTime": t},
+        {"type": "ClusterSecurityGroupsReady", "status": "False", "severity": "Info",
+         "reason": "Deleting", "message": "cluster security groups are being deleted", "lastTransitionTime": t},
+    ])
+}
+
+pub async fn set_status(api: &Api<DynamicObject>, name: &str, status: Value) {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": status})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("status of {name}: {e}"));
+}
+
+pub async fn has_finalizer(api: &Api<DynamicObject>, name: &str) -> bool {
+    api.get_opt(name)
+        .await
+        .unwrap()
+        .is_some_and(|o| o.finalizers().iter().any(|f| f == FINALIZER))
+}
+
+pub async fn gone(api: &Api<DynamicObject>, name: &str) -> bool {
+    api.get_opt(name).await.unwrap().is_none()
+}
+
+pub fn vars<'a>(name: &'a str, region: &'a str) -> Vec<(&'static str, &'a str)> {
+    vec![
+        ("CLUSTER_NAME", name),
+        ("AWS_REGION", region),
+        ("AWS_SSH_KEY_NAME", "default"),
+        ("KUBERNETES_VERSION", "v1.33.0"),
+    ]
+}
+
+/// Every entry of the external collector's audit records for `cluster` in `ns`.
+pub async fn audit_entries(c: &Client, ns: &str, cluster: &str) -> Vec<Value> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let selector =
+        format!("sweeper.dev/archive-collector=external,sweeper.dev/audit-cluster={cluster}");
+    Api::<ConfigMap>::namespaced(c.clone(), ns)
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .flat_map(|r| r.data.unwrap_or_default().into_values())
+        .map(|e| serde_json::from_str(&e).expect("an audit entry is JSON"))
+        .collect()
+}
+
+/// CAPA's three identity CRDs (cluster-scoped: AWSClusterControllerIdentity,
+/// AWSClusterRoleIdentity, AWSClusterStaticIdentity), as CAPA ships them.
+pub async fn identity_crds(c: &Client) {
+    for plural in [
+        "awsclustercontrolleridentities",
+        "awsclusterroleidentities",
+        "awsclusterstaticidentities",
+    ] {
+        let group = "infrastructure.cluster.x-k8s.io";
+        conformance::install_crd(c, &format!("capa/{group}_{plural}.yaml")).await;
+        super::objects::wait_established(c, &format!("{plural}.{group}")).await;
+    }
+}
+
+/// An API for a cluster-scoped CAPA identity kind (plural `...identities`).
+pub fn cluster_api(c: &Client, api_version: &str, kind: &str) -> Api<DynamicObject> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let plural = format!("{}ies", kind.to_lowercase().trim_end_matches('y'));
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
+    Api::all_with(c.clone(), &ar)
+}
+
+/// The EKS objects of CAPA's cluster-template-eks.yaml for Cluster `name`, with
+/// `spec.eksClusterName` set as CAPA's defaulting webhook would (its default form is
+/// `<namespace>_<control plane name>`); returns the control plane's name.
+pub async fn eks_cluster(
+    c: &Client,
+    ns: &str,
+    name: &str,
+    region: &str,
+    eks_name: &str,
+) -> (Api<DynamicObject>, Api<DynamicObject>, String) {
+    let vars = vars(name, region);
+    let tpl = "capa/templates/cluster-template-eks.yaml";
+    let clusters = api(c, ns, "cluster.x-k8s.io/v1beta1", "Cluster");
+    let cluster = create(&clusters, from_template(tpl, "Cluster", &vars)).await;
+    let mut mc = from_template(tpl, "AWSManagedCluster", &vars);
+    owned_by_cluster(&mut mc, &cluster);
+    let managed = api(
+        c,
+        ns,
+        "infrastructure.cluster.x-k8s.io/v1beta2",
+        "AWSManagedCluster",
+    );
+    create(&managed, mc).await;
+    let mut cp = from_template(tpl, "AWSManagedControlPlane", &vars);
+    owned_by_cluster(&mut cp, &cluster);
+    cp["spec"]["eksClusterName"] = json!(eks_name);
+    let cps = api(
+        c,
+        ns,
+        "controlplane.cluster.x-k8s.io/v1beta2",
+        "AWSManagedControlPlane",
+    );
+    let cp = create(&cps, cp).await;
+    set_status(
+        &cps,
+        &cp.name_any(),
+        json!({"ready": true, "initialized": true, "conditions": capa_conditions()}),
+    )
+    .await;
+    (cps, managed, cp.name_any())
+}
