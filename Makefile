@@ -49,7 +49,10 @@ bench-cascade:
 bench-tenant:
 	./scripts/bench-tenant.sh
 
-## make bench-external: sweeper's phase 2 vs a CAPA-like baseline against LocalStack, with added latency.
+## make bench-external: sweeper's phase 2 vs a CAPA-like baseline against LocalStack, with added
+## latency, then a fleet of 20 clusters across 3 accounts and 2 regions (BENCH_ONLY=phase2|fleet).
 bench-external:
 	./scripts/env-up.sh
-	source .state/env && cargo run --locked --release -p sweeper-services --example bench_external
+	source .state/env && \
+	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = phase2 ]; then cargo run --locked --release -p sweeper-services --example bench_external; fi && \
+	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = fleet ]; then cargo run --locked --release -p sweeper-services --example bench_fleet; fi

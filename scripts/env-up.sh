@@ -83,6 +83,24 @@ if ! grep -q "^$sweeper_token," "$PKI/tokens.csv"; then
 fi
 SA_KUBECONFIG_FILE="$SWEEPER_STATE/sweeper-sa.kubeconfig"
 kubeconfig "$SA_KUBECONFIG_FILE" sweeper "$sweeper_token" sweeper-system
+# The external-only install's service account (deploy/manifests/external-only): the external
+# collector's conformance tests run as it, so its least-privilege role is checked the same way.
+EXT_SA_USER="system:serviceaccount:sweeper-system:sweeper-external"
+if [ ! -f "$PKI/sweeper-external.token" ]; then
+  openssl rand -hex 24 > "$PKI/sweeper-external.token"
+fi
+external_token="$(cat "$PKI/sweeper-external.token")"
+if ! grep -q "^$external_token," "$PKI/tokens.csv"; then
+  printf '%s,%s,sweeper-external-sa-uid,"system:serviceaccounts,system:serviceaccounts:sweeper-system"\n' \
+    "$external_token" "$EXT_SA_USER" >> "$PKI/tokens.csv"
+  if running kube-apiserver; then
+    log "restarting kube-apiserver for the new service-account token"
+    pid="$(cat "$SWEEPER_STATE/run/kube-apiserver.pid")"; kill "$pid"
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  fi
+fi
+EXT_SA_KUBECONFIG_FILE="$SWEEPER_STATE/sweeper-external-sa.kubeconfig"
+kubeconfig "$EXT_SA_KUBECONFIG_FILE" sweeper-external "$external_token" sweeper-system
 # Audit: metadata of every request of the service account, nothing else.
 cat > "$SWEEPER_STATE/audit-policy.yaml" <<POLICY
 apiVersion: audit.k8s.io/v1
@@ -90,7 +108,7 @@ kind: Policy
 omitStages: ["RequestReceived"]
 rules:
   - level: Metadata
-    users: ["$SA_USER"]
+    users: ["$SA_USER", "$EXT_SA_USER"]
   - level: None
 POLICY
 KUBECONFIG_FILE="$SWEEPER_STATE/kubeconfig"
@@ -126,6 +144,11 @@ wait_for kube-apiserver 90 curl -fsS --cacert "$PKI/ca.crt" -H "Authorization: B
 "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply \
   -f "$REPO_ROOT/deploy/manifests/00-namespace.yaml" -f "$REPO_ROOT/deploy/manifests/10-serviceaccount.yaml" \
   -f "$REPO_ROOT/deploy/manifests/20-rbac.yaml" >/dev/null
+# CAPA's namespace, where the external-only role reads static identities' Secrets.
+printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: capa-system\n' |
+  "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply -f - >/dev/null
+"$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply \
+  -f "$REPO_ROOT/deploy/manifests/external-only/20-rbac.yaml" >/dev/null
 
 # --- kube-controller-manager: the namespace controller only ---
 start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
@@ -156,6 +179,7 @@ export AWS_ACCESS_KEY_ID=test
 export AWS_SECRET_ACCESS_KEY=test
 export SWEEPER_K8S_BIN=$K8S_BIN_DIR
 export SWEEPER_SA_KUBECONFIG=$SA_KUBECONFIG_FILE
+export SWEEPER_EXTERNAL_SA_KUBECONFIG=$EXT_SA_KUBECONFIG_FILE
 export SWEEPER_AUDIT_LOG=$SWEEPER_STATE/logs/audit.log
 ENV
 log "environment up: source $SWEEPER_STATE/env"

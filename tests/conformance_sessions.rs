@@ -28,7 +28,6 @@ use sweeper_services::aws::teardown::AwsClients;
 use sweeper_services::aws::testing::probe::{v2_exists as lb_exists, vpc_exists};
 
 const T: Duration = Duration::from_secs(120);
-const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];
 const IDENTITY_API: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
 const OTHER_ACCOUNT: &str = "222222222222";
 const STATIC_ACCOUNT: &str = "333333333333";
@@ -151,17 +150,15 @@ async fn condition_message(api: &Api<DynamicObject>, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// A namespace standing in for CAPA's own (`--capa-namespace`), where static identities'
-/// Secrets live.
-async fn capa_namespace(c: &Client, name: &str) {
-    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.clone());
-    let ns = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    nss.create(&PostParams::default(), &ns).await.unwrap();
-}
+/// CAPA's own namespace (`--capa-namespace`'s default), where static identities' Secrets live:
+/// the external-only role may read Secrets there and nowhere else. env-up creates it.
+const CAPA_NS: &str = "capa-system";
 
-async fn drop_namespace(c: &Client, name: &str) {
-    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.clone());
-    let _ = nss.delete(name, &Default::default()).await;
+async fn drop_secrets(c: &Client, names: &[&str]) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(c.clone(), CAPA_NS);
+    for n in names {
+        let _ = secrets.delete(n, &Default::default()).await;
+    }
 }
 
 /// Every entry of the audit records in `ns`.
@@ -194,8 +191,7 @@ async fn each_cluster_is_torn_down_in_its_own_region_account_and_identity() {
     identity_crds(&c).await;
     let home_region = EnvFacts::load().get("AWS_REGION");
     let home = clients().await;
-    let capa_ns = unique_name("capa");
-    capa_namespace(&c, &capa_ns).await;
+    let capa_ns = CAPA_NS;
 
     let role = unique_name("role");
     let stat = unique_name("static");
@@ -219,7 +215,7 @@ async fn each_cluster_is_torn_down_in_its_own_region_account_and_identity() {
     )
     .await;
     let secret = unique_name("creds");
-    static_secret(&c, &capa_ns, &secret, STATIC_ACCOUNT).await;
+    static_secret(&c, capa_ns, &secret, STATIC_ACCOUNT).await;
     identity(
         &c,
         "AWSClusterStaticIdentity",
@@ -301,7 +297,7 @@ async fn each_cluster_is_torn_down_in_its_own_region_account_and_identity() {
         "the same-named cluster at home is not in the plan: {text}"
     );
 
-    let _gc = Sweeper::start(&[GATES[0], GATES[1], "--capa-namespace", capa_ns.as_str()]).await;
+    let _gc = Sweeper::start_external_only(&[]).await;
     let infra = infra(&c, &ns);
     for (name, ..) in &worlds {
         assert!(
@@ -360,7 +356,7 @@ async fn each_cluster_is_torn_down_in_its_own_region_account_and_identity() {
         assert_eq!(e["region"], eks_region, "{e}");
     }
     assert!(!of(&by_role).is_empty() && !of(&regional).is_empty() && !of(&by_static).is_empty());
-    drop_namespace(&c, &capa_ns).await;
+    drop_secrets(&c, &[&secret]).await;
 }
 
 /// A refused identity never falls back: a role identity that does not allow the cluster's
@@ -380,8 +376,7 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
     identity_crds(&c).await;
     let home_region = EnvFacts::load().get("AWS_REGION");
     let home = clients().await;
-    let capa_ns = unique_name("capa");
-    capa_namespace(&c, &capa_ns).await;
+    let capa_ns = CAPA_NS;
 
     let role = unique_name("role");
     let cyc_a = unique_name("cyc-a");
@@ -443,7 +438,7 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
         worlds.push((there, own, twin));
     }
 
-    let _gc = Sweeper::start(&[GATES[0], GATES[1], "--capa-namespace", capa_ns.as_str()]).await;
+    let _gc = Sweeper::start_external_only(&[]).await;
     let infra = infra(&c, &ns);
     for (name, ..) in &cases {
         assert!(
@@ -498,7 +493,7 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
         role_spec(json!({"list": [ns]})),
     )
     .await;
-    static_secret(&c, &capa_ns, &secret, STATIC_ACCOUNT).await;
+    static_secret(&c, capa_ns, &secret, STATIC_ACCOUNT).await;
     identity(&c, "AWSClusterRoleIdentity", &cyc_b, role_spec(json!({}))).await;
     for ((name, ..), (there, own, twin)) in cases.iter().zip(&worlds) {
         assert!(
@@ -515,7 +510,7 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
             "{name}: the same-named cluster is kept"
         );
     }
-    drop_namespace(&c, &capa_ns).await;
+    drop_secrets(&c, &[&secret]).await;
 }
 
 /// Issue 22: an EKS cluster as CAPA's EKS template makes it, with CAPA's default EKS name
@@ -578,7 +573,7 @@ async fn eks_network_goes_by_the_cluster_api_name_after_the_eks_security_group()
             && text.contains(&own.net.vpc),
         "the plan shows both names and finds CAPA's network: {text}"
     );
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_external_only(&[]).await;
     assert!(eventually(T, || has_finalizer(&cps, &cp)).await);
     cps.delete(&cp, &Default::default()).await.unwrap();
 

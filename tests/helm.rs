@@ -299,6 +299,63 @@ fn chart_defaults_render_the_shipped_manifests() {
     );
 }
 
+/// With CascadeGC and TenantGC off, the chart grants the least-privilege role of
+/// deploy/manifests/external-only (same rules; names follow the release), the Secrets Role in
+/// `external.capaNamespace` only, and nothing cluster-wide with a wildcard.
+#[test]
+#[ignore = "provisions the chart renderer (Debian's Go and sprig): run with --run-ignored"]
+fn external_only_chart_renders_the_least_privilege_role() {
+    let rendered = render(
+        "sweeper",
+        "sweeper-system",
+        &[
+            "--set",
+            "featureGates.CascadeGC=false,featureGates.TenantGC=false",
+            "--set",
+            "external.capaNamespace=capa-tenants",
+        ],
+    );
+    let text = std::fs::read_to_string(
+        Path::new(ROOT).join("deploy/manifests/external-only/20-rbac.yaml"),
+    )
+    .expect("external-only manifest");
+    let shipped = yaml_docs(&text);
+    let rules_of = |objs: &[Value], kind: &str, suffix: &str| -> Value {
+        objs.iter()
+            .find(|o| str_at(o, "/kind") == kind && str_at(o, "/metadata/name").ends_with(suffix))
+            .unwrap_or_else(|| panic!("no {kind} *{suffix}"))["rules"]
+            .clone()
+    };
+    for (kind, suffix) in [
+        ("ClusterRole", ""),
+        ("Role", "identity-secrets"),
+        ("Role", "leader-election"),
+    ] {
+        assert_eq!(
+            rules_of(&rendered, kind, suffix),
+            rules_of(&shipped, kind, suffix),
+            "{kind} *{suffix}: the chart and deploy/manifests/external-only differ"
+        );
+    }
+    let secrets_role = rendered
+        .iter()
+        .find(|o| {
+            str_at(o, "/kind") == "Role"
+                && str_at(o, "/metadata/name").ends_with("identity-secrets")
+        })
+        .expect("secrets role");
+    assert_eq!(str_at(secrets_role, "/metadata/namespace"), "capa-tenants");
+    let wide = rules_of(&rendered, "ClusterRole", "");
+    assert!(
+        !wide.to_string().contains("\"*\""),
+        "no wildcard in the external-only ClusterRole: {wide}"
+    );
+    assert!(
+        !wide.to_string().contains("secrets"),
+        "no Secrets cluster-wide: {wide}"
+    );
+}
+
 #[test]
 fn chart_crds_are_a_copy_of_deploy_crds() {
     let generated =

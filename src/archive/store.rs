@@ -923,11 +923,22 @@ impl Archiver {
             .list_metadata(&lp)
             .await
             .map_err(ArchiveError::List)?;
-        self.call();
-        let secrets = Api::<Secret>::all(self.client.clone())
-            .list_metadata(&lp)
-            .await
-            .map_err(ArchiveError::List)?;
+        // The external collector's own archiver only ever sees its audit records, which are
+        // ConfigMaps: it lists no Secrets, so an external-only install needs no Secret access
+        // outside CAPA's namespace (deploy/manifests/external-only).
+        let secrets = if self.collector == "external" {
+            kube::api::ObjectList {
+                types: Default::default(),
+                metadata: Default::default(),
+                items: Vec::new(),
+            }
+        } else {
+            self.call();
+            Api::<Secret>::all(self.client.clone())
+                .list_metadata(&lp)
+                .await
+                .map_err(ArchiveError::List)?
+        };
         let doomed: Vec<RecordRef> = cms
             .items
             .iter()

@@ -520,6 +520,20 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))
             .await;
         let tally = Tally::of(&report, &self.ctx.metrics);
+        // Credentials revoked or expired mid-teardown (the identity objects unchanged): the
+        // next pass proves the session again, and reports the refusal if AWS refuses it.
+        self.ctx.sessions.forget_if_credentials_failed(
+            &spec,
+            report
+                .phases
+                .iter()
+                .flat_map(|p| {
+                    p.errors
+                        .iter()
+                        .chain(p.remaining.iter().map(|(_, why)| why))
+                })
+                .map(String::as_str),
+        );
         // The audit trail: what this pass deleted in AWS, in the cluster object's namespace.
         let deleted: Vec<_> = report
             .phases

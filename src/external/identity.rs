@@ -68,6 +68,8 @@ pub enum IdentityError {
     Cycle { chain: String },
     #[error("identity chain longer than {MAX_CHAIN} links: {chain}")]
     TooLong { chain: String },
+    #[error("spec.region {0:?} is not an AWS region name (like eu-west-1)")]
+    BadRegion(String),
 }
 
 impl IdentityError {
@@ -79,6 +81,7 @@ impl IdentityError {
                 "IdentityNotFound"
             }
             IdentityError::Unreadable { .. } => "IdentityUnreadable",
+            IdentityError::BadRegion(_) => "InvalidRegion",
             _ => "IdentityInvalid",
         }
     }
@@ -99,6 +102,12 @@ pub async fn resolve(
     at: &Placement<'_>,
 ) -> Result<SessionSpec, IdentityError> {
     let region = at.region.filter(|r| !r.is_empty()).map(str::to_string);
+    // The region becomes part of every endpoint's host name: only a region's shape is taken.
+    if let Some(r) = &region
+        && !is_region_name(r)
+    {
+        return Err(IdentityError::BadRegion(r.clone()));
+    }
     let Some(first) = at.identity_ref else {
         return Ok(SessionSpec::controller(region));
     };
@@ -334,6 +343,20 @@ impl Reader<'_> {
     }
 }
 
+/// `eu-west-1`, `us-gov-east-1`, `cn-north-1`, `us-isob-east-1`: lower-case words joined by
+/// `-`, ending in a number.
+pub fn is_region_name(r: &str) -> bool {
+    let parts: Vec<&str> = r.split('-').collect();
+    r.len() <= 32
+        && parts.len() >= 3
+        && parts[..parts.len() - 1]
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase()))
+        && parts
+            .last()
+            .is_some_and(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
 /// What an `allowedNamespaces` says about one namespace.
 #[derive(Debug)]
 pub enum Rule {
@@ -516,6 +539,30 @@ mod tests {
         let bad = rule(serde_json::json!({"selector": {"matchExpressions": [
             {"key": "k", "operator": "Sideways", "values": ["v"]}]}}));
         assert!(matches!(rule_for(bad.as_ref(), "a"), Rule::Malformed(_)));
+    }
+
+    #[test]
+    fn only_region_shaped_names_are_regions() {
+        for ok in [
+            "eu-west-1",
+            "us-gov-east-1",
+            "cn-north-1",
+            "us-isob-east-1",
+            "ap-southeast-4",
+        ] {
+            assert!(is_region_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "eu",
+            "eu-west",
+            "EU-WEST-1",
+            "evil.example.com/x-1",
+            "eu-west-1a",
+            "a--1",
+        ] {
+            assert!(!is_region_name(bad), "{bad}");
+        }
     }
 
     #[test]

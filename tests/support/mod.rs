@@ -51,6 +51,7 @@ impl EnvFacts {
             "AWS_SECRET_ACCESS_KEY",
             "SWEEPER_K8S_BIN",
             "SWEEPER_SA_KUBECONFIG",
+            "SWEEPER_EXTERNAL_SA_KUBECONFIG",
             "SWEEPER_AUDIT_LOG",
         ] {
             if let Ok(v) = std::env::var(key) {

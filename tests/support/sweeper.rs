@@ -39,6 +39,19 @@ impl Sweeper {
         Sweeper::spawn_with(args, &EnvFacts::load().get("SWEEPER_SA_KUBECONFIG"))
     }
 
+    /// Starts the external collector alone as the external-only install's service account
+    /// (`SWEEPER_EXTERNAL_SA_KUBECONFIG`, bound to deploy/manifests/external-only by env-up), so
+    /// its least-privilege role is proven to suffice (and, by tests/rbac.rs, to be minimal).
+    pub async fn start_external_only(args: &[&str]) -> Sweeper {
+        let gates = [
+            "--feature-gates",
+            "CascadeGC=false,TenantGC=false,ExternalResourceGC=true",
+        ];
+        let all: Vec<&str> = gates.iter().chain(args).copied().collect();
+        let kubeconfig = EnvFacts::load().get("SWEEPER_EXTERNAL_SA_KUBECONFIG");
+        Sweeper::start_with_kubeconfig(&all, &kubeconfig).await
+    }
+
     /// Starts `sweeper run <args>` with `kubeconfig`, without waiting for readiness.
     pub fn spawn_with(args: &[&str], kubeconfig: &str) -> Sweeper {
         let port = free_port();

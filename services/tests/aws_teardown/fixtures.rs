@@ -10,11 +10,30 @@ pub use sweeper_services::aws::testing::build::*;
 pub use sweeper_services::aws::testing::localstack::{sdk, unique_cluster as cluster};
 pub use sweeper_services::aws::testing::probe::*;
 
-/// Clients that record every call (see `Recorder`), for LocalStack.
-pub async fn env() -> (AwsClients, Recorder) {
+/// Clients that record every call (see `Recorder`), for LocalStack. When the test ends well,
+/// every call recorded (and not cleared) must be granted by the shipped IAM policy.
+pub async fn env() -> (AwsClients, Recorded) {
     let sdk = sdk().await;
     let rec = Recorder::new();
-    (rec.clients(&sdk), rec)
+    (rec.clients(&sdk), Recorded(rec))
+}
+
+/// A test's recorder, checked against deploy/iam/sweeper-policy.json when it is dropped.
+pub struct Recorded(Recorder);
+
+impl std::ops::Deref for Recorded {
+    type Target = Recorder;
+    fn deref(&self) -> &Recorder {
+        &self.0
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            sweeper_services::aws::testing::iam::assert_in_policy(&self.0.calls());
+        }
+    }
 }
 
 /// Plain SDK clients with the SDK's standard retries, for creating fixtures concurrently.

@@ -7,3 +7,4 @@ mod fixtures;
 mod phase1;
 mod phase2;
 mod phase3;
+mod sessions;

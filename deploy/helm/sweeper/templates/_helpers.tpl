@@ -74,3 +74,11 @@ other gate sorted by name. A gate left out of featureGates keeps sweeper's defau
 {{- end }}
 {{- join "," $gates }}
 {{- end }}
+
+{{/*
+"true" when only the external collector runs (CascadeGC and TenantGC both off): the chart then
+grants the least-privilege role of deploy/manifests/external-only instead of the cluster-wide one.
+*/}}
+{{- define "sweeper.externalOnly" -}}
+{{- if and (not .Values.featureGates.CascadeGC) (not .Values.featureGates.TenantGC) }}true{{ end }}
+{{- end }}

@@ -25,7 +25,10 @@ use aws_config::SdkConfig;
 use aws_config::sts::AssumeRoleProvider;
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use aws_types::region::Region;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -97,7 +100,33 @@ pub enum SessionError {
         region: String,
         reason: String,
     },
+    /// AWS could not be asked (throttled, unreachable, 5xx, this replica not the leader): no
+    /// verdict on the identity, so nothing is reported on the object; tried again later.
+    #[error("identity {chain} in region {region} could not be checked now: {reason}")]
+    Unavailable {
+        chain: String,
+        region: String,
+        reason: String,
+    },
 }
+
+impl SessionError {
+    /// True when AWS refused the identity (as opposed to not answering).
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, SessionError::Unavailable { .. })
+    }
+}
+
+/// The AWS error codes that mean the session's credentials themselves are no longer good (a
+/// revoked key, an expired or refused assumed role): a session that meets one is proven again.
+pub const CREDENTIAL_ERRORS: [&str; 6] = [
+    "AuthFailure",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "SignatureDoesNotMatch",
+];
 
 /// Lets tests and benchmarks wrap a session's configuration (a recorder, injected throttling,
 /// added latency) before its clients are built. Production code installs none.
@@ -213,14 +242,31 @@ impl SessionCache {
         if let Some(hook) = &self.hook {
             sdk = hook(spec, sdk);
         }
-        let refused = |reason: String| SessionError::Refused {
-            chain: chain.clone(),
-            region: region.clone(),
-            reason,
+        let (account, caller) = match self.caller_identity(&sdk).await {
+            Ok(found) => found,
+            Err(Proof::Refused(reason)) => {
+                return Err(SessionError::Refused {
+                    chain,
+                    region,
+                    reason,
+                });
+            }
+            Err(Proof::Unavailable(reason)) => {
+                return Err(SessionError::Unavailable {
+                    chain,
+                    region,
+                    reason,
+                });
+            }
         };
-        let (account, caller) = self.caller_identity(&sdk).await.map_err(refused)?;
+        // The caller's ARN names the partition authoritatively; the region's prefix is the
+        // fallback for an ARN that does not parse.
+        let partition = caller
+            .parse::<Arn>()
+            .map(|a| a.partition)
+            .unwrap_or_else(|_| partition_of(&region).to_string());
         let scope = Scope {
-            partition: partition_of(&region).to_string(),
+            partition,
             region: region.clone(),
             account,
         };
@@ -294,7 +340,7 @@ impl SessionCache {
     }
 
     /// `sts:GetCallerIdentity` with the session's own credentials: (account, caller ARN).
-    async fn caller_identity(&self, sdk: &SdkConfig) -> Result<(String, String), String> {
+    async fn caller_identity(&self, sdk: &SdkConfig) -> Result<(String, String), Proof> {
         let mut conf = aws_sdk_sts::config::Builder::from(sdk)
             .retry_config(aws_config::retry::RetryConfig::disabled());
         if let Some(g) = &self.gate {
@@ -305,21 +351,110 @@ impl SessionCache {
             .get_caller_identity()
             .send()
             .await
-            .map_err(|e| DisplayErrorContext(e).to_string())?;
+            .map_err(|e| proof_failure(&e))?;
         let account = out
             .account()
             .filter(|a| !a.is_empty())
-            .ok_or("GetCallerIdentity named no account")?;
+            .ok_or_else(|| Proof::Refused("GetCallerIdentity named no account".into()))?;
         Ok((
             account.to_string(),
             out.arn().unwrap_or_default().to_string(),
         ))
     }
+
+    /// Drops the session of `spec` when `errors` (a pass's) show its credentials are no longer
+    /// good, so the next pass proves it again and reports a refusal on the object.
+    pub fn forget_if_credentials_failed<'a>(
+        &self,
+        spec: &SessionSpec,
+        mut errors: impl Iterator<Item = &'a str>,
+    ) -> bool {
+        let failed = errors.any(|e| CREDENTIAL_ERRORS.iter().any(|c| e.contains(c)));
+        if failed {
+            tracing::warn!(identity = %spec.chain_label(), "AWS refused the session's credentials mid-teardown: proving it again");
+            self.forget(spec);
+        }
+        failed
+    }
+}
+
+/// Why a session could not be proven.
+enum Proof {
+    Refused(String),
+    Unavailable(String),
+}
+
+/// Sorts a failed `GetCallerIdentity`: AWS refusing the credentials (an error code that is not
+/// throttling or a server fault, or the credential provider failing, e.g. AssumeRole denied) is
+/// a refusal; no answer at all (timeouts, connection errors, throttling, 5xx, this replica not
+/// the leader) is not. The text is made stable (request ids dropped) because it goes into the
+/// object's condition, which is rewritten, with an Event, only when it changes.
+fn proof_failure<E>(e: &SdkError<E, HttpResponse>) -> Proof
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let text = stable(&DisplayErrorContext(e).to_string());
+    match e {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => Proof::Unavailable(text),
+        SdkError::DispatchFailure(d) if d.is_io() || d.is_timeout() => Proof::Unavailable(text),
+        SdkError::ConstructionFailure(_) if text.contains("leader lease") => {
+            Proof::Unavailable(text)
+        }
+        SdkError::ServiceError(_) => {
+            let code = e.code().unwrap_or_default();
+            let status = e.raw_response().map(|r| r.status().as_u16());
+            let reason = format!("{code}: {}", e.message().map(stable).unwrap_or_default());
+            if throttle::is_throttling(Some(code), status) || status.is_some_and(|s| s >= 500) {
+                Proof::Unavailable(reason)
+            } else {
+                Proof::Refused(reason)
+            }
+        }
+        _ => Proof::Refused(text),
+    }
+}
+
+/// `text` without what differs between two tellings of the same failure: request ids and other
+/// long hexadecimal tokens become `…`.
+fn stable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        let hexish = token.len() >= 16
+            && token.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+            && token.chars().filter(|c| c.is_ascii_digit()).count() >= 4;
+        out.push_str(if hexish { "…" } else { token });
+        token.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || c == '-' {
+            token.push(c);
+        } else {
+            flush(&mut token, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut token, &mut out);
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_ids_are_dropped_from_failure_texts() {
+        let a =
+            stable("AccessDenied: not allowed (request id: 7c8a619b-6d64-42e1-a840-ba637b25338b)");
+        let b =
+            stable("AccessDenied: not allowed (request id: 0d2a6c1e-1111-4222-8333-944444444444)");
+        assert_eq!(a, b);
+        assert!(a.contains("AccessDenied: not allowed"), "{a}");
+        assert_eq!(
+            stable("eu-west-1 role/capa-manager"),
+            "eu-west-1 role/capa-manager"
+        );
+    }
 
     #[test]
     fn only_the_sessions_own_partition_region_and_account_are_in_scope() {

@@ -44,8 +44,12 @@ impl Throttle {
             until: now,
             next: FIRST,
         });
-        c.until = c.until.max(now + c.next);
-        c.next = (c.next * 2).min(MAX);
+        // Answers to calls sent before the cool-down began belong to the same burst: only a
+        // throttling after it has run out makes the next one longer.
+        if now >= c.until {
+            c.until = now + c.next;
+            c.next = (c.next * 2).min(MAX);
+        }
     }
 
     /// A call to `service` went through: the next throttling starts from the first cool-down.
@@ -107,7 +111,10 @@ mod tests {
         assert_eq!(t.wait_for("ec2", now), FIRST);
         assert_eq!(t.wait_for("elasticloadbalancing", now), Duration::ZERO);
         t.throttled("ec2", now);
-        assert!(t.wait_for("ec2", now) >= FIRST * 2, "cool-downs grow");
+        assert_eq!(t.wait_for("ec2", now), FIRST, "one burst, one cool-down");
+        let after = now + FIRST;
+        t.throttled("ec2", after);
+        assert_eq!(t.wait_for("ec2", after), FIRST * 2, "cool-downs grow");
         t.succeeded("ec2");
         let later = now + MAX * 2;
         assert_eq!(t.wait_for("ec2", later), Duration::ZERO);
@@ -122,11 +129,12 @@ mod tests {
     #[test]
     fn cool_downs_are_bounded() {
         let t = Throttle::default();
-        let now = Instant::now();
+        let mut now = Instant::now();
         for _ in 0..20 {
+            now += t.wait_for("ec2", now);
             t.throttled("ec2", now);
         }
-        assert!(t.wait_for("ec2", now) <= MAX * 20);
+        assert_eq!(t.wait_for("ec2", now), MAX);
         assert_eq!(service_of("ec2.DescribeVpcs"), "ec2");
         assert!(is_throttling(Some("RequestLimitExceeded"), Some(400)));
         assert!(!is_throttling(Some("DependencyViolation"), Some(400)));

@@ -42,6 +42,17 @@ pub async fn sdk() -> SdkConfig {
         .await
 }
 
+/// `base` acting as LocalStack account `account` (a 12-digit access key id is the account
+/// there) in `region`.
+pub fn sdk_as(base: &SdkConfig, region: &str, account: &str) -> SdkConfig {
+    let creds = aws_sdk_ec2::config::Credentials::new(account, "test", None, None, "tests");
+    base.clone()
+        .into_builder()
+        .region(Region::new(region.to_string()))
+        .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(creds))
+        .build()
+}
+
 /// Plain SDK clients with the SDK's standard retries, for creating fixtures: LocalStack answers
 /// concurrent creates with an occasional 500 InternalError ("dictionary changed size during
 /// iteration"), which a fixture should ride out rather than fail on.

@@ -3,11 +3,14 @@
 //! latency injection, the CAPA-like baseline the benchmark compares against, and the LocalStack
 //! connection and resource builders every LocalStack test and example shares. The production library contains none of it.
 
+mod account_throttle;
 mod baseline;
 pub mod build;
+pub mod iam;
 pub mod localstack;
 pub mod probe;
 mod recorder;
 
+pub use account_throttle::AccountThrottle;
 pub use baseline::baseline_phase2;
-pub use recorder::Recorder;
+pub use recorder::{Recorder, with_latency};

@@ -118,9 +118,18 @@ impl Recorder {
     }
 }
 
+/// `sdk` with `latency` added to every call (as [`Recorder::with_latency`], without recording):
+/// for a session's configuration, through the session cache's hook.
+pub fn with_latency(sdk: SdkConfig, latency: Duration) -> SdkConfig {
+    let inner = sdk.http_client().unwrap_or_else(default_http_client);
+    sdk.into_builder()
+        .http_client(WrappedClient { inner, latency })
+        .build()
+}
+
 /// The SDK's own default client, for when the loaded config carries none (the SDK would
 /// otherwise pick it lazily, but the wrapper needs something to wrap).
-fn default_http_client() -> SharedHttpClient {
+pub(crate) fn default_http_client() -> SharedHttpClient {
     aws_smithy_http_client::Builder::new()
         .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
             aws_smithy_http_client::tls::rustls_provider::CryptoMode::AwsLc,
@@ -217,7 +226,7 @@ impl HttpConnector for WrappedConnector {
 }
 
 /// A throttling error in each service's wire protocol: EC2 query, AWS query (ELB) or JSON 1.1.
-fn throttling_response(service: &str) -> Result<HttpResponse, ConnectorError> {
+pub(crate) fn throttling_response(service: &str) -> Result<HttpResponse, ConnectorError> {
     let (status, content_type, body) = match service {
         "EC2" => (
             503,

@@ -1,0 +1,167 @@
+//! Benchmark of a fleet teardown against LocalStack: 20 clusters of 30 resources each, spread
+//! over 3 accounts and 2 regions, all deleted at once.
+//!
+//! - sweeper: every cluster in its own session (the session cache, static identities per
+//!   account, the cluster's region), at most `BENCH_FLEET_CONCURRENCY` (default 8, the
+//!   `--external-concurrency` default) teardowns at once, each passes until done.
+//! - baseline, CAPA-shaped: one cluster after another, each with CAPA's phase 2 (one flat tagging
+//!   list, one resource at a time: `baseline_phase2`), then the network (sweeper's phases 1 and
+//!   3, as CAPA's own reconcile deletes its network after its gc).
+//!
+//! Each cluster: a CAPA-managed VPC and subnet (tagged with CAPA's key) and 28 resources the cloud
+//! provider made (`kubernetes.io/cluster/<name>=owned`): 8 network load balancers, 8 target
+//! groups, 12 security groups. Every AWS call gets `BENCH_LATENCY_MS` (default 80) of added
+//! latency, as a real region has. Prints
+//! `BENCH external.fleet sweeper=<s> baseline=<s> ratio=<baseline/sweeper> unit=s`.
+//!
+//! Run: `source .state/env && cargo run --release -p sweeper-services --example bench_fleet`
+
+use futures::StreamExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use sweeper_services::aws::sdk::aws_config::SdkConfig;
+use sweeper_services::aws::session::{Principal, SessionCache, SessionSpec, StaticKeys};
+use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_services::aws::testing::build::{cloud, network_in, nlb, sg, tag, tg};
+use sweeper_services::aws::testing::{baseline_phase2, localstack, with_latency};
+
+type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+const CLUSTERS: usize = 20;
+const ACCOUNTS: [&str; 3] = ["610000000001", "610000000002", "610000000003"];
+const REGIONS: [&str; 2] = ["us-east-1", "eu-west-1"];
+const CREATE_CONCURRENCY: usize = 16;
+
+/// One cluster of the fleet and where it lives.
+struct Cluster {
+    name: String,
+    account: &'static str,
+    region: &'static str,
+    resources: usize,
+}
+
+fn env_num(key: &str, default: u64) -> u64 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Builds one cluster's 30 resources in its account and region.
+async fn build(base: &SdkConfig, prefix: &str, i: usize) -> Cluster {
+    let account = ACCOUNTS[i % ACCOUNTS.len()];
+    let region = REGIONS[i % REGIONS.len()];
+    let c = localstack::retrying_clients(&localstack::sdk_as(base, region, account));
+    let name = localstack::unique_cluster(prefix);
+    let net = network_in(&c, &format!("{region}a")).await;
+    let capa = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{name}");
+    for id in [&net.vpc, &net.subnet] {
+        tag(&c, id, &capa, "owned").await;
+    }
+    let owned = [cloud(&name, "owned")];
+    let short = &name[name.len().saturating_sub(8)..];
+    let (c, net, owned, name_ref) = (&c, &net, &owned, &name);
+    futures::stream::iter(0..12)
+        .for_each_concurrent(CREATE_CONCURRENCY, |k| async move {
+            if k < 8 {
+                nlb(c, net, &format!("{short}-l{k}"), owned).await;
+                tg(c, &format!("{short}-t{k}"), &net.vpc, owned).await;
+            }
+            sg(c, &net.vpc, &format!("{name_ref}-s{k}"), owned).await;
+        })
+        .await;
+    Cluster {
+        name,
+        account,
+        region,
+        resources: 2 + 8 + 8 + 12,
+    }
+}
+
+async fn fleet(base: &SdkConfig, prefix: &str) -> Vec<Cluster> {
+    futures::stream::iter(0..CLUSTERS)
+        .map(|i| build(base, prefix, i))
+        .buffer_unordered(4)
+        .collect()
+        .await
+}
+
+fn spec(c: &Cluster) -> SessionSpec {
+    SessionSpec {
+        region: Some(c.region.to_string()),
+        principal: Principal::Static(StaticKeys {
+            access_key_id: c.account.to_string(),
+            secret_access_key: "test".into(),
+            session_token: None,
+        }),
+        chain: vec![format!("AWSClusterStaticIdentity {}", c.account)],
+    }
+}
+
+/// Passes until done; panics after `max` (a benchmark that did not finish measures nothing).
+async fn until_done(clients: &AwsClients, req: &TeardownRequest, max: usize) {
+    for _ in 0..max {
+        if teardown_pass(clients, req).await.done {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{} not torn down after {max} passes", req.cluster_name);
+}
+
+async fn sweeper_mode(sessions: &SessionCache, fleet: &[Cluster], concurrency: usize) -> f64 {
+    let start = Instant::now();
+    futures::stream::iter(fleet)
+        .for_each_concurrent(concurrency, |c| async move {
+            let s = sessions.session(&spec(c)).await.expect("session");
+            until_done(&s.clients, &TeardownRequest::new(&c.name), 30).await;
+        })
+        .await;
+    start.elapsed().as_secs_f64()
+}
+
+async fn baseline_mode(sessions: &SessionCache, fleet: &[Cluster]) -> f64 {
+    let start = Instant::now();
+    for c in fleet {
+        let s = sessions.session(&spec(c)).await.expect("session");
+        let p2 = baseline_phase2(&s.clients, &c.name).await;
+        if !p2.errors.is_empty() || !p2.remaining.is_empty() {
+            eprintln!(
+                "baseline {}: phase 2 left {} and failed {}",
+                c.name,
+                p2.remaining.len(),
+                p2.errors.len()
+            );
+        }
+        until_done(&s.clients, &TeardownRequest::new(&c.name), 30).await;
+    }
+    start.elapsed().as_secs_f64()
+}
+
+#[tokio::main]
+async fn main() -> Res<()> {
+    let latency = Duration::from_millis(env_num("BENCH_LATENCY_MS", 80));
+    let concurrency = env_num("BENCH_FLEET_CONCURRENCY", 8) as usize;
+    let base = localstack::sdk().await;
+    let sessions = SessionCache::new(base.clone(), None)
+        .with_hook(Arc::new(move |_spec, sdk| with_latency(sdk, latency)));
+
+    let a = fleet(&base, "flt").await;
+    let resources: usize = a.iter().map(|c| c.resources).sum();
+    eprintln!(
+        "fleet: {} clusters, {resources} resources, {} accounts, {} regions",
+        a.len(),
+        ACCOUNTS.len(),
+        REGIONS.len()
+    );
+    let s = sweeper_mode(&sessions, &a, concurrency).await;
+    eprintln!("sweeper: {s:.2}s (concurrency {concurrency})");
+    let b_fleet = fleet(&base, "flb").await;
+    let b = baseline_mode(&sessions, &b_fleet).await;
+    eprintln!("baseline: {b:.2}s (one cluster at a time)");
+    println!(
+        "BENCH external.fleet sweeper={s:.2} baseline={b:.2} ratio={:.2} unit=s",
+        b / s
+    );
+    Ok(())
+}

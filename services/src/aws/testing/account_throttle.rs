@@ -1,0 +1,139 @@
+//! Throttling injected per AWS account, for a session's configuration (the session cache's
+//! hook): the HTTP client answers the first `n` requests one account signs for one service with
+//! that service's throttling error, without sending them, and counts every request per account.
+//! The account is read from the request's signature (`Credential=<key>/<date>/<region>/
+//! <service>/aws4_request`): on LocalStack a 12-digit access key id is the account.
+
+use super::recorder::{default_http_client, throttling_response};
+use aws_config::SdkConfig;
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
+    SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+#[derive(Debug, Default)]
+struct State {
+    /// (access key, signing service) -> throttling answers left.
+    plan: HashMap<(String, String), usize>,
+    sent: HashMap<String, usize>,
+    throttled: HashMap<String, usize>,
+}
+
+/// Cheap to clone; clones share the plan and the counts.
+#[derive(Clone, Debug, Default)]
+pub struct AccountThrottle {
+    state: Arc<Mutex<State>>,
+}
+
+impl AccountThrottle {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Answers the next `n` requests `key` signs for `service` (the signing name: `ec2`,
+    /// `elasticloadbalancing`, `tagging`) with a throttling error.
+    pub fn throttle(&self, key: &str, service: &str, n: usize) {
+        self.lock().plan.insert((key.into(), service.into()), n);
+    }
+
+    /// Requests `key` sent (throttled ones included).
+    pub fn sent(&self, key: &str) -> usize {
+        self.lock().sent.get(key).copied().unwrap_or(0)
+    }
+
+    /// Requests of `key` answered with an injected throttling error.
+    pub fn throttled(&self, key: &str) -> usize {
+        self.lock().throttled.get(key).copied().unwrap_or(0)
+    }
+
+    /// `sdk` with its HTTP client wrapped.
+    pub fn install(&self, sdk: SdkConfig) -> SdkConfig {
+        let inner = sdk.http_client().unwrap_or_else(default_http_client);
+        sdk.into_builder()
+            .http_client(Wrapped {
+                inner,
+                throttle: self.clone(),
+            })
+            .build()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts the request; true when it must be answered with throttling.
+    fn inject(&self, key: &str, service: &str) -> bool {
+        let mut st = self.lock();
+        *st.sent.entry(key.into()).or_default() += 1;
+        let throttle = match st.plan.get_mut(&(key.to_string(), service.to_string())) {
+            Some(left) if *left > 0 => {
+                *left -= 1;
+                true
+            }
+            _ => false,
+        };
+        if throttle {
+            *st.throttled.entry(key.into()).or_default() += 1;
+        }
+        throttle
+    }
+}
+
+/// (access key, signing service) from a SigV4 `Authorization` header.
+fn signer(request: &HttpRequest) -> Option<(String, String)> {
+    let auth = request.headers().get("authorization")?;
+    let cred = auth.split("Credential=").nth(1)?.split(',').next()?;
+    let mut parts = cred.split('/');
+    let key = parts.next()?.to_string();
+    let service = parts.nth(2)?.to_string();
+    Some((key, service))
+}
+
+#[derive(Clone, Debug)]
+struct Wrapped {
+    inner: SharedHttpClient,
+    throttle: AccountThrottle,
+}
+
+impl HttpClient for Wrapped {
+    fn http_connector(
+        &self,
+        settings: &HttpConnectorSettings,
+        components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        SharedHttpConnector::new(Connector {
+            inner: self.inner.http_connector(settings, components),
+            throttle: self.throttle.clone(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Connector {
+    inner: SharedHttpConnector,
+    throttle: AccountThrottle,
+}
+
+impl HttpConnector for Connector {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let inner = self.inner.clone();
+        let inject = signer(&request)
+            .filter(|(k, s)| self.throttle.inject(k, s))
+            .map(|(_, s)| s);
+        HttpConnectorFuture::new(async move {
+            if let Some(service) = inject {
+                // The error in the service's own protocol (see `throttling_response`).
+                return throttling_response(match service.as_str() {
+                    "ec2" => "EC2",
+                    "elasticloadbalancing" => "Elastic Load Balancing",
+                    _ => "Resource Groups Tagging API",
+                });
+            }
+            inner.call(request).await
+        })
+    }
+}

@@ -1,0 +1,163 @@
+//! The shipped IAM policy (deploy/iam/sweeper-policy.json) against the AWS operations sweeper
+//! calls. Every call goes through `errors::call("<service>.<Operation>", ...)`, so the source
+//! names them all: the unit test below derives the set from the source and requires the policy
+//! to grant exactly that; the LocalStack suite checks every call it records against it too
+//! (see `assert_in_policy`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The IAM action of an operation, named as sweeper's calls name it (`ec2.DescribeVpcs`,
+/// `elbv2.DeleteTargetGroup`, `tagging.GetResources`) or as the recorder does
+/// (`EC2.DescribeVpcs`, `ElasticLoadBalancingv2.DeleteLoadBalancer`,
+/// `ResourceGroupsTaggingAPI.GetResources`, `STS.GetCallerIdentity`).
+pub fn iam_action(op: &str) -> Option<String> {
+    let (service, operation) = op.split_once('.')?;
+    let prefix = match service.to_ascii_lowercase().as_str() {
+        "ec2" => "ec2",
+        "elb" | "elbv2" | "elasticloadbalancing" | "elasticloadbalancingv2" => {
+            "elasticloadbalancing"
+        }
+        "tagging" | "resourcegroupstaggingapi" => "tag",
+        "sts" => "sts",
+        _ => return None,
+    };
+    Some(format!("{prefix}:{operation}"))
+}
+
+/// Operations that need no IAM permission.
+pub const NEEDS_NO_PERMISSION: [&str; 1] = ["sts:GetCallerIdentity"];
+
+/// The repository root (the services crate's parent).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// The actions the shipped policy allows.
+pub fn policy_actions() -> BTreeSet<String> {
+    let path = root().join("deploy/iam/sweeper-policy.json");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = BTreeSet::new();
+    for st in doc["Statement"].as_array().into_iter().flatten() {
+        assert_eq!(st["Effect"], "Allow", "the policy only allows: {st}");
+        match &st["Action"] {
+            serde_json::Value::String(a) => {
+                out.insert(a.clone());
+            }
+            serde_json::Value::Array(a) => {
+                out.extend(a.iter().filter_map(|v| v.as_str().map(str::to_string)));
+            }
+            other => panic!("Action {other}"),
+        }
+    }
+    out
+}
+
+/// What tests' fixture builders call and sweeper never does (it creates nothing but snapshots,
+/// which the policy lists): recorded alongside the teardown's calls on the same clients.
+fn builds_fixtures(action: &str) -> bool {
+    let op = action.split_once(':').map_or(action, |(_, o)| o);
+    [
+        "Create",
+        "Run",
+        "Allocate",
+        "Associate",
+        "Attach",
+        "Authorize",
+        "Register",
+        "Add",
+    ]
+    .iter()
+    .any(|p| op.starts_with(p))
+}
+
+/// Fails when a recorded operation is not granted by the shipped policy (fixture builders'
+/// creates aside).
+pub fn assert_in_policy(recorded: &[String]) {
+    let allowed = policy_actions();
+    let missing: BTreeSet<String> = recorded
+        .iter()
+        .filter_map(|op| iam_action(op))
+        .filter(|a| {
+            !allowed.contains(a)
+                && !NEEDS_NO_PERMISSION.contains(&a.as_str())
+                && !builds_fixtures(a)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "AWS operations called but not in deploy/iam/sweeper-policy.json: {missing:?}"
+    );
+}
+
+/// The operations named in `call("<service>.<Operation>"` in the Rust files under `dir`.
+pub fn called_in_source(dir: &Path) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                // Test support builds fixtures with calls sweeper never makes.
+                if p.file_name().is_some_and(|n| n == "testing") {
+                    continue;
+                }
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                for piece in text.split("call(\"").skip(1) {
+                    if let Some(op) = piece.split('"').next()
+                        && let Some(a) = iam_action(op)
+                    {
+                        out.insert(a);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_policy_grants_exactly_what_the_code_calls() {
+        let called = called_in_source(&root().join("services/src"));
+        assert!(called.len() > 30, "the scan found the calls: {called:?}");
+        let mut allowed = policy_actions();
+        // Tag-on-create of the snapshot is part of CreateSnapshot's request, not a call.
+        assert!(allowed.remove("ec2:CreateTags"));
+        let missing: Vec<_> = called.difference(&allowed).collect();
+        let unused: Vec<_> = allowed.difference(&called).collect();
+        assert!(
+            missing.is_empty(),
+            "called but not in the policy: {missing:?}"
+        );
+        assert!(
+            unused.is_empty(),
+            "in the policy but never called: {unused:?}"
+        );
+    }
+
+    #[test]
+    fn operation_names_map_to_iam_actions() {
+        assert_eq!(iam_action("ec2.DescribeVpcs").unwrap(), "ec2:DescribeVpcs");
+        assert_eq!(
+            iam_action("ElasticLoadBalancingv2.DeleteLoadBalancer").unwrap(),
+            "elasticloadbalancing:DeleteLoadBalancer"
+        );
+        assert_eq!(
+            iam_action("ResourceGroupsTaggingAPI.GetResources").unwrap(),
+            "tag:GetResources"
+        );
+        assert_eq!(iam_action("nothing"), None);
+    }
+}
