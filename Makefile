@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Everything they need is provisioned by scripts/.
 SHELL := /bin/bash
 
-.PHONY: test demo unit lint fmt env-up env-down env-purge crds helm-template bench-cascade bench-tenant bench-external
+.PHONY: docs test demo unit lint fmt env-up env-down env-purge crds helm-template bench-cascade bench-tenant bench-external
 
 ## make test: start the real servers, run unit + integration tests, stop the servers.
 test:
@@ -30,6 +30,10 @@ env-down:
 
 env-purge:
 	./scripts/env-down.sh --purge
+
+## make docs: regenerate docs/configuration.md's flag reference from the CLI definitions.
+docs:
+	UPDATE_DOCS=1 cargo test --locked --test docs configuration_reference_is_up_to_date
 
 ## deploy/crds is generated: never edit it by hand.
 crds:

@@ -166,7 +166,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 30, env = "SWEEPER_KUBE_API_BURST")]
     pub kube_api_burst: u32,
 
-    /// Workers per cascade queue (kube-controller-manager's --concurrent-gc-syncs).
+    /// Workers per cascade queue (kube-controller-manager's --concurrent-gc-syncs). [range: 1 to 1000]
     #[arg(long, default_value_t = 20, env = "SWEEPER_CASCADE_WORKERS", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub cascade_workers: u32,
 
@@ -187,13 +187,19 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', env = "SWEEPER_TENANT_SCAN_KINDS")]
     pub tenant_scan_kinds: Vec<String>,
 
-    /// Deletes in flight at once during a tenant teardown (the client rate limit still applies).
+    /// Deletes in flight at once during a tenant teardown (the client rate limit still applies). [range: 1 to 256]
     #[arg(long, default_value_t = 16, env = "SWEEPER_TENANT_DELETE_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub tenant_delete_concurrency: u32,
 
     /// Report what a tenant teardown would delete; delete nothing and add no finalizers.
     #[arg(long, default_value_t = false, env = "SWEEPER_TENANT_DRY_RUN")]
     pub tenant_dry_run: bool,
+
+    /// Report what each external teardown would delete in AWS (the object's condition, an Event,
+    /// `sweeper status`, `sweeper_external_would_delete_total`); delete nothing and add no
+    /// finalizers.
+    #[arg(long, default_value_t = false, env = "SWEEPER_EXTERNAL_DRY_RUN")]
+    pub external_dry_run: bool,
 
     /// The external collector takes only the AWSClusters / AWSManagedControlPlanes this label
     /// selector selects (`kubectl -l` syntax; empty: all). One not selected gets no finalizer, and
@@ -213,7 +219,7 @@ pub struct RunArgs {
 
     /// Cluster teardowns (AWSCluster / AWSManagedControlPlane) run at once. Each runs in its own
     /// AWS session (region, account, identity), so a slow or throttled account holds up only
-    /// its own clusters.
+    /// its own clusters. [range: 1 to 256]
     #[arg(long, default_value_t = 8, env = "SWEEPER_EXTERNAL_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub external_concurrency: u16,
 

@@ -384,6 +384,7 @@ async fn build_collectors(
         )
         .with_selector(args.external_gc_selector.clone())
         .with_ebs_snapshot(args.external_ebs_snapshot)
+        .with_dry_run(args.external_dry_run)
         .with_audit_ttl(args.archive_ttl)
         .with_capa_namespace(args.capa_namespace.clone())
         .with_concurrency(args.external_concurrency);

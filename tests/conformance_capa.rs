@@ -516,3 +516,137 @@ fn adjustments_remove_cel_and_empty_string_defaults_only() {
         }})
     );
 }
+
+/// `--external-dry-run` against CAPA's own AWSCluster: no finalizer is taken, nothing is deleted
+/// in AWS, and the plan (every resource of the three phases, none of the bystanders) goes into
+/// the condition (accepted by CAPA's schema), a `DryRunPlan` Event, `/status` and
+/// `sweeper_external_would_delete_total`. CAPA's own finalizer keeps the object in deletion
+/// while sweeper plans, as on a real management cluster.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn external_dry_run_plans_and_deletes_nothing() {
+    let Some(_dir) = conformance::fixtures() else {
+        return;
+    };
+    let mut scope = TestScope::new("conf-dry").await;
+    let ns = scope.namespace().await;
+    let c = scope.client.clone();
+    upstream_crds(&c).await;
+    let aws = clients().await;
+    let name = unique_name("dry");
+    let world = capa_world(&aws, &name).await;
+    world.unblock(&aws).await;
+    let others = bystanders(&aws, &name).await;
+    let region = EnvFacts::load().get("AWS_REGION");
+    let vars = vars(&name, &region);
+    let tpl = "capa/templates/cluster-template.yaml";
+    let clusters = api(&c, &ns, "cluster.x-k8s.io/v1beta1", "Cluster");
+    let cluster = create(&clusters, from_template(tpl, "Cluster", &vars)).await;
+    let mut ac = from_template(tpl, "AWSCluster", &vars);
+    owned_by_cluster(&mut ac, &cluster);
+    ac["spec"]["network"]["vpc"]["id"] = json!(world.net.vpc);
+    // CAPA's own finalizer: CAPA holds the object while it deletes the cluster.
+    const CAPA_FINALIZER: &str = "awscluster.infrastructure.cluster.x-k8s.io";
+    ac["metadata"]["finalizers"] = json!([CAPA_FINALIZER]);
+    let infra = api(
+        &c,
+        &ns,
+        "infrastructure.cluster.x-k8s.io/v1beta2",
+        "AWSCluster",
+    );
+    create(&infra, ac).await;
+    set_status(
+        &infra,
+        &name,
+        json!({"ready": true, "conditions": capa_conditions(),
+               "networkStatus": {"apiServerElb": {"arn": world.apiserver_lb, "name": format!("{}-apiserver", &name[name.len() - 6..]), "loadBalancerType": "nlb"}}}),
+    )
+    .await;
+
+    let gc = Sweeper::start_external_only(&["--external-dry-run"]).await;
+    infra.delete(&name, &Default::default()).await.unwrap();
+    let planned = |want: &'static str| {
+        let infra = infra.clone();
+        let name = name.clone();
+        async move {
+            infra.get(&name).await.ok().and_then(|o| {
+                o.data["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "ExternalResourcesDeleted" && c["reason"] == want)
+                    .and_then(|c| c["message"].as_str().map(str::to_string))
+            })
+        }
+    };
+    assert!(
+        eventually(T, || async { planned("DryRun").await.is_some() }).await,
+        "the plan is written into the condition"
+    );
+    let plan = planned("DryRun").await.unwrap();
+    for id in [
+        &world.apiserver_lb,
+        &world.service_lb,
+        &world.owned_sg,
+        &world.net.vpc,
+    ] {
+        let short = id.rsplit('/').next().unwrap_or(id);
+        assert!(plan.contains(short), "{id} is in the plan: {plan}");
+    }
+    for kept in [&others.shared_sg, &others.untagged_sg, &others.vpc] {
+        assert!(
+            !plan.contains(kept.as_str()),
+            "{kept} is not in the plan: {plan}"
+        );
+    }
+    assert!(
+        !has_finalizer(&infra, &name).await,
+        "a dry run takes no finalizer"
+    );
+    let (_, metrics) = gc.get("/metrics").await;
+    let would_delete: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("sweeper_external_would_delete_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        would_delete >= 4.0,
+        "would_delete counts the plan: {would_delete}"
+    );
+    let (_, status) = gc.get("/status").await;
+    assert!(
+        status.contains("DryRun"),
+        "sweeper status shows the plan: {status}"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
+    assert!(
+        eventually(T, || async {
+            events
+                .list(&Default::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .iter()
+                        .any(|e| e.reason.as_deref() == Some("DryRunPlan"))
+                })
+                .unwrap_or(false)
+        })
+        .await,
+        "a DryRunPlan Event"
+    );
+    // Nothing was deleted in any phase.
+    assert!(lb_exists(&aws, &world.apiserver_lb).await, "phase 1 kept");
+    assert!(lb_exists(&aws, &world.service_lb).await, "phase 2 kept");
+    assert!(sg_exists(&aws, &world.owned_sg).await, "phase 2 kept");
+    assert!(vpc_exists(&aws, &world.net.vpc).await, "phase 3 kept");
+    others.assert_intact(&aws).await;
+    // CAPA finishes: the object goes, held by nothing of sweeper's.
+    infra
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    assert!(eventually(T, || gone(&infra, &name)).await);
+}

@@ -265,11 +265,16 @@ where
         }
         return Ok(Action::await_change());
     }
-    let stage = finalizer::stage(obj, t.finalizer());
+    let stage = match finalizer::stage(obj, t.finalizer()) {
+        // A collector that takes no finalizer (a dry run) plans every deletion it sees: it
+        // holds nothing, and its passes never release or delete.
+        Stage::NotOurs if !t.takes_finalizer() => Stage::Cleanup,
+        stage => stage,
+    };
     if stage == Stage::NotOurs {
         return Ok(Action::await_change());
     }
-    if stage == Stage::AddFinalizer && t.guard_before_validating() {
+    if stage == Stage::AddFinalizer && t.guard_before_validating() && t.takes_finalizer() {
         finalizer::add(&t.api(obj), obj, t.finalizer()).await?;
         return Ok(Action::await_change());
     }

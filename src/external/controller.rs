@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 use sweeper_services::aws::session::SessionCache;
-use sweeper_services::aws::teardown::{TeardownRequest, teardown_pass};
+use sweeper_services::aws::teardown::{TeardownReport, TeardownRequest, teardown_pass};
 use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
@@ -138,6 +138,8 @@ pub struct ExternalCtx {
     pub selector: LabelFilter,
     /// `--external-ebs-snapshot`: snapshot volumes before the opt-in `ebs-volume` task deletes them.
     pub ebs_snapshot: bool,
+    /// `--external-dry-run`: plan each teardown and report it; delete nothing, take no finalizer.
+    pub dry_run: bool,
     events: Publisher,
     /// `sweeper_invalid_objects_total`, shared with the other collectors.
     invalid_objects: Family<InvalidObjectLabels, Counter>,
@@ -163,6 +165,7 @@ impl ExternalCtx {
             alternative_discovery,
             selector: LabelFilter::default(),
             ebs_snapshot: true,
+            dry_run: false,
             invalid_objects,
             audit_ttl: Duration::from_secs(72 * 3600),
             refusals: Mutex::new(HashMap::new()),
@@ -172,6 +175,12 @@ impl ExternalCtx {
     /// CAPA's namespace, where static identities' Secrets are read (`--capa-namespace`).
     pub fn with_capa_namespace(mut self, namespace: impl Into<String>) -> Self {
         self.capa_namespace = namespace.into();
+        self
+    }
+
+    /// Plan and report every teardown, delete nothing (`--external-dry-run`).
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
         self
     }
 
@@ -381,6 +390,46 @@ impl<K: GcKind> KindTeardown<K> {
         })
     }
 
+    /// `--external-dry-run`: a pass that only planned. The plan goes into the condition (reason
+    /// `DryRun`), an Event and the would-delete metric when it is new or changes, and into
+    /// `sweeper status`; it is made again every minute while the object is being deleted.
+    async fn planned(
+        &self,
+        o: &K,
+        cluster_name: &str,
+        place: &str,
+        report: &TeardownReport,
+    ) -> Result<Pass, ExternalError> {
+        let message = format!("{} ({place})", dry_run_plan(report));
+        tracing::info!(cluster = %cluster_name, plan = %message, "dry run: external teardown plan");
+        let changed = self
+            .condition(o, Desired::not_done(Severity::Info, "DryRun", &message))
+            .await?;
+        if changed {
+            for r in report.phases.iter().flat_map(|p| &p.planned) {
+                self.ctx
+                    .metrics
+                    .would_delete
+                    .get_or_create(&ExternalMetrics::labels(&r.service, &r.kind))
+                    .inc();
+            }
+            self.ctx
+                .events
+                .emit(
+                    &o.object_ref(&()),
+                    EventType::Normal,
+                    "DryRunPlan",
+                    message.clone(),
+                )
+                .await;
+        }
+        Ok(Pass::Left {
+            phase: "DryRun".into(),
+            detail: message,
+            after: Duration::from_secs(60),
+        })
+    }
+
     async fn warn(&self, obj: &impl Resource<DynamicType = ()>, reason: &str, note: String) {
         self.ctx
             .events
@@ -396,6 +445,11 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
 
     fn finalizer(&self) -> &'static str {
         FINALIZER
+    }
+
+    /// A dry run only reports: no finalizer, so a cluster's deletion is never held by it.
+    fn takes_finalizer(&self) -> bool {
+        !self.ctx.dry_run
     }
 
     /// A cluster is guarded from creation: with a typo in its annotations its deletion must wait
@@ -511,7 +565,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             capa_name: names.capi.clone(),
             external_gc: settings.external_gc,
             tasks: settings.tasks,
-            dry_run: false,
+            dry_run: self.ctx.dry_run,
             alternative_discovery: self.ctx.alternative_discovery,
             vpc_ids: o.vpc_ids(),
             ebs_snapshot: self.ctx.ebs_snapshot,
@@ -519,6 +573,9 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         let report = teardown_pass(&session.clients, &req)
             .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))
             .await;
+        if self.ctx.dry_run {
+            return self.planned(o, &cluster_name, &place, &report).await;
+        }
         let tally = Tally::of(&report, &self.ctx.metrics);
         // Credentials revoked or expired mid-teardown (the identity objects unchanged): the
         // next pass proves the session again, and reports the refusal if AWS refuses it.
@@ -626,6 +683,48 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         }
         Ok(())
     }
+}
+
+/// A dry run's plan in one line: how many resources each phase would delete, then the first of
+/// them (a condition message must stay readable), and what blocks the network.
+fn dry_run_plan(report: &TeardownReport) -> String {
+    const SHOWN: usize = 20;
+    let planned: Vec<String> = report
+        .phases
+        .iter()
+        .flat_map(|p| &p.planned)
+        .map(|r| format!("{} {} {}", r.service, r.kind, r.id))
+        .collect();
+    let per_phase: Vec<String> = report
+        .phases
+        .iter()
+        .map(|p| format!("phase {}: {}", p.phase, p.planned.len()))
+        .collect();
+    let mut out = format!(
+        "dry run: would delete {} AWS resource(s) ({})",
+        planned.len(),
+        per_phase.join(", ")
+    );
+    if !planned.is_empty() {
+        out.push_str(": ");
+        out.push_str(&planned[..planned.len().min(SHOWN)].join(", "));
+        if planned.len() > SHOWN {
+            out.push_str(&format!(", and {} more", planned.len() - SHOWN));
+        }
+    }
+    let blockers: Vec<String> = report
+        .phases
+        .iter()
+        .flat_map(|p| &p.blockers)
+        .map(|(r, vpc)| format!("{} {} {} holds {vpc}", r.service, r.kind, r.id))
+        .collect();
+    if !blockers.is_empty() {
+        out.push_str(&format!(
+            "; kept (not the cluster's): {}",
+            blockers.join(", ")
+        ));
+    }
+    out
 }
 
 /// What one pass did, counted into the metrics as it is read.

@@ -27,6 +27,9 @@ pub struct ExternalMetrics {
     /// account than the cluster's session.
     pub foreign_ignored: Counter,
     pub deleted: Family<ResourceLabels, Counter>,
+    /// `--external-dry-run`: AWS resources a teardown would delete, counted when a cluster's
+    /// plan is new or changes (not on every re-plan of the same resources).
+    pub would_delete: Family<ResourceLabels, Counter>,
     pub errors: Family<ResourceLabels, Counter>,
     pub teardowns_in_progress: Gauge,
     pub teardown_seconds: Histogram,
@@ -42,6 +45,7 @@ impl Default for ExternalMetrics {
             identity_refused: Family::default(),
             foreign_ignored: Counter::default(),
             deleted: Family::default(),
+            would_delete: Family::default(),
             errors: Family::default(),
             teardowns_in_progress: Gauge::default(),
             teardown_seconds: Histogram::new([
@@ -61,6 +65,11 @@ impl ExternalMetrics {
             "deleted",
             "AWS resources deleted, by service and kind",
             self.deleted.clone(),
+        );
+        r.register(
+            "would_delete",
+            "Dry run: AWS resources a teardown would delete, by service and kind (counted when a cluster's plan changes)",
+            self.would_delete.clone(),
         );
         r.register(
             "errors",
