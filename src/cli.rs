@@ -55,8 +55,30 @@ pub enum Command {
     /// Read the archive of deleted objects.
     #[command(subcommand)]
     Archive(ArchiveCommand),
+    /// Before removing sweeper: pause every collector and remove every finalizer sweeper owns
+    /// (`sweeper.dev/*`, and `kubezoo.io/tenant` on Tenants) from live objects, so objects deleted
+    /// afterwards go at once. Deletes nothing and keeps the archive.
+    Uninstall(UninstallArgs),
     /// Print the version.
     Version,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct UninstallArgs {
+    /// Sweeper's namespace, where the pause switch (ConfigMap sweeper-pause) lives.
+    #[arg(
+        short = 'n',
+        long,
+        default_value = "sweeper-system",
+        env = "SWEEPER_NAMESPACE"
+    )]
+    pub namespace: String,
+    /// Leave `kubezoo.io/tenant` on Tenants (KubeZoo's own controller runs and owns it).
+    #[arg(long)]
+    pub keep_tenant_finalizer: bool,
+    /// List the finalizers that would be removed; pause nothing and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -20,3 +20,4 @@ pub mod external;
 pub mod http_get;
 pub mod status;
 pub mod tenant;
+pub mod uninstall;

@@ -58,6 +58,7 @@ async fn main() -> ExitCode {
         }
         Command::Gc(cmd) => report(gc(cmd).await),
         Command::Restore(args) => report(restore(args).await),
+        Command::Uninstall(args) => report(uninstall(args).await),
         Command::Archive(sweeper::cli::ArchiveCommand::List {
             namespace,
             since,
@@ -209,6 +210,43 @@ async fn pause(args: sweeper::cli::PauseArgs, on: bool) -> Result<String, String
             paused.join(", ")
         }
     ))
+}
+
+/// `sweeper uninstall`: as the caller's identity (it patches objects of every kind).
+async fn uninstall(args: sweeper::cli::UninstallArgs) -> Result<String, String> {
+    use sweeper::uninstall::{Options, uninstall};
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let opts = Options {
+        namespace: args.namespace.clone(),
+        keep_tenant_finalizer: args.keep_tenant_finalizer,
+        dry_run: args.dry_run,
+    };
+    let summary = uninstall(&client, &opts).await.map_err(|e| e.to_string())?;
+    let verb = if args.dry_run {
+        "would release"
+    } else {
+        "released"
+    };
+    let mut out = String::new();
+    if !args.dry_run {
+        out.push_str(&format!(
+            "paused every collector (namespace {}); nothing was deleted, the archive is kept\n",
+            args.namespace
+        ));
+    }
+    for r in &summary.released {
+        out.push_str(&format!("{verb} {r}\n"));
+    }
+    out.push_str(&format!("{} object(s) {verb}", summary.released.len()));
+    if !summary.failed.is_empty() {
+        return Err(format!(
+            "{out}\nnot finished (run again):\n  {}",
+            summary.failed.join("\n  ")
+        ));
+    }
+    Ok(out)
 }
 
 /// `sweeper restore`: as the caller's identity.

@@ -1,0 +1,217 @@
+//! `sweeper uninstall`: make sweeper safe to remove. It pauses every collector (the same switch
+//! as `sweeper pause`, so running replicas stop at once and add no finalizer again), then removes
+//! every finalizer sweeper owns from live objects of every kind:
+//! - `sweeper.dev/*` (the external collector's `sweeper.dev/external-resource-gc`, the cascade
+//!   collector's `sweeper.dev/cascade-complete`, and any later one under that prefix);
+//! - `kubezoo.io/tenant` on KubeZoo Tenants, which the tenant collector adds, unless
+//!   `--keep-tenant-finalizer` (KubeZoo's own controller still runs and owns it).
+//!
+//! It deletes nothing and keeps the archive (records stay until their expiry, which needs a
+//! running sweeper; `sweeper restore` reads them without one). Kubernetes' own `foregroundDeletion`
+//! and `orphan` finalizers are left for whichever garbage collector runs next
+//! (kube-controller-manager's, or sweeper re-installed). Objects deleted afterwards go at once.
+//!
+//! Idempotent and crash-safe: every run re-lists the world; a finalizer already gone is skipped,
+//! and each removal is a JSON patch that tests the finalizer is still at its index.
+
+use crate::engine::discovery::{DeletableResource, discover_deletable};
+use crate::engine::pause::{self, PauseRecord};
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+/// The prefix of every finalizer sweeper defines.
+pub const OWN_PREFIX: &str = "sweeper.dev/";
+/// The tenant collector's finalizer (KubeZoo's name, kept for compatibility).
+pub const TENANT_FINALIZER: &str = crate::tenant::controller::FINALIZER;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UninstallError {
+    #[error("cannot pause the collectors in namespace {namespace}: {source}")]
+    Pause {
+        namespace: String,
+        #[source]
+        source: pause::SwitchError,
+    },
+    #[error("cannot discover the API's kinds: {0}")]
+    Discovery(#[from] crate::engine::discovery::DiscoveryError),
+}
+
+pub struct Options {
+    /// Sweeper's namespace, where the pause switch lives.
+    pub namespace: String,
+    /// Leave `kubezoo.io/tenant` on Tenants.
+    pub keep_tenant_finalizer: bool,
+    /// List what would be released; pause nothing, change nothing.
+    pub dry_run: bool,
+}
+
+/// What a run did (or, in a dry run, would do).
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// `Kind ns/name: finalizer, …` per object released.
+    pub released: Vec<String>,
+    /// Objects or kinds that could not be read or patched; run again.
+    pub failed: Vec<String>,
+}
+
+/// Whether `finalizer` on an object of `resource` is sweeper's to remove.
+pub fn owned(resource: &kube::discovery::ApiResource, finalizer: &str, keep_tenant: bool) -> bool {
+    finalizer.starts_with(OWN_PREFIX)
+        || (!keep_tenant
+            && finalizer == TENANT_FINALIZER
+            && resource.group == "tenant.kubezoo.io"
+            && resource.kind == "Tenant")
+}
+
+pub async fn uninstall(client: &Client, opts: &Options) -> Result<Summary, UninstallError> {
+    if !opts.dry_run {
+        let record = PauseRecord {
+            since: k8s_openapi::jiff::Timestamp::now().to_string(),
+            by: std::env::var("USER").ok().filter(|u| !u.is_empty()),
+            reason: Some("sweeper uninstall".into()),
+        };
+        pause::set(client, &opts.namespace, None, Some(record))
+            .await
+            .map_err(|e| UninstallError::Pause {
+                namespace: opts.namespace.clone(),
+                source: e,
+            })?;
+    }
+    let discovery = discover_deletable(client).await?;
+    let mut summary = Summary::default();
+    for f in &discovery.failed {
+        summary.failed.push(format!(
+            "API group {} could not be discovered ({}): its objects were not checked",
+            f.group_version, f.error
+        ));
+    }
+    for r in &discovery.resources {
+        release_kind(client, r, opts, &mut summary).await;
+    }
+    Ok(summary)
+}
+
+/// Every object of one kind, a page at a time (metadata only).
+async fn release_kind(
+    client: &Client,
+    r: &DeletableResource,
+    opts: &Options,
+    summary: &mut Summary,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &r.resource);
+    let mut lp = ListParams::default().limit(500);
+    loop {
+        let page = match api.list_metadata(&lp).await {
+            Ok(p) => p,
+            Err(e) => {
+                summary
+                    .failed
+                    .push(format!("{}: cannot list: {e}", r.gvk_string()));
+                return;
+            }
+        };
+        for o in &page.items {
+            let finalizers = o.metadata.finalizers.clone().unwrap_or_default();
+            let ours: Vec<(usize, &String)> = finalizers
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| owned(&r.resource, f, opts.keep_tenant_finalizer))
+                .collect();
+            if ours.is_empty() {
+                continue;
+            }
+            let name = o.metadata.name.clone().unwrap_or_default();
+            let ns = o.metadata.namespace.clone();
+            let label = format!(
+                "{} {}{name}: {}",
+                r.resource.kind,
+                ns.as_deref().map(|n| format!("{n}/")).unwrap_or_default(),
+                ours.iter()
+                    .map(|(_, f)| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if !opts.dry_run {
+                // Highest index first, so the earlier indexes stay valid within the patch.
+                let ops: Vec<serde_json::Value> = ours
+                    .iter()
+                    .rev()
+                    .flat_map(|(i, f)| {
+                        [
+                            json!({"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": f}),
+                            json!({"op": "remove", "path": format!("/metadata/finalizers/{i}")}),
+                        ]
+                    })
+                    .collect();
+                let target: Api<DynamicObject> = match &ns {
+                    Some(ns) if r.namespaced => {
+                        Api::namespaced_with(client.clone(), ns, &r.resource)
+                    }
+                    _ => Api::all_with(client.clone(), &r.resource),
+                };
+                let patch: json_patch::Patch = match serde_json::from_value(json!(ops)) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        summary.failed.push(format!("{label}: {e}"));
+                        continue;
+                    }
+                };
+                if let Err(e) = target
+                    .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                    .await
+                {
+                    summary
+                        .failed
+                        .push(format!("{label}: {e} (changed meanwhile? run again)"));
+                    continue;
+                }
+            }
+            tracing::info!(object = %label, dry_run = opts.dry_run, "finalizer released");
+            summary.released.push(label);
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => lp = lp.continue_token(&next),
+            None => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ar(group: &str, kind: &str) -> kube::discovery::ApiResource {
+        kube::discovery::ApiResource {
+            group: group.into(),
+            version: "v1".into(),
+            api_version: format!("{group}/v1"),
+            kind: kind.into(),
+            plural: format!("{}s", kind.to_lowercase()),
+        }
+    }
+
+    #[test]
+    fn only_sweepers_finalizers_are_released() {
+        let cluster = ar("infrastructure.cluster.x-k8s.io", "AWSCluster");
+        let tenant = ar("tenant.kubezoo.io", "Tenant");
+        assert!(owned(&cluster, "sweeper.dev/external-resource-gc", false));
+        assert!(owned(&cluster, "sweeper.dev/cascade-complete", true));
+        assert!(!owned(
+            &cluster,
+            "awscluster.infrastructure.cluster.x-k8s.io",
+            false
+        ));
+        assert!(!owned(&cluster, "foregroundDeletion", false));
+        assert!(!owned(&cluster, "orphan", false));
+        assert!(owned(&tenant, "kubezoo.io/tenant", false));
+        assert!(
+            !owned(&tenant, "kubezoo.io/tenant", true),
+            "kept when KubeZoo owns it"
+        );
+        assert!(
+            !owned(&cluster, "kubezoo.io/tenant", false),
+            "the tenant finalizer only on Tenants"
+        );
+    }
+}
