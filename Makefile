@@ -38,7 +38,7 @@ docs:
 ## deploy/crds is generated: never edit it by hand.
 crds:
 	cargo run --quiet --bin sweeper -- crds > deploy/crds/crds.yaml
-	cp deploy/crds/crds.yaml deploy/helm/sweeper/crds/crds.yaml
+	UPDATE_CHART_CRDS=1 cargo test --locked --test helm chart_crd_templates_are_deploy_crds_per_group
 
 ## make helm-template: `helm template sweeper deploy/helm/sweeper -n sweeper-system`, without helm
 ## (scripts/helm-render, built from Debian packages on first use). ARGS='--set k=v --include-crds'.
