@@ -365,7 +365,10 @@ const CRD_GROUPS: [(&str, &str, &[&str]); 3] = [
     (
         "capa",
         "crds-capa.yaml",
-        &["infrastructure.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io"],
+        &[
+            "infrastructure.cluster.x-k8s.io",
+            "controlplane.cluster.x-k8s.io",
+        ],
     ),
     ("clusterAPI", "crds-cluster-api.yaml", &["cluster.x-k8s.io"]),
     ("kubezoo", "crds-kubezoo.yaml", &["tenant.kubezoo.io"]),
@@ -431,7 +434,11 @@ fn chart_installs_foreign_crds_only_when_asked() {
             .collect()
     };
     let default = render("sweeper", "sweeper-system", &["--include-crds"]);
-    assert!(crds(&default).is_empty(), "defaults install no CRD: {:?}", crds(&default));
+    assert!(
+        crds(&default).is_empty(),
+        "defaults install no CRD: {:?}",
+        crds(&default)
+    );
     let kubezoo = render("sweeper", "sweeper-system", &["--set", "crds.kubezoo=true"]);
     assert_eq!(crds(&kubezoo), ["tenants.tenant.kubezoo.io"]);
     let capa = render("sweeper", "sweeper-system", &["--set", "crds.capa=true"]);
@@ -442,7 +449,11 @@ fn chart_installs_foreign_crds_only_when_asked() {
             "awsmanagedcontrolplanes.controlplane.cluster.x-k8s.io"
         ]
     );
-    let capi = render("sweeper", "sweeper-system", &["--set", "crds.clusterAPI=true"]);
+    let capi = render(
+        "sweeper",
+        "sweeper-system",
+        &["--set", "crds.clusterAPI=true"],
+    );
     assert_eq!(crds(&capi), ["clusters.cluster.x-k8s.io"]);
 }
 
@@ -600,7 +611,10 @@ async fn chart_render_passes_server_side_dry_run() {
         render(
             "sweeper",
             "sweeper-system",
-            &["--set", "crds.capa=true,crds.clusterAPI=true,crds.kubezoo=true"],
+            &[
+                "--set",
+                "crds.capa=true,crds.clusterAPI=true,crds.kubezoo=true",
+            ],
         ),
         render(
             "prod",
@@ -631,4 +645,120 @@ async fn chart_render_passes_server_side_dry_run() {
             "no {kind} checked: {checked:?}"
         );
     }
+}
+
+/// The metric families sweeper registers, from the source: every `register("<name>", …)` under
+/// src/, prefixed `sweeper_` and the file's sub-registry prefix (`sub_registry_with_prefix`).
+fn exported_metrics() -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut stack = vec![Path::new(ROOT).join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("src").flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).expect("source");
+            let sub = text
+                .split("sub_registry_with_prefix(\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(|s| format!("{s}_"))
+                .unwrap_or_default();
+            for piece in text.split("register(").skip(1) {
+                let piece = piece.trim_start();
+                if let Some(rest) = piece.strip_prefix('"')
+                    && let Some(name) = rest.split('"').next()
+                {
+                    out.insert(format!("sweeper_{sub}{name}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every `sweeper_…` metric a dashboard panel or an alert queries is one sweeper exports (with
+/// the OpenMetrics suffixes: `_total` for counters, `_bucket` / `_sum` / `_count` for
+/// histograms), and the dashboard and the rules are there when enabled.
+#[test]
+#[ignore = "provisions the chart renderer (Debian's Go and sprig): run with --run-ignored"]
+fn dashboard_and_alerts_query_only_metrics_sweeper_exports() {
+    let exported = exported_metrics();
+    assert!(
+        exported.contains("sweeper_leader_is_leader")
+            && exported.contains("sweeper_external_deleted")
+            && exported.contains("sweeper_archive_stored_records"),
+        "the source scan finds the families: {exported:?}"
+    );
+    let rendered = render(
+        "sweeper",
+        "sweeper-system",
+        &[
+            "--set",
+            "monitoring.dashboard.enabled=true,monitoring.prometheusRule.enabled=true",
+        ],
+    );
+    let dashboard = rendered
+        .iter()
+        .find(|o| {
+            str_at(o, "/kind") == "ConfigMap" && str_at(o, "/metadata/name").ends_with("-dashboard")
+        })
+        .expect("the dashboard ConfigMap");
+    assert_eq!(str_at(dashboard, "/metadata/labels/grafana_dashboard"), "1");
+    let json: Value = serde_json::from_str(str_at(dashboard, "/data/sweeper.json"))
+        .expect("the dashboard is JSON");
+    let mut exprs: Vec<String> = json["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["expr"].as_str().map(str::to_string))
+        .collect();
+    let panels = exprs.len();
+    let rule = rendered
+        .iter()
+        .find(|o| str_at(o, "/kind") == "PrometheusRule")
+        .expect("the PrometheusRule");
+    let alerts: Vec<String> = rule["spec"]["groups"][0]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| {
+            exprs.push(r["expr"].as_str().expect("expr").to_string());
+            r["alert"].as_str().expect("alert").to_string()
+        })
+        .collect();
+    for want in [
+        "SweeperTeardownStuck",
+        "SweeperDeleteFailures",
+        "SweeperPausedTooLong",
+        "SweeperNoLeader",
+    ] {
+        assert!(alerts.iter().any(|a| a == want), "alert {want}: {alerts:?}");
+    }
+    let mut checked = 0;
+    for e in &exprs {
+        for token in e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if !token.starts_with("sweeper_") {
+                continue;
+            }
+            checked += 1;
+            let known = exported.contains(token)
+                || ["_total", "_bucket", "_sum", "_count"].iter().any(|s| {
+                    token
+                        .strip_suffix(s)
+                        .is_some_and(|base| exported.contains(base))
+                });
+            assert!(known, "{token} (in `{e}`) is not a metric sweeper exports");
+        }
+    }
+    assert!(
+        panels >= 9 && checked >= 20,
+        "{panels} panel queries, {checked} metric uses"
+    );
 }

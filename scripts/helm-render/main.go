@@ -369,6 +369,18 @@ type capabilities struct {
 	HelmVersion map[string]string
 }
 
+// chartFiles is Helm's .Files, Get only: a file of the chart by its path, "" when it is missing
+// (as Helm returns).
+type chartFiles struct{ dir string }
+
+func (f chartFiles) Get(name string) string {
+	b, err := os.ReadFile(filepath.Join(f.dir, name))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
 func render(chartDir, chartName string, chart map[string]interface{}, release, namespace string,
 	values map[string]interface{}) ([]doc, error) {
 	files, err := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
@@ -414,7 +426,7 @@ func render(chartDir, chartName string, chart map[string]interface{}, release, n
 				"coordination.k8s.io/v1", "apiextensions.k8s.io/v1", "events.k8s.io/v1"},
 			HelmVersion: map[string]string{"Version": "v3"},
 		},
-		"Files": map[string]interface{}{},
+		"Files": chartFiles{dir: chartDir},
 	}
 
 	var docs []doc

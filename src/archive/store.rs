@@ -128,6 +128,8 @@ pub struct ArchiveMetrics {
     pub skipped: Family<SkipLabels, Counter>,
     pub false_entries_removed: Family<ArchiveLabels, Counter>,
     pub expired: Counter,
+    /// Records (archive and audit) stored cluster-wide after the last expiry pass.
+    pub stored: Gauge,
     pub gc_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
@@ -162,6 +164,11 @@ impl ArchiveMetrics {
             "archive_records_expired",
             "Archive records deleted after --archive-ttl",
             self.expired.clone(),
+        );
+        r.register(
+            "archive_stored_records",
+            "Archive and audit records stored cluster-wide, counted by the last expiry pass",
+            self.stored.clone(),
         );
         r.register(
             "archive_gc_seconds",
@@ -961,6 +968,10 @@ impl Archiver {
             }
         }
         self.metrics.expired.inc_by(gone as u64);
+        let listed = cms.items.len() + secrets.items.len();
+        self.metrics
+            .stored
+            .set(i64::try_from(listed.saturating_sub(gone)).unwrap_or(i64::MAX));
         self.metrics.gc_seconds.set(started.elapsed().as_secs_f64());
         if gone > 0 {
             tracing::info!(
