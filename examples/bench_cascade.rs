@@ -435,8 +435,11 @@ async fn archive_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
                 let cm: ConfigMap = serde_json::from_value(serde_json::json!({
                     "metadata": {
                         "name": format!("sweeper-archive-bench-{i}"),
+                        // As sweeper writes them: with their expiry bucket (one deletecollection
+                        // per namespace and bucket expires them).
                         "labels": {"sweeper.dev/archive": "true", "sweeper.dev/archive-state": "complete",
-                                   "sweeper.dev/archive-collector": "cascade", "bench": "ar-gc"},
+                                   "sweeper.dev/archive-collector": "cascade", "bench": "ar-gc",
+                                   "sweeper.dev/archive-expiry-bucket": "1577840400"},
                         "annotations": {"sweeper.dev/archive-expires": "2020-01-01T00:00:00Z"},
                     },
                     "data": {"entry.json": payload},

@@ -316,33 +316,62 @@ async fn expired_records_are_deleted_and_live_ones_kept() {
     let ns = s.namespace().await;
     let c = s.client.clone();
     let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    // Records as sweeper writes them (with their expiry bucket: one deletecollection per
+    // namespace and ended bucket) and as older versions did (without: one DELETE each).
     let record = |name: &str, collector: &str, expires: &str| -> ConfigMap {
+        let at: k8s_openapi::jiff::Timestamp = expires.parse().unwrap();
+        let bucket = sweeper::archive::expiry_bucket(at, Duration::from_secs(72 * 3600));
         serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": name,
                 "labels": {"sweeper.dev/archive": "true", "sweeper.dev/archive-state": "complete",
-                           "sweeper.dev/archive-collector": collector},
+                           "sweeper.dev/archive-collector": collector,
+                           "sweeper.dev/archive-expiry-bucket": bucket},
                 "annotations": {"sweeper.dev/archive-expires": expires},
             },
             "data": {},
         }))
         .unwrap()
     };
+    let legacy = |name: &str, expires: &str| -> ConfigMap {
+        let mut cm = record(name, "cascade", expires);
+        if let Some(l) = cm.metadata.labels.as_mut() {
+            l.remove("sweeper.dev/archive-expiry-bucket");
+        }
+        cm
+    };
     for (name, expires) in [
         ("sweeper-archive-old", "2020-01-01T00:00:00Z"),
+        ("sweeper-archive-old2", "2020-01-01T00:10:00Z"),
         ("sweeper-archive-new", "2099-01-01T00:00:00Z"),
     ] {
         api.create(&PostParams::default(), &record(name, "cascade", expires))
             .await
             .unwrap();
     }
+    api.create(
+        &PostParams::default(),
+        &legacy("sweeper-archive-legacy", "2020-01-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
     let gc = Sweeper::start(&[]).await;
-    assert!(
-        cm_gone(&c, &ns, "sweeper-archive-old", T).await,
-        "the expired record is deleted"
-    );
+    for old in [
+        "sweeper-archive-old",
+        "sweeper-archive-old2",
+        "sweeper-archive-legacy",
+    ] {
+        assert!(
+            cm_gone(&c, &ns, old, T).await,
+            "the expired record {old} is deleted"
+        );
+    }
     assert!(cm(&c, &ns, "sweeper-archive-new").await.is_some());
-    assert!(gc.metric("sweeper_archive_records_expired_total").await >= 1.0);
+    assert!(gc.metric("sweeper_archive_records_expired_total").await >= 3.0);
+    assert!(
+        gc.metric("sweeper_archive_stored_records").await >= 1.0,
+        "the live record is counted"
+    );
     drop(gc);
 
     // The external collector's audit records expire even where nothing archives: the external
@@ -353,12 +382,21 @@ async fn expired_records_are_deleted_and_live_ones_kept() {
     )
     .await
     .unwrap();
+    let mut legacy_audit = legacy("sweeper-audit-legacy", "2020-01-01T00:00:00Z");
+    if let Some(l) = legacy_audit.metadata.labels.as_mut() {
+        l.insert("sweeper.dev/archive-collector".into(), "external".into());
+    }
+    api.create(&PostParams::default(), &legacy_audit)
+        .await
+        .unwrap();
     // As the external-only install's service account: its role allows the expiry.
     let _external = Sweeper::start_external_only(&["--archive", "none"]).await;
-    assert!(
-        cm_gone(&c, &ns, "sweeper-audit-old", T).await,
-        "the expired audit record is deleted"
-    );
+    for old in ["sweeper-audit-old", "sweeper-audit-legacy"] {
+        assert!(
+            cm_gone(&c, &ns, old, T).await,
+            "the expired audit record {old} is deleted"
+        );
+    }
     assert!(cm(&c, &ns, "sweeper-archive-new").await.is_some());
 }
 

@@ -73,6 +73,10 @@ pub async fn write(
                 (LABEL_STATE.to_string(), COMPLETE.to_string()),
                 (LABEL_COLLECTOR.to_string(), "external".to_string()),
                 (LABEL_CLUSTER.to_string(), cluster_label),
+                (
+                    super::LABEL_EXPIRY_BUCKET.to_string(),
+                    super::expiry_bucket(expires, ttl),
+                ),
             ])),
             annotations: Some(BTreeMap::from([(
                 ANNOTATION_EXPIRES.to_string(),

@@ -42,6 +42,8 @@ pub const LABEL_WRITER: &str = "sweeper.dev/archive-writer";
 pub const LABEL_TENANT: &str = "sweeper.dev/archive-tenant";
 /// When the record may be deleted (RFC 3339).
 pub const ANNOTATION_EXPIRES: &str = "sweeper.dev/archive-expires";
+/// Records whose expiry falls in one bucket carry its end (unix seconds): see [`expiry_bucket`].
+pub const LABEL_EXPIRY_BUCKET: &str = "sweeper.dev/archive-expiry-bucket";
 /// The Secret type of a Secret's record.
 pub const SECRET_TYPE: &str = "sweeper.dev/archive";
 
@@ -122,6 +124,19 @@ pub const RECORD_BYTES: usize = 900 * 1024;
 
 /// When a record written at `now` expires (`--archive-ttl`); a ttl past the calendar's end
 /// means never.
+/// The expiry bucket of a record: the time its bucket ends (unix seconds), as the label value
+/// the expiry deletes by. Buckets are `ttl / 10` long (at least a second, at most an hour) and a
+/// record's bucket ends at or after its own expiry, so a record is never deleted early and at most
+/// a tenth of its ttl (an hour) late; one `deletecollection` per namespace and bucket removes them.
+pub fn expiry_bucket(expires: k8s_openapi::jiff::Timestamp, ttl: std::time::Duration) -> String {
+    let width = (ttl.as_secs() / 10).clamp(1, 3600) as i64;
+    let at = expires.as_second();
+    let end = at
+        .checked_add(width - 1)
+        .map_or(i64::MAX, |x| x.div_euclid(width).saturating_mul(width));
+    end.to_string()
+}
+
 pub fn expires_after(
     now: k8s_openapi::jiff::Timestamp,
     ttl: std::time::Duration,
@@ -262,6 +277,36 @@ pub fn strip(mut object: Value) -> Value {
         }
     }
     object
+}
+
+#[cfg(test)]
+mod bucket_tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+    use std::time::Duration;
+
+    #[test]
+    fn a_bucket_ends_at_or_after_the_expiry_and_at_most_a_tenth_of_the_ttl_later() {
+        let ttl = Duration::from_secs(72 * 3600);
+        for at in [0_i64, 1, 3599, 3600, 3601, 1_795_612_276] {
+            let t = Timestamp::from_second(at).unwrap();
+            let end: i64 = expiry_bucket(t, ttl).parse().unwrap();
+            assert!(end >= at && end - at < 3600, "{at} -> {end}");
+            assert_eq!(end % 3600, 0);
+        }
+        let short = Duration::from_secs(30);
+        let t = Timestamp::from_second(1001).unwrap();
+        assert_eq!(
+            expiry_bucket(t, short),
+            "1002",
+            "3 s buckets for a 30 s ttl"
+        );
+        assert_eq!(
+            expiry_bucket(t, Duration::ZERO),
+            "1001",
+            "at least a second"
+        );
+    }
 }
 
 #[cfg(test)]

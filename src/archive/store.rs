@@ -560,6 +560,32 @@ impl Archiver {
         Ok(())
     }
 
+    /// Deletes every record of `namespace` in the ended expiry `bucket` in one call.
+    async fn delete_bucket(
+        &self,
+        namespace: &str,
+        secret: bool,
+        bucket: &str,
+    ) -> Result<(), kube::Error> {
+        self.call();
+        let lp = ListParams::default().labels(&format!(
+            "{LABEL_ARCHIVE}=true,{}={bucket}",
+            super::LABEL_EXPIRY_BUCKET
+        ));
+        let dp = DeleteParams::default();
+        if secret {
+            Api::<Secret>::namespaced(self.client.clone(), namespace)
+                .delete_collection(&dp, &lp)
+                .await
+                .map(|_| ())
+        } else {
+            Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                .delete_collection(&dp, &lp)
+                .await
+                .map(|_| ())
+        }
+    }
+
     async fn delete_record(&self, record: &RecordRef) -> Result<(), kube::Error> {
         self.call();
         let dp = DeleteParams::default();
@@ -603,6 +629,10 @@ impl Archiver {
             labels.insert(LABEL_TENANT.into(), t);
         }
         let expires = super::expires_after(Timestamp::now(), self.settings.ttl);
+        labels.insert(
+            super::LABEL_EXPIRY_BUCKET.into(),
+            super::expiry_bucket(expires, self.settings.ttl),
+        );
         let metadata = ObjectMeta {
             name: Some(name.clone()),
             namespace: Some(namespace.into()),
@@ -946,20 +976,42 @@ impl Archiver {
                 .await
                 .map_err(ArchiveError::List)?
         };
-        let doomed: Vec<RecordRef> = cms
+        // Records that carry an expiry bucket go with one deletecollection per namespace and
+        // ended bucket (every record in it has expired); older records without the label, one
+        // DELETE each.
+        let mut buckets: BTreeMap<(String, bool, String), usize> = BTreeMap::new();
+        let mut singles: Vec<RecordRef> = Vec::new();
+        let now_s = now.as_second();
+        for (m, secret) in cms
             .items
             .iter()
-            .filter(|m| expired(&m.metadata))
-            .map(|m| record_ref(&m.metadata, false))
-            .chain(
-                secrets
-                    .items
-                    .iter()
-                    .filter(|m| expired(&m.metadata))
-                    .map(|m| record_ref(&m.metadata, true)),
-            )
-            .collect();
-        for r in doomed {
+            .map(|m| (&m.metadata, false))
+            .chain(secrets.items.iter().map(|m| (&m.metadata, true)))
+        {
+            let bucket = m
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(super::LABEL_EXPIRY_BUCKET))
+                .and_then(|b| b.parse::<i64>().ok().map(|end| (b.clone(), end)));
+            match bucket {
+                Some((b, end)) if end <= now_s => {
+                    let ns = m.namespace.clone().unwrap_or_default();
+                    *buckets.entry((ns, secret, b)).or_default() += 1;
+                }
+                Some(_) => {}
+                None if expired(m) => singles.push(record_ref(m, secret)),
+                None => {}
+            }
+        }
+        for ((namespace, secret, bucket), n) in buckets {
+            match self.delete_bucket(&namespace, secret, &bucket).await {
+                Ok(()) => gone += n,
+                Err(e) => {
+                    tracing::warn!(namespace = %namespace, bucket = %bucket, error = %e, "cannot delete an expired archive bucket; retrying next pass")
+                }
+            }
+        }
+        for r in singles {
             match self.delete_record(&r).await {
                 Ok(()) => gone += 1,
                 Err(e) => {
