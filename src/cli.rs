@@ -492,27 +492,8 @@ fn parse_gates(s: &str) -> Result<FeatureGates, String> {
         .map_err(|e: crate::config::FeatureGateError| e.to_string())
 }
 
-/// Parses `250ms`, `30s`, `5m`, `1h`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 30s, 5m)"))?;
-    let secs = |per: u64| {
-        n.checked_mul(per)
-            .map(Duration::from_secs)
-            .ok_or_else(|| format!("{s:?} is too long a duration"))
-    };
-    match unit {
-        "" | "s" => secs(1),
-        "ms" => Ok(Duration::from_millis(n)),
-        "m" => secs(60),
-        "h" => secs(3600),
-        _ => Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
-    }
-}
+/// Durations as flags take them (the engine's own parser: failpoints read the same syntax).
+pub use crate::engine::duration::parse as parse_duration;
 
 #[cfg(test)]
 mod tests {

@@ -19,6 +19,15 @@ pub struct InvalidObjectLabels {
     pub kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CollectorLabels {
+    pub collector: String,
+}
+
+/// `sweeper_paused{collector}`: 1 while the collector is paused (written by the engine's pause
+/// switch; declared here so metrics need nothing from the engine).
+pub type PausedGauge = Family<CollectorLabels, Gauge>;
+
 /// Metrics owned by the service itself (collector metrics live beside their collectors).
 #[derive(Clone, Default)]
 pub struct ServiceMetrics {
@@ -33,7 +42,7 @@ pub struct ServiceMetrics {
     /// Mutating requests refused because this replica did not hold the lease.
     pub leader_fenced_requests: Counter,
     /// 1 while a collector is paused (`sweeper pause`), by collector.
-    pub paused: crate::engine::pause::PausedGauge,
+    pub paused: PausedGauge,
     /// Objects a collector could not decode (each new version of a bad object counts once).
     pub invalid_objects: Family<InvalidObjectLabels, Counter>,
 }

@@ -75,7 +75,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         conn.namespace.clone(),
         crate::engine::events::Publisher::new(conn.client.clone(), "sweeper", "Pause"),
         crate::engine::guard::WatchHealth {
-            state: state.clone(),
+            state: state.health.clone(),
             component: PAUSE_COMPONENT,
         },
         shutdown.clone(),
@@ -526,14 +526,15 @@ fn start_leading(
     state.expect("discovery");
     let mut running = vec![tokio::spawn(discovery::refresh_loop(
         conn.discovery.clone(),
-        state.clone(),
+        state.health.clone(),
+        state.metrics.clone(),
         args.discovery_interval,
         disc_tx,
         shutdown.clone(),
     ))];
     let env = RunEnv {
         discovery: disc_rx,
-        state: state.clone(),
+        state: state.health.clone(),
         shutdown: shutdown.clone(),
     };
     for c in collectors {

@@ -698,3 +698,56 @@ async fn a_record_refused_by_its_namespace_is_kept_in_sweepers_and_restorable() 
         assert_eq!(back.data.unwrap()["payload"], format!("data of {d}"));
     }
 }
+
+/// The external collector's audit records carry the archive label but hold AWS resources:
+/// `restore` does not list them (nothing to restore, nothing to warn about), while a value of an
+/// archive record that is not an entry is said, never silently dropped.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn restore_lists_no_audit_record_and_says_what_it_cannot_read() {
+    let mut s = TestScope::new("araudit").await;
+    let ns = s.namespace().await;
+    let c = s.client.clone();
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+    let record = |name: &str, collector: &str, value: &str| -> ConfigMap {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": name,
+                "labels": {"sweeper.dev/archive": "true", "sweeper.dev/archive-state": "complete",
+                           "sweeper.dev/archive-collector": collector},
+            },
+            "data": {"00000.json": value},
+        }))
+        .unwrap()
+    };
+    let aws = r#"{"arn":"arn:aws:ec2:us-east-1:000000000000:security-group/sg-1","service":"ec2","kind":"security-group","phase":2}"#;
+    api.create(
+        &PostParams::default(),
+        &record("sweeper-audit-x", "external", aws),
+    )
+    .await
+    .unwrap();
+    api.create(
+        &PostParams::default(),
+        &record("sweeper-archive-x", "cascade", "not json"),
+    )
+    .await
+    .unwrap();
+    let archive = restore::load(&c, Some(&ns), "sweeper-system")
+        .await
+        .unwrap();
+    assert!(archive.entries.is_empty(), "{:?}", archive.records);
+    assert!(
+        !archive.notes.iter().any(|n| n.contains("sweeper-audit-x")),
+        "the audit record is not read: {:?}",
+        archive.notes
+    );
+    assert!(
+        archive
+            .notes
+            .iter()
+            .any(|n| n.contains("sweeper-archive-x") && n.contains("00000.json")),
+        "the unreadable value is said: {:?}",
+        archive.notes
+    );
+}

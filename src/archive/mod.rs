@@ -240,20 +240,39 @@ impl Entry {
 /// The entries a ConfigMap record holds (entries that do not parse are skipped: a record is
 /// data, and one bad entry must not hide the others).
 pub fn entries_in_configmap(c: &k8s_openapi::api::core::v1::ConfigMap) -> Vec<Entry> {
-    c.data
-        .iter()
-        .flat_map(|d| d.values())
-        .filter_map(|v| serde_json::from_str(v).ok())
-        .collect()
+    read_configmap(c).0
 }
 
 /// The entries a Secret record holds.
 pub fn entries_in_secret(s: &k8s_openapi::api::core::v1::Secret) -> Vec<Entry> {
-    s.data
-        .iter()
-        .flat_map(|d| d.values())
-        .filter_map(|v| serde_json::from_slice(&v.0).ok())
-        .collect()
+    read_secret(s).0
+}
+
+/// A ConfigMap record's entries, and the keys whose value is not an entry (a hand edit, a
+/// record of another version): said, never silently dropped.
+pub fn read_configmap(c: &k8s_openapi::api::core::v1::ConfigMap) -> (Vec<Entry>, Vec<String>) {
+    let mut entries = Vec::new();
+    let mut bad = Vec::new();
+    for (k, v) in c.data.iter().flatten() {
+        match serde_json::from_str(v) {
+            Ok(e) => entries.push(e),
+            Err(_) => bad.push(k.clone()),
+        }
+    }
+    (entries, bad)
+}
+
+/// As [`read_configmap`], for a Secret record.
+pub fn read_secret(s: &k8s_openapi::api::core::v1::Secret) -> (Vec<Entry>, Vec<String>) {
+    let mut entries = Vec::new();
+    let mut bad = Vec::new();
+    for (k, v) in s.data.iter().flatten() {
+        match serde_json::from_slice(&v.0) {
+            Ok(e) => entries.push(e),
+            Err(_) => bad.push(k.clone()),
+        }
+    }
+    (entries, bad)
 }
 
 /// Metadata the API server sets, which a create would refuse or ignore.

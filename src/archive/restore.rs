@@ -29,6 +29,17 @@ pub struct Archive {
     pub notes: Vec<String>,
 }
 
+/// Says which keys of record `at` hold no entry it can read.
+fn unreadable(notes: &mut Vec<String>, at: &str, keys: &[String]) {
+    if !keys.is_empty() {
+        notes.push(format!(
+            "record {at}: {} value(s) are not archive entries and cannot be restored: {}",
+            keys.len(),
+            keys.join(", ")
+        ));
+    }
+}
+
 /// Reads every record in `namespace` (None: all namespaces) the caller may read.
 ///
 /// Only entries whose record is where sweeper writes it are trusted: a namespaced object's
@@ -42,7 +53,12 @@ pub async fn load(
     namespace: Option<&str>,
     sweeper_namespace: &str,
 ) -> Result<Archive, String> {
-    let lp = ListParams::default().labels(&format!("{LABEL_ARCHIVE}=true"));
+    // The external collector's audit records carry the archive label (they expire with the
+    // archive) but hold AWS resources, which nothing can restore: not listed.
+    let lp = ListParams::default().labels(&format!(
+        "{LABEL_ARCHIVE}=true,{}!=external",
+        super::LABEL_COLLECTOR
+    ));
     let mut all: Vec<(Entry, String)> = Vec::new();
     let mut notes = Vec::new();
     let cms: Api<ConfigMap> = match namespace {
@@ -53,11 +69,9 @@ pub async fn load(
         Ok(list) => {
             for c in list.items {
                 let at = format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any());
-                all.extend(
-                    super::entries_in_configmap(&c)
-                        .into_iter()
-                        .map(|e| (e, at.clone())),
-                );
+                let (entries, bad) = super::read_configmap(&c);
+                unreadable(&mut notes, &at, &bad);
+                all.extend(entries.into_iter().map(|e| (e, at.clone())));
             }
         }
         Err(e) => return Err(format!("cannot list archive records (ConfigMaps): {e}")),
@@ -70,11 +84,9 @@ pub async fn load(
         Ok(list) => {
             for s in list.items {
                 let at = format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any());
-                all.extend(
-                    super::entries_in_secret(&s)
-                        .into_iter()
-                        .map(|e| (e, at.clone())),
-                );
+                let (entries, bad) = super::read_secret(&s);
+                unreadable(&mut notes, &at, &bad);
+                all.extend(entries.into_iter().map(|e| (e, at.clone())));
             }
         }
         Err(kube::Error::Api(s)) if s.code == 403 => notes.push(format!(

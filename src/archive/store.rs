@@ -1092,10 +1092,7 @@ fn chunks(entries: Vec<(usize, String)>) -> Vec<Vec<(usize, String)>> {
 }
 
 fn rand_u16() -> u16 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(Instant::now().elapsed().as_nanos());
-    (h.finish() & 0xffff) as u16
+    rand::random::<u16>()
 }
 
 /// Maps an entry's apiVersion and kind to its resource, with discovery (cached per kind).

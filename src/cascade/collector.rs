@@ -84,7 +84,7 @@ pub async fn run(
     ctx: Arc<Ctx>,
     absent_rx: mpsc::UnboundedReceiver<crate::engine::graph::uid::Uid>,
     mut discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
-    state: crate::server::AppState,
+    state: crate::engine::health::Health,
     shutdown: CancellationToken,
 ) {
     let (tx, rx) = mpsc::channel(4096);

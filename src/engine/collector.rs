@@ -3,7 +3,7 @@
 //! of these from the feature gates and treats them alike; adding a collector is adding one entry.
 
 use crate::engine::discovery::DiscoveryReport;
-use crate::server::AppState;
+use crate::engine::health::Health;
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 pub struct RunEnv {
     /// Each discovery refresh (None until the first one).
     pub discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
-    /// Readiness and metrics.
-    pub state: AppState,
+    /// Readiness: each collector reports its components here.
+    pub state: Health,
     /// Cancelled on SIGTERM or when the lease is lost.
     pub shutdown: CancellationToken,
 }

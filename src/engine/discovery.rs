@@ -106,7 +106,8 @@ pub async fn discover_deletable(client: &Client) -> Result<DiscoveryReport, Disc
 /// and discovered at least once".
 pub async fn refresh_loop(
     client: kube::Client,
-    state: crate::server::AppState,
+    state: super::health::Health,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
     interval: std::time::Duration,
     publish: tokio::sync::watch::Sender<Option<std::sync::Arc<DiscoveryReport>>>,
     shutdown: tokio_util::sync::CancellationToken,
@@ -120,7 +121,7 @@ pub async fn refresh_loop(
         }
         match discover_deletable(&client).await {
             Ok(report) => {
-                record(&state, &report);
+                record(&metrics.service, &report);
                 let changed = publish
                     .borrow()
                     .as_ref()
@@ -155,8 +156,7 @@ fn same_resources(a: &DiscoveryReport, b: &DiscoveryReport) -> bool {
     key(a) == key(b)
 }
 
-fn record(state: &crate::server::AppState, report: &DiscoveryReport) {
-    let m = &state.metrics.service;
+fn record(m: &crate::metrics::ServiceMetrics, report: &DiscoveryReport) {
     m.discovered_resources.set(report.resources.len() as i64);
     m.discovery_refreshes.inc();
     for failed in &report.failed {

@@ -30,7 +30,7 @@ fn parse(s: &str) -> Option<(String, Action)> {
             let d = action.strip_prefix("sleep=")?;
             Some((
                 name.to_string(),
-                Action::Sleep(crate::cli::parse_duration(d).ok()?),
+                Action::Sleep(super::duration::parse(d).ok()?),
             ))
         }
     }

@@ -11,7 +11,7 @@
 //! backoff and reports its health: while the watch keeps failing, the collector's component is
 //! not ready and the reason is on /readyz and /status.
 
-use crate::server::AppState;
+use crate::engine::health::Health;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::controller::Controller;
@@ -91,7 +91,7 @@ impl<K: Resource> Resource for Guarded<K> {
 /// Where a collector's watch health goes: its readiness component.
 #[derive(Clone)]
 pub struct WatchHealth {
-    pub state: AppState,
+    pub state: Health,
     pub component: &'static str,
 }
 

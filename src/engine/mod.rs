@@ -4,11 +4,13 @@
 pub mod client;
 pub mod collector;
 pub mod discovery;
+pub mod duration;
 pub mod events;
 pub mod failpoint;
 pub mod finalizer;
 pub mod graph;
 pub mod guard;
+pub mod health;
 pub mod leader;
 pub mod meta;
 pub mod name_index;

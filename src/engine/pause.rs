@@ -17,9 +17,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::{WatchStreamExt, watcher};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,13 +30,7 @@ pub const COLLECTORS: [&str; 3] = ["cascade", "tenant", "external"];
 /// The key that pauses every collector.
 pub const ALL: &str = "all";
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CollectorLabels {
-    pub collector: String,
-}
-
-/// `sweeper_paused{collector}`: 1 while the collector is paused.
-pub type PausedGauge = Family<CollectorLabels, Gauge>;
+pub use crate::metrics::{CollectorLabels, PausedGauge};
 
 /// Who paused a collector, when and why: the value of its key in the ConfigMap.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

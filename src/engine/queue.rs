@@ -146,10 +146,7 @@ pub fn backoff(base: Duration, max: Duration, failures: u32) -> Duration {
 }
 
 fn rand_fraction() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(0x5eed);
-    (h.finish() % 10_000) as f64 / 10_000.0
+    rand::random::<f64>()
 }
 
 #[cfg(test)]

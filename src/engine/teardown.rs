@@ -8,8 +8,8 @@
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, FinalizerError, Stage};
 use crate::engine::guard::{self, Guarded, Invalid, WatchHealth};
+use crate::engine::health::Health;
 use crate::engine::progress::Teardowns;
-use crate::server::AppState;
 use futures::StreamExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -158,7 +158,7 @@ where
     pub async fn run(
         self: Arc<Self>,
         api: Api<Guarded<T::Object>>,
-        state: AppState,
+        state: Health,
         component: &'static str,
         shutdown: CancellationToken,
     ) {

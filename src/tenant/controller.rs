@@ -121,7 +121,7 @@ impl crate::engine::collector::Collector for TenantCollector {
 
 async fn run(
     driver: Arc<Driver<TenantCtx>>,
-    state: crate::server::AppState,
+    state: crate::engine::health::Health,
     shutdown: CancellationToken,
 ) {
     let ctx = &driver.teardown;
