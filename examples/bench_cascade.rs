@@ -4,7 +4,8 @@
 //!
 //! Environment: the test environment (`make env-up`), `SWEEPER_BIN` (a release `sweeper`),
 //! `SWEEPER_K8S_BIN` (where kube-controller-manager is). `BENCH_SCALE` (default 1.0) shrinks the
-//! workloads for a quick run; `BENCH_ONLY=archive` runs only the archive part.
+//! workloads for a quick run; `BENCH_ONLY=archive` runs only the archive part,
+//! `BENCH_ONLY=expiry` only its expiry line.
 //!
 //! The comparison with kube-controller-manager runs sweeper with `--archive=none` (what the
 //! collector itself costs, comparable with earlier runs); the archive part then measures the same
@@ -392,6 +393,85 @@ async fn background_cascade(client: &Client, ns: &str, n: usize) -> (f64, f64) {
     (n as f64 / t.as_secs_f64(), calls / n as f64)
 }
 
+/// `records` archive records of 20 kB, all due at one moment `DUE` seconds after they start being
+/// written, with a ready sweeper that has seen them; the time from that moment to the last
+/// deletion.
+async fn expiry_run(
+    client: &Client,
+    limit: Limit,
+    records: usize,
+    run_id: u32,
+    bucketed: bool,
+) -> Duration {
+    const DUE: u64 = 45;
+    let which = if bucketed { "bucket" } else { "each" };
+    let ns = format!("bench-ar-gc-{which}-{run_id}");
+    namespace(client, &ns).await;
+    let due = k8s_openapi::jiff::Timestamp::now()
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(DUE as i64))
+        .unwrap();
+    let due_at = Instant::now() + Duration::from_secs(DUE);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let payload = "x".repeat(20_000);
+    let mut labels = serde_json::json!({"sweeper.dev/archive": "true", "sweeper.dev/archive-state": "complete",
+                                        "sweeper.dev/archive-collector": "cascade", "bench": format!("ar-gc-{which}")});
+    if bucketed {
+        // As sweeper writes them: the bucket ends at the due time.
+        labels["sweeper.dev/archive-expiry-bucket"] =
+            serde_json::json!(due.as_second().to_string());
+    }
+    futures::stream::iter(0..records)
+        .map(|i| {
+            let api = api.clone();
+            let payload = payload.clone();
+            let labels = labels.clone();
+            async move {
+                let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+                    "metadata": {
+                        "name": format!("sweeper-archive-bench-{i}"),
+                        "labels": labels,
+                        "annotations": {"sweeper.dev/archive-expires": due.to_string()},
+                    },
+                    "data": {"entry.json": payload},
+                }))
+                .unwrap();
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    // Started after the records are written: its first pass sees when they fall due and wakes
+    // then (as in production, where a pass every ttl / 10 always sees a record before it is due).
+    let expirer = start_with(Gc::Sweeper, limit, &["--archive", "all"]);
+    probe(client, &ns).await;
+    assert!(
+        Instant::now() < due_at,
+        "writing {records} records and starting sweeper took longer than {DUE}s: raise DUE"
+    );
+    let label = format!("ar-gc-{which}");
+    time_deletions(client, &ns, &label, records, async {
+        tokio::time::sleep_until(due_at.into()).await;
+    })
+    .await;
+    // From the due moment (the wait before it is not the expiry's) to the last deletion seen.
+    let took = Instant::now().saturating_duration_since(due_at);
+    drop(expirer);
+    drop_namespace(client, &ns).await;
+    took
+}
+
+fn expiry_line(records: usize, bucket: Duration, per_record: Duration) -> String {
+    format!(
+        "BENCH cascade.archive.expiry records={records} seconds={:.2} rate={:.1} per_record_seconds={:.2} per_record_rate={:.1} ratio={:.2} unit=records/s",
+        bucket.as_secs_f64(),
+        records as f64 / bucket.as_secs_f64(),
+        per_record.as_secs_f64(),
+        records as f64 / per_record.as_secs_f64(),
+        per_record.as_secs_f64() / bucket.as_secs_f64()
+    )
+}
+
 /// The archive's cost and its expiry, at qps 20: BENCH cascade.archive.* lines.
 async fn archive_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
     let limit = LIMITS[0];
@@ -421,43 +501,19 @@ async fn archive_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
         unreachable!()
     };
 
-    // Expiry: records past their time, removed by a fresh sweeper's first expiry pass.
+    // Expiry, both ways under the same conditions: a ready sweeper, and
+    // `records` records that all fall due at one moment (after they are all written); timed from
+    // that moment to the last deletion. `per_record`: records as written before expiry buckets
+    // (one DELETE each, at the client rate limit); `bucket`: as sweeper writes them now (one
+    // deletecollection per namespace and bucket).
     let records = ((500.0 * scale) as usize).max(10);
-    let ns = format!("bench-ar-gc-{run_id}");
-    namespace(client, &ns).await;
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let payload = "x".repeat(20_000);
-    futures::stream::iter(0..records)
-        .map(|i| {
-            let api = api.clone();
-            let payload = payload.clone();
-            async move {
-                let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-                    "metadata": {
-                        "name": format!("sweeper-archive-bench-{i}"),
-                        // As sweeper writes them: with their expiry bucket (one deletecollection
-                        // per namespace and bucket expires them).
-                        "labels": {"sweeper.dev/archive": "true", "sweeper.dev/archive-state": "complete",
-                                   "sweeper.dev/archive-collector": "cascade", "bench": "ar-gc",
-                                   "sweeper.dev/archive-expiry-bucket": "1577840400"},
-                        "annotations": {"sweeper.dev/archive-expires": "2020-01-01T00:00:00Z"},
-                    },
-                    "data": {"entry.json": payload},
-                }))
-                .unwrap();
-                api.create(&PostParams::default(), &cm).await.unwrap();
-            }
-        })
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
-        .await;
-    let expirer = std::sync::Mutex::new(None);
-    let gc_time = time_deletions(client, &ns, "ar-gc", records, async {
-        *expirer.lock().unwrap() = Some(start_with(Gc::Sweeper, limit, &["--archive", "all"]));
-    })
-    .await;
-    drop(expirer);
-    drop_namespace(client, &ns).await;
+    let per_record = expiry_run(client, limit, records, run_id, false).await;
+    let bucket = expiry_run(client, limit, records, run_id, true).await;
+    eprintln!(
+        "expiry of {records} records: {:.2}s by bucket, {:.2}s one by one",
+        bucket.as_secs_f64(),
+        per_record.as_secs_f64()
+    );
     vec![
         format!(
             "BENCH cascade.archive.qps20 sweeper_archive={archive:.2} sweeper={plain:.2} kcm={kcm:.2} ratio={:.2} unit=objects/s",
@@ -467,11 +523,7 @@ async fn archive_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
             "BENCH cascade.archive.calls_per_dependent sweeper_archive={archive_calls:.2} sweeper={plain_calls:.2} kcm={kcm_calls:.2} ratio={:.2} unit=calls",
             archive_calls / kcm_calls
         ),
-        format!(
-            "BENCH cascade.archive.expiry records={records} seconds={:.2} rate={:.1} unit=records/s",
-            gc_time.as_secs_f64(),
-            records as f64 / gc_time.as_secs_f64()
-        ),
+        expiry_line(records, bucket, per_record),
     ]
 }
 
@@ -486,6 +538,13 @@ async fn main() {
         .await
         .expect("kube client (KUBECONFIG)");
     let run_id = std::process::id();
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("expiry") {
+        let records = ((500.0 * scale) as usize).max(10);
+        let per_record = expiry_run(&client, LIMITS[0], records, run_id, false).await;
+        let bucket = expiry_run(&client, LIMITS[0], records, run_id, true).await;
+        println!("{}", expiry_line(records, bucket, per_record));
+        return;
+    }
     let archive_lines = archive_part(&client, scale, run_id).await;
     if std::env::var("BENCH_ONLY").as_deref() == Ok("archive") {
         archive_lines.iter().for_each(|l| println!("{l}"));

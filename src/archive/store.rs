@@ -944,6 +944,12 @@ impl Archiver {
 
     /// Deletes every record whose time is up; returns how many.
     pub async fn expire(&self) -> Result<usize, ArchiveError> {
+        self.expire_pass().await.map(|(gone, _)| gone)
+    }
+
+    /// [`Archiver::expire`], also returning when the next record falls due (unix seconds), so
+    /// the loop can wake then rather than up to a whole interval later.
+    async fn expire_pass(&self) -> Result<(usize, Option<i64>), ArchiveError> {
         let started = Instant::now();
         let now = Timestamp::now();
         let lp = ListParams::default().labels(&format!("{LABEL_ARCHIVE}=true"));
@@ -982,6 +988,8 @@ impl Archiver {
         let mut buckets: BTreeMap<(String, bool, String), usize> = BTreeMap::new();
         let mut singles: Vec<RecordRef> = Vec::new();
         let now_s = now.as_second();
+        let mut next_due: Option<i64> = None;
+        let mut later = |t: i64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
         for (m, secret) in cms
             .items
             .iter()
@@ -998,9 +1006,18 @@ impl Archiver {
                     let ns = m.namespace.clone().unwrap_or_default();
                     *buckets.entry((ns, secret, b)).or_default() += 1;
                 }
-                Some(_) => {}
+                Some((_, end)) => later(end),
                 None if expired(m) => singles.push(record_ref(m, secret)),
-                None => {}
+                None => {
+                    if let Some(t) = m
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(ANNOTATION_EXPIRES))
+                        .and_then(|t| t.parse::<Timestamp>().ok())
+                    {
+                        later(t.as_second());
+                    }
+                }
             }
         }
         for ((namespace, secret, bucket), n) in buckets {
@@ -1032,22 +1049,33 @@ impl Archiver {
                 "expired archive records deleted"
             );
         }
-        Ok(gone)
+        Ok((gone, next_due))
     }
 
-    /// Runs [`Archiver::expire`] now and every `every` until `shutdown`.
+    /// Runs [`Archiver::expire`] now and every `every` until `shutdown`, and as soon as the next
+    /// record falls due when that is sooner.
     pub async fn expire_loop(
         self: std::sync::Arc<Self>,
         every: Duration,
         shutdown: tokio_util::sync::CancellationToken,
     ) {
         loop {
-            if let Err(e) = self.expire().await {
-                tracing::warn!(error = %e, "archive expiry pass failed; retrying next pass");
-            }
+            let wait = match self.expire_pass().await {
+                Ok((_, Some(due))) => {
+                    let now = Timestamp::now().as_millisecond();
+                    // A little past the second it falls due in, so the pass sees it due.
+                    let until = due.saturating_mul(1000).saturating_add(50);
+                    Duration::from_millis(u64::try_from(until - now).unwrap_or(0)).min(every)
+                }
+                Ok((_, None)) => every,
+                Err(e) => {
+                    tracing::warn!(error = %e, "archive expiry pass failed; retrying next pass");
+                    every
+                }
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(every) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         }
     }
