@@ -63,8 +63,9 @@ pub enum Command {
     Version,
 }
 
+/// `-n`: sweeper's namespace, where the pause switch lives (`pause`, `resume`, `uninstall`).
 #[derive(Args, Debug, Clone)]
-pub struct UninstallArgs {
+pub struct SwitchNamespace {
     /// Sweeper's namespace, where the pause switch (ConfigMap sweeper-pause) lives.
     #[arg(
         short = 'n',
@@ -73,6 +74,12 @@ pub struct UninstallArgs {
         env = "SWEEPER_NAMESPACE"
     )]
     pub namespace: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct UninstallArgs {
+    #[command(flatten)]
+    pub switch: SwitchNamespace,
     /// Leave `kubezoo.io/tenant` on Tenants (KubeZoo's own controller runs and owns it).
     #[arg(long)]
     pub keep_tenant_finalizer: bool,
@@ -154,14 +161,8 @@ pub struct PauseArgs {
     /// Why (recorded with the switch, shown by `sweeper status` and in the Event).
     #[arg(long)]
     pub reason: Option<String>,
-    /// Sweeper's namespace, where the switch (ConfigMap sweeper-pause) lives.
-    #[arg(
-        short = 'n',
-        long,
-        default_value = "sweeper-system",
-        env = "SWEEPER_NAMESPACE"
-    )]
-    pub namespace: String,
+    #[command(flatten)]
+    pub switch: SwitchNamespace,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -196,9 +196,14 @@ async fn pause(args: sweeper::cli::PauseArgs, on: bool) -> Result<String, String
         by: std::env::var("USER").ok().filter(|u| !u.is_empty()),
         reason: args.reason.clone(),
     });
-    let now = pause::set(&client, &args.namespace, args.collector.as_deref(), record)
-        .await
-        .map_err(|e| e.to_string())?;
+    let now = pause::set(
+        &client,
+        &args.switch.namespace,
+        args.collector.as_deref(),
+        record,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let which = args.collector.as_deref().unwrap_or("every collector");
     let paused: Vec<&str> = now.keys().map(String::as_str).collect();
     Ok(format!(
@@ -219,7 +224,7 @@ async fn uninstall(args: sweeper::cli::UninstallArgs) -> Result<String, String> 
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
     let opts = Options {
-        namespace: args.namespace.clone(),
+        namespace: args.switch.namespace.clone(),
         keep_tenant_finalizer: args.keep_tenant_finalizer,
         dry_run: args.dry_run,
     };
@@ -233,7 +238,7 @@ async fn uninstall(args: sweeper::cli::UninstallArgs) -> Result<String, String> 
     if !args.dry_run {
         out.push_str(&format!(
             "paused every collector (namespace {}); nothing was deleted, the archive is kept\n",
-            args.namespace
+            args.switch.namespace
         ));
     }
     for r in &summary.released {

@@ -14,8 +14,8 @@ use support::aws::{
     tag, tagged, vpc_exists,
 };
 use support::capa::{
-    api, audit_entries, capa_conditions, create, eks_cluster, from_template, gone, has_finalizer,
-    owned_by_cluster, set_status, upstream_crds, vars,
+    api, audit_entries, capa_conditions, create, eks_cluster, gone, has_finalizer, set_status,
+    template_cluster, upstream_crds,
 };
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
@@ -102,6 +102,17 @@ async fn capa_world(aws: &AwsClients, name: &str) -> CapaWorld {
 }
 
 impl CapaWorld {
+    /// CAPA's status on the AWSCluster: ready, CAPA's conditions, the API server NLB it made.
+    async fn ready(&self, infra: &Api<DynamicObject>, name: &str) {
+        set_status(
+            infra,
+            name,
+            json!({"ready": true, "conditions": capa_conditions(),
+                   "networkStatus": {"apiServerElb": {"arn": self.apiserver_lb, "name": format!("{}-apiserver", &name[name.len() - 6..]), "loadBalancerType": "nlb"}}}),
+        )
+        .await;
+    }
+
     async fn unblock(&self, aws: &AwsClients) {
         aws.elbv2
             .delete_load_balancer()
@@ -168,34 +179,16 @@ async fn capa_aws_cluster_from_the_template_is_torn_down_and_released() {
     let name = unique_name("capa");
     let world = capa_world(&aws, &name).await;
     let others = bystanders(&aws, &name).await;
-    let region = EnvFacts::load().get("AWS_REGION");
-    let vars = vars(&name, &region);
-    let tpl = "capa/templates/cluster-template.yaml";
-
-    let clusters = api(&c, &ns, "cluster.x-k8s.io/v1beta1", "Cluster");
-    let cluster = create(&clusters, from_template(tpl, "Cluster", &vars)).await;
-    let mut ac = from_template(tpl, "AWSCluster", &vars);
-    assert_eq!(
-        ac["spec"]["controlPlaneLoadBalancer"]["loadBalancerType"],
-        "nlb"
-    );
-    owned_by_cluster(&mut ac, &cluster);
-    // CAPA records the VPC it created in the spec.
-    ac["spec"]["network"]["vpc"]["id"] = json!(world.net.vpc);
-    let infra = api(
-        &c,
-        &ns,
-        "infrastructure.cluster.x-k8s.io/v1beta2",
-        "AWSCluster",
-    );
-    create(&infra, ac).await;
-    set_status(
-        &infra,
-        &name,
-        json!({"ready": true, "conditions": capa_conditions(),
-               "networkStatus": {"apiServerElb": {"arn": world.apiserver_lb, "name": format!("{}-apiserver", &name[name.len() - 6..]), "loadBalancerType": "nlb"}}}),
-    )
+    let infra = template_cluster(&c, &ns, &name, |ac| {
+        assert_eq!(
+            ac["spec"]["controlPlaneLoadBalancer"]["loadBalancerType"],
+            "nlb"
+        );
+        // CAPA records the VPC it created in the spec.
+        ac["spec"]["network"]["vpc"]["id"] = json!(world.net.vpc);
+    })
     .await;
+    world.ready(&infra, &name).await;
 
     let _gc = Sweeper::start(&GATES).await;
     assert!(
@@ -537,31 +530,14 @@ async fn external_dry_run_plans_and_deletes_nothing() {
     let world = capa_world(&aws, &name).await;
     world.unblock(&aws).await;
     let others = bystanders(&aws, &name).await;
-    let region = EnvFacts::load().get("AWS_REGION");
-    let vars = vars(&name, &region);
-    let tpl = "capa/templates/cluster-template.yaml";
-    let clusters = api(&c, &ns, "cluster.x-k8s.io/v1beta1", "Cluster");
-    let cluster = create(&clusters, from_template(tpl, "Cluster", &vars)).await;
-    let mut ac = from_template(tpl, "AWSCluster", &vars);
-    owned_by_cluster(&mut ac, &cluster);
-    ac["spec"]["network"]["vpc"]["id"] = json!(world.net.vpc);
     // CAPA's own finalizer: CAPA holds the object while it deletes the cluster.
     const CAPA_FINALIZER: &str = "awscluster.infrastructure.cluster.x-k8s.io";
-    ac["metadata"]["finalizers"] = json!([CAPA_FINALIZER]);
-    let infra = api(
-        &c,
-        &ns,
-        "infrastructure.cluster.x-k8s.io/v1beta2",
-        "AWSCluster",
-    );
-    create(&infra, ac).await;
-    set_status(
-        &infra,
-        &name,
-        json!({"ready": true, "conditions": capa_conditions(),
-               "networkStatus": {"apiServerElb": {"arn": world.apiserver_lb, "name": format!("{}-apiserver", &name[name.len() - 6..]), "loadBalancerType": "nlb"}}}),
-    )
+    let infra = template_cluster(&c, &ns, &name, |ac| {
+        ac["spec"]["network"]["vpc"]["id"] = json!(world.net.vpc);
+        ac["metadata"]["finalizers"] = json!([CAPA_FINALIZER]);
+    })
     .await;
+    world.ready(&infra, &name).await;
 
     let gc = Sweeper::start_external_only(&["--external-dry-run"]).await;
     infra.delete(&name, &Default::default()).await.unwrap();

@@ -12,13 +12,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 use std::time::Duration;
 use support::aws::{clients, network, sg, sg_exists, tagged};
-use support::capa::{
-    api, create, from_template, gone, has_finalizer, owned_by_cluster, upstream_crds, vars,
-};
+use support::capa::{gone, has_finalizer, template_cluster, upstream_crds};
 use support::conformance;
 use support::sweeper::{Sweeper, cli, eventually};
 use support::tenant;
-use support::{EnvFacts, TestScope, unique_name};
+use support::{TestScope, unique_name};
 
 const T: Duration = Duration::from_secs(90);
 
@@ -53,20 +51,7 @@ async fn uninstall_releases_sweepers_finalizers_and_deletes_nothing() {
         &tagged(&format!("kubernetes.io/cluster/{name}"), "owned"),
     )
     .await;
-    let region = EnvFacts::load().get("AWS_REGION");
-    let vars = vars(&name, &region);
-    let tpl = "capa/templates/cluster-template.yaml";
-    let clusters = api(&c, &ns, "cluster.x-k8s.io/v1beta1", "Cluster");
-    let cluster = create(&clusters, from_template(tpl, "Cluster", &vars)).await;
-    let mut ac = from_template(tpl, "AWSCluster", &vars);
-    owned_by_cluster(&mut ac, &cluster);
-    let infra = api(
-        &c,
-        &ns,
-        "infrastructure.cluster.x-k8s.io/v1beta2",
-        "AWSCluster",
-    );
-    create(&infra, ac).await;
+    let infra = template_cluster(&c, &ns, &name, |_| {}).await;
     let (tid, _) = tenant::ids();
     tenant::tenant(&c, &tid).await;
 

@@ -116,6 +116,32 @@ pub fn vars<'a>(name: &'a str, region: &'a str) -> Vec<(&'static str, &'a str)> 
     ]
 }
 
+/// The Cluster and the AWSCluster (owned by it) of CAPA's own template for `name` in `ns`, with
+/// `edit` applied to the AWSCluster before it is created; returns the AWSCluster API.
+pub async fn template_cluster(
+    c: &Client,
+    ns: &str,
+    name: &str,
+    edit: impl FnOnce(&mut Value),
+) -> Api<DynamicObject> {
+    let region = crate::support::EnvFacts::load().get("AWS_REGION");
+    let vars = vars(name, &region);
+    let tpl = "capa/templates/cluster-template.yaml";
+    let clusters = api(c, ns, "cluster.x-k8s.io/v1beta1", "Cluster");
+    let cluster = create(&clusters, from_template(tpl, "Cluster", &vars)).await;
+    let mut ac = from_template(tpl, "AWSCluster", &vars);
+    owned_by_cluster(&mut ac, &cluster);
+    edit(&mut ac);
+    let infra = api(
+        c,
+        ns,
+        "infrastructure.cluster.x-k8s.io/v1beta2",
+        "AWSCluster",
+    );
+    create(&infra, ac).await;
+    infra
+}
+
 /// Every entry of the external collector's audit records for `cluster` in `ns`.
 pub async fn audit_entries(c: &Client, ns: &str, cluster: &str) -> Vec<Value> {
     use k8s_openapi::api::core::v1::ConfigMap;
