@@ -14,7 +14,9 @@ use futures::StreamExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use serde::de::DeserializeOwned;
@@ -57,7 +59,25 @@ pub struct TeardownMetrics {
     pub in_progress: Gauge,
     pub seconds: Histogram,
     pub completed: Counter,
-    pub reconcile_failures: Counter,
+    /// `sweeper_<collector>_reconcile_failures_total{reason}`, by [`ErrorLabel::metric_label`].
+    pub reconcile_failures: Family<FailureLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub reason: String,
+}
+
+/// What kind of failure an error is, as a metric label (controller-rs's `metric_label`): a
+/// short, bounded set per collector.
+pub trait ErrorLabel {
+    fn metric_label(&self) -> &'static str;
+}
+
+impl ErrorLabel for FinalizerError {
+    fn metric_label(&self) -> &'static str {
+        "finalizer_patch"
+    }
 }
 
 /// The object kinds a teardown collector watches.
@@ -75,7 +95,7 @@ impl<K> TeardownObject for K where
 pub trait Teardown: Send + Sync + 'static {
     type Object: TeardownObject;
     type Plan: Send;
-    type Error: std::error::Error + From<FinalizerError> + Send + Sync + 'static;
+    type Error: std::error::Error + From<FinalizerError> + ErrorLabel + Send + Sync + 'static;
 
     /// The finalizer this collector holds while it may still have to tear down.
     fn finalizer(&self) -> &'static str;
@@ -236,7 +256,13 @@ fn error_policy<T: Teardown>(
     e: &T::Error,
     driver: Arc<Driver<T>>,
 ) -> Action {
-    driver.metrics.reconcile_failures.inc();
+    driver
+        .metrics
+        .reconcile_failures
+        .get_or_create(&FailureLabels {
+            reason: e.metric_label().to_string(),
+        })
+        .inc();
     tracing::warn!(collector = driver.collector, error = %e, "reconcile failed; retrying");
     Action::requeue(driver.retry_after)
 }
@@ -304,5 +330,39 @@ where
         }
         Stage::Cleanup => driver.cleanup(obj, plan).await,
         Stage::NotOurs => Ok(Action::await_change()),
+    }
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_counted_by_kind() {
+        let e = FinalizerError::Patch {
+            action: "remove",
+            finalizer: "sweeper.dev/x".into(),
+            object: "AWSCluster ns/a".into(),
+            source: kube::Error::LinesCodecMaxLineLengthExceeded,
+        };
+        assert_eq!(e.metric_label(), "finalizer_patch");
+        let m = TeardownMetrics {
+            in_progress: Gauge::default(),
+            seconds: Histogram::new([1.0]),
+            completed: Counter::default(),
+            reconcile_failures: Family::default(),
+        };
+        m.reconcile_failures
+            .get_or_create(&FailureLabels {
+                reason: e.metric_label().into(),
+            })
+            .inc();
+        let n = m
+            .reconcile_failures
+            .get_or_create(&FailureLabels {
+                reason: "finalizer_patch".into(),
+            })
+            .get();
+        assert_eq!(n, 1);
     }
 }

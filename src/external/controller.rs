@@ -238,6 +238,15 @@ pub enum ExternalError {
     },
 }
 
+impl crate::engine::teardown::ErrorLabel for ExternalError {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            ExternalError::Finalizer(e) => e.metric_label(),
+            ExternalError::Condition { .. } => "condition_write",
+        }
+    }
+}
+
 /// One kind's teardown (the engine drives one controller per kind).
 pub struct KindTeardown<K> {
     ctx: Arc<ExternalCtx>,

@@ -36,7 +36,7 @@ pub struct ExternalMetrics {
     pub invalid_objects: Counter,
     pub teardowns_completed: Counter,
     /// Reconciles that failed (an API error), retried after a pause.
-    pub reconcile_failures: Counter,
+    pub reconcile_failures: Family<crate::engine::teardown::FailureLabels, Counter>,
 }
 
 impl Default for ExternalMetrics {
@@ -53,7 +53,7 @@ impl Default for ExternalMetrics {
             ]),
             invalid_objects: Counter::default(),
             teardowns_completed: Counter::default(),
-            reconcile_failures: Counter::default(),
+            reconcile_failures: Family::default(),
         }
     }
 }

@@ -57,6 +57,15 @@ pub enum TenantError {
     Status(#[from] StatusError),
 }
 
+impl crate::engine::teardown::ErrorLabel for TenantError {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            TenantError::Finalizer(e) => e.metric_label(),
+            TenantError::Status(_) => "status_write",
+        }
+    }
+}
+
 /// The tenant collector as `run` sees it: the engine's teardown driver over [`TenantCtx`].
 pub struct TenantCollector(Arc<Driver<TenantCtx>>);
 

@@ -28,7 +28,7 @@ pub struct TenantMetrics {
     pub teardown_seconds: Histogram,
     pub invalid_tenants: Counter,
     /// Reconciles that failed (an API error), retried after a pause.
-    pub reconcile_failures: Counter,
+    pub reconcile_failures: Family<crate::engine::teardown::FailureLabels, Counter>,
 }
 
 impl Default for TenantMetrics {
@@ -41,7 +41,7 @@ impl Default for TenantMetrics {
             listed_objects: Family::default(),
             teardown_seconds: Histogram::new([0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0]),
             invalid_tenants: Counter::default(),
-            reconcile_failures: Counter::default(),
+            reconcile_failures: Family::default(),
         }
     }
 }
