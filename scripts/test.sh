@@ -25,11 +25,15 @@ log "running unit and integration tests"
 # sweeper call, so it runs second, reading the log from where this run began.
 audit_from="$(stat -c %s "$SWEEPER_AUDIT_LOG" 2>/dev/null || echo 0)"
 status=0
-cargo nextest run --workspace --locked --run-ignored all --no-fail-fast -E 'not binary(rbac) and not binary(uninstall)' "$@" || status=$?
-# tests/uninstall.rs removes sweeper's finalizers cluster-wide, as the real command must: alone,
-# after the others, so no other test's objects lose theirs mid-test.
-log "running the uninstall test on its own"
-cargo nextest run --locked --run-ignored all -E 'binary(uninstall)' || status=$?
+# Tests that act cluster-wide run alone, one at a time, after the others:
+# - tests/uninstall.rs removes sweeper's finalizers cluster-wide, as the real command must, so no
+#   other test's objects may lose theirs mid-test;
+# - tests/helm.rs's chart install over the upstream CRDs checks that no CRD changes, which other
+#   tests (installing sweeper's or the upstream CRDs) would change under it.
+serial='binary(uninstall) or test(chart_install_over_upstream_crds_changes_none)'
+cargo nextest run --workspace --locked --run-ignored all --no-fail-fast -E "not binary(rbac) and not ($serial)" "$@" || status=$?
+log "running the cluster-wide tests one at a time"
+cargo nextest run --locked --run-ignored all --test-threads 1 -E "$serial" || status=$?
 log "checking the shipped RBAC against the audit log of this run"
 SWEEPER_AUDIT_FROM="$audit_from" cargo nextest run --locked --run-ignored all -E 'binary(rbac)' || status=$?
 exit "$status"

@@ -460,7 +460,8 @@ fn chart_installs_foreign_crds_only_when_asked() {
 /// Installing the chart (defaults) on a management cluster that runs CAPA, Cluster API and
 /// KubeZoo changes none of their CRDs: the upstream CRDs from ../shared/conformance are
 /// installed, every rendered object is applied (CRDs for real, the rest by server-side dry run),
-/// and each upstream CRD is still the same object at the same resourceVersion.
+/// and each upstream CRD is still the same object at the same resourceVersion. Other tests install
+/// CRDs too, so `make test` runs this one alone (scripts/test.sh).
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn chart_install_over_upstream_crds_changes_none() {
