@@ -953,12 +953,11 @@ impl Archiver {
         let started = Instant::now();
         let now = Timestamp::now();
         let lp = ListParams::default().labels(&format!("{LABEL_ARCHIVE}=true"));
-        let expired = |m: &ObjectMeta| {
+        let expires_at = |m: &ObjectMeta| {
             m.annotations
                 .as_ref()
                 .and_then(|a| a.get(ANNOTATION_EXPIRES))
                 .and_then(|t| t.parse::<Timestamp>().ok())
-                .is_some_and(|t| t <= now)
         };
         let mut gone = 0;
         self.call();
@@ -970,17 +969,14 @@ impl Archiver {
         // ConfigMaps: it lists no Secrets, so an external-only install needs no Secret access
         // outside CAPA's namespace (deploy/manifests/external-only).
         let secrets = if self.collector == "external" {
-            kube::api::ObjectList {
-                types: Default::default(),
-                metadata: Default::default(),
-                items: Vec::new(),
-            }
+            Vec::new()
         } else {
             self.call();
             Api::<Secret>::all(self.client.clone())
                 .list_metadata(&lp)
                 .await
                 .map_err(ArchiveError::List)?
+                .items
         };
         // Records that carry an expiry bucket go with one deletecollection per namespace and
         // ended bucket (every record in it has expired); older records without the label, one
@@ -994,7 +990,7 @@ impl Archiver {
             .items
             .iter()
             .map(|m| (&m.metadata, false))
-            .chain(secrets.items.iter().map(|m| (&m.metadata, true)))
+            .chain(secrets.iter().map(|m| (&m.metadata, true)))
         {
             let bucket = m
                 .labels
@@ -1007,17 +1003,11 @@ impl Archiver {
                     *buckets.entry((ns, secret, b)).or_default() += 1;
                 }
                 Some((_, end)) => later(end),
-                None if expired(m) => singles.push(record_ref(m, secret)),
-                None => {
-                    if let Some(t) = m
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(ANNOTATION_EXPIRES))
-                        .and_then(|t| t.parse::<Timestamp>().ok())
-                    {
-                        later(t.as_second());
-                    }
-                }
+                None => match expires_at(m) {
+                    Some(t) if t <= now => singles.push(record_ref(m, secret)),
+                    Some(t) => later(t.as_second()),
+                    None => {}
+                },
             }
         }
         for ((namespace, secret, bucket), n) in buckets {
@@ -1037,7 +1027,7 @@ impl Archiver {
             }
         }
         self.metrics.expired.inc_by(gone as u64);
-        let listed = cms.items.len() + secrets.items.len();
+        let listed = cms.items.len() + secrets.len();
         self.metrics
             .stored
             .set(i64::try_from(listed.saturating_sub(gone)).unwrap_or(i64::MAX));
