@@ -155,8 +155,8 @@ pub enum ArchiveCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct PauseArgs {
-    /// cascade, tenant or external; none: every collector.
-    #[arg(long)]
+    /// One collector; none: every collector.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::collectors::names()))]
     pub collector: Option<String>,
     /// Why (recorded with the switch, shown by `sweeper status` and in the Event).
     #[arg(long)]

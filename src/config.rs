@@ -2,29 +2,23 @@
 //!
 //! One struct built by clap (flags + environment variables) and passed down; no global state.
 
+use crate::collectors::Gate;
 use std::fmt;
 use std::str::FromStr;
 
-/// The feature gates sweeper understands. Names are fixed by the design (`--feature-gates=CascadeGC=true,...`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The feature gates sweeper understands: each collector's own (see crate::collectors), and the
+/// further ones a collector declares. Names are fixed by the design
+/// (`--feature-gates=CascadeGC=true,...`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
-    /// The ownerReference garbage collector. On by default: it is sweeper's core job.
-    pub cascade_gc: bool,
-    /// KubeZoo tenant teardown. Off by default: it adds finalizers to `Tenant` objects.
-    pub tenant_gc: bool,
-    /// CAPA external resource GC. Off by default, as in the CAPA proposal.
-    pub external_resource_gc: bool,
-    /// Discover AWS resources with describe calls instead of the Resource Groups Tagging API.
-    pub alternative_gc_strategy: bool,
+    /// Every known gate, given or defaulted.
+    values: Vec<(&'static str, bool)>,
 }
 
 impl Default for FeatureGates {
     fn default() -> Self {
         Self {
-            cascade_gc: true,
-            tenant_gc: false,
-            external_resource_gc: false,
-            alternative_gc_strategy: false,
+            values: Self::known().map(|g| (g.name, g.default)).collect(),
         }
     }
 }
@@ -32,7 +26,7 @@ impl Default for FeatureGates {
 /// Why a `--feature-gates` value was refused. The message names the offending part.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FeatureGateError {
-    #[error("unknown feature gate {name:?} (known gates: {known})", known = FeatureGates::KNOWN.join(", "))]
+    #[error("unknown feature gate {name:?} (known gates: {known})", known = FeatureGates::known().map(|g| g.name).collect::<Vec<_>>().join(", "))]
     UnknownGate { name: String },
     #[error("feature gate {name}: value {value:?} is not a boolean (use true or false)")]
     InvalidValue { name: String, value: String },
@@ -43,30 +37,23 @@ pub enum FeatureGateError {
 }
 
 impl FeatureGates {
-    pub const KNOWN: [&'static str; 4] = [
-        "CascadeGC",
-        "TenantGC",
-        "ExternalResourceGC",
-        "AlternativeGCStrategy",
-    ];
-
-    fn slot(&mut self, name: &str) -> Option<&mut bool> {
-        match name {
-            "CascadeGC" => Some(&mut self.cascade_gc),
-            "TenantGC" => Some(&mut self.tenant_gc),
-            "ExternalResourceGC" => Some(&mut self.external_resource_gc),
-            "AlternativeGCStrategy" => Some(&mut self.alternative_gc_strategy),
-            _ => None,
-        }
+    /// Every gate, in the order of the collectors' list.
+    pub fn known() -> impl Iterator<Item = Gate> {
+        crate::collectors::ALL
+            .iter()
+            .flat_map(|s| std::iter::once(s.gate()).chain(s.further_gates().iter().copied()))
     }
 
-    fn get(&self, name: &str) -> bool {
-        match name {
-            "CascadeGC" => self.cascade_gc,
-            "TenantGC" => self.tenant_gc,
-            "ExternalResourceGC" => self.external_resource_gc,
-            _ => self.alternative_gc_strategy,
-        }
+    /// Whether the gate `name` is on. A name no collector declares is off.
+    pub fn enabled(&self, name: &str) -> bool {
+        self.values.iter().any(|(n, on)| *n == name && *on)
+    }
+
+    fn slot(&mut self, name: &str) -> Option<&mut bool> {
+        self.values
+            .iter_mut()
+            .find(|(n, _)| *n == name)
+            .map(|(_, on)| on)
     }
 }
 
@@ -113,9 +100,10 @@ impl FromStr for FeatureGates {
 
 impl fmt::Display for FeatureGates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = Self::KNOWN
+        let parts: Vec<String> = self
+            .values
             .iter()
-            .map(|n| format!("{n}={}", self.get(n)))
+            .map(|(n, on)| format!("{n}={on}"))
             .collect();
         f.write_str(&parts.join(","))
     }
@@ -135,7 +123,12 @@ mod tests {
 
     #[test]
     fn empty_string_gives_defaults() {
-        assert_eq!("".parse::<FeatureGates>().unwrap(), FeatureGates::default());
+        let g = "".parse::<FeatureGates>().unwrap();
+        assert_eq!(g, FeatureGates::default());
+        assert_eq!(
+            g.to_string(),
+            "CascadeGC=true,TenantGC=false,ExternalResourceGC=false,AlternativeGCStrategy=false"
+        );
     }
 
     #[test]
@@ -145,7 +138,10 @@ mod tests {
                 .parse()
                 .unwrap();
         assert!(
-            !g.cascade_gc && g.tenant_gc && g.external_resource_gc && g.alternative_gc_strategy
+            !g.enabled("CascadeGC")
+                && g.enabled("TenantGC")
+                && g.enabled("ExternalResourceGC")
+                && g.enabled("AlternativeGCStrategy")
         );
     }
 

@@ -4,6 +4,7 @@ pub mod api;
 pub mod archive;
 pub mod cascade;
 pub mod cli;
+pub mod collectors;
 pub mod config;
 pub mod engine;
 pub mod metrics;

@@ -201,6 +201,7 @@ async fn pause(args: sweeper::cli::PauseArgs, on: bool) -> Result<String, String
         &args.switch.namespace,
         args.collector.as_deref(),
         record,
+        &sweeper::collectors::names(),
     )
     .await
     .map_err(|e| e.to_string())?;

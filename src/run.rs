@@ -2,19 +2,17 @@
 //! leadership, lead (discovery plus every collector) until shut down or the lease is lost, then
 //! stop in order. What each collector does lives in its own module behind engine::collector.
 
-use crate::cascade::context::CascadeConfig;
-use crate::cascade::metrics::CascadeMetrics;
+use crate::archive::hub::Archives;
 use crate::cli::RunArgs;
+use crate::collectors::{BuildEnv, Registered};
 use crate::engine::client::{self, ApiCallCounter, ClientSettings};
 use crate::engine::collector::{Collector, RunEnv};
 use crate::engine::discovery::{self, DiscoveryReport};
 use crate::engine::leader::{Elector, Fence, Role};
 use crate::engine::pause::Switch;
 use crate::engine::progress::Teardowns;
-use crate::external::metrics::ExternalMetrics;
 use crate::metrics::Metrics;
 use crate::server::{self, AppState};
-use crate::tenant::metrics::TenantMetrics;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -30,6 +28,8 @@ pub enum RunError {
     Connect(#[source] kube::Error),
     #[error(transparent)]
     Server(#[from] server::ServerError),
+    #[error(transparent)]
+    Pause(#[from] crate::engine::pause::SwitchError),
     /// The process exits non-zero so its pod restarts as a standby, like client-go's
     /// `OnStoppedLeading` (rebuilding every collector's state in place is not worth the risk).
     #[error("lost leadership: {0}")]
@@ -48,21 +48,46 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         api_calls.clone(),
     );
     let conn = connect(&args, &metrics, api_calls.clone()).await?;
-    let sources = CollectorMetrics::register(&mut metrics);
+    // Every collector's metrics, registered whether or not it is enabled (dashboards see zeros,
+    // not gaps), and read by /status.
+    let registered: Vec<(&'static dyn crate::collectors::Spec, Arc<dyn Registered>)> =
+        crate::collectors::ALL
+            .iter()
+            .map(|spec| (*spec, spec.register(metrics.registry_mut())))
+            .collect();
     let archive_metrics = crate::archive::store::ArchiveMetrics::default();
     archive_metrics.register(metrics.registry_mut());
+    let archives = Archives::new(
+        crate::archive::Settings {
+            mode: args.archive.clone(),
+            ttl: args.archive_ttl,
+            max_object_bytes: args.archive_max_object_bytes,
+            namespace: conn.namespace.clone(),
+        },
+        archive_metrics,
+    );
     let teardowns = Teardowns::default();
     let (disc_tx, disc_rx) = watch::channel(None);
-    let (collectors, archivers) = build_collectors(
-        &args,
-        &conn,
-        &metrics,
-        &sources,
-        &teardowns,
-        &disc_rx,
-        &archive_metrics,
-    )
-    .await?;
+    // The collectors the feature gates enable, built but not started.
+    let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
+    for (spec, reg) in &registered {
+        if !args.feature_gates.enabled(spec.gate().name) {
+            continue;
+        }
+        let (client, fence) = conn.for_collector(spec.name())?;
+        collectors.push(
+            reg.build(BuildEnv {
+                args: &args,
+                client,
+                fence,
+                teardowns: &teardowns,
+                discovery: &disc_rx,
+                invalid_objects: &metrics.service.invalid_objects,
+                archives: &archives,
+            })
+            .await,
+        );
+    }
     let state = AppState::new(metrics);
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
@@ -83,7 +108,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let app = router(
         &state,
         &collectors,
-        sources,
+        registered.into_iter().map(|(_, r)| r).collect(),
         &election,
         teardowns,
         conn.switch.clone(),
@@ -110,26 +135,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 (disc_tx, disc_rx),
                 &shutdown,
             );
-            // Expired archive and audit records go while leading: every ttl/10 (at most every
-            // 5 minutes), on the first archiver's client.
-            if let Some(archiver) = archivers.first() {
-                let every = (args.archive_ttl / 10).clamp(
-                    std::time::Duration::from_secs(1),
-                    std::time::Duration::from_secs(300),
-                );
-                running.push(tokio::spawn(
-                    archiver.clone().expire_loop(every, shutdown.clone()),
-                ));
-            }
-            // A record whose settle failed (refused while paused, a lost answer) is settled
-            // again soon, not only before the next batch, which may never come.
-            for archiver in &archivers {
-                running.push(tokio::spawn(
-                    archiver
-                        .clone()
-                        .settle_loop(std::time::Duration::from_secs(5), shutdown.clone()),
-                ));
-            }
+            // The archive's background work (pending settles, retries, expiry) while leading.
+            running.extend(archives.start(&shutdown));
             (lead(&mut role, &shutdown).await, running)
         }
     };
@@ -186,7 +193,7 @@ impl Connection {
     /// Fails rather than fall back to the shared client: that one has no pause flag, and a
     /// pause must never silently not apply.
     fn for_collector(&self, collector: &'static str) -> Result<(kube::Client, Fence), RunError> {
-        let fence = self.fence.paused_by(self.switch.flag(collector));
+        let fence = self.fence.paused_by(self.switch.flag(collector)?);
         let client = client::build_client_with(
             self.config.clone(),
             &self.limit,
@@ -243,156 +250,9 @@ async fn connect(
         fence,
         limit,
         refused,
-        switch: Switch::new(metrics.service.paused.clone()),
+        switch: Switch::new(&crate::collectors::names(), metrics.service.paused.clone()),
         namespace,
     })
-}
-
-/// Every collector's metrics, registered whether or not it is enabled (dashboards see zeros, not
-/// gaps), and read by /status.
-#[derive(Clone)]
-struct CollectorMetrics {
-    cascade: CascadeMetrics,
-    tenant: TenantMetrics,
-    external: ExternalMetrics,
-}
-
-impl CollectorMetrics {
-    fn register(metrics: &mut Metrics) -> Self {
-        let m = CollectorMetrics {
-            cascade: CascadeMetrics::default(),
-            tenant: TenantMetrics::default(),
-            external: ExternalMetrics::default(),
-        };
-        m.cascade.register(metrics.registry_mut());
-        m.tenant.register(metrics.registry_mut());
-        m.external.register(metrics.registry_mut());
-        m
-    }
-}
-
-/// The collectors the feature gates enable, built but not started.
-async fn build_collectors(
-    args: &RunArgs,
-    conn: &Connection,
-    metrics: &Metrics,
-    sources: &CollectorMetrics,
-    teardowns: &Teardowns,
-    discovery: &Discovery,
-    archive_metrics: &crate::archive::store::ArchiveMetrics,
-) -> Result<
-    (
-        Vec<Box<dyn Collector>>,
-        Vec<Arc<crate::archive::store::Archiver>>,
-    ),
-    RunError,
-> {
-    let invalid_objects = metrics.service.invalid_objects.clone();
-    let mut out: Vec<Box<dyn Collector>> = Vec::new();
-    let archive_settings = crate::archive::Settings {
-        mode: args.archive.clone(),
-        ttl: args.archive_ttl,
-        max_object_bytes: args.archive_max_object_bytes,
-        namespace: conn.namespace.clone(),
-    };
-    let archiver = |client: &kube::Client, collector: &'static str| {
-        args.archive.is_on().then(|| {
-            Arc::new(crate::archive::store::Archiver::new(
-                client.clone(),
-                archive_settings.clone(),
-                collector,
-                archive_metrics.clone(),
-            ))
-        })
-    };
-    // Every archiving collector's archiver; the first also runs the expiry (on its client, under
-    // its pause).
-    let mut archivers: Vec<Arc<crate::archive::store::Archiver>> = Vec::new();
-    if args.feature_gates.cascade_gc {
-        let cfg = CascadeConfig {
-            workers: args.cascade_workers as usize,
-            dry_run: args.cascade_dry_run,
-            sync_timeout: args.cascade_sync_timeout,
-            ..Default::default()
-        };
-        let (client, fence) = conn.for_collector("cascade")?;
-        let cfg = CascadeConfig { fence, ..cfg };
-        let archive = archiver(&client, "cascade");
-        archivers.extend(archive.clone());
-        let batcher = archive
-            .map(|a| crate::archive::batch::Batcher::start(a, args.cascade_workers as usize));
-        out.push(Box::new(crate::cascade::collector::CascadeCollector::new(
-            client,
-            cfg,
-            sources.cascade.clone(),
-            batcher,
-        )));
-    }
-    if args.feature_gates.tenant_gc {
-        let settings = crate::tenant::teardown::TeardownSettings {
-            strategy: args.tenant_gc_strategy,
-            scan_kinds: args.tenant_scan_kinds.clone(),
-            dry_run: args.tenant_dry_run,
-            delete_concurrency: args.tenant_delete_concurrency as usize,
-            archive: None,
-        };
-        let (client, fence) = conn.for_collector("tenant")?;
-        let archive = archiver(&client, "tenant");
-        archivers.extend(archive.clone());
-        let settings = crate::tenant::teardown::TeardownSettings {
-            archive,
-            ..settings
-        };
-        out.push(Box::new(crate::tenant::controller::TenantCollector::new(
-            client,
-            settings,
-            sources.tenant.clone(),
-            discovery.clone(),
-            teardowns.clone(),
-            invalid_objects.clone(),
-            fence,
-        )));
-    }
-    if args.feature_gates.external_resource_gc {
-        // AWS calls pass the same fence as the collector's Kubernetes writes.
-        let (client, fence) = conn.for_collector("external")?;
-        // Its audit records expire too, even with no archiving collector (`--archive=none`, or
-        // the external collector alone): then an archiver of its own runs the expiry only.
-        if archivers.is_empty() {
-            archivers.push(Arc::new(crate::archive::store::Archiver::new(
-                client.clone(),
-                archive_settings.clone(),
-                "external",
-                archive_metrics.clone(),
-            )));
-        }
-        let gate = fence.clone();
-        // sweeper's own configuration is only the base (endpoint, default region, its own
-        // credentials): each cluster gets a session of its own region and identity.
-        let sessions = Arc::new(sweeper_services::aws::session::SessionCache::new(
-            sweeper_services::aws::load_config().await,
-            Some(sweeper_services::aws::gate::Gate(Arc::new(move || {
-                gate.permits()
-            }))),
-        ));
-        let ctx = crate::external::controller::ExternalCtx::new(
-            client,
-            sessions,
-            sources.external.clone(),
-            args.feature_gates.alternative_gc_strategy,
-            invalid_objects,
-        )
-        .with_selector(args.external_gc_selector.clone())
-        .with_ebs_snapshot(args.external_ebs_snapshot)
-        .with_dry_run(args.external_dry_run)
-        .with_audit_ttl(args.archive_ttl)
-        .with_capa_namespace(args.capa_namespace.clone())
-        .with_concurrency(args.external_concurrency);
-        out.push(Box::new(
-            crate::external::controller::ExternalCollector::new(ctx, teardowns.clone(), fence),
-        ));
-    }
-    Ok((out, archivers))
 }
 
 /// Leader election, when on: the elector runs on its own unthrottled, unfenced client (a busy
@@ -464,16 +324,14 @@ impl Election {
 fn router(
     state: &AppState,
     collectors: &[Box<dyn Collector>],
-    sources: CollectorMetrics,
+    registered: Vec<Arc<dyn Registered>>,
     election: &Election,
     teardowns: Teardowns,
     pause: Switch,
 ) -> axum::Router {
     let status = crate::status::StatusSources {
         app: state.clone(),
-        cascade: sources.cascade,
-        tenant: sources.tenant,
-        external: sources.external,
+        collectors: registered,
         leader: crate::status::LeaderSource {
             enabled: election.enabled,
             identity: election.identity.clone(),

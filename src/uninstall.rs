@@ -71,12 +71,18 @@ pub async fn uninstall(client: &Client, opts: &Options) -> Result<Summary, Unins
             by: std::env::var("USER").ok().filter(|u| !u.is_empty()),
             reason: Some("sweeper uninstall".into()),
         };
-        pause::set(client, &opts.namespace, None, Some(record))
-            .await
-            .map_err(|e| UninstallError::Pause {
-                namespace: opts.namespace.clone(),
-                source: e,
-            })?;
+        pause::set(
+            client,
+            &opts.namespace,
+            None,
+            Some(record),
+            &crate::collectors::names(),
+        )
+        .await
+        .map_err(|e| UninstallError::Pause {
+            namespace: opts.namespace.clone(),
+            source: e,
+        })?;
     }
     let discovery = discover_deletable(client).await?;
     let mut summary = Summary::default();

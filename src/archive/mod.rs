@@ -23,6 +23,7 @@
 
 pub mod audit;
 pub mod batch;
+pub mod hub;
 pub mod restore;
 pub mod store;
 

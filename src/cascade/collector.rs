@@ -151,23 +151,6 @@ pub async fn run(
                 let (ctx2, synced, keys) = (ctx.clone(), watches.synced.clone(), watches.keys());
                 starter = Some(tokio::spawn(async move {
                     let unsynced = synced.wait(&keys, ctx2.config.sync_timeout).await;
-                    // Records other processes left pending are settled (once the collector may
-                    // write), so each deleted object keeps exactly one entry.
-                    if let Some(b) = &ctx2.archive {
-                        let (archiver, fence) = (b.archiver.clone(), ctx2.config.fence.clone());
-                        tokio::spawn(async move {
-                            fence.resumed().await;
-                            match archiver.reconcile_pending().await {
-                                Ok(0) => {}
-                                Ok(n) => {
-                                    tracing::info!(records = n, "settled pending archive records")
-                                }
-                                Err(e) => {
-                                    tracing::warn!(error = %e, "cannot settle pending archive records; they stay pending")
-                                }
-                            }
-                        });
-                    }
                     if unsynced.is_empty() {
                         tracing::info!(resources = keys.len(), "graph synced; starting workers");
                     } else {

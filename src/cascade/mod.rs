@@ -13,5 +13,6 @@ pub mod metrics;
 pub mod orphan;
 pub mod query;
 pub mod snapshot;
+pub mod spec;
 pub mod worker;
 pub mod writer;

@@ -2,7 +2,8 @@
 //!
 //! The switch is kept in the cluster, so every replica (and the next process after a restart)
 //! sees the same one: the ConfigMap [`CONFIGMAP`] in sweeper's namespace, one data key per paused
-//! collector (`cascade`, `tenant`, `external`, or `all`) whose value says when, by whom and why.
+//! collector (its name, or `all`) whose value says when, by whom and why. The collectors' names
+//! come from the caller (crate::collectors), so the engine holds no list of its own.
 //! No ConfigMap, or no key for a collector, means running.
 //!
 //! Each replica watches that one ConfigMap (a field-selected watch: the change arrives within
@@ -25,8 +26,6 @@ use tokio::sync::watch;
 
 /// The ConfigMap holding the switch, in sweeper's namespace.
 pub const CONFIGMAP: &str = "sweeper-pause";
-/// The collectors that can be paused one by one.
-pub const COLLECTORS: [&str; 3] = ["cascade", "tenant", "external"];
 /// The key that pauses every collector.
 pub const ALL: &str = "all";
 
@@ -50,7 +49,10 @@ pub type Paused = BTreeMap<String, PauseRecord>;
 /// Reads the switch from the ConfigMap's data. A key with a value that is not a record still
 /// pauses (the operator meant something; failing safe means not deleting), and an unknown key is
 /// reported in the returned warnings and ignored.
-pub fn parse(data: &BTreeMap<String, String>) -> (Paused, Vec<String>) {
+pub fn parse(
+    data: &BTreeMap<String, String>,
+    collectors: &[&'static str],
+) -> (Paused, Vec<String>) {
     let mut out = Paused::new();
     let mut warnings = Vec::new();
     let record = |key: &str, value: &str, warnings: &mut Vec<String>| {
@@ -67,16 +69,16 @@ pub fn parse(data: &BTreeMap<String, String>) -> (Paused, Vec<String>) {
     for (key, value) in data {
         if key == ALL {
             let r = record(key, value, &mut warnings);
-            for c in COLLECTORS {
+            for c in collectors {
                 out.entry(c.to_string()).or_insert_with(|| r.clone());
             }
-        } else if COLLECTORS.contains(&key.as_str()) {
+        } else if collectors.contains(&key.as_str()) {
             let r = record(key, value, &mut warnings);
             out.insert(key.clone(), r);
         } else {
             warnings.push(format!(
                 "{CONFIGMAP} key {key:?} is not a collector ({}, or {ALL}); ignored",
-                COLLECTORS.join(", ")
+                collectors.join(", ")
             ));
         }
     }
@@ -95,9 +97,9 @@ pub struct Switch {
 }
 
 impl Switch {
-    /// Every collector starts paused until the switch is read.
-    pub fn new(gauge: PausedGauge) -> Self {
-        let flags = COLLECTORS
+    /// Every collector of `collectors` starts paused until the switch is read.
+    pub fn new(collectors: &[&'static str], gauge: PausedGauge) -> Self {
+        let flags = collectors
             .iter()
             .map(|c| {
                 (
@@ -113,14 +115,26 @@ impl Switch {
         }
     }
 
-    /// The flag a collector's fence carries.
-    pub fn flag(&self, collector: &'static str) -> PauseFlag {
-        let (paused, tx) = &self.flags[collector];
-        PauseFlag {
+    /// The flag a collector's fence carries; an error, never a panic, for a collector the
+    /// switch was not made with.
+    pub fn flag(&self, collector: &'static str) -> Result<PauseFlag, SwitchError> {
+        let (paused, tx) =
+            self.flags
+                .get(collector)
+                .ok_or_else(|| SwitchError::UnknownCollector {
+                    name: collector.to_string(),
+                    known: self.names().join(", "),
+                })?;
+        Ok(PauseFlag {
             collector,
             paused: paused.clone(),
             changed: tx.subscribe(),
-        }
+        })
+    }
+
+    /// The collectors this switch pauses.
+    fn names(&self) -> Vec<&'static str> {
+        self.flags.keys().copied().collect()
     }
 
     /// The paused collectors, or None before the switch was first read.
@@ -243,7 +257,7 @@ impl Switch {
     }
 
     fn read(&self, cm: &ConfigMap) -> Paused {
-        let (paused, warnings) = parse(&cm.data.clone().unwrap_or_default());
+        let (paused, warnings) = parse(&cm.data.clone().unwrap_or_default(), &self.names());
         for w in warnings {
             tracing::warn!("{w}");
         }
@@ -254,8 +268,8 @@ impl Switch {
 /// Errors of `sweeper pause` / `sweeper resume`.
 #[derive(Debug, thiserror::Error)]
 pub enum SwitchError {
-    #[error("unknown collector {0:?}: use cascade, tenant or external")]
-    UnknownCollector(String),
+    #[error("unknown collector {name:?}: use one of {known}")]
+    UnknownCollector { name: String, known: String },
     #[error("cannot read or write ConfigMap {namespace}/{CONFIGMAP}: {source}")]
     Api {
         namespace: String,
@@ -271,11 +285,15 @@ pub async fn set(
     namespace: &str,
     collector: Option<&str>,
     pause: Option<PauseRecord>,
+    collectors: &[&'static str],
 ) -> Result<Paused, SwitchError> {
     if let Some(c) = collector
-        && !COLLECTORS.contains(&c)
+        && !collectors.contains(&c)
     {
-        return Err(SwitchError::UnknownCollector(c.to_string()));
+        return Err(SwitchError::UnknownCollector {
+            name: c.to_string(),
+            known: collectors.join(", "),
+        });
     }
     let err = |source| SwitchError::Api {
         namespace: namespace.to_string(),
@@ -304,7 +322,7 @@ pub async fn set(
             patch.insert(c.into(), None);
             if let Some(all) = data.get(ALL) {
                 patch.insert(ALL.into(), None);
-                for other in COLLECTORS.iter().filter(|o| **o != c) {
+                for other in collectors.iter().filter(|o| **o != c) {
                     if !data.contains_key(*other) {
                         patch.insert(other.to_string(), Some(all.clone()));
                     }
@@ -343,12 +361,15 @@ pub async fn set(
         }
         Err(e) => return Err(err(e)),
     };
-    Ok(parse(&written.data.unwrap_or_default()).0)
+    Ok(parse(&written.data.unwrap_or_default(), collectors).0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The switch is made for whatever collectors the caller names; these are sweeper's.
+    const COLLECTORS: [&str; 3] = ["cascade", "tenant", "external"];
 
     fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -359,10 +380,13 @@ mod tests {
 
     #[test]
     fn all_pauses_every_collector_and_a_named_key_keeps_its_own_record() {
-        let (p, w) = parse(&data(&[
-            ("all", r#"{"since":"t1","reason":"incident"}"#),
-            ("cascade", r#"{"since":"t0"}"#),
-        ]));
+        let (p, w) = parse(
+            &data(&[
+                ("all", r#"{"since":"t1","reason":"incident"}"#),
+                ("cascade", r#"{"since":"t0"}"#),
+            ]),
+            &COLLECTORS,
+        );
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(p.len(), 3);
         assert_eq!(p["cascade"].since, "t0");
@@ -371,7 +395,10 @@ mod tests {
 
     #[test]
     fn a_bad_value_still_pauses_and_an_unknown_key_is_reported() {
-        let (p, w) = parse(&data(&[("tenant", "yes please"), ("cascde", "{}")]));
+        let (p, w) = parse(
+            &data(&[("tenant", "yes please"), ("cascde", "{}")]),
+            &COLLECTORS,
+        );
         assert_eq!(p.keys().collect::<Vec<_>>(), vec!["tenant"]);
         assert_eq!(p["tenant"].reason.as_deref(), Some("yes please"));
         assert_eq!(w.len(), 2, "{w:?}");
@@ -380,8 +407,8 @@ mod tests {
 
     #[test]
     fn flags_start_paused_and_follow_the_switch() {
-        let s = Switch::new(PausedGauge::default());
-        let f = s.flag("cascade");
+        let s = Switch::new(&COLLECTORS, PausedGauge::default());
+        let f = s.flag("cascade").unwrap();
         assert!(
             f.paused.load(Ordering::Acquire),
             "unknown must count as paused"
@@ -392,18 +419,18 @@ mod tests {
             "starting unpaused is no resume: {changed:?}"
         );
         assert!(!f.paused.load(Ordering::Acquire));
-        let (p, _) = parse(&data(&[("cascade", "{}")]));
+        let (p, _) = parse(&data(&[("cascade", "{}")]), &COLLECTORS);
         assert_eq!(s.apply(p), vec![("cascade", true)]);
         assert!(f.paused.load(Ordering::Acquire));
-        assert!(!s.flag("tenant").paused.load(Ordering::Acquire));
+        assert!(!s.flag("tenant").unwrap().paused.load(Ordering::Acquire));
         assert_eq!(s.apply(Paused::new()), vec![("cascade", false)]);
     }
 
     #[tokio::test]
     async fn a_paused_fence_refuses_and_wakes_on_resume() {
         use super::super::leader::{Fence, Refusal};
-        let s = Switch::new(PausedGauge::default());
-        let fence = Fence::open().paused_by(s.flag("external"));
+        let s = Switch::new(&COLLECTORS, PausedGauge::default());
+        let fence = Fence::open().paused_by(s.flag("external").unwrap());
         assert_eq!(fence.check(), Err(Refusal::Paused("external")));
         let waiter = {
             let fence = fence.clone();
@@ -415,8 +442,13 @@ mod tests {
             .expect("resumed() wakes on resume")
             .unwrap();
         assert_eq!(fence.check(), Ok(()));
+        // A collector the switch was not made with is an error, not a panic.
+        assert!(matches!(
+            s.flag("cleanup"),
+            Err(SwitchError::UnknownCollector { .. })
+        ));
         // The lease still rules: a closed lease fence refuses an unpaused collector.
-        let closed = Fence::closed().paused_by(s.flag("external"));
+        let closed = Fence::closed().paused_by(s.flag("external").unwrap());
         assert_eq!(closed.check(), Err(Refusal::NotLeader));
     }
 }

@@ -10,3 +10,4 @@ pub mod controller;
 pub mod identity;
 pub mod metrics;
 pub mod plan;
+pub mod spec;

@@ -141,20 +141,6 @@ async fn run(
             shutdown.clone(),
         ))
     });
-    // Records other processes left pending are settled once the collector may write.
-    if let Some(archive) = ctx.settings.archive.clone() {
-        let fence = driver.fence.clone();
-        tokio::spawn(async move {
-            fence.resumed().await;
-            match archive.reconcile_pending().await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(records = n, "settled pending archive records"),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot settle pending archive records; they stay pending")
-                }
-            }
-        });
-    }
     let api: Api<Guarded<Tenant>> = Api::all(ctx.client.clone());
     driver.run(api, state, COMPONENT, shutdown).await;
     if let Some(task) = index {

@@ -5,5 +5,6 @@ pub mod controller;
 pub mod id;
 pub mod inventory;
 pub mod metrics;
+pub mod spec;
 pub mod status;
 pub mod teardown;

@@ -28,10 +28,16 @@ pub fn iam_action(op: &str) -> Option<String> {
 /// Operations that need no IAM permission.
 pub const NEEDS_NO_PERMISSION: [&str; 1] = ["sts:GetCallerIdentity"];
 
-/// The repository root (the services crate's parent).
+/// The repository root: the first directory holding deploy/iam, from the directory of the crate
+/// whose test runs (cargo and nextest set CARGO_MANIFEST_DIR at run time) up. The run-time value
+/// wins over the compile-time one because builds of several checkouts share one target directory
+/// (scripts/lib.sh) and cargo may reuse a binary built in another checkout.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+    let manifest =
+        std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+    Path::new(&manifest)
+        .ancestors()
+        .find(|d| d.join("deploy/iam").is_dir())
         .map(Path::to_path_buf)
         .unwrap_or_default()
 }

@@ -1,0 +1,100 @@
+//! The cascade collector as sweeper's one list of collectors sees it (see crate::collectors).
+
+use super::context::CascadeConfig;
+use super::metrics::{CascadeMetrics, QueueLabels};
+use crate::collectors::{BuildEnv, Gate, Registered, Spec};
+use crate::engine::collector::Collector;
+use futures::future::BoxFuture;
+use prometheus_client::registry::Registry;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+pub const NAME: &str = "cascade";
+
+pub struct CascadeSpec;
+pub static SPEC: CascadeSpec = CascadeSpec;
+
+/// The `cascade` object of /status.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct CascadeStatus {
+    pub objects_tracked: i64,
+    pub virtual_nodes: i64,
+    pub attempt_to_delete_queue: i64,
+    pub attempt_to_orphan_queue: i64,
+}
+
+impl Spec for CascadeSpec {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// On by default: it is sweeper's core job.
+    fn gate(&self) -> Gate {
+        Gate {
+            name: "CascadeGC",
+            default: true,
+        }
+    }
+
+    fn register(&self, registry: &mut Registry) -> Arc<dyn Registered> {
+        let metrics = CascadeMetrics::default();
+        metrics.register(registry);
+        Arc::new(metrics)
+    }
+
+    fn render(&self, status: &Map<String, Value>) -> Option<String> {
+        let s: CascadeStatus = serde_json::from_value(status.get(NAME)?.clone()).ok()?;
+        Some(format!(
+            "cascade: {} objects tracked, {} virtual owners, queues: attempt-to-delete {}, attempt-to-orphan {}",
+            s.objects_tracked,
+            s.virtual_nodes,
+            s.attempt_to_delete_queue,
+            s.attempt_to_orphan_queue
+        ))
+    }
+}
+
+impl Registered for CascadeMetrics {
+    fn status(&self) -> Map<String, Value> {
+        let queue = |q: &str| {
+            self.queue_depth
+                .get_or_create(&QueueLabels { queue: q.into() })
+                .get()
+        };
+        let s = CascadeStatus {
+            objects_tracked: self.objects_tracked.get(),
+            virtual_nodes: self.virtual_nodes.get(),
+            attempt_to_delete_queue: queue("attempt_to_delete"),
+            attempt_to_orphan_queue: queue("attempt_to_orphan"),
+        };
+        Map::from_iter([(
+            NAME.to_string(),
+            serde_json::to_value(s).unwrap_or_default(),
+        )])
+    }
+
+    fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {
+        Box::pin(async move {
+            let args = env.args;
+            let cfg = CascadeConfig {
+                workers: args.cascade_workers as usize,
+                dry_run: args.cascade_dry_run,
+                sync_timeout: args.cascade_sync_timeout,
+                fence: env.fence.clone(),
+                ..Default::default()
+            };
+            // Workers share one group commit: one read and one record per batch of deletes.
+            let batcher = env
+                .archives
+                .archiver(&env.client, &env.fence, NAME)
+                .map(|a| crate::archive::batch::Batcher::start(a, args.cascade_workers as usize));
+            Box::new(super::collector::CascadeCollector::new(
+                env.client,
+                cfg,
+                self.clone(),
+                batcher,
+            )) as Box<dyn Collector>
+        })
+    }
+}

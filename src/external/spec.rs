@@ -1,0 +1,96 @@
+//! The external collector as sweeper's one list of collectors sees it (see crate::collectors).
+
+use super::metrics::ExternalMetrics;
+use crate::collectors::{BuildEnv, Gate, Registered, Spec};
+use crate::engine::collector::Collector;
+use futures::future::BoxFuture;
+use prometheus_client::registry::Registry;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+pub const NAME: &str = "external";
+/// Its field of /status.
+const IN_PROGRESS: &str = "external_teardowns_in_progress";
+/// The gate that switches AWS discovery from the tagging API to describe calls.
+pub const ALTERNATIVE_GC_STRATEGY: &str = "AlternativeGCStrategy";
+
+pub struct ExternalSpec;
+pub static SPEC: ExternalSpec = ExternalSpec;
+
+impl Spec for ExternalSpec {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// Off by default, as in the CAPA proposal.
+    fn gate(&self) -> Gate {
+        Gate {
+            name: "ExternalResourceGC",
+            default: false,
+        }
+    }
+
+    /// Discovery by describe calls instead of the Resource Groups Tagging API.
+    fn further_gates(&self) -> &'static [Gate] {
+        &[Gate {
+            name: ALTERNATIVE_GC_STRATEGY,
+            default: false,
+        }]
+    }
+
+    fn register(&self, registry: &mut Registry) -> Arc<dyn Registered> {
+        let metrics = ExternalMetrics::default();
+        metrics.register(registry);
+        Arc::new(metrics)
+    }
+
+    fn render(&self, status: &Map<String, Value>) -> Option<String> {
+        let n = status.get(IN_PROGRESS)?.as_i64()?;
+        Some(format!("external: {n} teardowns in progress"))
+    }
+}
+
+impl Registered for ExternalMetrics {
+    fn status(&self) -> Map<String, Value> {
+        Map::from_iter([(
+            IN_PROGRESS.to_string(),
+            Value::from(self.teardowns_in_progress.get()),
+        )])
+    }
+
+    fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {
+        Box::pin(async move {
+            let args = env.args;
+            // Its audit records expire too, even when no collector archives.
+            env.archives.expire_records_of(&env.client, NAME);
+            // AWS calls pass the same fence as the collector's Kubernetes writes.
+            let gate = env.fence.clone();
+            // sweeper's own configuration is only the base (endpoint, default region, its own
+            // credentials): each cluster gets a session of its own region and identity.
+            let sessions = Arc::new(sweeper_services::aws::session::SessionCache::new(
+                sweeper_services::aws::load_config().await,
+                Some(sweeper_services::aws::gate::Gate(Arc::new(move || {
+                    gate.permits()
+                }))),
+            ));
+            let ctx = super::controller::ExternalCtx::new(
+                env.client,
+                sessions,
+                self.clone(),
+                args.feature_gates.enabled(ALTERNATIVE_GC_STRATEGY),
+                env.invalid_objects.clone(),
+            )
+            .with_selector(args.external_gc_selector.clone())
+            .with_ebs_snapshot(args.external_ebs_snapshot)
+            .with_dry_run(args.external_dry_run)
+            .with_audit_ttl(args.archive_ttl)
+            .with_capa_namespace(args.capa_namespace.clone())
+            .with_concurrency(args.external_concurrency);
+            Box::new(super::controller::ExternalCollector::new(
+                ctx,
+                env.teardowns.clone(),
+                env.fence,
+            )) as Box<dyn Collector>
+        })
+    }
+}
