@@ -191,7 +191,7 @@ mod tests {
         );
         sources.app.expect("cascade");
         cascade.objects_tracked.set(42);
-        tenant.teardowns_in_progress.set(2);
+        tenant.teardown.in_progress.set(2);
         let s = snapshot(&sources);
         assert!(!s.ready);
         assert_eq!(s.not_ready, vec!["cascade"]);

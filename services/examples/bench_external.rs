@@ -146,6 +146,14 @@ async fn main() -> Res<()> {
         zero_s.calls,
         zero_b.calls
     );
+    // The fixed cost of a pass (discovery queries, VPC lookups) shows when calls cost nothing
+    // but LocalStack's own handling.
+    println!(
+        "BENCH external.phase2.lat0 sweeper={:.2} baseline={:.2} ratio={:.2} unit=s",
+        zero_s.secs,
+        zero_b.secs,
+        zero_b.secs / zero_s.secs
+    );
     let lat = Duration::from_millis(latency_ms);
     let s = run(&sdk, lat, false).await?;
     let b = run(&sdk, lat, true).await?;

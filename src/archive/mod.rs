@@ -24,6 +24,7 @@
 pub mod audit;
 pub mod batch;
 pub mod hub;
+pub mod record_kind;
 pub mod restore;
 pub mod store;
 

@@ -9,9 +9,9 @@
 //! Everything runs as the caller's identity, so RBAC decides what they may read and create: a
 //! caller who may not list Secrets gets no Secret records, and is told so.
 
+use super::record_kind::RecordKind;
 use super::store::Resolver;
 use super::{Entry, LABEL_ARCHIVE};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -61,40 +61,25 @@ pub async fn load(
     ));
     let mut all: Vec<(Entry, String)> = Vec::new();
     let mut notes = Vec::new();
-    let cms: Api<ConfigMap> = match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    match cms.list(&lp).await {
-        Ok(list) => {
-            for c in list.items {
-                let at = format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any());
-                let (entries, bad) = super::read_configmap(&c);
-                unreadable(&mut notes, &at, &bad);
-                all.extend(entries.into_iter().map(|e| (e, at.clone())));
+    for kind in super::record_kind::BOTH {
+        match kind.api(client, namespace).list(&lp).await {
+            Ok(list) => {
+                for o in list.items {
+                    let at = format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
+                    let (entries, bad) = kind.read(&o);
+                    unreadable(&mut notes, &at, &bad);
+                    all.extend(entries.into_iter().map(|e| (e, at.clone())));
+                }
             }
-        }
-        Err(e) => return Err(format!("cannot list archive records (ConfigMaps): {e}")),
-    }
-    let secrets: Api<Secret> = match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    match secrets.list(&lp).await {
-        Ok(list) => {
-            for s in list.items {
-                let at = format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any());
-                let (entries, bad) = super::read_secret(&s);
-                unreadable(&mut notes, &at, &bad);
-                all.extend(entries.into_iter().map(|e| (e, at.clone())));
+            Err(kube::Error::Api(s)) if s.code == 403 && kind == RecordKind::Secret => {
+                notes.push(format!(
+                    "Secret records not read: you may not list Secrets{} ({})",
+                    namespace.map(|n| format!(" in {n}")).unwrap_or_default(),
+                    s.message
+                ))
             }
+            Err(e) => return Err(format!("cannot list archive records ({kind}): {e}")),
         }
-        Err(kube::Error::Api(s)) if s.code == 403 => notes.push(format!(
-            "Secret records not read: you may not list Secrets{} ({})",
-            namespace.map(|n| format!(" in {n}")).unwrap_or_default(),
-            s.message
-        )),
-        Err(e) => return Err(format!("cannot list archive records (Secrets): {e}")),
     }
     let before = all.len();
     all.retain(|(e, at)| {
@@ -639,13 +624,11 @@ async fn wait_established(client: &Client, name: &str) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for _ in 0..60 {
-        let ok = api.get_opt(name).await.ok().flatten().is_some_and(|c| {
-            c.status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
+        let crd = api.get_opt(name).await.ok().flatten();
+        let ok = {
+            use kube::runtime::wait::{Condition, conditions::is_crd_established};
+            is_crd_established().matches_object(crd.as_ref())
+        };
         if ok {
             return;
         }

@@ -7,13 +7,13 @@
 //! of list pages, not 1,000 GETs. One record holds a batch's objects of one namespace (up to
 //! [`RECORD_BYTES`]): one create per batch instead of one per object.
 
+use super::record_kind::{self, RecordKind};
 use super::{
     ANNOTATION_EXPIRES, COMPLETE, Entry, LABEL_ARCHIVE, LABEL_COLLECTOR, LABEL_STATE, LABEL_TENANT,
-    LABEL_WRITER, PENDING, RECORD_BYTES, Reason, SECRET_TYPE, Settings, strip,
+    LABEL_WRITER, PENDING, RECORD_BYTES, Reason, Settings, strip,
 };
 use crate::engine::events::Publisher;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
@@ -96,7 +96,7 @@ impl Prepared {
 pub struct RecordRef {
     pub namespace: String,
     pub name: String,
-    pub secret: bool,
+    pub kind: RecordKind,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -313,7 +313,7 @@ impl Archiver {
         let objects = self.read(&items).await;
         let mut out: Vec<Option<Prepared>> = vec![None; items.len()];
         // (namespace, secret) -> [(item index, entry json)]
-        let mut groups: BTreeMap<(String, bool), Vec<(usize, String)>> = BTreeMap::new();
+        let mut groups: BTreeMap<(String, RecordKind), Vec<(usize, String)>> = BTreeMap::new();
         // The resourceVersion archived for each item (its ticket's DELETE precondition).
         let mut archived_rv: Vec<String> = vec![String::new(); items.len()];
         let now = Timestamp::now().to_string();
@@ -378,11 +378,11 @@ impl Archiver {
                 _ => self.settings.namespace.clone(),
             };
             groups
-                .entry((namespace, item.is_secret()))
+                .entry((namespace, RecordKind::of(item.is_secret())))
                 .or_default()
                 .push((i, json));
         }
-        for ((namespace, secret), entries) in groups {
+        for ((namespace, kind), entries) in groups {
             for chunk in chunks(entries) {
                 let tenant = chunk
                     .first()
@@ -392,7 +392,7 @@ impl Archiver {
                     .map(|(i, json)| (Entry::key(&items[*i].uid), json.clone()))
                     .collect();
                 let mut written = self
-                    .create(&namespace, secret, tenant.clone(), data.clone())
+                    .create(&namespace, kind, tenant.clone(), data.clone())
                     .await;
                 // A namespace being deleted (403) or out of quota (403/422) takes no record; the
                 // object must still go (a foreground owner there would hold its namespace open):
@@ -403,7 +403,7 @@ impl Archiver {
                 {
                     tracing::info!(namespace = %namespace, error = %e, "record refused in the object's namespace; writing it in sweeper's");
                     written = self
-                        .create(&self.settings.namespace, secret, tenant, data)
+                        .create(&self.settings.namespace, kind, tenant, data)
                         .await;
                 }
                 match written {
@@ -455,6 +455,29 @@ impl Archiver {
                 reason: reason.into(),
             })
             .inc();
+    }
+
+    /// The one way to act on recorded objects: runs `act` (the DELETE, or the finalizer release,
+    /// that `tickets`' entries were written for), then settles every ticket by whether it took
+    /// effect, so an entry stays only for an object that went. `took_effect` decides from the
+    /// result; when the answer was lost it asks the API server, and when even that fails it
+    /// must say true (a record is never lost for an object that may be gone).
+    pub async fn guarded<T, E>(
+        archive: Option<&Archiver>,
+        tickets: &[Ticket],
+        act: impl Future<Output = Result<T, E>>,
+        took_effect: impl AsyncFnOnce(&Result<T, E>) -> bool,
+    ) -> Result<T, E> {
+        let result = act.await;
+        if let Some(archive) = archive
+            && !tickets.is_empty()
+        {
+            let done = took_effect(&result).await;
+            for t in tickets {
+                archive.settle(t, done).await;
+            }
+        }
+        result
     }
 
     /// Reports a recorded item's DELETE: `deleted` false (precondition failed, already gone,
@@ -537,18 +560,12 @@ impl Archiver {
             "data": data,
         });
         self.call();
-        let pp = PatchParams::default();
-        let left = if record.secret {
-            let api: Api<Secret> = Api::namespaced(self.client.clone(), &record.namespace);
-            api.patch(&record.name, &pp, &Patch::Merge(&patch))
-                .await
-                .map(|s| s.data.map(|d| d.len()).unwrap_or(0))
-        } else {
-            let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &record.namespace);
-            api.patch(&record.name, &pp, &Patch::Merge(&patch))
-                .await
-                .map(|c| c.data.map(|d| d.len()).unwrap_or(0))
-        };
+        let left = record
+            .kind
+            .api(&self.client, Some(&record.namespace))
+            .patch(&record.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|o| RecordKind::keys(&o).len());
         let left = match left {
             Ok(n) => n,
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
@@ -564,7 +581,7 @@ impl Archiver {
     async fn delete_bucket(
         &self,
         namespace: &str,
-        secret: bool,
+        kind: RecordKind,
         bucket: &str,
     ) -> Result<(), kube::Error> {
         self.call();
@@ -572,34 +589,20 @@ impl Archiver {
             "{LABEL_ARCHIVE}=true,{}={bucket}",
             super::LABEL_EXPIRY_BUCKET
         ));
-        let dp = DeleteParams::default();
-        if secret {
-            Api::<Secret>::namespaced(self.client.clone(), namespace)
-                .delete_collection(&dp, &lp)
-                .await
-                .map(|_| ())
-        } else {
-            Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
-                .delete_collection(&dp, &lp)
-                .await
-                .map(|_| ())
-        }
+        kind.api(&self.client, Some(namespace))
+            .delete_collection(&DeleteParams::default(), &lp)
+            .await
+            .map(|_| ())
     }
 
     async fn delete_record(&self, record: &RecordRef) -> Result<(), kube::Error> {
         self.call();
-        let dp = DeleteParams::default();
-        let r = if record.secret {
-            Api::<Secret>::namespaced(self.client.clone(), &record.namespace)
-                .delete(&record.name, &dp)
-                .await
-                .map(|_| ())
-        } else {
-            Api::<ConfigMap>::namespaced(self.client.clone(), &record.namespace)
-                .delete(&record.name, &dp)
-                .await
-                .map(|_| ())
-        };
+        let r = record
+            .kind
+            .api(&self.client, Some(&record.namespace))
+            .delete(&record.name, &DeleteParams::default())
+            .await
+            .map(|_| ());
         match r {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             other => other,
@@ -609,7 +612,7 @@ impl Archiver {
     async fn create(
         &self,
         namespace: &str,
-        secret: bool,
+        kind: RecordKind,
         tenant: Option<String>,
         data: BTreeMap<String, String>,
     ) -> Result<RecordRef, ArchiveError> {
@@ -649,37 +652,14 @@ impl Archiver {
             source,
         };
         self.call();
-        let pp = PostParams::default();
-        if secret {
-            let s = Secret {
-                metadata,
-                type_: Some(SECRET_TYPE.into()),
-                data: Some(
-                    data.into_iter()
-                        .map(|(k, v)| (k, ByteString(v.into_bytes())))
-                        .collect(),
-                ),
-                ..Default::default()
-            };
-            Api::<Secret>::namespaced(self.client.clone(), namespace)
-                .create(&pp, &s)
-                .await
-                .map_err(err)?;
-        } else {
-            let c = ConfigMap {
-                metadata,
-                data: Some(data),
-                ..Default::default()
-            };
-            Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
-                .create(&pp, &c)
-                .await
-                .map_err(err)?;
-        }
+        kind.api(&self.client, Some(namespace))
+            .create(&PostParams::default(), &kind.object(metadata, data))
+            .await
+            .map_err(err)?;
         Ok(RecordRef {
             namespace: namespace.into(),
             name,
-            secret,
+            kind,
         })
     }
 
@@ -802,32 +782,20 @@ impl Archiver {
             self.collector, self.writer
         );
         let lp = ListParams::default().labels(&selector);
-        self.call();
-        let cms = Api::<ConfigMap>::all(self.client.clone())
-            .list(&lp)
-            .await
-            .map_err(ArchiveError::List)?;
-        self.call();
-        let secrets = Api::<Secret>::all(self.client.clone())
-            .list(&lp)
-            .await
-            .map_err(ArchiveError::List)?;
-        let records: Vec<(RecordRef, Vec<Entry>)> = cms
-            .items
-            .iter()
-            .map(|c| {
-                (
-                    record_ref(&c.metadata, false),
-                    super::entries_in_configmap(c),
-                )
-            })
-            .chain(
-                secrets
-                    .items
+        let mut records: Vec<(RecordRef, Vec<Entry>)> = Vec::new();
+        for kind in record_kind::BOTH {
+            self.call();
+            let list = kind
+                .api(&self.client, None)
+                .list(&lp)
+                .await
+                .map_err(ArchiveError::List)?;
+            records.extend(
+                list.items
                     .iter()
-                    .map(|s| (record_ref(&s.metadata, true), super::entries_in_secret(s))),
-            )
-            .collect();
+                    .map(|o| (record_ref(&o.metadata, kind), kind.entries(o))),
+            );
+        }
         let mut resolver = Resolver::default();
         // Each CRD asked about once per pass: a tenant CRD's custom resources share it.
         let mut crds_going: HashMap<String, bool> = HashMap::new();
@@ -869,7 +837,7 @@ impl Archiver {
             // one that stays. Read only now, after the objects were seen gone, so such a record
             // is already there.
             if !gone.is_empty() {
-                match self.uids_in_records(&record.namespace, record.secret).await {
+                match self.uids_in_records(&record.namespace, record.kind).await {
                     Ok(others) => remove.extend(gone.into_iter().filter(|uid| {
                         others
                             .iter()
@@ -898,48 +866,28 @@ impl Archiver {
     async fn uids_in_records(
         &self,
         namespace: &str,
-        secret: bool,
+        kind: RecordKind,
     ) -> Result<Vec<(String, String)>, ArchiveError> {
         let lp = ListParams::default().labels(&format!(
             "{LABEL_ARCHIVE}=true,{LABEL_COLLECTOR}={}",
             self.collector
         ));
         self.call();
-        let uids = |name: String, keys: Vec<String>| {
-            keys.into_iter()
-                .filter_map(|k| k.strip_suffix(".json").map(String::from))
-                .map(|u| (name.clone(), u))
-                .collect::<Vec<_>>()
-        };
-        Ok(if secret {
-            Api::<Secret>::namespaced(self.client.clone(), namespace)
-                .list(&lp)
-                .await
-                .map_err(ArchiveError::List)?
-                .items
-                .into_iter()
-                .flat_map(|s| {
-                    uids(
-                        s.name_any(),
-                        s.data.unwrap_or_default().into_keys().collect(),
-                    )
-                })
-                .collect()
-        } else {
-            Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
-                .list(&lp)
-                .await
-                .map_err(ArchiveError::List)?
-                .items
-                .into_iter()
-                .flat_map(|c| {
-                    uids(
-                        c.name_any(),
-                        c.data.unwrap_or_default().into_keys().collect(),
-                    )
-                })
-                .collect()
-        })
+        let records = kind
+            .api(&self.client, Some(namespace))
+            .list(&lp)
+            .await
+            .map_err(ArchiveError::List)?;
+        Ok(records
+            .items
+            .iter()
+            .flat_map(|o| {
+                RecordKind::keys(o)
+                    .into_iter()
+                    .filter_map(|k| k.strip_suffix(".json").map(String::from))
+                    .map(|u| (o.name_any(), u))
+            })
+            .collect())
     }
 
     /// Deletes every record whose time is up; returns how many.
@@ -960,38 +908,34 @@ impl Archiver {
                 .and_then(|t| t.parse::<Timestamp>().ok())
         };
         let mut gone = 0;
-        self.call();
-        let cms = Api::<ConfigMap>::all(self.client.clone())
-            .list_metadata(&lp)
-            .await
-            .map_err(ArchiveError::List)?;
         // The external collector's own archiver only ever sees its audit records, which are
         // ConfigMaps: it lists no Secrets, so an external-only install needs no Secret access
         // outside CAPA's namespace (deploy/manifests/external-only).
-        let secrets = if self.collector == "external" {
-            Vec::new()
+        let kinds: &[RecordKind] = if self.collector == "external" {
+            &[RecordKind::ConfigMap]
         } else {
+            &record_kind::BOTH
+        };
+        let mut listed: Vec<(ObjectMeta, RecordKind)> = Vec::new();
+        for kind in kinds {
             self.call();
-            Api::<Secret>::all(self.client.clone())
+            let list = kind
+                .api(&self.client, None)
                 .list_metadata(&lp)
                 .await
-                .map_err(ArchiveError::List)?
-                .items
-        };
+                .map_err(ArchiveError::List)?;
+            listed.extend(list.items.into_iter().map(|m| (m.metadata, *kind)));
+        }
         // Records that carry an expiry bucket go with one deletecollection per namespace and
         // ended bucket (every record in it has expired); older records without the label, one
         // DELETE each.
-        let mut buckets: BTreeMap<(String, bool, String), usize> = BTreeMap::new();
+        let mut buckets: BTreeMap<(String, RecordKind, String), usize> = BTreeMap::new();
         let mut singles: Vec<RecordRef> = Vec::new();
         let now_s = now.as_second();
         let mut next_due: Option<i64> = None;
         let mut later = |t: i64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
-        for (m, secret) in cms
-            .items
-            .iter()
-            .map(|m| (&m.metadata, false))
-            .chain(secrets.iter().map(|m| (&m.metadata, true)))
-        {
+        for (m, kind) in &listed {
+            let kind = *kind;
             let bucket = m
                 .labels
                 .as_ref()
@@ -1000,18 +944,18 @@ impl Archiver {
             match bucket {
                 Some((b, end)) if end <= now_s => {
                     let ns = m.namespace.clone().unwrap_or_default();
-                    *buckets.entry((ns, secret, b)).or_default() += 1;
+                    *buckets.entry((ns, kind, b)).or_default() += 1;
                 }
                 Some((_, end)) => later(end),
                 None => match expires_at(m) {
-                    Some(t) if t <= now => singles.push(record_ref(m, secret)),
+                    Some(t) if t <= now => singles.push(record_ref(m, kind)),
                     Some(t) => later(t.as_second()),
                     None => {}
                 },
             }
         }
-        for ((namespace, secret, bucket), n) in buckets {
-            match self.delete_bucket(&namespace, secret, &bucket).await {
+        for ((namespace, kind, bucket), n) in buckets {
+            match self.delete_bucket(&namespace, kind, &bucket).await {
                 Ok(()) => gone += n,
                 Err(e) => {
                     tracing::warn!(namespace = %namespace, bucket = %bucket, error = %e, "cannot delete an expired archive bucket; retrying next pass")
@@ -1027,7 +971,7 @@ impl Archiver {
             }
         }
         self.metrics.expired.inc_by(gone as u64);
-        let listed = cms.items.len() + secrets.len();
+        let listed = listed.len();
         self.metrics
             .stored
             .set(i64::try_from(listed.saturating_sub(gone)).unwrap_or(i64::MAX));
@@ -1084,11 +1028,11 @@ async fn crd_going(client: &Client, name: &str) -> Result<bool, String> {
     }
 }
 
-fn record_ref(m: &ObjectMeta, secret: bool) -> RecordRef {
+fn record_ref(m: &ObjectMeta, kind: RecordKind) -> RecordRef {
     RecordRef {
         namespace: m.namespace.clone().unwrap_or_default(),
         name: m.name.clone().unwrap_or_default(),
-        secret,
+        kind,
     }
 }
 

@@ -6,7 +6,7 @@ use super::classify::{Decision, OwnerStatus, Propagation, decide};
 use super::context::Ctx;
 use super::metrics::CascadeMetrics;
 use super::snapshot::Snapshot;
-use crate::archive::store::{Item, Prepared};
+use crate::archive::store::{Archiver, Item, Prepared};
 use crate::archive::{OwnerRef, Reason};
 use crate::engine::graph::node::{CLUSTER, flag};
 use crate::engine::graph::uid::Uid;
@@ -286,22 +286,22 @@ async fn delete(
         },
         None => None,
     };
-    let outcome = actions::delete(&ctx.client, target, &snap.uid_text, rv, policy).await;
-    if let (Some(t), Some(batcher)) = (&ticket, &ctx.archive) {
-        let deleted = match &outcome {
+    let outcome = Archiver::guarded(
+        ctx.archive.as_ref().map(|b| &*b.archiver),
+        ticket.as_slice(),
+        actions::delete(&ctx.client, target, &snap.uid_text, rv, policy),
+        async |outcome| match outcome {
             Ok(Outcome::Done) => true,
             // Already gone (not by this DELETE), changed since, or never sent (paused).
             Ok(Outcome::Gone) | Err(ActionError::Conflict { .. }) => false,
             Err(e) if e.paused() => false,
-            // The answer was lost: ask. When even that fails the entry is kept; a record is
-            // never lost for an object that may be gone.
+            // The answer was lost: ask. When even that fails the entry is kept.
             Err(_) => actions::deleted_or_deleting(&ctx.client, target, &snap.uid_text)
                 .await
                 .unwrap_or(true),
-        };
-        batcher.archiver.settle(t, deleted).await;
-    }
-    let outcome = outcome?;
+        },
+    )
+    .await?;
     if ticket.is_some() && policy == Propagation::Foreground && outcome == Outcome::Done {
         let mut set = ctx
             .archived_foreground
@@ -543,9 +543,11 @@ async fn release_archived(
         }
         _ => None,
     };
-    let result = remove(ctx, snap, finalizers).await;
-    if let (Some(t), Some(batcher)) = (&ticket, &ctx.archive) {
-        let released = match &result {
+    let result = Archiver::guarded(
+        ctx.archive.as_ref().map(|b| &*b.archiver),
+        ticket.as_slice(),
+        remove(ctx, snap, finalizers),
+        async |result| match result {
             Ok(()) => true,
             // Refused before it was sent.
             Err(e) if e.paused() => false,
@@ -562,9 +564,9 @@ async fn release_archived(
                 .unwrap_or(true),
                 None => false,
             },
-        };
-        batcher.archiver.settle(t, released).await;
-    }
+        },
+    )
+    .await;
     if result.is_ok() {
         // Released: a retry after a failure must not archive it a second time, so the mark
         // goes only now.

@@ -53,14 +53,56 @@ pub enum Pass {
     },
 }
 
-/// The metrics the engine keeps for a collector's teardowns (handles into its registry).
+/// The metrics the engine keeps for a collector's teardowns. The engine declares and registers
+/// them (under the collector's prefix), so every teardown collector has the same four.
 #[derive(Clone)]
 pub struct TeardownMetrics {
+    /// `sweeper_<collector>_teardowns_in_progress`.
     pub in_progress: Gauge,
+    /// `sweeper_<collector>_teardown_seconds`: first pass to released finalizer.
     pub seconds: Histogram,
+    /// `sweeper_<collector>_teardowns_completed_total`.
     pub completed: Counter,
     /// `sweeper_<collector>_reconcile_failures_total{reason}`, by [`ErrorLabel::metric_label`].
     pub reconcile_failures: Family<FailureLabels, Counter>,
+}
+
+impl TeardownMetrics {
+    /// `buckets`: the teardown-duration histogram's, in seconds (a tenant goes in seconds, an AWS
+    /// cluster in minutes).
+    pub fn new(buckets: impl IntoIterator<Item = f64>) -> Self {
+        TeardownMetrics {
+            in_progress: Gauge::default(),
+            seconds: Histogram::new(buckets),
+            completed: Counter::default(),
+            reconcile_failures: Family::default(),
+        }
+    }
+
+    /// Registers the four into the collector's (already prefixed) registry; `objects` names
+    /// what is torn down, for the help texts ("tenants", "clusters' AWS resources").
+    pub fn register(&self, r: &mut prometheus_client::registry::Registry, objects: &str) {
+        r.register(
+            "teardowns_in_progress",
+            format!("Deleted {objects} whose teardown is not finished"),
+            self.in_progress.clone(),
+        );
+        r.register(
+            "teardown_seconds",
+            "First teardown pass to released finalizer",
+            self.seconds.clone(),
+        );
+        r.register(
+            "teardowns_completed",
+            format!("Teardowns of {objects} finished (finalizer released)"),
+            self.completed.clone(),
+        );
+        r.register(
+            "reconcile_failures",
+            format!("Reconciles of {objects} that failed with an API error (retried), by reason"),
+            self.reconcile_failures.clone(),
+        );
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -28,6 +28,23 @@ pub enum AnnotationError {
     EmptyTask(String),
 }
 
+/// The settings of one cluster: its own annotations, combined with those of the linked object
+/// (`(label, annotations)`: the AWSManagedCluster of an EKS cluster) when there is one. The
+/// controller and `gc plan` both read a cluster's switches here, so they cannot disagree. An
+/// error in the linked object's annotations is prefixed with its label.
+pub fn settings_of(
+    own: &BTreeMap<String, String>,
+    linked: Option<&(String, BTreeMap<String, String>)>,
+) -> Result<GcSettings, String> {
+    let own = parse(own).map_err(|e| e.to_string())?;
+    match linked {
+        Some((label, other)) => parse(other)
+            .map(|other| combine(own, other))
+            .map_err(|e| format!("{label}: {e}")),
+        None => Ok(own),
+    }
+}
+
 /// What the annotations ask for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GcSettings {

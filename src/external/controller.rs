@@ -18,7 +18,7 @@ use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::leader::Fence;
 use crate::engine::progress::Teardowns;
 use crate::engine::selector::LabelFilter;
-use crate::engine::teardown::{Checked, Driver, Pass, Teardown, TeardownMetrics};
+use crate::engine::teardown::{Checked, Driver, Pass, Teardown};
 use crate::metrics::InvalidObjectLabels;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject};
@@ -278,12 +278,7 @@ fn driver<K: GcKind>(
     let m = &ctx.metrics;
     Driver {
         collector: COLLECTOR,
-        metrics: TeardownMetrics {
-            in_progress: m.teardowns_in_progress.clone(),
-            seconds: m.teardown_seconds.clone(),
-            completed: m.teardowns_completed.clone(),
-            reconcile_failures: m.reconcile_failures.clone(),
-        },
+        metrics: m.teardown.clone(),
         registry,
         done_reason: "ExternalResourcesDeleted",
         retry_after: Duration::from_secs(10),
@@ -508,13 +503,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                 });
             }
         };
-        let parsed = annotations::parse(o.annotations()).map_err(|e| e.to_string());
-        let parsed = match (parsed, linked) {
-            (Ok(own), Some((label, other))) => annotations::parse(&other)
-                .map(|other| annotations::combine(own, other))
-                .map_err(|e| format!("{label}: {e}")),
-            (parsed, _) => parsed,
-        };
+        let parsed = annotations::settings_of(o.annotations(), linked.as_ref());
         match (parsed, o.names().map_err(|e| e.to_string())) {
             (Ok(settings), Ok(names)) => Ok(Checked::Valid(Plan { settings, names })),
             (Err(e), _) | (_, Err(e)) => {

@@ -1,10 +1,9 @@
 //! `sweeper_external_*` metrics.
 
+use crate::engine::teardown::TeardownMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -31,12 +30,9 @@ pub struct ExternalMetrics {
     /// plan is new or changes (not on every re-plan of the same resources).
     pub would_delete: Family<ResourceLabels, Counter>,
     pub errors: Family<ResourceLabels, Counter>,
-    pub teardowns_in_progress: Gauge,
-    pub teardown_seconds: Histogram,
     pub invalid_objects: Counter,
-    pub teardowns_completed: Counter,
-    /// Reconciles that failed (an API error), retried after a pause.
-    pub reconcile_failures: Family<crate::engine::teardown::FailureLabels, Counter>,
+    /// In progress, duration, completed, reconcile failures: declared by the engine.
+    pub teardown: TeardownMetrics,
 }
 
 impl Default for ExternalMetrics {
@@ -47,13 +43,10 @@ impl Default for ExternalMetrics {
             deleted: Family::default(),
             would_delete: Family::default(),
             errors: Family::default(),
-            teardowns_in_progress: Gauge::default(),
-            teardown_seconds: Histogram::new([
+            invalid_objects: Counter::default(),
+            teardown: TeardownMetrics::new([
                 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0,
             ]),
-            invalid_objects: Counter::default(),
-            teardowns_completed: Counter::default(),
-            reconcile_failures: Family::default(),
         }
     }
 }
@@ -61,6 +54,7 @@ impl Default for ExternalMetrics {
 impl ExternalMetrics {
     pub fn register(&self, r: &mut Registry) {
         let r = r.sub_registry_with_prefix("external");
+        self.teardown.register(r, "clusters' AWS resources");
         r.register(
             "deleted",
             "AWS resources deleted, by service and kind",
@@ -77,24 +71,9 @@ impl ExternalMetrics {
             self.errors.clone(),
         );
         r.register(
-            "teardowns_in_progress",
-            "Deleted clusters whose AWS teardown is not finished",
-            self.teardowns_in_progress.clone(),
-        );
-        r.register(
-            "teardown_seconds",
-            "First pass to released finalizer",
-            self.teardown_seconds.clone(),
-        );
-        r.register(
             "invalid_objects",
             "Passes refused for a bad annotation or cluster name",
             self.invalid_objects.clone(),
-        );
-        r.register(
-            "teardowns_completed",
-            "Cluster teardowns finished (finalizer released)",
-            self.teardowns_completed.clone(),
         );
         r.register(
             "identity_refused",
@@ -105,11 +84,6 @@ impl ExternalMetrics {
             "foreign_resources_ignored",
             "Discovered AWS resources ignored because their ARN names another partition, region or account than the cluster's session",
             self.foreign_ignored.clone(),
-        );
-        r.register(
-            "reconcile_failures",
-            "External reconciles that failed with an API error (retried)",
-            self.reconcile_failures.clone(),
         );
     }
 

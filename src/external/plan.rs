@@ -3,12 +3,42 @@
 
 use super::annotations;
 use super::cluster;
+use super::controller::GcKind;
 use super::identity::{self, Placement};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
 use sweeper_services::aws::discovery::tags::{capa_key, cloud_key};
 use sweeper_services::aws::session::SessionCache;
 use sweeper_services::aws::teardown::{TeardownRequest, teardown_pass};
+
+/// What the plan reads of the cluster's CAPA object, whatever its kind.
+struct Target {
+    names: cluster::ClusterNames,
+    vpc_ids: Vec<String>,
+    region: Option<String>,
+    identity_ref: Option<crate::api::capa::IdentityRef>,
+    annotations: std::collections::BTreeMap<String, String>,
+    linked: Option<cluster::LinkedAnnotations>,
+}
+
+impl Target {
+    /// Reads `namespace/name` of kind `K` through the same accessors the controller uses.
+    async fn read<K: GcKind>(client: &Client, namespace: &str, name: &str) -> Result<Self, String> {
+        let o = Api::<K>::namespaced(client.clone(), namespace)
+            .get(name)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (region, identity_ref) = o.placement();
+        Ok(Target {
+            names: o.names().map_err(|e| e.to_string())?,
+            vpc_ids: o.vpc_ids(),
+            region: region.map(str::to_string),
+            identity_ref: identity_ref.cloned(),
+            annotations: o.annotations().clone(),
+            linked: None,
+        })
+    }
+}
 
 /// Renders the plan for the CAPI Cluster `name` in `namespace`.
 pub async fn plan(
@@ -22,45 +52,26 @@ pub async fn plan(
     let (ar, target) = cluster::gc_target(client, namespace, name)
         .await
         .map_err(|e| e.to_string())?;
-    let mut linked = None;
-    let vpc_ids;
-    let (region, identity_ref);
-    let (names, ann) = if ar.kind == "AWSManagedControlPlane" {
-        let cp = Api::<AWSManagedControlPlane>::namespaced(client.clone(), namespace)
-            .get(&target)
-            .await
-            .map_err(|e| e.to_string())?;
-        vpc_ids = crate::api::capa::vpc_ids(cp.spec.network.as_ref());
-        region = cp.spec.region.clone();
-        identity_ref = cp.spec.identity_ref.clone();
-        let own = (
-            cluster::for_control_plane(&cp).map_err(|e| e.to_string())?,
-            cp.annotations().clone(),
-        );
+    let t = if ar.kind == "AWSManagedControlPlane" {
+        let mut t = Target::read::<AWSManagedControlPlane>(client, namespace, &target).await?;
         // The switches clusterawsadm writes on the AWSManagedCluster count too (see controller).
-        linked = cluster::managed_cluster_of(client, namespace, name)
+        t.linked = cluster::managed_cluster_of(client, namespace, name)
             .await
             .map_err(|e| e.to_string())?;
-        own
+        t
     } else {
-        let c = Api::<AWSCluster>::namespaced(client.clone(), namespace)
-            .get(&target)
-            .await
-            .map_err(|e| e.to_string())?;
-        vpc_ids = crate::api::capa::vpc_ids(c.spec.network.as_ref());
-        region = c.spec.region.clone();
-        identity_ref = c.spec.identity_ref.clone();
-        (
-            cluster::for_aws_cluster(&c).map_err(|e| e.to_string())?,
-            c.annotations().clone(),
-        )
+        Target::read::<AWSCluster>(client, namespace, &target).await?
     };
-    let mut settings =
-        annotations::parse(&ann).map_err(|e| format!("{} {target}: {e}", ar.kind))?;
-    if let Some((label, other)) = &linked {
-        let other = annotations::parse(other).map_err(|e| format!("{label}: {e}"))?;
-        settings = annotations::combine(settings, other);
-    }
+    let Target {
+        names,
+        vpc_ids,
+        region,
+        identity_ref,
+        annotations: ann,
+        linked,
+    } = t;
+    let settings = annotations::settings_of(&ann, linked.as_ref())
+        .map_err(|e| format!("{} {target}: {e}", ar.kind))?;
     let req = TeardownRequest {
         cluster_name: names.tag.clone(),
         capa_name: names.capi.clone(),

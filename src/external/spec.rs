@@ -54,7 +54,7 @@ impl Registered for ExternalMetrics {
     fn status(&self) -> Map<String, Value> {
         Map::from_iter([(
             IN_PROGRESS.to_string(),
-            Value::from(self.teardowns_in_progress.get()),
+            Value::from(self.teardown.in_progress.get()),
         )])
     }
 

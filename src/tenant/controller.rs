@@ -15,7 +15,7 @@ use crate::engine::finalizer::{FinalizerError, Stage};
 use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::name_index::{IndexWatches, NameIndex};
 use crate::engine::progress::Teardowns;
-use crate::engine::teardown::{Checked, Driver, Pass, Teardown, TeardownMetrics};
+use crate::engine::teardown::{Checked, Driver, Pass, Teardown};
 use crate::metrics::InvalidObjectLabels;
 use kube::{Api, Client, ResourceExt};
 use prometheus_client::metrics::counter::Counter;
@@ -80,12 +80,7 @@ impl TenantCollector {
         fence: crate::engine::leader::Fence,
     ) -> Self {
         let events = Publisher::new(client.clone(), "sweeper-tenant", "TenantGC");
-        let book = TeardownMetrics {
-            in_progress: metrics.teardowns_in_progress.clone(),
-            seconds: metrics.teardown_seconds.clone(),
-            completed: metrics.teardowns_completed.clone(),
-            reconcile_failures: metrics.reconcile_failures.clone(),
-        };
+        let book = metrics.teardown.clone();
         let ctx = TenantCtx {
             client,
             settings,

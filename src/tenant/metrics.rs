@@ -1,11 +1,10 @@
 //! `sweeper_tenant_*` metrics.
 
 use super::inventory::Strategy;
+use crate::engine::teardown::TeardownMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -20,28 +19,22 @@ pub struct StrategyLabels {
 
 #[derive(Clone)]
 pub struct TenantMetrics {
-    pub teardowns_in_progress: Gauge,
-    pub teardowns_completed: Counter,
+    /// In progress, duration, completed, reconcile failures: declared by the engine.
+    pub teardown: TeardownMetrics,
     pub deleted_objects: Family<KindLabels, Counter>,
     pub errors: Family<KindLabels, Counter>,
     pub listed_objects: Family<StrategyLabels, Counter>,
-    pub teardown_seconds: Histogram,
     pub invalid_tenants: Counter,
-    /// Reconciles that failed (an API error), retried after a pause.
-    pub reconcile_failures: Family<crate::engine::teardown::FailureLabels, Counter>,
 }
 
 impl Default for TenantMetrics {
     fn default() -> Self {
         TenantMetrics {
-            teardowns_in_progress: Gauge::default(),
-            teardowns_completed: Counter::default(),
+            teardown: TeardownMetrics::new([0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0]),
             deleted_objects: Family::default(),
             errors: Family::default(),
             listed_objects: Family::default(),
-            teardown_seconds: Histogram::new([0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0]),
             invalid_tenants: Counter::default(),
-            reconcile_failures: Family::default(),
         }
     }
 }
@@ -49,16 +42,7 @@ impl Default for TenantMetrics {
 impl TenantMetrics {
     pub fn register(&self, r: &mut Registry) {
         let r = r.sub_registry_with_prefix("tenant");
-        r.register(
-            "teardowns_in_progress",
-            "Deleted tenants whose teardown is not finished",
-            self.teardowns_in_progress.clone(),
-        );
-        r.register(
-            "teardowns_completed",
-            "Tenant teardowns finished (finalizer released)",
-            self.teardowns_completed.clone(),
-        );
+        self.teardown.register(r, "tenants");
         r.register(
             "deleted_objects",
             "Tenant objects deleted, by kind",
@@ -75,19 +59,9 @@ impl TenantMetrics {
             self.listed_objects.clone(),
         );
         r.register(
-            "teardown_seconds",
-            "Time from the first teardown pass to the released finalizer",
-            self.teardown_seconds.clone(),
-        );
-        r.register(
             "invalid_tenants",
             "Tenants refused for an invalid id",
             self.invalid_tenants.clone(),
-        );
-        r.register(
-            "reconcile_failures",
-            "Tenant reconciles that failed with an API error (retried)",
-            self.reconcile_failures.clone(),
         );
     }
 

@@ -182,17 +182,16 @@ async fn delete_found(
                         .iter()
                         .find(|t| t.uid == f.uid)
                         .map(|t| t.resource_version.clone());
-                    let r = delete(&client, &f, rv).await;
-                    if let Some(archive) = archive {
-                        // Entries stay only for a DELETE that took effect.
-                        let deleted = match &r {
+                    let r = crate::archive::store::Archiver::guarded(
+                        archive.as_deref(),
+                        &tickets,
+                        delete(&client, &f, rv),
+                        async |r| match r {
                             Ok(d) => d.by_us(),
                             Err(e) => took_effect(&client, &f, e).await,
-                        };
-                        for t in &tickets {
-                            archive.settle(t, deleted).await;
-                        }
-                    }
+                        },
+                    )
+                    .await;
                     let r = r.map(|d| d.gone()).map_err(|e| TeardownError::Delete {
                         kind: f.kind_key(),
                         name: f.name.clone(),
@@ -375,14 +374,10 @@ async fn custom_resources(
     let namespaced = spec.scope == "Namespaced";
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let mut out = Vec::new();
-    let established = c
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
+    let established = {
+        use kube::runtime::wait::{Condition, conditions::is_crd_established};
+        is_crd_established().matches_object(Some(&c))
+    };
     let mut lp = kube::api::ListParams::default().limit(500);
     loop {
         let page = match api.list(&lp).await {

@@ -36,42 +36,56 @@ pub async fn confirm(
             .iter()
             .any(|r| r.arn.service == service && r.arn.resource_type() == ty)
     };
-    // ARNs (v2 load balancers, target groups) or ids (classic names, groups, interfaces).
-    let mut here: HashSet<String> = HashSet::new();
-    if has("elasticloadbalancing", "loadbalancer") {
-        here.extend(
-            describe::load_balancers_in(c, vpcs)
-                .await?
-                .into_iter()
-                .map(|(id, _)| id),
-        );
-    }
-    if has("elasticloadbalancing", "targetgroup") {
-        here.extend(
-            describe::target_groups(c)
-                .await?
-                .into_iter()
-                .filter(|t| own.in_vpcs(t.vpc.as_deref()))
-                .map(|t| t.arn),
-        );
-    }
+    // ARNs (v2 load balancers, target groups) or ids (classic names, groups, interfaces). The
+    // kinds' Describes are independent: they run at once, so the confirmation costs one round
+    // trip, not four.
     let in_vpcs = || tags::ec2_filter("vpc-id", vpcs);
-    if has("ec2", "security-group") {
-        here.extend(
-            describe::security_groups(c, vec![in_vpcs()])
-                .await?
-                .iter()
-                .filter_map(|g| g.group_id().map(str::to_string)),
-        );
-    }
-    if has("ec2", "network-interface") {
-        here.extend(
-            describe::detached_network_interfaces(c, vec![in_vpcs()])
-                .await?
-                .iter()
-                .filter_map(|n| n.network_interface_id().map(str::to_string)),
-        );
-    }
+    let lbs = async {
+        if !has("elasticloadbalancing", "loadbalancer") {
+            return Ok(Vec::new());
+        }
+        Ok(describe::load_balancers_in(c, vpcs)
+            .await?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect())
+    };
+    let tgs = async {
+        if !has("elasticloadbalancing", "targetgroup") {
+            return Ok(Vec::new());
+        }
+        Ok(describe::target_groups(c)
+            .await?
+            .into_iter()
+            .filter(|t| own.in_vpcs(t.vpc.as_deref()))
+            .map(|t| t.arn)
+            .collect())
+    };
+    let sgs = async {
+        if !has("ec2", "security-group") {
+            return Ok(Vec::new());
+        }
+        Ok(describe::security_groups(c, vec![in_vpcs()])
+            .await?
+            .iter()
+            .filter_map(|g| g.group_id().map(str::to_string))
+            .collect())
+    };
+    let enis = async {
+        if !has("ec2", "network-interface") {
+            return Ok(Vec::new());
+        }
+        Ok(describe::detached_network_interfaces(c, vec![in_vpcs()])
+            .await?
+            .iter()
+            .filter_map(|n| n.network_interface_id().map(str::to_string))
+            .collect())
+    };
+    let found: [Vec<String>; 4] = {
+        let (a, b, c, d) = futures::future::try_join4(lbs, tgs, sgs, enis).await?;
+        [a, b, c, d]
+    };
+    let here: HashSet<String> = found.into_iter().flatten().collect();
     let (kept, left): (Vec<_>, Vec<_>) = candidates
         .into_iter()
         .partition(|r| here.contains(&r.arn.to_string()) || here.contains(r.arn.resource_id()));

@@ -98,13 +98,16 @@ async fn via_tagging(
     own: &Ownership,
     kinds: &[Box<dyn Step>],
 ) -> Result<Inventory, String> {
-    let mut found = resources_with_tag(&c.tagging, own.cloud_key(), &[tags::OWNED], None)
-        .await
-        .map_err(|e| e.to_string())?;
-    for key in [tags::LBC_CLUSTER_TAG, tags::CNI_CLUSTER_TAG] {
-        let more = resources_with_tag(&c.tagging, key, &[own.cluster()], None)
-            .await
-            .map_err(|e| e.to_string())?;
+    // The three queries are independent: they run at once (one round trip's wait, not three).
+    let (found, lbc, cni) = futures::future::try_join3(
+        resources_with_tag(&c.tagging, own.cloud_key(), &[tags::OWNED], None),
+        resources_with_tag(&c.tagging, tags::LBC_CLUSTER_TAG, &[own.cluster()], None),
+        resources_with_tag(&c.tagging, tags::CNI_CLUSTER_TAG, &[own.cluster()], None),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut found = found;
+    for more in [lbc, cni] {
         let seen: HashSet<String> = found.resources.iter().map(|r| r.arn.to_string()).collect();
         found.resources.extend(
             more.resources
