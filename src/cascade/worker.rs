@@ -606,3 +606,6 @@ fn graph_target<'a>(
         name: &snap.name,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -111,6 +111,8 @@ struct State {
 /// The server side of a mocked `kube::Client`: scripts answers, records calls.
 pub struct MockApi {
     state: Arc<Mutex<State>>,
+    /// Woken at every call, for tests that must act between two calls.
+    called: Arc<tokio::sync::Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -170,6 +172,8 @@ impl MockApi {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let state: Arc<Mutex<State>> = Arc::default();
         let shared = state.clone();
+        let called = Arc::new(tokio::sync::Notify::new());
+        let notify = called.clone();
         let task = tokio::spawn(async move {
             while let Some((req, send)) = handle.next_request().await {
                 let (parts, body) = req.into_parts();
@@ -203,9 +207,17 @@ impl MockApi {
                     .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
                     .unwrap_or_else(|_| Response::new(Body::empty()));
                 send.send_response(response);
+                notify.notify_waiters();
             }
         });
-        (Client::new(service, "default"), MockApi { state, task })
+        (
+            Client::new(service, "default"),
+            MockApi {
+                state,
+                called,
+                task,
+            },
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -230,6 +242,33 @@ impl MockApi {
         self.expect(Method::POST, "/apis/events.k8s.io/v1/*")
             .repeatedly()
             .respond(201, json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"}}));
+    }
+
+    /// Waits until `n` calls were made (panics after 5 s): lets a test change the world between
+    /// a call and the retry it causes.
+    pub async fn wait_for_calls(&self, n: usize) {
+        let wait = async {
+            loop {
+                let woken = self.called.notified();
+                if self.lock().calls.len() >= n {
+                    return;
+                }
+                woken.await;
+            }
+        };
+        if tokio::time::timeout(std::time::Duration::from_secs(5), wait)
+            .await
+            .is_err()
+        {
+            panic!(
+                "waited 5 s for {n} API calls; made: {:#?}",
+                self.lines_all()
+            );
+        }
+    }
+
+    fn lines_all(&self) -> Vec<String> {
+        self.lock().calls.iter().map(Call::line).collect()
     }
 
     /// Every call so far, in the order received.
@@ -265,8 +304,7 @@ impl MockApi {
 
     /// Ends the test's conversation: panics if a call was not scripted or a scripted one-shot
     /// call was never made; returns every call, in order, for the test's own assertions.
-    pub fn finish(self) -> Vec<Call> {
-        self.task.abort();
+    pub fn finish(&self) -> Vec<Call> {
         let s = self.lock();
         let calls: Vec<String> = s.calls.iter().map(Call::line).collect();
         assert!(
@@ -313,7 +351,10 @@ mod tests {
         let api: Api<ConfigMap> = Api::namespaced(client, "ns");
         let a = api.get("a").await.unwrap();
         assert_eq!(a.metadata.uid.as_deref(), Some("u"));
-        let err = api.delete("b", &DeleteParams::foreground()).await.unwrap_err();
+        let err = api
+            .delete("b", &DeleteParams::foreground())
+            .await
+            .unwrap_err();
         assert!(matches!(err, kube::Error::Api(s) if s.code == 404));
         let calls = server.finish();
         assert_eq!(calls.len(), 2);

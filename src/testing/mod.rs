@@ -2,4 +2,4 @@
 
 pub mod mock_api;
 
-pub use mock_api::{Call, MockApi};
+pub use mock_api::MockApi;
