@@ -366,3 +366,6 @@ mod label_tests {
         assert_eq!(n, 1);
     }
 }
+
+#[cfg(test)]
+mod tests;

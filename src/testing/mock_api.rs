@@ -30,6 +30,8 @@ pub struct Call {
     pub path: String,
     /// The raw query string ("" when none).
     pub query: String,
+    /// The request's Content-Type: tells a JSON patch from a merge patch.
+    pub content_type: String,
     /// The JSON body (`Null` when empty or not JSON).
     pub body: Value,
 }
@@ -182,6 +184,12 @@ impl MockApi {
                     method: parts.method.clone(),
                     path: parts.uri.path().to_string(),
                     query: parts.uri.query().unwrap_or_default().to_string(),
+                    content_type: parts
+                        .headers
+                        .get(http::header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string(),
                     body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
                 };
                 let (code, body) = {
@@ -387,6 +395,7 @@ mod tests {
             method: Method::GET,
             path: "/".into(),
             query: "labelSelector=a%3Db%2Cc&limit=500".into(),
+            content_type: String::new(),
             body: Value::Null,
         };
         assert_eq!(c.query_param("labelSelector").as_deref(), Some("a=b,c"));
