@@ -284,29 +284,12 @@ impl MockApi {
         self.lock().calls.clone()
     }
 
-    /// The calls so far, minus Events.
-    pub fn writes_and_reads(&self) -> Vec<Call> {
-        self.calls()
-            .into_iter()
-            .filter(|c| !c.path.starts_with("/apis/events.k8s.io/"))
-            .collect()
-    }
-
     /// The `reason`s of the Events published so far.
     pub fn events(&self) -> Vec<String> {
         self.calls()
             .into_iter()
             .filter(|c| c.method == Method::POST && c.path.starts_with("/apis/events.k8s.io/"))
             .map(|c| c.body["reason"].as_str().unwrap_or_default().to_string())
-            .collect()
-    }
-
-    /// The calls of `method`, as `METHOD path` lines.
-    pub fn lines(&self, method: Method) -> Vec<String> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.method == method)
-            .map(|c| c.line())
             .collect()
     }
 

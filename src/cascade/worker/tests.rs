@@ -379,7 +379,7 @@ async fn foreground_deletion_waits_while_a_dependent_blocks_and_queues_it() {
     ));
     w.apply(meta(2, "dep", 7, 0, &[(1, true)]));
     // Drain what the graph queued so far; only the attempt's own queuing is looked at.
-    while w.ctx.delete_q.len() > 0 {
+    while !w.ctx.delete_q.is_empty() {
         let u = w.ctx.delete_q.get().await.unwrap();
         w.ctx.delete_q.done(&u);
     }
