@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 const CLUSTER: &str = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/ns/awsclusters/c1";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
 
-async fn ctx(client: &Client) -> ExternalCtx {
-    // Loading the SDK config makes no call; no test here asks for a session.
-    let sessions = SessionCache::new(sweeper_services::aws::load_config().await, None);
+fn ctx(client: &Client) -> ExternalCtx {
+    // An empty SDK config (no environment, no IMDS): no test here reaches a session.
+    let base = sweeper_services::aws::sdk::aws_config::SdkConfig::builder().build();
+    let sessions = SessionCache::new(base, None);
     ExternalCtx::new(
         client.clone(),
         Arc::new(sessions),
@@ -67,7 +68,7 @@ async fn run(
 async fn the_opt_out_annotation_is_valid_and_turns_external_gc_off_without_a_call() {
     let (client, server) = MockApi::new();
     let t = KindTeardown::<AWSCluster> {
-        ctx: Arc::new(ctx(&client).await),
+        ctx: Arc::new(ctx(&client)),
         _kind: std::marker::PhantomData,
     };
     let c = cluster(
@@ -98,7 +99,7 @@ async fn an_opted_out_live_cluster_holding_the_finalizer_costs_no_call() {
         false,
     );
 
-    run(ctx(&client).await, guarded(c)).await.unwrap();
+    run(ctx(&client), guarded(c)).await.unwrap();
 
     assert!(server.finish().is_empty());
 }
@@ -121,7 +122,7 @@ async fn a_malformed_switch_on_a_deleting_cluster_is_an_error_condition_and_even
     server.expect(Method::POST, EVENTS).respond(201, json!({}));
     let c: AWSCluster = serde_json::from_value(json).unwrap();
 
-    let action = run(ctx(&client).await, guarded(c)).await.unwrap();
+    let action = run(ctx(&client), guarded(c)).await.unwrap();
 
     let calls = server.finish();
     assert_eq!(
@@ -153,7 +154,7 @@ async fn a_malformed_switch_on_a_deleting_cluster_is_an_error_condition_and_even
 async fn a_malformed_switch_already_reported_is_not_reported_again() {
     let (client, server) = MockApi::new();
     let t = KindTeardown::<AWSCluster> {
-        ctx: Arc::new(ctx(&client).await),
+        ctx: Arc::new(ctx(&client)),
         _kind: std::marker::PhantomData,
     };
     let c = cluster(
@@ -195,7 +196,7 @@ async fn a_new_cluster_is_guarded_by_the_finalizer_even_with_a_malformed_switch(
         .respond(200, json.clone());
     let c: AWSCluster = serde_json::from_value(json).unwrap();
 
-    run(ctx(&client).await, guarded(c)).await.unwrap();
+    run(ctx(&client), guarded(c)).await.unwrap();
 
     let calls = server.finish();
     assert_eq!(calls.len(), 1, "{calls:?}");
@@ -209,7 +210,7 @@ async fn a_dry_run_never_takes_the_finalizer() {
     let (client, server) = MockApi::new();
     let c = cluster(json!({}), &[], false);
 
-    run(ctx(&client).await.with_dry_run(true), guarded(c))
+    run(ctx(&client).with_dry_run(true), guarded(c))
         .await
         .unwrap();
 
@@ -226,7 +227,7 @@ async fn a_cluster_the_selector_no_longer_selects_is_released_with_nothing_torn_
     let c: AWSCluster = serde_json::from_value(json).unwrap();
     let selector = crate::engine::selector::parse("team=gc").unwrap();
 
-    run(ctx(&client).await.with_selector(selector), guarded(c))
+    run(ctx(&client).with_selector(selector), guarded(c))
         .await
         .unwrap();
 
@@ -261,7 +262,7 @@ async fn a_missing_identity_refuses_the_teardown_keeps_the_finalizer_and_says_wh
     server.expect(Method::POST, EVENTS).respond(201, json!({}));
     let c: AWSCluster = serde_json::from_value(json).unwrap();
 
-    let action = run(ctx(&client).await, guarded(c)).await.unwrap();
+    let action = run(ctx(&client), guarded(c)).await.unwrap();
 
     let calls = server.finish();
     assert!(
@@ -299,7 +300,7 @@ async fn an_undecodable_cluster_is_reported_and_keeps_its_finalizer() {
         metadata: serde_json::from_value(json["metadata"].clone()).unwrap(),
     })));
 
-    run(ctx(&client).await, bad).await.unwrap();
+    run(ctx(&client), bad).await.unwrap();
 
     let calls = server.finish();
     assert_eq!(calls.len(), 3, "condition and Event only: {calls:?}");
