@@ -378,3 +378,6 @@ impl TenantCtx {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
