@@ -21,4 +21,6 @@ pub mod external;
 pub mod http_get;
 pub mod status;
 pub mod tenant;
+#[cfg(test)]
+mod testing;
 pub mod uninstall;

@@ -1138,3 +1138,6 @@ mod tests {
         assert_eq!(c.take("u", "5"), None, "used once");
     }
 }
+
+#[cfg(test)]
+mod api_tests;

@@ -608,3 +608,6 @@ fn graph_target<'a>(
         name: &snap.name,
     }
 }
+
+#[cfg(test)]
+mod tests;

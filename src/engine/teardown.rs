@@ -309,8 +309,9 @@ fn error_policy<T: Teardown>(
     Action::requeue(driver.retry_after)
 }
 
+/// `pub(crate)`: collectors' unit tests drive their teardown through it, as production does.
 #[tracing::instrument(skip_all, fields(collector = driver.collector, object = %Driver::<T>::label(&*g)))]
-async fn reconcile<T: Teardown>(
+pub(crate) async fn reconcile<T: Teardown>(
     g: Arc<Guarded<T::Object>>,
     driver: Arc<Driver<T>>,
 ) -> Result<Action, T::Error>
@@ -408,3 +409,6 @@ mod label_tests {
         assert_eq!(n, 1);
     }
 }
+
+#[cfg(test)]
+mod tests;

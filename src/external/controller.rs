@@ -843,3 +843,6 @@ fn phase_of(report: &sweeper_services::aws::teardown::TeardownReport) -> (String
         None => ("starting".into(), String::new()),
     }
 }
+
+#[cfg(test)]
+mod tests;

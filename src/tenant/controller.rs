@@ -359,3 +359,6 @@ impl TenantCtx {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -464,3 +464,6 @@ async fn took_effect(client: &Client, f: &Found, e: &kube::Error) -> bool {
         Err(_) => true,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,312 @@
+//! The external collector's Kubernetes side against a scripted API server, driven through the
+//! engine's reconcile as in production: the GC switches, bad input, finalizer handling and a
+//! refused identity. None of these paths reach AWS (a pass that does needs a session; the AWS
+//! teardown itself is tested in the services crate against LocalStack).
+
+use super::*;
+use crate::engine::finalizer::Stage;
+use crate::testing::MockApi;
+use http::Method;
+use serde_json::{Value, json};
+
+const CLUSTER: &str = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/ns/awsclusters/c1";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
+
+fn ctx(client: &Client) -> ExternalCtx {
+    // An empty SDK config (no environment, no IMDS): no test here reaches a session.
+    let base = sweeper_services::aws::sdk::aws_config::SdkConfig::builder().build();
+    let sessions = SessionCache::new(base, None);
+    ExternalCtx::new(
+        client.clone(),
+        Arc::new(sessions),
+        ExternalMetrics::default(),
+        false,
+        Family::default(),
+    )
+}
+
+fn cluster_json(annotations: Value, finalizers: &[&str], deleting: bool) -> Value {
+    let mut v = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "AWSCluster",
+        "metadata": {
+            "name": "c1", "namespace": "ns", "uid": "u-c1", "resourceVersion": "5",
+            "annotations": annotations,
+            "finalizers": finalizers,
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                 "name": "c1", "uid": "u-cluster"}],
+        },
+        "spec": {},
+    });
+    if deleting {
+        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    }
+    v
+}
+
+fn cluster(annotations: Value, finalizers: &[&str], deleting: bool) -> AWSCluster {
+    serde_json::from_value(cluster_json(annotations, finalizers, deleting)).unwrap()
+}
+
+fn guarded(c: AWSCluster) -> Arc<Guarded<AWSCluster>> {
+    Arc::new(Guarded(Ok(c)))
+}
+
+async fn run(
+    ctx: ExternalCtx,
+    obj: Arc<Guarded<AWSCluster>>,
+) -> Result<kube::runtime::controller::Action, ExternalError> {
+    let d = Arc::new(driver::<AWSCluster>(
+        Arc::new(ctx),
+        Teardowns::default(),
+        Fence::open(),
+    ));
+    crate::engine::teardown::reconcile(obj, d).await
+}
+
+#[tokio::test]
+async fn the_opt_out_annotation_is_valid_and_turns_external_gc_off_without_a_call() {
+    let (client, server) = MockApi::new();
+    let t = KindTeardown::<AWSCluster> {
+        ctx: Arc::new(ctx(&client)),
+        _kind: std::marker::PhantomData,
+    };
+    let c = cluster(
+        json!({annotations::GC_ANNOTATION: "false"}),
+        &[FINALIZER],
+        true,
+    );
+
+    let checked = t.validate(&c, Stage::Cleanup).await.unwrap();
+
+    let Checked::Valid(plan) = checked else {
+        panic!("the opt-out is valid input")
+    };
+    assert!(
+        !plan.settings.external_gc,
+        "phase 2 (external resources) is off"
+    );
+    assert_eq!(plan.names.capi, "c1");
+    assert!(server.finish().is_empty());
+}
+
+#[tokio::test]
+async fn an_opted_out_live_cluster_holding_the_finalizer_costs_no_call() {
+    let (client, server) = MockApi::new();
+    let c = cluster(
+        json!({annotations::GC_ANNOTATION: "false"}),
+        &[FINALIZER],
+        false,
+    );
+
+    run(ctx(&client), guarded(c)).await.unwrap();
+
+    assert!(server.finish().is_empty());
+}
+
+#[tokio::test]
+async fn a_malformed_switch_on_a_deleting_cluster_is_an_error_condition_and_event_and_nothing_is_released()
+ {
+    let (client, server) = MockApi::new();
+    let json = cluster_json(
+        json!({annotations::GC_ANNOTATION: "maybe"}),
+        &[FINALIZER],
+        true,
+    );
+    server
+        .expect(Method::GET, CLUSTER)
+        .respond(200, json.clone());
+    server
+        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
+        .respond(200, json.clone());
+    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    let c: AWSCluster = serde_json::from_value(json).unwrap();
+
+    let action = run(ctx(&client), guarded(c)).await.unwrap();
+
+    let calls = server.finish();
+    assert_eq!(
+        calls.iter().map(|c| c.line()).collect::<Vec<_>>(),
+        vec![
+            format!("GET {CLUSTER}"),
+            format!("PATCH {CLUSTER}/status"),
+            format!("POST {EVENTS}"),
+        ],
+        "no finalizer patch, no teardown"
+    );
+    let condition = &calls[1].body["status"]["conditions"][0];
+    assert_eq!(condition["reason"], "InvalidConfiguration");
+    assert_eq!(condition["status"], "False");
+    assert!(
+        condition["message"].as_str().unwrap().contains("\"maybe\""),
+        "{condition}"
+    );
+    assert_eq!(calls[1].body["metadata"]["resourceVersion"], "5");
+    assert_eq!(calls[2].body["reason"], "InvalidConfiguration");
+    assert_eq!(calls[2].body["type"], "Warning");
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(30))
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_switch_already_reported_is_not_reported_again() {
+    let (client, server) = MockApi::new();
+    let t = KindTeardown::<AWSCluster> {
+        ctx: Arc::new(ctx(&client)),
+        _kind: std::marker::PhantomData,
+    };
+    let c = cluster(
+        json!({annotations::GC_ANNOTATION: "maybe"}),
+        &[FINALIZER],
+        true,
+    );
+    // First time: condition written and Event sent; the answer carries the condition.
+    let mut reported = cluster_json(
+        json!({annotations::GC_ANNOTATION: "maybe"}),
+        &[FINALIZER],
+        true,
+    );
+    server
+        .expect(Method::GET, CLUSTER)
+        .respond(200, reported.clone());
+    server
+        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
+        .respond(200, reported.clone());
+    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    t.validate(&c, Stage::Cleanup).await.unwrap();
+    reported["status"] = server.calls()[1].body["status"].clone();
+    server.expect(Method::GET, CLUSTER).respond(200, reported);
+
+    let again = t.validate(&c, Stage::Cleanup).await.unwrap();
+
+    assert!(matches!(again, Checked::Invalid { release: false, .. }));
+    let calls = server.finish();
+    assert_eq!(calls.len(), 4, "the second look only reads: {calls:?}");
+    assert_eq!(calls[3].method, Method::GET);
+}
+
+#[tokio::test]
+async fn a_new_cluster_is_guarded_by_the_finalizer_even_with_a_malformed_switch() {
+    let (client, server) = MockApi::new();
+    let json = cluster_json(json!({annotations::GC_ANNOTATION: "maybe"}), &[], false);
+    server
+        .expect(Method::PATCH, CLUSTER)
+        .respond(200, json.clone());
+    let c: AWSCluster = serde_json::from_value(json).unwrap();
+
+    run(ctx(&client), guarded(c)).await.unwrap();
+
+    let calls = server.finish();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].content_type, "application/json-patch+json");
+    assert_eq!(calls[0].body[1]["op"], "add");
+    assert_eq!(calls[0].body[1]["value"], json!(FINALIZER));
+}
+
+#[tokio::test]
+async fn a_dry_run_never_takes_the_finalizer() {
+    let (client, server) = MockApi::new();
+    let c = cluster(json!({}), &[], false);
+
+    run(ctx(&client).with_dry_run(true), guarded(c))
+        .await
+        .unwrap();
+
+    assert!(server.finish().is_empty());
+}
+
+#[tokio::test]
+async fn a_cluster_the_selector_no_longer_selects_is_released_with_nothing_torn_down() {
+    let (client, server) = MockApi::new();
+    let json = cluster_json(json!({}), &["other.io/x", FINALIZER], true);
+    server
+        .expect(Method::PATCH, CLUSTER)
+        .respond(200, json.clone());
+    let c: AWSCluster = serde_json::from_value(json).unwrap();
+    let selector = crate::engine::selector::parse("team=gc").unwrap();
+
+    run(ctx(&client).with_selector(selector), guarded(c))
+        .await
+        .unwrap();
+
+    let calls = server.finish();
+    assert_eq!(calls.len(), 1, "only the release: {calls:?}");
+    assert_eq!(
+        calls[0].body,
+        json!([
+            {"op": "test", "path": "/metadata/finalizers/1", "value": FINALIZER},
+            {"op": "remove", "path": "/metadata/finalizers/1"},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_missing_identity_refuses_the_teardown_keeps_the_finalizer_and_says_why() {
+    let (client, server) = MockApi::new();
+    let mut json = cluster_json(json!({}), &[FINALIZER], true);
+    json["spec"]["identityRef"] = json!({"kind": "AWSClusterStaticIdentity", "name": "missing"});
+    server
+        .expect(
+            Method::GET,
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta2/awsclusterstaticidentities/missing",
+        )
+        .respond_status(404, "NotFound");
+    server
+        .expect(Method::GET, CLUSTER)
+        .respond(200, json.clone());
+    server
+        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
+        .respond(200, json.clone());
+    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    let c: AWSCluster = serde_json::from_value(json).unwrap();
+
+    let action = run(ctx(&client), guarded(c)).await.unwrap();
+
+    let calls = server.finish();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.method == Method::PATCH && c.path == CLUSTER),
+        "no finalizer patch: {calls:?}"
+    );
+    assert_eq!(
+        calls[2].body["status"]["conditions"][0]["reason"],
+        "IdentityNotFound"
+    );
+    assert_eq!(calls[3].body["reason"], "IdentityNotFound");
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(5)),
+        "retried with backoff"
+    );
+}
+
+#[tokio::test]
+async fn an_undecodable_cluster_is_reported_and_keeps_its_finalizer() {
+    let (client, server) = MockApi::new();
+    let json = cluster_json(json!({}), &[FINALIZER], true);
+    server
+        .expect(Method::GET, CLUSTER)
+        .respond(200, json.clone());
+    server
+        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
+        .respond(200, json.clone());
+    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    let bad = Arc::new(Guarded::<AWSCluster>(Err(Invalid {
+        field: "spec.region".into(),
+        error: "expected a string".into(),
+        metadata: serde_json::from_value(json["metadata"].clone()).unwrap(),
+    })));
+
+    run(ctx(&client), bad).await.unwrap();
+
+    let calls = server.finish();
+    assert_eq!(calls.len(), 3, "condition and Event only: {calls:?}");
+    assert_eq!(
+        calls[1].body["status"]["conditions"][0]["reason"],
+        "InvalidObject"
+    );
+    assert_eq!(calls[2].body["reason"], "InvalidObject");
+}
