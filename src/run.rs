@@ -42,21 +42,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     tracing::info!(feature_gates = %args.feature_gates, leader_elect = args.leader_elect, "starting sweeper {}", env!("CARGO_PKG_VERSION"));
     let mut metrics = Metrics::new();
     let api_calls = ApiCallCounter::default();
-    metrics.registry_mut().register(
-        "kube_api_calls",
-        "Requests sent to the Kubernetes API server, by verb",
-        api_calls.clone(),
-    );
+    let (registered, archive_metrics) = register_metrics(&mut metrics, api_calls.clone());
     let conn = connect(&args, &metrics, api_calls.clone()).await?;
-    // Every collector's metrics, registered whether or not it is enabled (dashboards see zeros,
-    // not gaps), and read by /status.
-    let registered: Vec<(&'static dyn crate::collectors::Spec, Arc<dyn Registered>)> =
-        crate::collectors::ALL
-            .iter()
-            .map(|spec| (*spec, spec.register(metrics.registry_mut())))
-            .collect();
-    let archive_metrics = crate::archive::store::ArchiveMetrics::default();
-    archive_metrics.register(metrics.registry_mut());
     let archives = Archives::new(
         crate::archive::Settings {
             mode: args.archive.clone(),
@@ -161,6 +148,34 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         return Err(RunError::LostLease(reason));
     }
     served.map_err(Into::into)
+}
+
+/// Every collector with its metrics registered, in the list's order.
+pub type RegisteredCollectors = Vec<(&'static dyn crate::collectors::Spec, Arc<dyn Registered>)>;
+
+/// Registers every metric family sweeper exports beyond the service's own (which
+/// [`Metrics::new`] holds): the API call counter, every collector's (enabled or not: dashboards
+/// see zeros, not gaps), the archive's. Public so a test can check the dashboard and the alerts
+/// against the families really registered.
+pub fn register_metrics(
+    metrics: &mut Metrics,
+    api_calls: ApiCallCounter,
+) -> (
+    RegisteredCollectors,
+    crate::archive::store::ArchiveMetrics,
+) {
+    metrics.registry_mut().register(
+        "kube_api_calls",
+        "Requests sent to the Kubernetes API server, by verb",
+        api_calls,
+    );
+    let registered = crate::collectors::ALL
+        .iter()
+        .map(|spec| (*spec, spec.register(metrics.registry_mut())))
+        .collect();
+    let archive_metrics = crate::archive::store::ArchiveMetrics::default();
+    archive_metrics.register(metrics.registry_mut());
+    (registered, archive_metrics)
 }
 
 /// The readiness component of the pause switch: ready once it has been read.

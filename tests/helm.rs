@@ -648,39 +648,19 @@ async fn chart_render_passes_server_side_dry_run() {
     }
 }
 
-/// The metric families sweeper registers, from the source: every `register("<name>", …)` under
-/// src/, prefixed `sweeper_` and the file's sub-registry prefix (`sub_registry_with_prefix`).
+/// Every metric family sweeper exports: a registry filled as `sweeper run` fills it, encoded,
+/// its `# TYPE` lines read (family names, without the OpenMetrics sample suffixes).
 fn exported_metrics() -> std::collections::BTreeSet<String> {
-    let mut out = std::collections::BTreeSet::new();
-    let mut stack = vec![Path::new(ROOT).join("src")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("src").flatten() {
-            let p = entry.path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            if p.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&p).expect("source");
-            let sub = text
-                .split("sub_registry_with_prefix(\"")
-                .nth(1)
-                .and_then(|r| r.split('"').next())
-                .map(|s| format!("{s}_"))
-                .unwrap_or_default();
-            for piece in text.split("register(").skip(1) {
-                let piece = piece.trim_start();
-                if let Some(rest) = piece.strip_prefix('"')
-                    && let Some(name) = rest.split('"').next()
-                {
-                    out.insert(format!("sweeper_{sub}{name}"));
-                }
-            }
-        }
-    }
-    out
+    let mut metrics = sweeper::metrics::Metrics::new();
+    let _registered = sweeper::run::register_metrics(&mut metrics, Default::default());
+    metrics
+        .encode()
+        .expect("the registry encodes")
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Every `sweeper_…` metric a dashboard panel or an alert queries is one sweeper exports (with

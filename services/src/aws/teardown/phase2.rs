@@ -99,10 +99,12 @@ async fn via_tagging(
     kinds: &[Box<dyn Step>],
 ) -> Result<Inventory, String> {
     // The three queries are independent: they run at once (one round trip's wait, not three).
+    // Each on the heap: the SDK's futures are large, and three side by side in one frame
+    // overflow a worker thread's stack in a debug build.
     let (found, lbc, cni) = futures::future::try_join3(
-        resources_with_tag(&c.tagging, own.cloud_key(), &[tags::OWNED], None),
-        resources_with_tag(&c.tagging, tags::LBC_CLUSTER_TAG, &[own.cluster()], None),
-        resources_with_tag(&c.tagging, tags::CNI_CLUSTER_TAG, &[own.cluster()], None),
+        Box::pin(resources_with_tag(&c.tagging, own.cloud_key(), &[tags::OWNED], None)),
+        Box::pin(resources_with_tag(&c.tagging, tags::LBC_CLUSTER_TAG, &[own.cluster()], None)),
+        Box::pin(resources_with_tag(&c.tagging, tags::CNI_CLUSTER_TAG, &[own.cluster()], None)),
     )
     .await
     .map_err(|e| e.to_string())?;
