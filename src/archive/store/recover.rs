@@ -1,0 +1,191 @@
+//! Recovering records another process left pending (it stopped between a record and its
+//! deletes), and finding out whether an archived object still exists.
+
+use super::*;
+
+impl Archiver {
+    /// Settles the records other processes left pending (they stopped between a record and its
+    /// deletes): an entry whose object still exists (and is not being deleted) is removed, one
+    /// whose object is gone stays; a record whose objects cannot be checked stays pending. This
+    /// process's own records are not touched, so it may run while the collector works.
+    pub async fn reconcile_pending(&self) -> Result<usize, ArchiveError> {
+        let selector = format!(
+            "{LABEL_ARCHIVE}=true,{LABEL_STATE}={PENDING},{LABEL_COLLECTOR}={},{LABEL_WRITER}!={}",
+            self.collector, self.writer
+        );
+        let lp = ListParams::default().labels(&selector);
+        let mut records: Vec<(RecordRef, Vec<Entry>)> = Vec::new();
+        for kind in record_kind::BOTH {
+            self.call();
+            let list = kind
+                .api(&self.client, None)
+                .list(&lp)
+                .await
+                .map_err(ArchiveError::List)?;
+            records.extend(
+                list.items
+                    .iter()
+                    .map(|o| (record_ref(&o.metadata, kind), kind.entries(o))),
+            );
+        }
+        let mut resolver = Resolver::default();
+        // Each CRD asked about once per pass: a tenant CRD's custom resources share it.
+        let mut crds_going: HashMap<String, bool> = HashMap::new();
+        let mut settled = 0;
+        'records: for (record, entries) in records {
+            let at = format!("{}/{}", record.namespace, record.name);
+            let mut remove = Vec::new();
+            let mut gone = Vec::new();
+            for e in &entries {
+                // A custom resource archived with its CRD went (or is going) with it once the
+                // CRD's DELETE took effect, even while it still shows, not yet reached by the
+                // API server's cleanup: its entry is true.
+                let with_crd = match &e.reason.with_crd {
+                    Some(crd) => match crds_going.get(crd) {
+                        Some(&going) => Ok(going),
+                        None => crd_going(&self.client, crd).await.inspect(|&going| {
+                            crds_going.insert(crd.clone(), going);
+                        }),
+                    },
+                    None => Ok(false),
+                };
+                let exists = match with_crd {
+                    Ok(true) => Ok(false),
+                    Ok(false) => resolver.exists(&self.client, e).await,
+                    Err(err) => Err(err),
+                };
+                match exists {
+                    Ok(true) => remove.push(e.uid.clone()),
+                    Ok(false) => gone.push(e.uid.clone()),
+                    // Cannot tell: the record stays pending for the next start to settle.
+                    Err(err) => {
+                        tracing::warn!(record = %at, object = %e.label(), error = %err, "cannot tell whether an archived object still exists; its record stays pending");
+                        continue 'records;
+                    }
+                }
+            }
+            // A gone object that another record also holds was archived again and deleted by a
+            // running process (which writes its record before its DELETE): that record is the
+            // one that stays. Read only now, after the objects were seen gone, so such a record
+            // is already there.
+            if !gone.is_empty() {
+                match self.uids_in_records(&record.namespace, record.kind).await {
+                    Ok(others) => remove.extend(gone.into_iter().filter(|uid| {
+                        others
+                            .iter()
+                            .any(|(name, u)| u == uid && *name != record.name)
+                    })),
+                    Err(e) => {
+                        tracing::warn!(record = %at, error = %e, "cannot read the other archive records; this one stays pending");
+                        continue 'records;
+                    }
+                }
+            }
+            match self.finish(&record, &remove).await {
+                Ok(()) => {
+                    settled += 1;
+                    tracing::info!(record = %at, entries = entries.len(), removed = remove.len(), "settled an archive record a previous process left pending");
+                }
+                Err(e) => {
+                    tracing::warn!(record = %at, error = %e, "cannot settle a pending archive record; it stays pending")
+                }
+            }
+        }
+        Ok(settled)
+    }
+
+    /// `(record name, uid)` of every entry of this collector's records in `namespace`.
+    pub(super) async fn uids_in_records(
+        &self,
+        namespace: &str,
+        kind: RecordKind,
+    ) -> Result<Vec<(String, String)>, ArchiveError> {
+        let lp = ListParams::default().labels(&format!(
+            "{LABEL_ARCHIVE}=true,{LABEL_COLLECTOR}={}",
+            self.collector
+        ));
+        self.call();
+        let records = kind
+            .api(&self.client, Some(namespace))
+            .list(&lp)
+            .await
+            .map_err(ArchiveError::List)?;
+        Ok(records
+            .items
+            .iter()
+            .flat_map(|o| {
+                RecordKind::keys(o)
+                    .into_iter()
+                    .filter_map(|k| k.strip_suffix(".json").map(String::from))
+                    .map(|u| (o.name_any(), u))
+            })
+            .collect())
+    }
+}
+
+/// Whether the CRD `name` is gone or being deleted.
+async fn crd_going(client: &Client, name: &str) -> Result<bool, String> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    match Api::<CustomResourceDefinition>::all(client.clone())
+        .get_metadata_opt(name)
+        .await
+    {
+        Ok(Some(m)) => Ok(m.metadata.deletion_timestamp.is_some()),
+        Ok(None) => Ok(true),
+        Err(e) => Err(format!("cannot read CRD {name}: {e}")),
+    }
+}
+
+/// Maps an entry's apiVersion and kind to its resource, with discovery (cached per kind).
+#[derive(Default)]
+pub struct Resolver {
+    known: HashMap<(String, String), Option<(ApiResource, bool)>>,
+}
+
+impl Resolver {
+    pub async fn resolve(
+        &mut self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Option<(ApiResource, bool)> {
+        let key = (api_version.to_string(), kind.to_string());
+        if let Some(k) = self.known.get(&key) {
+            return k.clone();
+        }
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let found = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .ok()
+            .map(|(ar, caps)| (ar, caps.scope == kube::discovery::Scope::Namespaced));
+        // Only a resolved kind is remembered: a failed discovery call must not read as "not
+        // served" for the rest of the run.
+        if found.is_some() {
+            self.known.insert(key, found.clone());
+        }
+        found
+    }
+
+    /// Whether the entry's object exists now with its uid and is not being deleted (Err: cannot
+    /// tell). An object held by finalizers after a DELETE counts as deleted.
+    pub async fn exists(&mut self, client: &Client, e: &Entry) -> Result<bool, String> {
+        let Some((ar, namespaced)) = self.resolve(client, &e.api_version, &e.kind).await else {
+            // The kind is not served any more: nothing of it exists.
+            return Ok(false);
+        };
+        let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
+            (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        match api.get_opt(&e.name).await {
+            Ok(Some(o)) => Ok(o.uid().as_deref() == Some(e.uid.as_str())
+                && o.metadata.deletion_timestamp.is_none()),
+            Ok(None) => Ok(false),
+            Err(err) => Err(err.to_string()),
+        }
+    }
+}
