@@ -5,7 +5,9 @@
 //! Environment: the test environment (`make env-up`), `SWEEPER_BIN` (a release `sweeper`),
 //! `SWEEPER_K8S_BIN` (where kube-controller-manager is). `BENCH_SCALE` (default 1.0) shrinks the
 //! workloads for a quick run; `BENCH_ONLY=archive` runs only the archive part,
-//! `BENCH_ONLY=expiry` only its expiry line.
+//! `BENCH_ONLY=expiry` only its expiry line, `BENCH_ONLY=limit` only the `cascade.limit` lines
+//! (the API server's own delete ceiling, a plain client with no GC, against sweeper's
+//! unthrottled background cascade of the same 1,000 dependents).
 //!
 //! The comparison with kube-controller-manager runs sweeper with `--archive=none` (what the
 //! collector itself costs, comparable with earlier runs); the archive part then measures the same
@@ -263,15 +265,19 @@ async fn time_deletions<F: std::future::Future<Output = ()>>(
         }
     }
     let t0 = Instant::now();
-    trigger.await;
-    let mut deleted = 0;
-    while deleted < n {
-        match tokio::time::timeout(Duration::from_secs(1200), stream.try_next()).await {
-            Ok(Ok(Some(Event::Delete(_)))) => deleted += 1,
-            Ok(Ok(Some(_))) => {}
-            _ => panic!("timed out after {deleted} of {n} deletions"),
+    // The watch is read while the trigger runs: a trigger that deletes for seconds (the plain
+    // client of the limit line) must not leave the events to pile up unread on the server.
+    let count = async {
+        let mut deleted = 0;
+        while deleted < n {
+            match tokio::time::timeout(Duration::from_secs(1200), stream.try_next()).await {
+                Ok(Ok(Some(Event::Delete(_)))) => deleted += 1,
+                Ok(Ok(Some(_))) => {}
+                _ => panic!("timed out after {deleted} of {n} deletions"),
+            }
         }
-    }
+    };
+    futures::join!(trigger, count);
     t0.elapsed()
 }
 
@@ -527,6 +533,144 @@ async fn archive_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
     ]
 }
 
+/// Concurrencies the plain client tries for the API server's delete ceiling; the best is kept.
+const LIMIT_CONCURRENCY: [usize; 6] = [1, 4, 8, 16, 32, 64];
+
+/// `n` dependents of one owner, as the background workloads make them (a labelled ConfigMap with
+/// one non-blocking owner reference), under `label`.
+async fn dependents(api: &Api<ConfigMap>, label: &str, n: usize) -> Vec<ConfigMap> {
+    let owner = create(
+        api,
+        format!("{label}-owner"),
+        &format!("{label}-owner"),
+        None,
+    )
+    .await;
+    let deps = create_many(api, label, n, label, Some(oref(&owner, false))).await;
+    // As the cascade workloads: let the creations settle (and a GC observe them) first.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    deps
+}
+
+/// The plain client: deletes `deps` with at most `concurrency` DELETEs in flight, each as sweeper
+/// sends it (background propagation, uid and resourceVersion preconditions). Objects/s, timed
+/// like a cascade, from the first DELETE to the last deletion seen by a watch.
+async fn plain_deletes(
+    client: &Client,
+    ns: &str,
+    label: &str,
+    deps: &[ConfigMap],
+    concurrency: usize,
+) -> f64 {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let t = time_deletions(client, ns, label, deps.len(), async {
+        futures::stream::iter(deps)
+            .map(|cm| {
+                let dp = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    preconditions: Some(kube::api::Preconditions {
+                        uid: cm.uid(),
+                        resource_version: cm.resource_version(),
+                    }),
+                    ..Default::default()
+                };
+                let api = &api;
+                async move {
+                    api.delete(&cm.name_any(), &dp)
+                        .await
+                        .expect("delete configmap");
+                }
+            })
+            .buffer_unordered(concurrency)
+            .collect::<Vec<_>>()
+            .await;
+    })
+    .await;
+    deps.len() as f64 / t.as_secs_f64()
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// The API server's own delete ceiling on this machine against sweeper's unthrottled background
+/// cascade of the same 1,000 dependents: `BENCH cascade.limit*` lines. `BENCH_LIMIT_RUNS` rounds
+/// (default 3), each the plain client at every concurrency then one sweeper cascade, so a busy
+/// moment of the host weighs on both alike. The plain client runs with no garbage collector at
+/// all (kube-controller-manager runs the namespace controller only); sweeper runs as in the
+/// unthrottled comparison (`--archive none`, qps 0), started for its cascade and stopped after it.
+/// Kept: the best rate per concurrency and the best of sweeper's cascades (and their median).
+async fn limit_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
+    let n = ((1000.0 * scale) as usize).max(10);
+    let runs: usize = std::env::var("BENCH_LIMIT_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    let ns = format!("bench-limit-{run_id}");
+    namespace(client, &ns).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    let mut by_concurrency: Vec<(usize, f64)> =
+        LIMIT_CONCURRENCY.iter().map(|&c| (c, 0.0)).collect();
+    let mut rates = Vec::new();
+    for r in 0..runs {
+        for (c, best) in by_concurrency.iter_mut() {
+            let label = format!("lim{r}-c{c}");
+            let deps = dependents(&api, &label, n).await;
+            let rate = plain_deletes(client, &ns, &label, &deps, *c).await;
+            eprintln!("round {r}: plain client, {c} in flight: {n} deletions at {rate:.1}/s");
+            *best = best.max(rate);
+        }
+        let sweeper = start(Gc::Sweeper, LIMITS[1]);
+        probe(client, &ns).await;
+        let label = format!("sw{r}");
+        dependents(&api, &label, n).await;
+        let t = time_deletions(client, &ns, &label, n, async {
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..Default::default()
+            };
+            api.delete(&format!("{label}-owner"), &dp).await.unwrap();
+        })
+        .await;
+        drop(sweeper);
+        let rate = n as f64 / t.as_secs_f64();
+        eprintln!("round {r}: sweeper unthrottled: {n} dependents at {rate:.1}/s");
+        rates.push(rate);
+    }
+    drop_namespace(client, &ns).await;
+    let (best_c, limit) = by_concurrency
+        .iter()
+        .copied()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    let best = rates.iter().copied().fold(0.0, f64::max);
+    let workers = std::env::var("SWEEPER_CASCADE_WORKERS").unwrap_or_else(|_| "20".into());
+    vec![
+        format!(
+            "BENCH cascade.limit sweeper={best:.2} limit={limit:.2} ratio={:.2} best_concurrency={best_c} sweeper_median={:.2} runs={runs} sweeper_workers={workers} dependents={n} unit=objects/s",
+            best / limit,
+            median(&rates)
+        ),
+        format!(
+            "BENCH cascade.limit.by_concurrency {} unit=objects/s",
+            by_concurrency
+                .iter()
+                .map(|(c, r)| format!("c{c}={r:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    ]
+}
+
 #[tokio::main]
 async fn main() {
     sweeper::install_crypto_provider();
@@ -545,11 +689,19 @@ async fn main() {
         println!("{}", expiry_line(records, bucket, per_record));
         return;
     }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("limit") {
+        limit_part(&client, scale, run_id)
+            .await
+            .iter()
+            .for_each(|l| println!("{l}"));
+        return;
+    }
     let archive_lines = archive_part(&client, scale, run_id).await;
     if std::env::var("BENCH_ONLY").as_deref() == Ok("archive") {
         archive_lines.iter().for_each(|l| println!("{l}"));
         return;
     }
+    let limit_lines = limit_part(&client, scale, run_id).await;
     let mut results: BTreeMap<(&str, &str), (Figures, Figures)> = BTreeMap::new();
     for limit in LIMITS {
         let (s, r1) = run_workloads(
@@ -658,5 +810,6 @@ async fn main() {
         avg(&k_calls),
         "calls",
     );
+    limit_lines.iter().for_each(|l| println!("{l}"));
     archive_lines.iter().for_each(|l| println!("{l}"));
 }
