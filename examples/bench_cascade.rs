@@ -5,7 +5,9 @@
 //! Environment: the test environment (`make env-up`), `SWEEPER_BIN` (a release `sweeper`),
 //! `SWEEPER_K8S_BIN` (where kube-controller-manager is). `BENCH_SCALE` (default 1.0) shrinks the
 //! workloads for a quick run; `BENCH_ONLY=archive` runs only the archive part,
-//! `BENCH_ONLY=expiry` only its expiry line.
+//! `BENCH_ONLY=expiry` only its expiry line, `BENCH_ONLY=limit` only the `cascade.limit` lines
+//! (the API server's own delete ceiling, a plain client with no GC, against sweeper's
+//! unthrottled background cascade of the same 1,000 dependents).
 //!
 //! The comparison with kube-controller-manager runs sweeper with `--archive=none` (what the
 //! collector itself costs, comparable with earlier runs); the archive part then measures the same
@@ -254,6 +256,17 @@ async fn time_deletions<F: std::future::Future<Output = ()>>(
     n: usize,
     trigger: F,
 ) -> Duration {
+    time_deletions_split(client, ns, label, n, trigger).await.1
+}
+
+/// [`time_deletions`], also saying when the first deletion was seen: (first, last).
+async fn time_deletions_split<F: std::future::Future<Output = ()>>(
+    client: &Client,
+    ns: &str,
+    label: &str,
+    n: usize,
+    trigger: F,
+) -> (Duration, Duration) {
     let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client.clone(), ns);
     let cfg = watcher::Config::default().labels(&format!("bench={label}"));
     let mut stream = watcher::watcher(api, cfg).boxed();
@@ -263,16 +276,134 @@ async fn time_deletions<F: std::future::Future<Output = ()>>(
         }
     }
     let t0 = Instant::now();
-    trigger.await;
-    let mut deleted = 0;
-    while deleted < n {
-        match tokio::time::timeout(Duration::from_secs(1200), stream.try_next()).await {
-            Ok(Ok(Some(Event::Delete(_)))) => deleted += 1,
-            Ok(Ok(Some(_))) => {}
-            _ => panic!("timed out after {deleted} of {n} deletions"),
+    let mut first = Duration::ZERO;
+    // The watch is read while the trigger runs: a trigger that deletes for seconds (the plain
+    // client of the limit line) must not leave the events to pile up unread on the server.
+    let count = async {
+        let mut deleted = 0;
+        while deleted < n {
+            match tokio::time::timeout(Duration::from_secs(1200), stream.try_next()).await {
+                Ok(Ok(Some(Event::Delete(_)))) => {
+                    deleted += 1;
+                    if deleted == 1 {
+                        first = t0.elapsed();
+                    }
+                }
+                Ok(Ok(Some(_))) => {}
+                _ => panic!("timed out after {deleted} of {n} deletions"),
+            }
         }
+    };
+    futures::join!(trigger, count);
+    (first, t0.elapsed())
+}
+
+/// The API server's own DELETE latency on configmaps so far: (seconds summed, requests), from
+/// `apiserver_request_duration_seconds`. Differences of two readings give the mean latency the
+/// server spent per DELETE between them.
+async fn delete_latency(client: &Client) -> (f64, f64) {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.expect("apiserver /metrics");
+    let sum = |metric: &str| -> f64 {
+        text.lines()
+            .filter(|l| {
+                l.starts_with(metric)
+                    && l.contains("resource=\"configmaps\"")
+                    && l.contains("verb=\"DELETE\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (
+        sum("apiserver_request_duration_seconds_sum{"),
+        sum("apiserver_request_duration_seconds_count{"),
+    )
+}
+
+/// CPU seconds (user + system) a process has used so far; 0 when it is not readable.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0 // USER_HZ
+}
+
+/// CPU seconds of etcd and kube-apiserver together (their pid files in SWEEPER_TEST_ENV).
+fn servers_cpu_seconds() -> f64 {
+    let Ok(state) = std::env::var("SWEEPER_TEST_ENV") else {
+        return 0.0;
+    };
+    ["etcd", "kube-apiserver"]
+        .iter()
+        .map(|s| {
+            cpu_seconds(
+                &std::fs::read_to_string(format!("{state}/run/{s}.pid")).unwrap_or_default(),
+            )
+        })
+        .sum()
+}
+
+/// One measured batch of deletions: rate, the time to the first deletion seen, the mean
+/// server-side DELETE latency, and so the mean DELETEs in flight at the server (Little's law);
+/// the CPU the deleting client and the servers (etcd + kube-apiserver) used, per object.
+#[derive(Clone, Copy, Default)]
+struct Batch {
+    rate: f64,
+    first: Duration,
+    server_latency: f64,
+    client_cpu: f64,
+    servers_cpu: f64,
+}
+
+impl Batch {
+    fn in_flight(&self) -> f64 {
+        self.rate * self.server_latency
     }
-    t0.elapsed()
+
+    fn describe(&self) -> String {
+        format!(
+            "{:.1}/s, first deletion after {:.0} ms, server {:.1} ms per DELETE, {:.1} in flight, CPU per object: client {:.2} ms, etcd+apiserver {:.2} ms",
+            self.rate,
+            self.first.as_secs_f64() * 1e3,
+            self.server_latency * 1e3,
+            self.in_flight(),
+            self.client_cpu * 1e3,
+            self.servers_cpu * 1e3
+        )
+    }
+}
+
+/// Times `n` deletions after `trigger` as a [`Batch`]; `client_pid` is the deleting process.
+async fn measure_batch<F: std::future::Future<Output = ()>>(
+    client: &Client,
+    ns: &str,
+    label: &str,
+    n: usize,
+    client_pid: &str,
+    trigger: F,
+) -> Batch {
+    let before = delete_latency(client).await;
+    let cpu_before = (cpu_seconds(client_pid), servers_cpu_seconds());
+    let (first, total) = time_deletions_split(client, ns, label, n, trigger).await;
+    let cpu_after = (cpu_seconds(client_pid), servers_cpu_seconds());
+    let after = delete_latency(client).await;
+    let count = (after.1 - before.1).max(1.0);
+    Batch {
+        rate: n as f64 / total.as_secs_f64(),
+        first,
+        server_latency: (after.0 - before.0) / count,
+        client_cpu: (cpu_after.0 - cpu_before.0) / n as f64,
+        servers_cpu: (cpu_after.1 - cpu_before.1) / n as f64,
+    }
 }
 
 /// Waits until the GC collects a probe dependent: it is synced and working.
@@ -527,6 +658,181 @@ async fn archive_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
     ]
 }
 
+/// Concurrencies the plain client tries for the API server's delete ceiling; the best is kept.
+const LIMIT_CONCURRENCY: [usize; 6] = [1, 4, 8, 16, 32, 64];
+
+/// `n` dependents of one owner, as the background workloads make them (a labelled ConfigMap with
+/// one non-blocking owner reference), under `label`.
+async fn dependents(api: &Api<ConfigMap>, label: &str, n: usize) -> Vec<ConfigMap> {
+    let owner = create(
+        api,
+        format!("{label}-owner"),
+        &format!("{label}-owner"),
+        None,
+    )
+    .await;
+    let deps = create_many(api, label, n, label, Some(oref(&owner, false))).await;
+    // As the cascade workloads: let the creations settle (and a GC observe them) first.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    deps
+}
+
+/// The plain client: deletes `deps` with at most `concurrency` DELETEs in flight, each as sweeper
+/// sends it (background propagation, uid and resourceVersion preconditions), timed like a
+/// cascade, from the first DELETE to the last deletion seen by a watch.
+async fn plain_deletes(
+    client: &Client,
+    ns: &str,
+    label: &str,
+    deps: &[ConfigMap],
+    concurrency: usize,
+) -> Batch {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let me = std::process::id().to_string();
+    measure_batch(client, ns, label, deps.len(), &me, async {
+        futures::stream::iter(deps)
+            .map(|cm| {
+                let dp = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    preconditions: Some(kube::api::Preconditions {
+                        uid: cm.uid(),
+                        resource_version: cm.resource_version(),
+                    }),
+                    ..Default::default()
+                };
+                let api = &api;
+                async move {
+                    api.delete(&cm.name_any(), &dp)
+                        .await
+                        .expect("delete configmap");
+                }
+            })
+            .buffer_unordered(concurrency)
+            .collect::<Vec<_>>()
+            .await;
+    })
+    .await
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// The API server's own delete ceiling on this machine against sweeper's unthrottled background
+/// cascade of the same 1,000 dependents: `BENCH cascade.limit*` lines. `BENCH_LIMIT_RUNS` rounds
+/// (default 3), each the plain client at every concurrency then one sweeper cascade, so a busy
+/// moment of the host weighs on both alike. The plain client runs with no garbage collector at
+/// all (kube-controller-manager runs the namespace controller only); sweeper runs as in the
+/// unthrottled comparison (`--archive none`, qps 0), started for its cascade and stopped after it.
+/// Kept: the best rate per concurrency and the best of sweeper's cascades (and their median).
+async fn limit_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
+    let n = ((1000.0 * scale) as usize).max(10);
+    let runs: usize = std::env::var("BENCH_LIMIT_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    let ns = format!("bench-limit-{run_id}");
+    namespace(client, &ns).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    let mut by_concurrency: Vec<(usize, Batch)> = LIMIT_CONCURRENCY
+        .iter()
+        .map(|&c| (c, Batch::default()))
+        .collect();
+    let mut cascades: Vec<Batch> = Vec::new();
+    // Each round's best plain rate, for the medians' ratio (steadier than best against best on
+    // a busy host).
+    let mut round_limits: Vec<f64> = Vec::new();
+    for r in 0..runs {
+        let mut round_best = 0.0f64;
+        for (c, best) in by_concurrency.iter_mut() {
+            let label = format!("lim{r}-c{c}");
+            let deps = dependents(&api, &label, n).await;
+            let b = plain_deletes(client, &ns, &label, &deps, *c).await;
+            eprintln!("round {r}: plain client, {c} in flight: {}", b.describe());
+            round_best = round_best.max(b.rate);
+            if b.rate > best.rate {
+                *best = b;
+            }
+        }
+        round_limits.push(round_best);
+        let sweeper = start(Gc::Sweeper, LIMITS[1]);
+        probe(client, &ns).await;
+        let label = format!("sw{r}");
+        dependents(&api, &label, n).await;
+        let pid = sweeper.child.id().to_string();
+        let b = measure_batch(client, &ns, &label, n, &pid, async {
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..Default::default()
+            };
+            api.delete(&format!("{label}-owner"), &dp).await.unwrap();
+        })
+        .await;
+        drop(sweeper);
+        eprintln!("round {r}: sweeper unthrottled: {}", b.describe());
+        cascades.push(b);
+    }
+    drop_namespace(client, &ns).await;
+    let (best_c, limit) = by_concurrency
+        .iter()
+        .copied()
+        .max_by(|a, b| a.1.rate.total_cmp(&b.1.rate))
+        .unwrap();
+    let sweeper = cascades
+        .iter()
+        .copied()
+        .max_by(|a, b| a.rate.total_cmp(&b.rate))
+        .unwrap();
+    let rates: Vec<f64> = cascades.iter().map(|b| b.rate).collect();
+    let workers = std::env::var("SWEEPER_CASCADE_WORKERS").unwrap_or_else(|_| "20".into());
+    let ms = |d: f64| d * 1e3;
+    vec![
+        format!(
+            "BENCH cascade.limit sweeper={:.2} limit={:.2} ratio={:.2} best_concurrency={best_c} sweeper_median={:.2} limit_median={:.2} ratio_median={:.2} runs={runs} sweeper_workers={workers} dependents={n} unit=objects/s",
+            sweeper.rate,
+            limit.rate,
+            sweeper.rate / limit.rate,
+            median(&rates),
+            median(&round_limits),
+            median(&rates) / median(&round_limits)
+        ),
+        // Where the time goes, for the best of each: until the first deletion (sweeper: seeing
+        // the owner go and queueing), the server's mean time per DELETE, the DELETEs in flight
+        // at the server that implies (rate x latency), and CPU per object: the deleting process
+        // (sweeper; the plain client, i.e. this driver) and etcd + kube-apiserver.
+        format!(
+            "BENCH cascade.limit.detail sweeper_first_ms={:.0} limit_first_ms={:.0} sweeper_server_ms={:.2} limit_server_ms={:.2} sweeper_in_flight={:.1} limit_in_flight={:.1} sweeper_cpu_ms={:.3} limit_client_cpu_ms={:.3} servers_cpu_ms_sweeper={:.3} servers_cpu_ms_limit={:.3} unit=ms",
+            ms(sweeper.first.as_secs_f64()),
+            ms(limit.first.as_secs_f64()),
+            ms(sweeper.server_latency),
+            ms(limit.server_latency),
+            sweeper.in_flight(),
+            limit.in_flight(),
+            ms(sweeper.client_cpu),
+            ms(limit.client_cpu),
+            ms(sweeper.servers_cpu),
+            ms(limit.servers_cpu)
+        ),
+        format!(
+            "BENCH cascade.limit.by_concurrency {} unit=objects/s",
+            by_concurrency
+                .iter()
+                .map(|(c, b)| format!("c{c}={:.2}", b.rate))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    ]
+}
+
 #[tokio::main]
 async fn main() {
     sweeper::install_crypto_provider();
@@ -545,11 +851,19 @@ async fn main() {
         println!("{}", expiry_line(records, bucket, per_record));
         return;
     }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("limit") {
+        limit_part(&client, scale, run_id)
+            .await
+            .iter()
+            .for_each(|l| println!("{l}"));
+        return;
+    }
     let archive_lines = archive_part(&client, scale, run_id).await;
     if std::env::var("BENCH_ONLY").as_deref() == Ok("archive") {
         archive_lines.iter().for_each(|l| println!("{l}"));
         return;
     }
+    let limit_lines = limit_part(&client, scale, run_id).await;
     let mut results: BTreeMap<(&str, &str), (Figures, Figures)> = BTreeMap::new();
     for limit in LIMITS {
         let (s, r1) = run_workloads(
@@ -658,5 +972,6 @@ async fn main() {
         avg(&k_calls),
         "calls",
     );
+    limit_lines.iter().for_each(|l| println!("{l}"));
     archive_lines.iter().for_each(|l| println!("{l}"));
 }

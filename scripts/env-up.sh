@@ -3,10 +3,13 @@
 # kube-controller-manager (namespace controller only: sweeper is the only garbage collector) and
 # LocalStack. Provisions what is missing first. Idempotent: running it twice is fine.
 # Writes $SWEEPER_STATE/env (source it) with KUBECONFIG and the AWS_* variables.
+# SWEEPER_LOCALSTACK=0 leaves LocalStack out (neither provisioned nor started): for the Kubernetes-only
+# benchmarks, so a second environment beside another one needs no LocalStack of its own.
 source "$(dirname "$0")/lib.sh"
+SWEEPER_LOCALSTACK="${SWEEPER_LOCALSTACK:-1}"
 
 "$REPO_ROOT/scripts/provision-kubernetes.sh"
-"$REPO_ROOT/scripts/provision-localstack.sh"
+if [ "$SWEEPER_LOCALSTACK" != 0 ]; then "$REPO_ROOT/scripts/provision-localstack.sh"; fi
 
 mkdir -p "$SWEEPER_STATE"/{logs,pki,run}
 PKI="$SWEEPER_STATE/pki"
@@ -157,18 +160,22 @@ start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
   --concurrent-namespace-syncs 10 --kube-api-qps 100 --kube-api-burst 200
 
 # --- LocalStack ---
-start localstack env GATEWAY_LISTEN="127.0.0.1:$LOCALSTACK_PORT" \
-  SERVICES=ec2,elb,elbv2,resourcegroupstaggingapi,sts,iam \
-  LOCALSTACK_VOLUME_DIR="$SWEEPER_STATE/localstack" DNS_ADDRESS=0 SKIP_SSL_CERT_DOWNLOAD=1 \
-  DISABLE_EVENTS=1 LOCALSTACK_CLI=0 \
-  "$LOCALSTACK_VENV/bin/python" -m localstack.runtime.main
-ls_healthy() {
-  curl -fsS "http://127.0.0.1:$LOCALSTACK_PORT/_localstack/health" | python3 -c '
+if [ "$SWEEPER_LOCALSTACK" = 0 ]; then
+  log "SWEEPER_LOCALSTACK=0: LocalStack not started"
+else
+  start localstack env GATEWAY_LISTEN="127.0.0.1:$LOCALSTACK_PORT" \
+    SERVICES=ec2,elb,elbv2,resourcegroupstaggingapi,sts,iam \
+    LOCALSTACK_VOLUME_DIR="$SWEEPER_STATE/localstack" DNS_ADDRESS=0 SKIP_SSL_CERT_DOWNLOAD=1 \
+    DISABLE_EVENTS=1 LOCALSTACK_CLI=0 \
+    "$LOCALSTACK_VENV/bin/python" -m localstack.runtime.main
+  ls_healthy() {
+    curl -fsS "http://127.0.0.1:$LOCALSTACK_PORT/_localstack/health" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)["services"]
 sys.exit(0 if all(s.get(k) in ("available", "running") for k in ("ec2", "elb", "elbv2", "resourcegroupstaggingapi")) else 1)'
-}
-wait_for localstack 120 ls_healthy
+  }
+  wait_for localstack 120 ls_healthy
+fi
 
 cat > "$SWEEPER_STATE/env" <<ENV
 export KUBECONFIG=$KUBECONFIG_FILE
