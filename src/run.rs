@@ -160,10 +160,7 @@ pub type RegisteredCollectors = Vec<(&'static dyn crate::collectors::Spec, Arc<d
 pub fn register_metrics(
     metrics: &mut Metrics,
     api_calls: ApiCallCounter,
-) -> (
-    RegisteredCollectors,
-    crate::archive::store::ArchiveMetrics,
-) {
+) -> (RegisteredCollectors, crate::archive::store::ArchiveMetrics) {
     metrics.registry_mut().register(
         "kube_api_calls",
         "Requests sent to the Kubernetes API server, by verb",

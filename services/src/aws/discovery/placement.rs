@@ -84,13 +84,9 @@ pub async fn confirm(
     let found: [Vec<String>; 4] = {
         // Each on the heap: four SDK futures side by side in one frame overflow a worker
         // thread's stack in a debug build.
-        let (a, b, c, d) = futures::future::try_join4(
-            Box::pin(lbs),
-            Box::pin(tgs),
-            Box::pin(sgs),
-            Box::pin(enis),
-        )
-        .await?;
+        let (a, b, c, d) =
+            futures::future::try_join4(Box::pin(lbs), Box::pin(tgs), Box::pin(sgs), Box::pin(enis))
+                .await?;
         [a, b, c, d]
     };
     let here: HashSet<String> = found.into_iter().flatten().collect();

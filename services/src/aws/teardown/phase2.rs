@@ -102,9 +102,24 @@ async fn via_tagging(
     // Each on the heap: the SDK's futures are large, and three side by side in one frame
     // overflow a worker thread's stack in a debug build.
     let (found, lbc, cni) = futures::future::try_join3(
-        Box::pin(resources_with_tag(&c.tagging, own.cloud_key(), &[tags::OWNED], None)),
-        Box::pin(resources_with_tag(&c.tagging, tags::LBC_CLUSTER_TAG, &[own.cluster()], None)),
-        Box::pin(resources_with_tag(&c.tagging, tags::CNI_CLUSTER_TAG, &[own.cluster()], None)),
+        Box::pin(resources_with_tag(
+            &c.tagging,
+            own.cloud_key(),
+            &[tags::OWNED],
+            None,
+        )),
+        Box::pin(resources_with_tag(
+            &c.tagging,
+            tags::LBC_CLUSTER_TAG,
+            &[own.cluster()],
+            None,
+        )),
+        Box::pin(resources_with_tag(
+            &c.tagging,
+            tags::CNI_CLUSTER_TAG,
+            &[own.cluster()],
+            None,
+        )),
     )
     .await
     .map_err(|e| e.to_string())?;
