@@ -648,19 +648,35 @@ async fn chart_render_passes_server_side_dry_run() {
     }
 }
 
-/// Every metric family sweeper exports: a registry filled as `sweeper run` fills it, encoded,
-/// its `# TYPE` lines read (family names, without the OpenMetrics sample suffixes).
+/// Every metric family sweeper exports: a registry filled as `sweeper run` fills it. The text
+/// encoding leaves out a labelled family until it has a child, so the families are read from the
+/// registry's own description instead (its Debug form, of the pinned prometheus-client): each
+/// registry's full prefix, then the names of its metrics.
 fn exported_metrics() -> std::collections::BTreeSet<String> {
     let mut metrics = sweeper::metrics::Metrics::new();
     let _registered = sweeper::run::register_metrics(&mut metrics, Default::default());
-    metrics
-        .encode()
-        .expect("the registry encodes")
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split(' ').next())
-        .map(str::to_string)
-        .collect()
+    let described = format!("{:?}", metrics.registry_mut());
+    let mut out = std::collections::BTreeSet::new();
+    let mut prefix = String::new();
+    let (prefix_mark, name_mark) = ("prefix: Some(Prefix(\"", "Descriptor { name: \"");
+    let mut rest = described.as_str();
+    loop {
+        let p = rest.find(prefix_mark);
+        let n = rest.find(name_mark);
+        match (p, n) {
+            (Some(p), n) if n.is_none_or(|n| p < n) => {
+                rest = &rest[p + prefix_mark.len()..];
+                prefix = rest.split('"').next().unwrap_or_default().to_string();
+            }
+            (_, Some(n)) => {
+                rest = &rest[n + name_mark.len()..];
+                let name = rest.split('"').next().unwrap_or_default();
+                out.insert(format!("{prefix}_{name}"));
+            }
+            _ => break,
+        }
+    }
+    out
 }
 
 /// Every `sweeper_…` metric a dashboard panel or an alert queries is one sweeper exports (with
