@@ -215,10 +215,7 @@ pub struct Entry {
 impl Entry {
     /// `Kind ns/name` or `Kind name`.
     pub fn label(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
-            None => format!("{} {}", self.kind, self.name),
-        }
+        crate::engine::meta::object_label(&self.kind, self.namespace.as_deref(), &self.name)
     }
 
     /// The uids of the object's owners, from its archived ownerReferences.

@@ -95,10 +95,7 @@ impl Snapshot {
 
     /// `Kind ns/name` (or `Kind name`), for errors.
     pub fn label(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
-            None => format!("{} {}", self.kind, self.name),
-        }
+        crate::engine::meta::object_label(&self.kind, self.namespace.as_deref(), &self.name)
     }
 
     pub fn reference(&self) -> ObjectReference {

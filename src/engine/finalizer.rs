@@ -52,11 +52,7 @@ fn describe<K: Resource>(obj: &K) -> String
 where
     K::DynamicType: Default,
 {
-    let kind = K::kind(&K::DynamicType::default()).to_string();
-    match obj.namespace() {
-        Some(ns) => format!("{kind} {ns}/{}", obj.name_any()),
-        None => format!("{kind} {}", obj.name_any()),
-    }
+    crate::engine::meta::label_of(obj)
 }
 
 /// Adds `finalizer` (no-op if present).

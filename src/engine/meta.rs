@@ -8,6 +8,27 @@ pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 pub const FINALIZER_ORPHAN: &str = "orphan";
 pub const FINALIZER_CASCADE_COMPLETE: &str = "sweeper.dev/cascade-complete";
 
+/// How sweeper names an object in logs, Events, errors and `sweeper status`: `Kind ns/name`, or
+/// `Kind name` when cluster-scoped (as `kubectl describe` does).
+pub fn object_label(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+/// [`object_label`] of a typed object.
+pub fn label_of<K: kube::Resource>(obj: &K) -> String
+where
+    K::DynamicType: Default,
+{
+    object_label(
+        &K::kind(&K::DynamicType::default()),
+        obj.meta().namespace.as_deref(),
+        obj.meta().name.as_deref().unwrap_or_default(),
+    )
+}
+
 /// Whether a DELETE of the object with `uid` took effect, from what a read finds under its name
 /// now: nothing, another object (the name re-used), or the object itself being deleted. Asked
 /// when a DELETE's answer was lost or refused, to settle its archive entry truthfully.

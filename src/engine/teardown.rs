@@ -247,10 +247,11 @@ where
     /// The object's name in `sweeper status`: `Kind ns/name`, or `Kind name` when
     /// cluster-scoped (how `kubectl describe` names it, and what the status tests read).
     fn label(obj: &impl Resource<DynamicType = ()>) -> String {
-        match obj.meta().namespace.as_deref() {
-            Some(ns) => format!("{} {ns}/{}", T::Object::kind(&()), obj.name_any()),
-            None => format!("{} {}", T::Object::kind(&()), obj.name_any()),
-        }
+        crate::engine::meta::object_label(
+            &T::Object::kind(&()),
+            obj.meta().namespace.as_deref(),
+            obj.meta().name.as_deref().unwrap_or_default(),
+        )
     }
 
     async fn cleanup(&self, obj: &T::Object, plan: T::Plan) -> Result<Action, T::Error> {

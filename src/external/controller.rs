@@ -337,11 +337,10 @@ impl<K: GcKind> KindTeardown<K> {
     }
 
     fn label(obj: &impl Resource<DynamicType = ()>) -> String {
-        format!(
-            "{} {}/{}",
-            K::kind(&()),
-            obj.meta().namespace.as_deref().unwrap_or_default(),
-            obj.meta().name.as_deref().unwrap_or_default()
+        crate::engine::meta::object_label(
+            &K::kind(&()),
+            obj.meta().namespace.as_deref(),
+            obj.meta().name.as_deref().unwrap_or_default(),
         )
     }
 
