@@ -189,9 +189,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 30, env = "SWEEPER_KUBE_API_BURST")]
     pub kube_api_burst: u32,
 
-    /// Workers per cascade queue (kube-controller-manager's --concurrent-gc-syncs). [range: 1 to 1000]
-    #[arg(long, default_value_t = 20, env = "SWEEPER_CASCADE_WORKERS", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub cascade_workers: u32,
+    /// Workers per cascade queue (kube-controller-manager's --concurrent-gc-syncs). Default: 20, or
+    /// 40 with --kube-api-qps 0 (unthrottled, the API server's own pace is the limit: on 2 cores it
+    /// takes deletes fastest with 32 to 64 in flight, and 20 workers keep about 18 in flight; see
+    /// docs/benchmarks.md, `cascade.limit`). [range: 1 to 1000]
+    #[arg(long, env = "SWEEPER_CASCADE_WORKERS", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub cascade_workers: Option<u32>,
 
     /// Report what the cascade collector would delete or rewrite; change nothing.
     #[arg(long, default_value_t = false, env = "SWEEPER_CASCADE_DRY_RUN")]
@@ -333,6 +336,12 @@ pub enum ConfigError {
 impl RunArgs {
     /// Checks what clap's per-flag parsers cannot: ranges and relations between flags. `sweeper
     /// run` calls it before connecting to anything, so bad configuration fails at once.
+    /// Workers per cascade queue: as given, else 20, or 40 when the client is unthrottled.
+    pub fn cascade_workers(&self) -> u32 {
+        self.cascade_workers
+            .unwrap_or(if self.kube_api_qps == 0.0 { 40 } else { 20 })
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.kube_api_qps.is_finite() || self.kube_api_qps < 0.0 {
             return Err(ConfigError::Qps(self.kube_api_qps));

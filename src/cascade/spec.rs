@@ -78,7 +78,7 @@ impl Registered for CascadeMetrics {
         Box::pin(async move {
             let args = env.args;
             let cfg = CascadeConfig {
-                workers: args.cascade_workers as usize,
+                workers: args.cascade_workers() as usize,
                 dry_run: args.cascade_dry_run,
                 sync_timeout: args.cascade_sync_timeout,
                 fence: env.fence.clone(),
@@ -88,7 +88,7 @@ impl Registered for CascadeMetrics {
             let batcher = env
                 .archives
                 .archiver(&env.client, &env.fence, NAME)
-                .map(|a| crate::archive::batch::Batcher::start(a, args.cascade_workers as usize));
+                .map(|a| crate::archive::batch::Batcher::start(a, args.cascade_workers() as usize));
             Box::new(super::collector::CascadeCollector::new(
                 env.client,
                 cfg,
