@@ -82,6 +82,27 @@ pub struct BuildEnv<'a> {
     pub archives: &'a Archives,
 }
 
+/// What a teardown collector (one on the engine's teardown driver) shows: its teardowns in
+/// progress, as `<name>_teardowns_in_progress` in /status and `<name>: N teardowns in progress` in
+/// `sweeper status`.
+pub mod teardowns {
+    use crate::engine::teardown::TeardownMetrics;
+    use serde_json::{Map, Value};
+
+    fn field(name: &str) -> String {
+        format!("{name}_teardowns_in_progress")
+    }
+
+    pub fn status(name: &str, m: &TeardownMetrics) -> Map<String, Value> {
+        Map::from_iter([(field(name), Value::from(m.in_progress.get()))])
+    }
+
+    pub fn render(name: &str, status: &Map<String, Value>) -> Option<String> {
+        let n = status.get(&field(name))?.as_i64()?;
+        Some(format!("{name}: {n} teardowns in progress"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

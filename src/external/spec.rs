@@ -9,8 +9,6 @@ use serde_json::{Map, Value};
 use std::sync::Arc;
 
 pub const NAME: &str = "external";
-/// Its field of /status.
-const IN_PROGRESS: &str = "external_teardowns_in_progress";
 /// The gate that switches AWS discovery from the tagging API to describe calls.
 pub const ALTERNATIVE_GC_STRATEGY: &str = "AlternativeGCStrategy";
 
@@ -45,17 +43,13 @@ impl Spec for ExternalSpec {
     }
 
     fn render(&self, status: &Map<String, Value>) -> Option<String> {
-        let n = status.get(IN_PROGRESS)?.as_i64()?;
-        Some(format!("external: {n} teardowns in progress"))
+        crate::collectors::teardowns::render(NAME, status)
     }
 }
 
 impl Registered for ExternalMetrics {
     fn status(&self) -> Map<String, Value> {
-        Map::from_iter([(
-            IN_PROGRESS.to_string(),
-            Value::from(self.teardown.in_progress.get()),
-        )])
+        crate::collectors::teardowns::status(NAME, &self.teardown)
     }
 
     fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {

@@ -10,8 +10,6 @@ use serde_json::{Map, Value};
 use std::sync::Arc;
 
 pub const NAME: &str = "tenant";
-/// Its field of /status.
-const IN_PROGRESS: &str = "tenant_teardowns_in_progress";
 
 pub struct TenantSpec;
 pub static SPEC: TenantSpec = TenantSpec;
@@ -36,17 +34,13 @@ impl Spec for TenantSpec {
     }
 
     fn render(&self, status: &Map<String, Value>) -> Option<String> {
-        let n = status.get(IN_PROGRESS)?.as_i64()?;
-        Some(format!("tenant: {n} teardowns in progress"))
+        crate::collectors::teardowns::render(NAME, status)
     }
 }
 
 impl Registered for TenantMetrics {
     fn status(&self) -> Map<String, Value> {
-        Map::from_iter([(
-            IN_PROGRESS.to_string(),
-            Value::from(self.teardown.in_progress.get()),
-        )])
+        crate::collectors::teardowns::status(NAME, &self.teardown)
     }
 
     fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {
