@@ -83,7 +83,16 @@ async fn discovery_lists_deletable_resources_ignores_events_and_sees_new_crds() 
         Duration::from_secs(30),
     )
     .await;
-    let after = discover_deletable(&scope.client).await.expect("discovery");
+    // An Established CRD reaches the API server's discovery documents a moment later (they are
+    // rebuilt asynchronously): sweeper sees it at its next refresh, the test asks again for a while.
+    let mut after = discover_deletable(&scope.client).await.expect("discovery");
+    for _ in 0..50 {
+        if has(&after, &group, "Widget") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        after = discover_deletable(&scope.client).await.expect("discovery");
+    }
     support::objects::delete_crd(&scope.client, &ar).await;
     assert!(has(&after, &group, "Widget"), "a new CRD is discovered");
     assert!(!has(&before, &group, "Widget"));
