@@ -14,12 +14,15 @@
 //! 1,000-dependent background cascade with archiving off, on (the default), and under
 //! kube-controller-manager, and how fast expired records are removed.
 
+#[path = "support/stats.rs"]
+mod stats;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, PartialObjectMeta, PostParams, PropagationPolicy};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
+use stats::median;
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -712,17 +715,6 @@ async fn plain_deletes(
             .await;
     })
     .await
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
 }
 
 /// The API server's own delete ceiling on this machine against sweeper's unthrottled background

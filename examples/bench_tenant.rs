@@ -16,6 +16,8 @@
 //!
 //! `BENCH_ONLY=base` runs only the first part, `teardown10k` / `teardown100k` one cluster size,
 //! `teardown` both (with the growth line).
+#[path = "support/stats.rs"]
+mod stats;
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -24,6 +26,7 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
 };
 use kube::{Api, Client};
+use stats::{median, min_max};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use sweeper::engine::name_index::{IndexWatches, NameIndex};
@@ -544,24 +547,6 @@ struct Scaled {
     scan: Vec<f64>,
     index_listed: Vec<f64>,
     scan_listed: Vec<f64>,
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
-
-fn min_max(v: &[f64]) -> (f64, f64) {
-    (
-        v.iter().copied().fold(f64::INFINITY, f64::min),
-        v.iter().copied().fold(0.0, f64::max),
-    )
 }
 
 impl Scaled {

@@ -334,14 +334,14 @@ pub enum ConfigError {
 }
 
 impl RunArgs {
-    /// Checks what clap's per-flag parsers cannot: ranges and relations between flags. `sweeper
-    /// run` calls it before connecting to anything, so bad configuration fails at once.
     /// Workers per cascade queue: as given, else 20, or 40 when the client is unthrottled.
     pub fn cascade_workers(&self) -> u32 {
         self.cascade_workers
             .unwrap_or(if self.kube_api_qps == 0.0 { 40 } else { 20 })
     }
 
+    /// Checks what clap's per-flag parsers cannot: ranges and relations between flags. `sweeper
+    /// run` calls it before connecting to anything, so bad configuration fails at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.kube_api_qps.is_finite() || self.kube_api_qps < 0.0 {
             return Err(ConfigError::Qps(self.kube_api_qps));

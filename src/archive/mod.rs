@@ -236,17 +236,6 @@ impl Entry {
     }
 }
 
-/// The entries a ConfigMap record holds (entries that do not parse are skipped: a record is
-/// data, and one bad entry must not hide the others).
-pub fn entries_in_configmap(c: &k8s_openapi::api::core::v1::ConfigMap) -> Vec<Entry> {
-    read_configmap(c).0
-}
-
-/// The entries a Secret record holds.
-pub fn entries_in_secret(s: &k8s_openapi::api::core::v1::Secret) -> Vec<Entry> {
-    read_secret(s).0
-}
-
 /// A ConfigMap record's entries, and the keys whose value is not an entry (a hand edit, a
 /// record of another version): said, never silently dropped.
 pub fn read_configmap(c: &k8s_openapi::api::core::v1::ConfigMap) -> (Vec<Entry>, Vec<String>) {

@@ -390,12 +390,7 @@ mod label_tests {
             source: kube::Error::LinesCodecMaxLineLengthExceeded,
         };
         assert_eq!(e.metric_label(), "finalizer_patch");
-        let m = TeardownMetrics {
-            in_progress: Gauge::default(),
-            seconds: Histogram::new([1.0]),
-            completed: Counter::default(),
-            reconcile_failures: Family::default(),
-        };
+        let m = TeardownMetrics::new([1.0]);
         m.reconcile_failures
             .get_or_create(&FailureLabels {
                 reason: e.metric_label().into(),

@@ -101,7 +101,7 @@ async fn via_tagging(
     // The three queries are independent: they run at once (one round trip's wait, not three).
     // Each on the heap: the SDK's futures are large, and three side by side in one frame
     // overflow a worker thread's stack in a debug build.
-    let (found, lbc, cni) = futures::future::try_join3(
+    let (mut found, lbc, cni) = futures::future::try_join3(
         Box::pin(resources_with_tag(
             &c.tagging,
             own.cloud_key(),
@@ -123,7 +123,6 @@ async fn via_tagging(
     )
     .await
     .map_err(|e| e.to_string())?;
-    let mut found = found;
     for more in [lbc, cni] {
         let seen: HashSet<String> = found.resources.iter().map(|r| r.arn.to_string()).collect();
         found.resources.extend(
