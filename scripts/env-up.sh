@@ -66,44 +66,38 @@ contexts:
 current-context: sweeper-test
 KC
 }
+# service_account NAME KUBECONFIG: a static token for system:serviceaccount:sweeper-system:NAME
+# (kept across runs) and a kubeconfig that uses it. The token file is read at start: a running
+# apiserver must restart to learn a new token.
+service_account() {
+  local name="$1" file="$2" token
+  if [ ! -f "$PKI/$name.token" ]; then
+    openssl rand -hex 24 > "$PKI/$name.token"
+  fi
+  token="$(cat "$PKI/$name.token")"
+  if ! grep -q "^$token," "$PKI/tokens.csv"; then
+    printf '%s,system:serviceaccount:sweeper-system:%s,%s-sa-uid,"system:serviceaccounts,system:serviceaccounts:sweeper-system"\n' \
+      "$token" "$name" "$name" >> "$PKI/tokens.csv"
+    if running kube-apiserver; then
+      log "restarting kube-apiserver for the new service-account token of $name"
+      local pid
+      pid="$(cat "$SWEEPER_STATE/run/kube-apiserver.pid")"; kill "$pid"
+      for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    fi
+  fi
+  kubeconfig "$file" "$name" "$token" sweeper-system
+}
 # The identity `sweeper run` uses in tests: the shipped service account (deploy/manifests), so every
 # integration test runs the collectors under the shipped RBAC, and the audit log below records
 # what that identity really calls (tests/rbac.rs checks the role against it).
 SA_USER="system:serviceaccount:sweeper-system:sweeper"
-if [ ! -f "$PKI/sweeper.token" ]; then
-  openssl rand -hex 24 > "$PKI/sweeper.token"
-fi
-sweeper_token="$(cat "$PKI/sweeper.token")"
-if ! grep -q "^$sweeper_token," "$PKI/tokens.csv"; then
-  printf '%s,%s,sweeper-sa-uid,"system:serviceaccounts,system:serviceaccounts:sweeper-system"\n' \
-    "$sweeper_token" "$SA_USER" >> "$PKI/tokens.csv"
-  # The token file is read at start: a running apiserver must restart to know the new token.
-  if running kube-apiserver; then
-    log "restarting kube-apiserver for the new service-account token"
-    pid="$(cat "$SWEEPER_STATE/run/kube-apiserver.pid")"; kill "$pid"
-    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-  fi
-fi
 SA_KUBECONFIG_FILE="$SWEEPER_STATE/sweeper-sa.kubeconfig"
-kubeconfig "$SA_KUBECONFIG_FILE" sweeper "$sweeper_token" sweeper-system
+service_account sweeper "$SA_KUBECONFIG_FILE"
 # The external-only install's service account (deploy/manifests/external-only): the external
 # collector's conformance tests run as it, so its least-privilege role is checked the same way.
 EXT_SA_USER="system:serviceaccount:sweeper-system:sweeper-external"
-if [ ! -f "$PKI/sweeper-external.token" ]; then
-  openssl rand -hex 24 > "$PKI/sweeper-external.token"
-fi
-external_token="$(cat "$PKI/sweeper-external.token")"
-if ! grep -q "^$external_token," "$PKI/tokens.csv"; then
-  printf '%s,%s,sweeper-external-sa-uid,"system:serviceaccounts,system:serviceaccounts:sweeper-system"\n' \
-    "$external_token" "$EXT_SA_USER" >> "$PKI/tokens.csv"
-  if running kube-apiserver; then
-    log "restarting kube-apiserver for the new service-account token"
-    pid="$(cat "$SWEEPER_STATE/run/kube-apiserver.pid")"; kill "$pid"
-    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-  fi
-fi
 EXT_SA_KUBECONFIG_FILE="$SWEEPER_STATE/sweeper-external-sa.kubeconfig"
-kubeconfig "$EXT_SA_KUBECONFIG_FILE" sweeper-external "$external_token" sweeper-system
+service_account sweeper-external "$EXT_SA_KUBECONFIG_FILE"
 # Audit: metadata of every request of the service account, nothing else.
 cat > "$SWEEPER_STATE/audit-policy.yaml" <<POLICY
 apiVersion: audit.k8s.io/v1

@@ -3,7 +3,7 @@
 //! other) go into the next batch together. So twenty workers deleting a 1,000-dependent cascade
 //! share one read and one record per batch instead of a GET and a create each.
 
-use super::store::{Archiver, Item, Prepared};
+use super::store::{ArchiveError, Archiver, Item, Prepared};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -31,15 +31,10 @@ impl Batcher {
     pub async fn prepare(&self, item: Item) -> Prepared {
         let (reply, rx) = oneshot::channel();
         if self.tx.send((item, reply)).await.is_err() {
-            return Prepared::Failed {
-                message: "the archive is shutting down".into(),
-                paused: false,
-            };
+            return Prepared::Failed(ArchiveError::ShuttingDown.into());
         }
-        rx.await.unwrap_or_else(|_| Prepared::Failed {
-            message: "the archive is shutting down".into(),
-            paused: false,
-        })
+        rx.await
+            .unwrap_or_else(|_| Prepared::Failed(ArchiveError::ShuttingDown.into()))
     }
 }
 

@@ -5,6 +5,7 @@
 //! `run` started the settle and expiry loops: three places that had to agree.
 
 use super::Settings;
+use super::record_kind::RecordKind;
 use super::store::{ArchiveMetrics, Archiver};
 use crate::engine::leader::Fence;
 use std::sync::{Arc, Mutex};
@@ -54,11 +55,16 @@ impl Archives {
 
     /// A collector that writes records it never archives into (the external collector's audit
     /// records) needs them expired even when no collector archives: then its own archiver runs
-    /// the expiry.
-    pub fn expire_records_of(&self, client: &kube::Client, collector: &'static str) {
+    /// the expiry, over the record `kinds` it writes only.
+    pub fn expire_records_of(
+        &self,
+        client: &kube::Client,
+        collector: &'static str,
+        kinds: &'static [RecordKind],
+    ) {
         let mut slot = lock(&self.expiry_only);
         if slot.is_none() {
-            *slot = Some(Arc::new(self.make(client, collector)));
+            *slot = Some(Arc::new(self.make(client, collector).expiring_only(kinds)));
         }
     }
 

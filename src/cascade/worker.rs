@@ -6,7 +6,7 @@ use super::classify::{Decision, OwnerStatus, Propagation, decide};
 use super::context::Ctx;
 use super::metrics::CascadeMetrics;
 use super::snapshot::Snapshot;
-use crate::archive::store::{Archiver, Item, Prepared};
+use crate::archive::store::{ArchiveFailure, Archiver, Item, Prepared};
 use crate::archive::{OwnerRef, Reason};
 use crate::engine::graph::node::{CLUSTER, flag};
 use crate::engine::graph::uid::Uid;
@@ -24,11 +24,11 @@ pub enum WorkError {
     #[error(transparent)]
     Action(#[from] ActionError),
     /// The archive could not record the object, so it is not deleted now.
-    #[error("{object}: not deleted, the archive could not record it: {message}")]
+    #[error("{object}: not deleted, the archive could not record it: {source}")]
     Archive {
         object: String,
-        message: String,
-        paused: bool,
+        #[source]
+        source: ArchiveFailure,
     },
     /// Read to be archived, the object was not the version the decision saw: look again.
     #[error("{object}: changed since it was observed; re-classifying")]
@@ -76,11 +76,10 @@ pub async fn run(ctx: Arc<Ctx>) {
 }
 
 impl WorkError {
-    fn archive(snap: &Snapshot, message: String, paused: bool) -> Self {
+    fn archive(snap: &Snapshot, source: ArchiveFailure) -> Self {
         WorkError::Archive {
             object: snap.label(),
-            message,
-            paused,
+            source,
         }
     }
 
@@ -88,7 +87,7 @@ impl WorkError {
     pub fn paused(&self) -> bool {
         match self {
             WorkError::Action(a) => a.paused(),
-            WorkError::Archive { paused, .. } => *paused,
+            WorkError::Archive { source, .. } => source.paused(),
             _ => false,
         }
     }
@@ -280,8 +279,8 @@ async fn delete(
                     object: snap.label(),
                 });
             }
-            Prepared::Failed { message, paused } => {
-                return Err(WorkError::archive(snap, message, paused));
+            Prepared::Failed(e) => {
+                return Err(WorkError::archive(snap, e));
             }
         },
         None => None,
@@ -536,8 +535,8 @@ async fn release_archived(
             match batcher.prepare(item).await {
                 Prepared::Recorded(t) => Some(t),
                 Prepared::Unrecorded | Prepared::Changed => None,
-                Prepared::Failed { message, paused } => {
-                    return Err(WorkError::archive(snap, message, paused));
+                Prepared::Failed(e) => {
+                    return Err(WorkError::archive(snap, e));
                 }
             }
         }

@@ -55,8 +55,14 @@ impl Registered for ExternalMetrics {
     fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {
         Box::pin(async move {
             let args = env.args;
-            // Its audit records expire too, even when no collector archives.
-            env.archives.expire_records_of(&env.client, NAME);
+            // Its audit records expire too, even when no collector archives. They are all
+            // ConfigMaps: it lists no Secrets, so an external-only install needs no Secret access
+            // outside CAPA's namespace (deploy/manifests/external-only).
+            env.archives.expire_records_of(
+                &env.client,
+                NAME,
+                &[crate::archive::record_kind::RecordKind::ConfigMap],
+            );
             // AWS calls pass the same fence as the collector's Kubernetes writes.
             let gate = env.fence.clone();
             // sweeper's own configuration is only the base (endpoint, default region, its own

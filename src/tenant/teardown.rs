@@ -39,11 +39,12 @@ pub enum TeardownError {
     },
     #[error(transparent)]
     Inventory(#[from] inventory::InventoryError),
-    #[error("not deleting {kind} {name} yet: {message}")]
+    #[error("not deleting {kind} {name} yet: {source}")]
     Archive {
         kind: String,
         name: String,
-        message: String,
+        #[source]
+        source: crate::archive::store::ArchiveFailure,
     },
 }
 
@@ -272,11 +273,11 @@ async fn archive_stage(
                         });
                     }
                 }
-                Err(message) => {
+                Err(e) => {
                     report.errors.push(TeardownError::Archive {
                         kind: f.kind_key(),
                         name: f.name.clone(),
-                        message,
+                        source: e.into(),
                     });
                     continue;
                 }
@@ -316,12 +317,12 @@ async fn archive_stage(
             Prepared::Changed if is_object => go[i] = false,
             // A custom resource gone meanwhile has nothing to keep.
             Prepared::Changed => {}
-            Prepared::Failed { message, .. } => {
+            Prepared::Failed(source) => {
                 go[i] = false;
                 report.errors.push(TeardownError::Archive {
                     kind: ready[i].0.kind_key(),
                     name: ready[i].0.name.clone(),
-                    message,
+                    source,
                 });
             }
         }
@@ -344,12 +345,19 @@ async fn archive_stage(
 async fn custom_resources(
     client: &Client,
     crd: &str,
-) -> Result<Vec<(kube::api::ApiResource, bool, serde_json::Value)>, String> {
+) -> Result<
+    Vec<(kube::api::ApiResource, bool, serde_json::Value)>,
+    crate::archive::store::ArchiveError,
+> {
+    use crate::archive::store::ArchiveError;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let Some(c) = Api::<CustomResourceDefinition>::all(client.clone())
         .get_opt(crd)
         .await
-        .map_err(|e| format!("cannot read CRD {crd} to archive its custom resources: {e}"))?
+        .map_err(|source| ArchiveError::Crd {
+            name: crd.to_string(),
+            source,
+        })?
     else {
         return Ok(Vec::new());
     };
@@ -386,7 +394,12 @@ async fn custom_resources(
             // just changed): retried, never taken for "nothing to archive". One never
             // established serves nothing, so nothing was created through it.
             Err(kube::Error::Api(s)) if s.code == 404 && !established => return Ok(out),
-            Err(e) => return Err(format!("cannot list the custom resources of {crd}: {e}")),
+            Err(source) => {
+                return Err(ArchiveError::CustomResources {
+                    crd: crd.to_string(),
+                    source,
+                });
+            }
         };
         for o in page.items {
             out.push((

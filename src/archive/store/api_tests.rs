@@ -140,11 +140,52 @@ async fn an_object_that_cannot_be_read_is_not_deleted_now() {
 
     let out = a.record(vec![item("a", None)]).await;
 
+    let Prepared::Failed(e) = &out[0] else {
+        panic!("expected a failure, got {out:?}");
+    };
+    assert!(!e.paused());
     assert!(
-        matches!(&out[0], Prepared::Failed { paused: false, .. }),
-        "{out:?}"
+        matches!(e.error(), ArchiveError::Read { object, .. } if object == "Service ns/a"),
+        "the error names the object: {e}"
     );
     assert_eq!(server.finish().len(), 1, "no record written");
+}
+
+#[tokio::test]
+async fn a_failed_record_write_fails_every_entry_of_its_record_and_answers_keep_their_order() {
+    let (client, server) = MockApi::new();
+    server.expect(Method::GET, SVC).respond(
+        200,
+        json!({"apiVersion": "v1", "kind": "ServiceList", "metadata": {},
+               "items": [service("a", "7"), service("b", "9"), service("c", "4")]}),
+    );
+    server
+        .expect(Method::POST, RECORDS)
+        .respond_status(500, "InternalError");
+    let a = archiver(&client, Mode::All);
+
+    // b changed since the decision (9, not 8): answered without a record; a and c share one.
+    let out = a
+        .record(vec![
+            item("a", Some("7")),
+            item("b", Some("8")),
+            item("c", Some("4")),
+        ])
+        .await;
+
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[1], Prepared::Changed);
+    for p in [&out[0], &out[2]] {
+        let Prepared::Failed(e) = p else {
+            panic!("expected a failure, got {out:?}");
+        };
+        assert!(
+            matches!(e.error(), ArchiveError::Record { namespace, .. } if namespace == "ns"),
+            "the error names the record: {e}"
+        );
+    }
+    assert_eq!(out[0], out[2], "one write failed both entries");
+    assert_eq!(server.finish().len(), 2, "one list, one create that failed");
 }
 
 #[tokio::test]
@@ -390,7 +431,7 @@ async fn expiry_deletes_ended_buckets_in_one_call_and_keeps_what_is_not_due() {
 }
 
 #[tokio::test]
-async fn the_external_archiver_expires_its_configmaps_and_lists_no_secrets() {
+async fn an_archiver_expiring_only_configmaps_lists_no_secrets() {
     let (client, server) = MockApi::new();
     server.expect(Method::GET, "/api/v1/configmaps").respond(
         200,
@@ -401,7 +442,8 @@ async fn the_external_archiver_expires_its_configmaps_and_lists_no_secrets() {
         Settings::default(),
         "external",
         ArchiveMetrics::default(),
-    );
+    )
+    .expiring_only(&[RecordKind::ConfigMap]);
 
     assert_eq!(a.expire().await.unwrap(), 0);
 

@@ -40,14 +40,7 @@ impl Archiver {
                 .and_then(|t| t.parse::<Timestamp>().ok())
         };
         let mut gone = 0;
-        // The external collector's own archiver only ever sees its audit records, which are
-        // ConfigMaps: it lists no Secrets, so an external-only install needs no Secret access
-        // outside CAPA's namespace (deploy/manifests/external-only).
-        let kinds: &[RecordKind] = if self.collector == "external" {
-            &[RecordKind::ConfigMap]
-        } else {
-            &record_kind::BOTH
-        };
+        let kinds = self.record_kinds;
         let mut listed: Vec<(ObjectMeta, RecordKind)> = Vec::new();
         for kind in kinds {
             self.call();

@@ -86,18 +86,10 @@ pub enum Prepared {
     Unrecorded,
     /// Not as the decision saw it (changed since, or gone): do not delete now; look again.
     Changed,
-    /// The archive could not be read or written: do not delete now; retry. `paused`: the
-    /// collector's pause refused the record's write (not a failure: wait for resume).
-    Failed { message: String, paused: bool },
-}
-
-impl Prepared {
-    fn failed(message: impl Into<String>) -> Self {
-        Prepared::Failed {
-            message: message.into(),
-            paused: false,
-        }
-    }
+    /// The archive could not be read or written: do not delete now; retry. When
+    /// [`ArchiveFailure::paused`], the collector's pause refused the record's write (not a
+    /// failure: wait for resume).
+    Failed(ArchiveFailure),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -240,6 +232,8 @@ pub struct Archiver {
     unsettled: Mutex<Vec<(RecordRef, Vec<String>)>>,
     /// This process's writer id (see [`LABEL_WRITER`]).
     writer: String,
+    /// The kinds of record it expires (see [`Archiver::expiring_only`]).
+    record_kinds: &'static [RecordKind],
 }
 
 impl std::fmt::Debug for Archiver {
@@ -251,6 +245,7 @@ impl std::fmt::Debug for Archiver {
     }
 }
 
+/// What the archive could not do, naming the record or the object.
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
     #[error("archive record {namespace}/{name}: {source}")]
@@ -262,9 +257,51 @@ pub enum ArchiveError {
     },
     #[error("listing archive records: {0}")]
     List(#[source] kube::Error),
+    /// The object to archive could not be read, so there is nothing to record.
+    #[error("cannot read {object} to archive it: {source}")]
+    Read {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot read CRD {name}: {source}")]
+    Crd {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A CRD's custom resources (which the API server deletes with it) could not be listed.
+    #[error("cannot list the custom resources of CRD {crd}: {source}")]
+    CustomResources {
+        crd: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Recovery could not tell whether an archived object still exists.
+    #[error("cannot tell whether {object} still exists: {source}")]
+    Exists {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The batching task stopped (the process is shutting down).
+    #[error("the archive is shutting down")]
+    ShuttingDown,
 }
 
 impl ArchiveError {
+    fn api_error(&self) -> Option<&kube::Error> {
+        match self {
+            ArchiveError::Record { source, .. }
+            | ArchiveError::List(source)
+            | ArchiveError::Read { source, .. }
+            | ArchiveError::Crd { source, .. }
+            | ArchiveError::CustomResources { source, .. }
+            | ArchiveError::Exists { source, .. } => Some(source),
+            ArchiveError::ShuttingDown => None,
+        }
+    }
+
     /// Whether the namespace refused the record (being deleted, or over quota).
     fn refused_by_namespace(&self) -> bool {
         matches!(self, ArchiveError::Record { source: kube::Error::Api(s), .. } if s.code == 403 || s.code == 422)
@@ -273,13 +310,46 @@ impl ArchiveError {
 
     /// Whether the collector's pause refused the write (see engine::pause).
     pub fn paused(&self) -> bool {
-        let (ArchiveError::Record { source, .. } | ArchiveError::List(source)) = self;
-        matches!(
-            crate::engine::client::refusal(source),
-            Some(crate::engine::leader::Refusal::Paused(_))
-        )
+        self.api_error().is_some_and(|e| {
+            matches!(
+                crate::engine::client::refusal(e),
+                Some(crate::engine::leader::Refusal::Paused(_))
+            )
+        })
     }
 }
+
+/// An [`ArchiveError`] shared by every object of the batch it failed (one failed record write
+/// fails all its entries), so it can be cloned into each object's answer.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ArchiveFailure(std::sync::Arc<ArchiveError>);
+
+impl ArchiveFailure {
+    pub fn error(&self) -> &ArchiveError {
+        &self.0
+    }
+
+    /// Whether the collector's pause refused the write: not a failure, wait for resume.
+    pub fn paused(&self) -> bool {
+        self.0.paused()
+    }
+}
+
+impl From<ArchiveError> for ArchiveFailure {
+    fn from(e: ArchiveError) -> Self {
+        ArchiveFailure(std::sync::Arc::new(e))
+    }
+}
+
+/// Two failures are equal when they say the same (tests compare answers).
+impl PartialEq for ArchiveFailure {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for ArchiveFailure {}
 
 impl Archiver {
     pub fn new(
@@ -298,7 +368,15 @@ impl Archiver {
             open: Mutex::new(HashMap::new()),
             unsettled: Mutex::new(Vec::new()),
             writer: format!("{:04x}{:04x}", rand_u16(), std::process::id() & 0xffff),
+            record_kinds: &record_kind::BOTH,
         }
+    }
+
+    /// An archiver that only expires records of `kinds`: a collector whose records are all of
+    /// one kind lists only that one (and needs RBAC for only that one).
+    pub fn expiring_only(mut self, kinds: &'static [RecordKind]) -> Self {
+        self.record_kinds = kinds;
+        self
     }
 
     fn labels(&self) -> ArchiveLabels {

@@ -124,7 +124,7 @@ impl Archiver {
 }
 
 /// Whether the CRD `name` is gone or being deleted.
-async fn crd_going(client: &Client, name: &str) -> Result<bool, String> {
+async fn crd_going(client: &Client, name: &str) -> Result<bool, ArchiveError> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     match Api::<CustomResourceDefinition>::all(client.clone())
         .get_metadata_opt(name)
@@ -132,7 +132,10 @@ async fn crd_going(client: &Client, name: &str) -> Result<bool, String> {
     {
         Ok(Some(m)) => Ok(m.metadata.deletion_timestamp.is_some()),
         Ok(None) => Ok(true),
-        Err(e) => Err(format!("cannot read CRD {name}: {e}")),
+        Err(source) => Err(ArchiveError::Crd {
+            name: name.to_string(),
+            source,
+        }),
     }
 }
 
@@ -172,7 +175,7 @@ impl Resolver {
 
     /// Whether the entry's object exists now with its uid and is not being deleted (Err: cannot
     /// tell). An object held by finalizers after a DELETE counts as deleted.
-    pub async fn exists(&mut self, client: &Client, e: &Entry) -> Result<bool, String> {
+    pub async fn exists(&mut self, client: &Client, e: &Entry) -> Result<bool, ArchiveError> {
         let Some((ar, namespaced)) = self.resolve(client, &e.api_version, &e.kind).await else {
             // The kind is not served any more: nothing of it exists.
             return Ok(false);
@@ -185,7 +188,10 @@ impl Resolver {
             Ok(Some(o)) => Ok(o.uid().as_deref() == Some(e.uid.as_str())
                 && o.metadata.deletion_timestamp.is_none()),
             Ok(None) => Ok(false),
-            Err(err) => Err(err.to_string()),
+            Err(source) => Err(ArchiveError::Exists {
+                object: e.label(),
+                source,
+            }),
         }
     }
 }

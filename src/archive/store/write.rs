@@ -12,140 +12,165 @@ impl Archiver {
         }
         self.retry_unsettled().await;
         let objects = self.read(&items).await;
-        let mut out: Vec<Option<Prepared>> = vec![None; items.len()];
-        // (namespace, secret) -> [(item index, entry json)]
-        let mut groups: BTreeMap<(String, RecordKind), Vec<(usize, String)>> = BTreeMap::new();
-        // The resourceVersion archived for each item (its ticket's DELETE precondition).
-        let mut archived_rv: Vec<String> = vec![String::new(); items.len()];
         let now = Timestamp::now().to_string();
+        // Each item's answer, or the resourceVersion it is to be archived at (its ticket's
+        // DELETE precondition) while its record is not written yet.
+        let mut steps: Vec<Step> = Vec::with_capacity(items.len());
+        // (namespace, kind) -> [(item index, entry json)]
+        let mut groups: BTreeMap<(String, RecordKind), Vec<(usize, String)>> = BTreeMap::new();
         for (i, (item, read)) in items.iter().zip(objects).enumerate() {
-            let object = match read {
-                Err(e) => {
-                    out[i] = Some(Prepared::failed(e));
-                    continue;
+            match self.judge(item, read, &now).await {
+                Judgement::Answer(p) => steps.push(Step::Answered(p)),
+                Judgement::Archive { rv, json } => {
+                    let namespace = match (&item.namespace, item.in_sweeper_namespace) {
+                        (Some(ns), false) => ns.clone(),
+                        _ => self.settings.namespace.clone(),
+                    };
+                    groups
+                        .entry((namespace, RecordKind::of(item.is_secret())))
+                        .or_default()
+                        .push((i, json));
+                    steps.push(Step::Unwritten { rv });
                 }
-                Ok(None) => {
-                    out[i] = Some(Prepared::Changed);
-                    continue;
-                }
-                Ok(Some(o)) => o,
-            };
-            let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
-            let rv = object["metadata"]["resourceVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            if uid != item.uid || item.expect_rv.as_ref().is_some_and(|e| *e != rv) {
-                out[i] = Some(Prepared::Changed);
-                continue;
             }
-            let labels: BTreeMap<String, String> =
-                serde_json::from_value(object["metadata"]["labels"].clone()).unwrap_or_default();
-            if !self.settings.mode.selects(&labels) {
-                self.skip("not_selected");
-                out[i] = Some(Prepared::Unrecorded);
-                continue;
-            }
-            archived_rv[i] = rv.clone();
-            let entry = Entry {
-                api_version: item.resource.api_version.clone(),
-                kind: item.resource.kind.clone(),
-                namespace: item.namespace.clone(),
-                name: item.name.clone(),
-                uid: item.uid.clone(),
-                resource_version: rv,
-                deleted_by: format!("sweeper-{}", self.collector),
-                reason: item.reason.clone(),
-                archived_at: now.clone(),
-                object: strip(object),
-            };
-            let json = serde_json::to_string(&entry).unwrap_or_default();
-            if json.len() > self.settings.max_object_bytes {
-                self.skip("too_large");
-                let note = format!(
-                    "not archived: {} bytes is over the archive's cap of {} bytes (--archive-max-object-bytes); deleted without a record",
-                    json.len(),
-                    self.settings.max_object_bytes
-                );
-                tracing::warn!(object = %entry.label(), "{note}");
-                self.events
-                    .emit(&item.reference(), EventType::Warning, "NotArchived", note)
-                    .await;
-                out[i] = Some(Prepared::Unrecorded);
-                continue;
-            }
-            let namespace = match (&item.namespace, item.in_sweeper_namespace) {
-                (Some(ns), false) => ns.clone(),
-                _ => self.settings.namespace.clone(),
-            };
-            groups
-                .entry((namespace, RecordKind::of(item.is_secret())))
-                .or_default()
-                .push((i, json));
         }
         for ((namespace, kind), entries) in groups {
             for chunk in chunks(entries) {
-                let tenant = chunk
-                    .first()
-                    .and_then(|(i, _)| items[*i].reason.tenant.clone());
-                let data: BTreeMap<String, String> = chunk
-                    .iter()
-                    .map(|(i, json)| (Entry::key(&items[*i].uid), json.clone()))
-                    .collect();
-                let mut written = self
-                    .create(&namespace, kind, tenant.clone(), data.clone())
-                    .await;
-                // A namespace being deleted (403) or out of quota (403/422) takes no record; the
-                // object must still go (a foreground owner there would hold its namespace open):
-                // its record goes to sweeper's namespace.
-                if let Err(e) = &written
-                    && e.refused_by_namespace()
-                    && namespace != self.settings.namespace
-                {
-                    tracing::info!(namespace = %namespace, error = %e, "record refused in the object's namespace; writing it in sweeper's");
-                    written = self
-                        .create(&self.settings.namespace, kind, tenant, data)
-                        .await;
-                }
-                match written {
-                    Ok(record) => {
-                        self.metrics.records.get_or_create(&self.labels()).inc();
-                        self.metrics
-                            .objects
-                            .get_or_create(&self.labels())
-                            .inc_by(chunk.len() as u64);
-                        self.open
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .entry(record.clone())
-                            .or_default()
-                            .outstanding += chunk.len();
-                        for (i, _) in &chunk {
-                            out[*i] = Some(Prepared::Recorded(Ticket {
-                                record: record.clone(),
-                                uid: items[*i].uid.clone(),
-                                resource_version: std::mem::take(&mut archived_rv[*i]),
-                            }));
-                        }
-                    }
-                    Err(e) => {
-                        let paused = e.paused();
-                        if !paused {
-                            tracing::warn!(error = %e, "cannot write an archive record; the objects are not deleted now");
-                        }
-                        for (i, _) in &chunk {
-                            out[*i] = Some(Prepared::Failed {
-                                message: e.to_string(),
-                                paused,
-                            });
-                        }
-                    }
+                let written = self.write_chunk(&items, &namespace, kind, &chunk).await;
+                for (i, _) in chunk {
+                    let Step::Unwritten { rv } = &mut steps[i] else {
+                        continue;
+                    };
+                    let answer = match &written {
+                        Ok(record) => Prepared::Recorded(Ticket {
+                            record: record.clone(),
+                            uid: items[i].uid.clone(),
+                            resource_version: std::mem::take(rv),
+                        }),
+                        Err(e) => Prepared::Failed(e.clone()),
+                    };
+                    steps[i] = Step::Answered(answer);
                 }
             }
         }
-        out.into_iter()
-            .map(|p| p.unwrap_or_else(|| Prepared::failed("not handled")))
+        steps
+            .into_iter()
+            .map(|s| match s {
+                Step::Answered(p) => p,
+                // Every item to archive is in exactly one chunk, so none is left unwritten.
+                Step::Unwritten { .. } => Prepared::Failed(ArchiveError::ShuttingDown.into()),
+            })
             .collect()
+    }
+
+    /// What to do with one item, once read: an answer now, or an entry to write.
+    async fn judge(
+        &self,
+        item: &Item,
+        read: Result<Option<Value>, ArchiveError>,
+        now: &str,
+    ) -> Judgement {
+        let object = match read {
+            Err(e) => return Judgement::Answer(Prepared::Failed(e.into())),
+            Ok(None) => return Judgement::Answer(Prepared::Changed),
+            Ok(Some(o)) => o,
+        };
+        let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+        let rv = object["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if uid != item.uid || item.expect_rv.as_ref().is_some_and(|e| *e != rv) {
+            return Judgement::Answer(Prepared::Changed);
+        }
+        let labels: BTreeMap<String, String> =
+            serde_json::from_value(object["metadata"]["labels"].clone()).unwrap_or_default();
+        if !self.settings.mode.selects(&labels) {
+            self.skip("not_selected");
+            return Judgement::Answer(Prepared::Unrecorded);
+        }
+        let entry = Entry {
+            api_version: item.resource.api_version.clone(),
+            kind: item.resource.kind.clone(),
+            namespace: item.namespace.clone(),
+            name: item.name.clone(),
+            uid: item.uid.clone(),
+            resource_version: rv.clone(),
+            deleted_by: format!("sweeper-{}", self.collector),
+            reason: item.reason.clone(),
+            archived_at: now.to_string(),
+            object: strip(object),
+        };
+        let json = serde_json::to_string(&entry).unwrap_or_default();
+        if json.len() > self.settings.max_object_bytes {
+            self.skip("too_large");
+            let note = format!(
+                "not archived: {} bytes is over the archive's cap of {} bytes (--archive-max-object-bytes); deleted without a record",
+                json.len(),
+                self.settings.max_object_bytes
+            );
+            tracing::warn!(object = %entry.label(), "{note}");
+            self.events
+                .emit(&item.reference(), EventType::Warning, "NotArchived", note)
+                .await;
+            return Judgement::Answer(Prepared::Unrecorded);
+        }
+        Judgement::Archive { rv, json }
+    }
+
+    /// Writes one record holding `chunk`'s entries in `namespace` (or, refused there, in
+    /// sweeper's).
+    async fn write_chunk(
+        &self,
+        items: &[Item],
+        namespace: &str,
+        kind: RecordKind,
+        chunk: &[(usize, String)],
+    ) -> Result<RecordRef, ArchiveFailure> {
+        let tenant = chunk
+            .first()
+            .and_then(|(i, _)| items[*i].reason.tenant.clone());
+        let data: BTreeMap<String, String> = chunk
+            .iter()
+            .map(|(i, json)| (Entry::key(&items[*i].uid), json.clone()))
+            .collect();
+        let mut written = self
+            .create(namespace, kind, tenant.clone(), data.clone())
+            .await;
+        // A namespace being deleted (403) or out of quota (403/422) takes no record; the object
+        // must still go (a foreground owner there would hold its namespace open): its record goes
+        // to sweeper's namespace.
+        if let Err(e) = &written
+            && e.refused_by_namespace()
+            && namespace != self.settings.namespace
+        {
+            tracing::info!(namespace = %namespace, error = %e, "record refused in the object's namespace; writing it in sweeper's");
+            written = self
+                .create(&self.settings.namespace, kind, tenant, data)
+                .await;
+        }
+        match written {
+            Ok(record) => {
+                self.metrics.records.get_or_create(&self.labels()).inc();
+                self.metrics
+                    .objects
+                    .get_or_create(&self.labels())
+                    .inc_by(chunk.len() as u64);
+                self.open
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(record.clone())
+                    .or_default()
+                    .outstanding += chunk.len();
+                Ok(record)
+            }
+            Err(e) => {
+                if !e.paused() {
+                    tracing::warn!(error = %e, "cannot write an archive record; the objects are not deleted now");
+                }
+                Err(e.into())
+            }
+        }
     }
 
     pub(super) fn skip(&self, reason: &str) {
@@ -213,8 +238,9 @@ impl Archiver {
     }
 
     /// The full objects of `items` (None: not found), reading what is not given or cached.
-    pub(super) async fn read(&self, items: &[Item]) -> Vec<Result<Option<Value>, String>> {
-        let mut out: Vec<Option<Result<Option<Value>, String>>> = vec![None; items.len()];
+    pub(super) async fn read(&self, items: &[Item]) -> Vec<Result<Option<Value>, ArchiveError>> {
+        let mut out: Vec<Option<Result<Option<Value>, ArchiveError>>> =
+            std::iter::repeat_with(|| None).take(items.len()).collect();
         // (api resource key, namespace) -> indexes still to read
         let mut groups: BTreeMap<(String, Option<String>), Vec<usize>> = BTreeMap::new();
         {
@@ -256,7 +282,7 @@ impl Archiver {
         api: &Api<DynamicObject>,
         items: &[Item],
         idx: &[usize],
-    ) -> Vec<Result<Option<Value>, String>> {
+    ) -> Vec<Result<Option<Value>, ArchiveError>> {
         let mut found: HashMap<String, Value> = HashMap::new();
         let wanted: HashMap<&str, usize> =
             idx.iter().map(|i| (items[*i].uid.as_str(), *i)).collect();
@@ -312,14 +338,33 @@ impl Archiver {
             match api.get_opt(&item.name).await {
                 Ok(Some(o)) => out.push(Ok(Some(serde_json::to_value(&o).unwrap_or(Value::Null)))),
                 Ok(None) => out.push(Ok(None)),
-                Err(e) => out.push(Err(format!(
-                    "cannot read {} {} to archive it: {e}",
-                    item.resource.kind, item.name
-                ))),
+                Err(source) => out.push(Err(ArchiveError::Read {
+                    object: crate::engine::meta::object_label(
+                        &item.resource.kind,
+                        item.namespace.as_deref(),
+                        &item.name,
+                    ),
+                    source,
+                })),
             }
         }
         out
     }
+}
+
+/// One item's way through [`Archiver::record`].
+enum Step {
+    Answered(Prepared),
+    /// To be archived at `rv` once its record is written.
+    Unwritten {
+        rv: String,
+    },
+}
+
+/// What [`Archiver::judge`] found for one item.
+enum Judgement {
+    Answer(Prepared),
+    Archive { rv: String, json: String },
 }
 
 /// Splits a group's entries into records of at most [`RECORD_BYTES`].
