@@ -8,8 +8,25 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-/// How long a batch waits for more requests after the last one arrived.
-const GATHER: Duration = Duration::from_millis(5);
+/// How long a batch waits for more requests after the last one arrived, without a client rate
+/// limit: busy workers then ask within microseconds of each other.
+pub const GATHER: Duration = Duration::from_millis(5);
+
+/// The gather window under a client rate limit of `qps` requests/s (0: none).
+///
+/// Under a limit, workers come back from their DELETEs one token apart (1/qps), so a 5 ms window
+/// closes each batch on two or three workers, and each costs a record create and a settle: at
+/// 20 requests/s a quarter of the tokens went to the archive. A window of two tokens gathers the
+/// workers into one batch. Waiting costs no throughput: the token bucket keeps what is not spent
+/// (up to its burst), and the batch's DELETEs spend it at once. Capped so that a lone deletion
+/// under a very low limit does not wait long.
+pub fn gather_window(qps: f64) -> Duration {
+    if qps > 0.0 {
+        Duration::from_secs_f64(2.0 / qps).clamp(GATHER, Duration::from_millis(250))
+    } else {
+        GATHER
+    }
+}
 
 type Job = (Item, oneshot::Sender<Prepared>);
 
@@ -20,10 +37,11 @@ pub struct Batcher {
 }
 
 impl Batcher {
-    /// Starts the batching task; batches hold at most `max_batch` objects.
-    pub fn start(archiver: Arc<Archiver>, max_batch: usize) -> Self {
+    /// Starts the batching task; batches hold at most `max_batch` objects, and close when no
+    /// request came for `gather`.
+    pub fn start(archiver: Arc<Archiver>, max_batch: usize, gather: Duration) -> Self {
         let (tx, rx) = mpsc::channel(max_batch.max(1) * 4);
-        tokio::spawn(run(archiver.clone(), rx, max_batch.max(1)));
+        tokio::spawn(run(archiver.clone(), rx, max_batch.max(1), gather));
         Batcher { tx, archiver }
     }
 
@@ -38,11 +56,16 @@ impl Batcher {
     }
 }
 
-async fn run(archiver: Arc<Archiver>, mut rx: mpsc::Receiver<Job>, max_batch: usize) {
+async fn run(
+    archiver: Arc<Archiver>,
+    mut rx: mpsc::Receiver<Job>,
+    max_batch: usize,
+    gather: Duration,
+) {
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
         while jobs.len() < max_batch {
-            match tokio::time::timeout(GATHER, rx.recv()).await {
+            match tokio::time::timeout(gather, rx.recv()).await {
                 Ok(Some(job)) => jobs.push(job),
                 _ => break,
             }
@@ -56,5 +79,18 @@ async fn run(archiver: Arc<Archiver>, mut rx: mpsc::Receiver<Job>, max_batch: us
                 archiver.settle(&t, false).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gather_window_spans_two_tokens_of_the_rate_limit_within_bounds() {
+        assert_eq!(gather_window(0.0), GATHER, "unthrottled");
+        assert_eq!(gather_window(20.0), Duration::from_millis(100));
+        assert_eq!(gather_window(1000.0), GATHER, "never below the unthrottled window");
+        assert_eq!(gather_window(1.0), Duration::from_millis(250), "capped");
     }
 }

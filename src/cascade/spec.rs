@@ -88,7 +88,14 @@ impl Registered for CascadeMetrics {
             let batcher = env
                 .archives
                 .archiver(&env.client, &env.fence, NAME)
-                .map(|a| crate::archive::batch::Batcher::start(a, args.cascade_workers() as usize));
+                .map(|a| {
+                    use crate::archive::batch::{Batcher, gather_window};
+                    Batcher::start(
+                        a,
+                        args.cascade_workers() as usize,
+                        gather_window(args.kube_api_qps),
+                    )
+                });
             Box::new(super::collector::CascadeCollector::new(
                 env.client,
                 cfg,
