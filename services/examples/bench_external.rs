@@ -84,6 +84,8 @@ struct Run {
     secs: f64,
     calls: usize,
     resources: usize,
+    /// `op=count:seconds` of the operations that took most of the server's time.
+    by_operation: String,
 }
 
 async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
@@ -106,6 +108,13 @@ async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
     };
     let secs = start.elapsed().as_secs_f64();
     let calls = rec.calls().len();
+    let by_operation = rec
+        .time_by_operation()
+        .iter()
+        .take(6)
+        .map(|(op, n, d)| format!("{op}={n}:{:.3}", d.as_secs_f64()))
+        .collect::<Vec<_>>()
+        .join(" ");
     eprintln!(
         "{} latency={}ms: {:.2}s, {} calls, deleted {}, remaining {}, errors {}",
         if baseline { "baseline" } else { "sweeper " },
@@ -126,6 +135,7 @@ async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
         secs,
         calls,
         resources,
+        by_operation,
     })
 }
 
@@ -153,6 +163,12 @@ async fn main() -> Res<()> {
         zero_s.secs,
         zero_b.secs,
         zero_b.secs / zero_s.secs
+    );
+    // Where the server's time went at zero latency: the six costliest operations, as
+    // `operation=attempts:seconds` (concurrent attempts overlap, so the sum can exceed the pass).
+    println!(
+        "BENCH external.phase2.lat0.detail sweeper_calls={} baseline_calls={} sweeper_top={{{}}} baseline_top={{{}}} unit=s",
+        zero_s.calls, zero_b.calls, zero_s.by_operation, zero_b.by_operation
     );
     let lat = Duration::from_millis(latency_ms);
     let s = run(&sdk, lat, false).await?;

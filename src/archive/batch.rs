@@ -90,7 +90,11 @@ mod tests {
     fn the_gather_window_spans_two_tokens_of_the_rate_limit_within_bounds() {
         assert_eq!(gather_window(0.0), GATHER, "unthrottled");
         assert_eq!(gather_window(20.0), Duration::from_millis(100));
-        assert_eq!(gather_window(1000.0), GATHER, "never below the unthrottled window");
+        assert_eq!(
+            gather_window(1000.0),
+            GATHER,
+            "never below the unthrottled window"
+        );
         assert_eq!(gather_window(1.0), Duration::from_millis(250), "capped");
     }
 }

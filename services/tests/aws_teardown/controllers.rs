@@ -83,6 +83,62 @@ async fn lb_controller_resources_go_only_in_the_clusters_vpc_with_describe_disco
     check_lbc(true).await;
 }
 
+/// The controller-tag queries ask the tagging API for the kinds phase 2 takes from them only; the
+/// service must honour the filter (or they would silently find nothing, or everything).
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn a_controller_tag_query_reads_only_the_kinds_phase_2_takes() {
+    use sweeper_services::aws::discovery::tagging::{
+        resources_of_types_with_tag, resources_with_tag,
+    };
+    use sweeper_services::aws::discovery::tags::{CONTROLLER_TAGGED_TYPES, LBC_CLUSTER_TAG};
+    let (c, _rec) = env().await;
+    let n = cluster("lbctypes");
+    let short = &n[n.len() - 6..];
+    let (v, subnets) = byo_network(&c).await;
+    let set = lbc_set(&c, &n, &v, &subnets, short).await;
+    // A kind no cleaner takes from a controller tag.
+    tag(&c, &subnets[0], LBC_CLUSTER_TAG, &n).await;
+    let ids = |found: sweeper_services::aws::discovery::tagging::TaggedResources| {
+        let mut ids: Vec<String> = found.resources.iter().map(|r| r.arn.to_string()).collect();
+        ids.sort();
+        ids
+    };
+    let all = ids(resources_with_tag(&c.tagging, LBC_CLUSTER_TAG, &[&n], None)
+        .await
+        .unwrap());
+    let scoped = ids(resources_of_types_with_tag(
+        &c.tagging,
+        CONTROLLER_TAGGED_TYPES,
+        LBC_CLUSTER_TAG,
+        &[&n],
+        None,
+    )
+    .await
+    .unwrap());
+    assert!(
+        all.iter()
+            .any(|a| a.ends_with(&format!("subnet/{}", subnets[0]))),
+        "unscoped, the subnet shows: {all:?}"
+    );
+    assert_eq!(
+        scoped.len(),
+        3,
+        "the ALB, target group and group: {scoped:?}"
+    );
+    assert!(scoped.iter().any(|a| *a == set[0]), "the ALB: {scoped:?}");
+    assert!(
+        scoped.iter().any(|a| *a == set[1]),
+        "the target group: {scoped:?}"
+    );
+    assert!(
+        scoped
+            .iter()
+            .any(|a| a.ends_with(&format!("security-group/{}", set[2]))),
+        "the group: {scoped:?}"
+    );
+}
+
 async fn launch_template(c: &AwsClients, name: &str, tags: &[(String, String)]) -> String {
     let mut spec = TagSpecification::builder().resource_type(ResourceType::LaunchTemplate);
     for (k, v) in tags {

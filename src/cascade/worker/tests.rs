@@ -468,7 +468,8 @@ async fn the_archive_record_is_written_before_the_delete_which_is_guarded_by_the
         "cascade",
         Default::default(),
     ));
-    let batcher = crate::archive::batch::Batcher::start(archiver, 10, crate::archive::batch::GATHER);
+    let batcher =
+        crate::archive::batch::Batcher::start(archiver, 10, crate::archive::batch::GATHER);
     let ctx = Ctx::new(
         client,
         CascadeConfig::default(),

@@ -31,6 +31,8 @@ pub async fn confirm(
         );
         return Ok(Vec::new());
     }
+    // The four kinds here are what the controller-tag queries ask for
+    // (tags::CONTROLLER_TAGGED_TYPES): a kind confirmed here must be in that list.
     let has = |service: &str, ty: &str| {
         candidates
             .iter()

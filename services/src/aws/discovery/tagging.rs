@@ -42,6 +42,21 @@ pub async fn resources_with_tag(
     values: &[&str],
     page_size: Option<i32>,
 ) -> Result<TaggedResources, TaggingError> {
+    resources_of_types_with_tag(client, &[], key, values, page_size).await
+}
+
+/// [`resources_with_tag`], of the resource `types` only (`service:type`, as the API's
+/// `ResourceTypeFilters`; empty: every type). The service then reads only those types'
+/// resources instead of every tagged resource of the account and region.
+pub async fn resources_of_types_with_tag(
+    client: &Client,
+    types: &[&str],
+    key: &str,
+    values: &[&str],
+    page_size: Option<i32>,
+) -> Result<TaggedResources, TaggingError> {
+    let types: Option<Vec<String>> =
+        (!types.is_empty()).then(|| types.iter().map(|t| t.to_string()).collect());
     let filter = TagFilter::builder()
         .key(key)
         .set_values(Some(values.iter().map(|v| v.to_string()).collect()))
@@ -54,6 +69,7 @@ pub async fn resources_with_tag(
             client
                 .get_resources()
                 .tag_filters(filter.clone())
+                .set_resource_type_filters(types.clone())
                 .set_resources_per_page(page_size)
                 .set_pagination_token(token.clone())
                 .send()

@@ -18,6 +18,17 @@ pub const OWNED: &str = "owned";
 /// `elbv2.k8s.aws/cluster=<name>`, never with the cluster tag: a search by that tag misses them.
 pub const LBC_CLUSTER_TAG: &str = "elbv2.k8s.aws/cluster";
 
+/// The resource types phase 2 takes from a controller tag's finds (see discovery::placement, which
+/// drops every other kind): the controller-tag queries ask the tagging API for these only. Classic
+/// load balancers are `elasticloadbalancing:loadbalancer` too in AWS; neither controller creates
+/// them.
+pub const CONTROLLER_TAGGED_TYPES: &[&str] = &[
+    "elasticloadbalancing:loadbalancer",
+    "elasticloadbalancing:targetgroup",
+    "ec2:security-group",
+    "ec2:network-interface",
+];
+
 /// The Amazon VPC CNI tags the network interfaces it creates `cluster.k8s.amazonaws.com/name=<name>`
 /// (when CLUSTER_NAME is set), never with the cluster tag.
 pub const CNI_CLUSTER_TAG: &str = "cluster.k8s.amazonaws.com/name";

@@ -8,7 +8,9 @@ use super::request::TeardownRequest;
 use crate::aws::cleaners::{CleanCtx, CleanError, vpcs};
 use crate::aws::discovery::inventory::{Inventory, Ownership, owned_tagged};
 use crate::aws::discovery::placement;
-use crate::aws::discovery::tagging::{TaggedResource, resources_with_tag};
+use crate::aws::discovery::tagging::{
+    TaggedResource, resources_of_types_with_tag, resources_with_tag,
+};
 use crate::aws::discovery::tags;
 use crate::aws::model::{AwsClients, PhaseReport};
 use std::collections::HashSet;
@@ -108,14 +110,18 @@ async fn via_tagging(
             &[tags::OWNED],
             None,
         )),
-        Box::pin(resources_with_tag(
+        // Only the kinds a controller's finds can be taken as: the cluster tag's query must see
+        // every kind (a new cleaner claims from it), these two need not.
+        Box::pin(resources_of_types_with_tag(
             &c.tagging,
+            tags::CONTROLLER_TAGGED_TYPES,
             tags::LBC_CLUSTER_TAG,
             &[own.cluster()],
             None,
         )),
-        Box::pin(resources_with_tag(
+        Box::pin(resources_of_types_with_tag(
             &c.tagging,
+            tags::CONTROLLER_TAGGED_TYPES,
             tags::CNI_CLUSTER_TAG,
             &[own.cluster()],
             None,

@@ -29,6 +29,8 @@ use std::time::Duration;
 
 /// Header the interceptor sets on a request the connector must answer with a throttling error.
 const INJECT_HEADER: &str = "x-sweeper-inject-throttle";
+/// Header naming the operation, for the connector's timings (it has no other way to know).
+const OPERATION_HEADER: &str = "x-sweeper-operation";
 
 /// Shared state: the call log and the injection plan. Cheap to clone; all clones share state.
 #[derive(Clone, Debug, Default)]
@@ -38,6 +40,8 @@ pub struct Recorder {
     /// Operation name -> how many more attempts to answer with a throttling error.
     throttle: Arc<Mutex<HashMap<String, usize>>>,
     latency: Duration,
+    /// Per attempt: the operation and how long the server took (the added latency excluded).
+    timings: Arc<Mutex<Vec<(String, Duration)>>>,
 }
 
 impl Recorder {
@@ -67,6 +71,25 @@ impl Recorder {
             .clone()
     }
 
+    /// Per operation: attempts and the server's total time on them (the added latency
+    /// excluded), most time first. Where a pass's time goes when calls cost only the server.
+    pub fn time_by_operation(&self) -> Vec<(String, usize, Duration)> {
+        let mut by: HashMap<String, (usize, Duration)> = HashMap::new();
+        for (op, d) in self
+            .timings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            let e = by.entry(op.clone()).or_default();
+            e.0 += 1;
+            e.1 += *d;
+        }
+        let mut out: Vec<_> = by.into_iter().map(|(op, (n, d))| (op, n, d)).collect();
+        out.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
+
     /// Empties the call log.
     pub fn clear(&self) {
         self.calls
@@ -81,6 +104,7 @@ impl Recorder {
         let http = WrappedClient {
             inner: sdk.http_client().unwrap_or_else(default_http_client),
             latency: self.latency,
+            timings: Some(self.timings.clone()),
         };
         let retry = RetryConfig::disabled();
         AwsClients {
@@ -123,7 +147,11 @@ impl Recorder {
 pub fn with_latency(sdk: SdkConfig, latency: Duration) -> SdkConfig {
     let inner = sdk.http_client().unwrap_or_else(default_http_client);
     sdk.into_builder()
-        .http_client(WrappedClient { inner, latency })
+        .http_client(WrappedClient {
+            inner,
+            latency,
+            timings: None,
+        })
         .build()
 }
 
@@ -176,6 +204,10 @@ impl Intercept for Recorder {
                 .headers_mut()
                 .insert(INJECT_HEADER, meta.service().to_string());
         }
+        context
+            .request_mut()
+            .headers_mut()
+            .insert(OPERATION_HEADER, op.clone());
         self.calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -184,10 +216,13 @@ impl Intercept for Recorder {
     }
 }
 
+type Timings = Arc<Mutex<Vec<(String, Duration)>>>;
+
 #[derive(Clone, Debug)]
 struct WrappedClient {
     inner: SharedHttpClient,
     latency: Duration,
+    timings: Option<Timings>,
 }
 
 impl HttpClient for WrappedClient {
@@ -199,6 +234,7 @@ impl HttpClient for WrappedClient {
         SharedHttpConnector::new(WrappedConnector {
             inner: self.inner.http_connector(settings, components),
             latency: self.latency,
+            timings: self.timings.clone(),
         })
     }
 }
@@ -207,12 +243,14 @@ impl HttpClient for WrappedClient {
 struct WrappedConnector {
     inner: SharedHttpConnector,
     latency: Duration,
+    timings: Option<Timings>,
 }
 
 impl HttpConnector for WrappedConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         let inner = self.inner.clone();
         let latency = self.latency;
+        let timings = self.timings.clone();
         HttpConnectorFuture::new(async move {
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
@@ -220,7 +258,15 @@ impl HttpConnector for WrappedConnector {
             if let Some(service) = request.headers().get(INJECT_HEADER) {
                 return throttling_response(service);
             }
-            inner.call(request).await
+            let op = request.headers().get(OPERATION_HEADER).map(str::to_string);
+            let started = std::time::Instant::now();
+            let answer = inner.call(request).await;
+            if let (Some(t), Some(op)) = (timings, op) {
+                t.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((op, started.elapsed()));
+            }
+            answer
         })
     }
 }
