@@ -45,9 +45,11 @@ crds:
 helm-template:
 	@bin="$$(./scripts/provision-helm-render.sh)" && "$$bin" --name sweeper --namespace sweeper-system $(ARGS) deploy/helm/sweeper
 
-## make bench-cascade: sweeper vs kube-controller-manager's garbage collector (about 25 minutes),
-## and the API server's own delete ceiling (cascade.limit). BENCH_ONLY=archive|expiry|limit for one
-## part (limit: a plain client's best delete rate vs sweeper's unthrottled background cascade).
+## make bench-cascade: sweeper vs kube-controller-manager's garbage collector (about 30 minutes),
+## and the API server's own delete ceiling (cascade.limit). BENCH_ONLY=archive|expiry|limit|startup
+## for one part (limit: a plain client's best delete rate vs sweeper's unthrottled background
+## cascade; startup: both collectors' start-up time and RSS with 100,000 objects, whose
+## ConfigMaps BENCH_KEEP_FILLER=1 keeps for the next run).
 bench-cascade:
 	./scripts/bench-cascade.sh
 

@@ -7,13 +7,16 @@
 //! workloads for a quick run; `BENCH_ONLY=archive` runs only the archive part,
 //! `BENCH_ONLY=expiry` only its expiry line, `BENCH_ONLY=limit` only the `cascade.limit` lines
 //! (the API server's own delete ceiling, a plain client with no GC, against sweeper's
-//! unthrottled background cascade of the same 1,000 dependents).
+//! unthrottled background cascade of the same 1,000 dependents), `BENCH_ONLY=startup` only the
+//! start-up at 100,000 objects (`cascade.startup100k`, `cascade.rss100k`; examples/support/startup.rs).
 //!
 //! The comparison with kube-controller-manager runs sweeper with `--archive=none` (what the
 //! collector itself costs, comparable with earlier runs); the archive part then measures the same
 //! 1,000-dependent background cascade with archiving off, on (the default), and under
 //! kube-controller-manager, and how fast expired records are removed.
 
+#[path = "support/startup.rs"]
+mod startup;
 #[path = "support/stats.rs"]
 mod stats;
 use futures::{StreamExt, TryStreamExt};
@@ -851,6 +854,19 @@ async fn main() {
             .for_each(|l| println!("{l}"));
         return;
     }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("startup") {
+        startup::part(&client, scale)
+            .await
+            .iter()
+            .for_each(|l| println!("{l}"));
+        return;
+    }
+    // First in a full run: its fill is gone again (waited for) before the other parts start.
+    let startup_lines = if std::env::var("BENCH_ONLY").is_err() {
+        startup::part(&client, scale).await
+    } else {
+        Vec::new()
+    };
     let archive_lines = archive_part(&client, scale, run_id).await;
     if std::env::var("BENCH_ONLY").as_deref() == Ok("archive") {
         archive_lines.iter().for_each(|l| println!("{l}"));
@@ -967,4 +983,5 @@ async fn main() {
     );
     limit_lines.iter().for_each(|l| println!("{l}"));
     archive_lines.iter().for_each(|l| println!("{l}"));
+    startup_lines.iter().for_each(|l| println!("{l}"));
 }

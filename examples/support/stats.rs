@@ -15,7 +15,6 @@ pub fn median(v: &[f64]) -> f64 {
 }
 
 /// The smallest and largest value (the spread reported beside a median).
-#[allow(dead_code)] // bench_cascade reports best and median only
 pub fn min_max(v: &[f64]) -> (f64, f64) {
     (
         v.iter().copied().fold(f64::INFINITY, f64::min),

@@ -96,6 +96,9 @@ pub async fn run(
     let mut crd_scan_due: Option<Instant> = None;
     let mut workers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut starter: Option<tokio::task::JoinHandle<()>> = None;
+    // Set by the starter when the wait is over: wakes the loop at once to start the workers.
+    let (sync_done_tx, mut sync_done) = watch::channel(false);
+    let mut sync_done_tx = Some(sync_done_tx);
     loop {
         let report = discovery.borrow_and_update().clone();
         if let Some(report) = report {
@@ -149,6 +152,7 @@ pub async fn run(
             }
             if starter.is_none() {
                 let (ctx2, synced, keys) = (ctx.clone(), watches.synced.clone(), watches.keys());
+                let done = sync_done_tx.take();
                 starter = Some(tokio::spawn(async move {
                     let unsynced = synced.wait(&keys, ctx2.config.sync_timeout).await;
                     if unsynced.is_empty() {
@@ -159,10 +163,15 @@ pub async fn run(
                             "some resources did not list in time; starting workers anyway"
                         );
                     }
+                    if let Some(done) = done {
+                        let _ = done.send(true);
+                    }
                 }));
             }
         }
-        if workers.is_empty() && starter.as_ref().is_some_and(|s| s.is_finished()) {
+        // Closed without `true`: the starter panicked; start anyway, as after a sync timeout.
+        let sync_over = *sync_done.borrow_and_update() || sync_done.has_changed().is_err();
+        if workers.is_empty() && sync_over {
             for _ in 0..ctx.config.workers.max(1) {
                 workers.push(tokio::spawn(worker::run(ctx.clone())));
             }
@@ -183,7 +192,7 @@ pub async fn run(
             _ = tokio::time::sleep_until(kinds.next_due()), if kinds.any_pending() => {}
             _ = tokio::time::sleep_until(crd_scan_due.unwrap_or_else(Instant::now)), if crd_scan_due.is_some() => {}
             changed = discovery.changed() => if changed.is_err() { break },
-            _ = tokio::time::sleep(std::time::Duration::from_millis(200)), if workers.is_empty() => {}
+            _ = sync_done.changed(), if workers.is_empty() => {}
         }
     }
     ctx.delete_q.shutdown();
