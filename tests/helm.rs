@@ -481,14 +481,30 @@ async fn chart_install_over_upstream_crds_changes_none() {
         "kubezoo/tenants.tenant.kubezoo.io.yaml",
     ];
     let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
-    let mut before = Vec::new();
+    let mut names = Vec::new();
     for rel in upstream {
         support::conformance::install_crd(&client, rel).await;
-        let name = support::conformance::docs(rel)[0]["metadata"]["name"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let crd = crds.get(&name).await.unwrap();
+        names.push(
+            support::conformance::docs(rel)[0]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    // The API server updates a replaced CRD's status (names, conditions) on its own, a moment
+    // after the replace: record each once its resourceVersion has stopped moving, or the chart
+    // would be blamed for the server's own write.
+    let mut before = Vec::new();
+    for name in names {
+        let mut crd = crds.get(&name).await.unwrap();
+        for _ in 0..20 {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let again = crds.get(&name).await.unwrap();
+            if again.metadata.resource_version == crd.metadata.resource_version {
+                break;
+            }
+            crd = again;
+        }
         before.push((name, crd.metadata.resource_version.clone(), crd.spec));
     }
     let rendered = render("sweeper", "sweeper-system", &["--include-crds"]);
