@@ -222,11 +222,40 @@ async fn create_many(
         .await
 }
 
+/// The label on every namespace a run makes for its workloads (not the start-up fill, which may
+/// be kept on purpose): what a killed run left behind is found by it.
+const BENCH_LABEL: &str = "sweeper.dev/bench";
+
 async fn namespace(client: &Client, name: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
     let mut ns = Namespace::default();
     ns.metadata.name = Some(name.into());
+    ns.metadata.labels = Some([(BENCH_LABEL.to_string(), "cascade".to_string())].into());
     let _ = api.create(&PostParams::default(), &ns).await;
+}
+
+/// Deletes the namespaces an earlier, killed run left and waits until they are gone: their
+/// dependents, whose owners that run deleted, would otherwise be collected by this run's garbage
+/// collector and counted in its figures.
+async fn remove_stale_namespaces(client: &Client) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let lp = ListParams::default().labels(BENCH_LABEL);
+    let stale = api.list_metadata(&lp).await.expect("list namespaces");
+    if stale.items.is_empty() {
+        return;
+    }
+    for ns in &stale.items {
+        eprintln!("removing namespace {} left by an earlier run", ns.name_any());
+        drop_namespace(client, &ns.name_any()).await;
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(300) {
+        if api.list_metadata(&lp).await.is_ok_and(|l| l.items.is_empty()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    panic!("namespaces labelled {BENCH_LABEL} still there after 300 s");
 }
 
 async fn drop_namespace(client: &Client, name: &str) {
@@ -840,6 +869,7 @@ async fn main() {
         .await
         .expect("kube client (KUBECONFIG)");
     let run_id = std::process::id();
+    remove_stale_namespaces(&client).await;
     if std::env::var("BENCH_ONLY").as_deref() == Ok("expiry") {
         let records = ((500.0 * scale) as usize).max(10);
         let per_record = expiry_run(&client, LIMITS[0], records, run_id, false).await;
