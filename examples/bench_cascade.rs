@@ -15,6 +15,8 @@
 //! 1,000-dependent background cascade with archiving off, on (the default), and under
 //! kube-controller-manager, and how fast expired records are removed.
 
+#[path = "support/objects.rs"]
+mod objects;
 #[path = "support/startup.rs"]
 mod startup;
 #[path = "support/stats.rs"]
@@ -245,12 +247,19 @@ async fn remove_stale_namespaces(client: &Client) {
         return;
     }
     for ns in &stale.items {
-        eprintln!("removing namespace {} left by an earlier run", ns.name_any());
+        eprintln!(
+            "removing namespace {} left by an earlier run",
+            ns.name_any()
+        );
         drop_namespace(client, &ns.name_any()).await;
     }
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(300) {
-        if api.list_metadata(&lp).await.is_ok_and(|l| l.items.is_empty()) {
+        if api
+            .list_metadata(&lp)
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+        {
             return;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;

@@ -16,15 +16,15 @@
 //!
 //! `BENCH_ONLY=base` runs only the first part, `teardown10k` / `teardown100k` one cluster size,
 //! `teardown` both (with the growth line).
+#[path = "support/objects.rs"]
+mod objects;
 #[path = "support/stats.rs"]
 mod stats;
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
-};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, Client};
 use stats::{median, min_max};
 use std::collections::BTreeMap;
@@ -404,20 +404,11 @@ async fn create_all(c: &Client, objects: Vec<(Kind, DynamicObject)>) {
 
 /// Deletes `objects` with at most 64 deletions in flight (a missing one is fine).
 async fn delete_all(c: &Client, objects: Vec<(Kind, String)>) {
-    futures::stream::iter(objects)
-        .map(|(k, name)| {
-            let api = k.api(c);
-            async move {
-                match api.delete(&name, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => panic!("delete {name}: {e}"),
-                }
-            }
-        })
-        .buffer_unordered(64)
-        .collect::<Vec<()>>()
-        .await;
+    let objects = objects
+        .into_iter()
+        .map(|(k, name)| (k.api(c), name))
+        .collect();
+    objects::delete_each(objects, 64).await;
 }
 
 fn filler_id(t: usize) -> String {

@@ -131,20 +131,11 @@ async fn create_all(client: &Client, objects: Vec<(String, ConfigMap)>) {
 
 /// Deletes `objects` (namespace, name) with 64 deletions in flight (a missing one is fine).
 async fn delete_all(client: &Client, objects: Vec<(String, String)>) {
-    futures::stream::iter(objects)
-        .map(|(ns, name)| {
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-            async move {
-                match api.delete(&name, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => panic!("delete {name}: {e}"),
-                }
-            }
-        })
-        .buffer_unordered(64)
-        .collect::<Vec<()>>()
-        .await;
+    let objects = objects
+        .into_iter()
+        .map(|(ns, name)| (Api::<ConfigMap>::namespaced(client.clone(), &ns), name))
+        .collect();
+    crate::objects::delete_each(objects, 64).await;
 }
 
 /// Makes the fill exactly `owners` owners with [`PER_OWNER`] dependents each: creates what is
