@@ -1,6 +1,7 @@
 //! Group commit for the cascade workers: each worker asks for its object to be archived and
-//! waits; requests that arrive while a batch is being written (or within [`GATHER`] of each
-//! other) go into the next batch together. So twenty workers deleting a 1,000-dependent cascade
+//! waits; requests that arrive while a batch is being written (or within the gather window of
+//! each other: [`GATHER`], or [`gather_window`] under a client rate limit) go into the next batch
+//! together. So twenty workers deleting a 1,000-dependent cascade
 //! share one read and one record per batch instead of a GET and a create each.
 
 use super::store::{ArchiveError, Archiver, Item, Prepared};

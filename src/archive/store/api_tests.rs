@@ -48,6 +48,11 @@ fn service(name: &str, rv: &str) -> Value {
            "spec": {"ports": [{"port": 80}]}})
 }
 
+/// The list answer for `services`, as the archive's batched read gets it.
+fn service_list(services: Vec<Value>) -> Value {
+    json!({"apiVersion": "v1", "kind": "ServiceList", "metadata": {}, "items": services})
+}
+
 fn record_answer(name: &str, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns"}, "data": data})
 }
@@ -156,8 +161,11 @@ async fn a_failed_record_write_fails_every_entry_of_its_record_and_answers_keep_
     let (client, server) = MockApi::new();
     server.expect(Method::GET, SVC).respond(
         200,
-        json!({"apiVersion": "v1", "kind": "ServiceList", "metadata": {},
-               "items": [service("a", "7"), service("b", "9"), service("c", "4")]}),
+        service_list(vec![
+            service("a", "7"),
+            service("b", "9"),
+            service("c", "4"),
+        ]),
     );
     server
         .expect(Method::POST, RECORDS)
@@ -262,8 +270,11 @@ async fn a_batch_of_one_namespace_is_read_by_one_list_and_kept_in_one_record() {
     let (client, server) = MockApi::new();
     server.expect(Method::GET, SVC).respond(
         200,
-        json!({"apiVersion": "v1", "kind": "ServiceList", "metadata": {},
-               "items": [service("a", "7"), service("b", "9"), service("c", "3")]}),
+        service_list(vec![
+            service("a", "7"),
+            service("b", "9"),
+            service("c", "3"),
+        ]),
     );
     server
         .expect(Method::POST, RECORDS)
@@ -287,8 +298,7 @@ async fn a_batch_of_one_namespace_is_read_by_one_list_and_kept_in_one_record() {
 async fn two_recorded(server: &MockApi, a: &Archiver) -> (Ticket, Ticket) {
     server.expect(Method::GET, SVC).respond(
         200,
-        json!({"apiVersion": "v1", "kind": "ServiceList", "metadata": {},
-               "items": [service("a", "7"), service("b", "9")]}),
+        service_list(vec![service("a", "7"), service("b", "9")]),
     );
     server
         .expect(Method::POST, RECORDS)

@@ -57,8 +57,9 @@ impl Archiver {
             .into_iter()
             .map(|s| match s {
                 Step::Answered(p) => p,
-                // Every item to archive is in exactly one chunk, so none is left unwritten.
-                Step::Unwritten { .. } => Prepared::Failed(ArchiveError::ShuttingDown.into()),
+                // Every item to archive is in exactly one chunk, so none is left unwritten; were
+                // one left, it is not deleted now and is looked at again.
+                Step::Unwritten { .. } => Prepared::Changed,
             })
             .collect()
     }
