@@ -17,6 +17,8 @@
 
 #[path = "support/objects.rs"]
 mod objects;
+#[path = "support/proc.rs"]
+mod proc;
 #[path = "support/startup.rs"]
 mod startup;
 #[path = "support/stats.rs"]
@@ -155,13 +157,7 @@ fn start_with(gc: Gc, limit: Limit, extra: &[&str]) -> Running {
 }
 
 fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
+    proc::status_bytes(pid, "VmRSS:")
 }
 
 /// RSS once it has stopped moving (three samples 2 s apart within 1%).

@@ -18,6 +18,8 @@
 //! `teardown` both (with the growth line).
 #[path = "support/objects.rs"]
 mod objects;
+#[path = "support/proc.rs"]
+mod proc;
 #[path = "support/stats.rs"]
 mod stats;
 use futures::StreamExt;
@@ -386,20 +388,8 @@ impl Kind {
 
 /// Creates `objects` with at most 64 creations in flight (an existing one is fine).
 async fn create_all(c: &Client, objects: Vec<(Kind, DynamicObject)>) {
-    futures::stream::iter(objects)
-        .map(|(k, o)| {
-            let api = k.api(c);
-            async move {
-                match api.create(&PostParams::default(), &o).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 409 => {}
-                    Err(e) => panic!("create {}: {e}", o.metadata.name.unwrap_or_default()),
-                }
-            }
-        })
-        .buffer_unordered(64)
-        .collect::<Vec<()>>()
-        .await;
+    let objects = objects.into_iter().map(|(k, o)| (k.api(c), o)).collect();
+    objects::create_each(objects, 64).await;
 }
 
 /// Deletes `objects` with at most 64 deletions in flight (a missing one is fine).
@@ -507,13 +497,9 @@ async fn wait_indexed(c: &Client, index: &NameIndex, id: &str) {
 }
 
 fn rss_mib(pid: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{}/status", pid.trim()))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        >> 10
+    pid.trim()
+        .parse()
+        .map_or(0, |pid| proc::status_bytes(pid, "VmRSS:") >> 20)
 }
 
 /// etcd's and kube-apiserver's resident memory (from the environment's pid files), for the log.

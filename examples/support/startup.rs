@@ -113,20 +113,11 @@ async fn list_all(client: &Client, selector: &str) -> Vec<PartialObjectMeta<Conf
 
 /// Creates `objects` (namespace, ConfigMap) with 64 creations in flight (an existing one is fine).
 async fn create_all(client: &Client, objects: Vec<(String, ConfigMap)>) {
-    futures::stream::iter(objects)
-        .map(|(ns, cm)| {
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-            async move {
-                match api.create(&PostParams::default(), &cm).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 409 => {}
-                    Err(e) => panic!("create {}: {e}", cm.name_any()),
-                }
-            }
-        })
-        .buffer_unordered(64)
-        .collect::<Vec<()>>()
-        .await;
+    let objects = objects
+        .into_iter()
+        .map(|(ns, cm)| (Api::<ConfigMap>::namespaced(client.clone(), &ns), cm))
+        .collect();
+    crate::objects::create_each(objects, 64).await;
 }
 
 /// Deletes `objects` (namespace, name) with 64 deletions in flight (a missing one is fine).
@@ -260,16 +251,8 @@ async fn drop_fill(client: &Client) {
 
 /// VmRSS and VmHWM (the peak so far) of a process, in bytes.
 fn rss_and_peak(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap_or(0)
-            * 1024
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    use crate::proc::status_bytes;
+    (status_bytes(pid, "VmRSS:"), status_bytes(pid, "VmHWM:"))
 }
 
 /// One collector's start-up.
