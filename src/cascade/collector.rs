@@ -88,8 +88,11 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let (tx, rx) = mpsc::channel(4096);
+    // Until the workers start, nothing is classified: the graph may skip re-checks (see
+    // Graph::set_initial_sync).
+    ctx.write().set_initial_sync(true);
     let writer = tokio::spawn(writer::run(ctx.clone(), rx, absent_rx));
-    let mut watches = WatchSet::new(ctx.client.clone(), tx.clone(), ctx.config.page_size);
+    let mut watches = WatchSet::new(ctx.client.clone(), tx.clone());
     let mut kinds = ServedKinds::default();
     let mut last: Option<Arc<DiscoveryReport>> = None;
     // When to learn which served kinds are CRD-backed (after each new report; retried on error).
@@ -172,6 +175,7 @@ pub async fn run(
         // Closed without `true`: the starter panicked; start anyway, as after a sync timeout.
         let sync_over = *sync_done.borrow_and_update() || sync_done.has_changed().is_err();
         if workers.is_empty() && sync_over {
+            ctx.write().set_initial_sync(false);
             for _ in 0..ctx.config.workers.max(1) {
                 workers.push(tokio::spawn(worker::run(ctx.clone())));
             }

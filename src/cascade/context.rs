@@ -22,8 +22,6 @@ pub struct CascadeConfig {
     pub dry_run: bool,
     /// How long workers wait for the first list of every resource before starting anyway.
     pub sync_timeout: Duration,
-    /// Page size of the initial lists.
-    pub page_size: u32,
     /// The collector's fence (lease and pause): its client's writes pass it; workers whose
     /// write a pause refused park until it opens.
     pub fence: crate::engine::leader::Fence,
@@ -35,7 +33,6 @@ impl Default for CascadeConfig {
             workers: 20,
             dry_run: false,
             sync_timeout: Duration::from_secs(60),
-            page_size: 500,
             fence: crate::engine::leader::Fence::open(),
         }
     }

@@ -1,6 +1,7 @@
 //! Metadata-only watches, one per deletable resource, all feeding ONE channel read by the graph
 //! writer. Objects are reduced to [`MetaLite`] in the watch task, so full metadata never
-//! accumulates anywhere. The set of watches follows discovery: new resources (a new CRD) get a
+//! accumulates anywhere. Each resource is listed in one request answered from the API server's
+//! watch cache and decoded as it streams in ([`list`]), then watched from the list's version. The set of watches follows discovery: new resources (a new CRD) get a
 //! watch, vanished ones lose theirs.
 
 use crate::engine::discovery::DeletableResource;
@@ -9,15 +10,16 @@ use crate::engine::graph::node::MetaLite;
 use crate::engine::graph::uid::Uid;
 use crate::engine::meta::{self, MetaError};
 use futures::StreamExt;
-use kube::api::{DynamicObject, PartialObjectMeta};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::api::{DynamicObject, WatchParams};
 use kube::{Api, Client};
+use list::{ListError, ListFrom};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+
+mod list;
 
 #[derive(Debug)]
 pub enum WatchEvent {
@@ -95,17 +97,20 @@ pub struct WatchSet {
     tx: mpsc::Sender<WatchEvent>,
     running: HashMap<String, JoinHandle<()>>,
     pub synced: SyncState,
-    page_size: u32,
+    /// Resources watched earlier in this process (stopped when discovery lost them): their first
+    /// list after a restart reads the newest state, since the graph may still hold their objects
+    /// and a stale cache's answer would make it forget some that exist.
+    watched_before: HashSet<String>,
 }
 
 impl WatchSet {
-    pub fn new(client: Client, tx: mpsc::Sender<WatchEvent>, page_size: u32) -> Self {
+    pub fn new(client: Client, tx: mpsc::Sender<WatchEvent>) -> Self {
         WatchSet {
             client,
             tx,
             running: HashMap::new(),
             synced: SyncState::new(),
-            page_size,
+            watched_before: HashSet::new(),
         }
     }
 
@@ -133,6 +138,11 @@ impl WatchSet {
                 continue;
             }
             let kind = kind_of(r);
+            let from = if self.watched_before.insert(key.clone()) {
+                ListFrom::Any
+            } else {
+                ListFrom::Latest
+            };
             let span = tracing::info_span!("watch", resource = %key);
             let task = watch_resource(
                 self.client.clone(),
@@ -141,7 +151,7 @@ impl WatchSet {
                 key.clone(),
                 self.tx.clone(),
                 self.synced.clone(),
-                self.page_size,
+                from,
             );
             self.running.insert(
                 key.clone(),
@@ -173,6 +183,10 @@ impl Drop for WatchSet {
     }
 }
 
+/// Lists `r` (streamed object by object, see [`list`]), then watches it from the list's
+/// resourceVersion; lists again when the watch's version expired. Every failure is retried with
+/// backoff (client-go's 800 ms to 30 s with jitter): a forbidden or failing resource never stops
+/// the others.
 async fn watch_resource(
     client: Client,
     r: DeletableResource,
@@ -180,48 +194,155 @@ async fn watch_resource(
     key: String,
     tx: mpsc::Sender<WatchEvent>,
     synced: SyncState,
-    page_size: u32,
+    mut from: ListFrom,
 ) {
-    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &r.resource);
-    let config = watcher::Config::default().page_size(page_size);
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut seen: HashSet<Uid> = HashSet::new();
-    while let Some(event) = stream.next().await {
-        let msg = match event {
-            Ok(Event::Init) => {
-                seen.clear();
-                continue;
-            }
-            Ok(Event::InitApply(obj)) => match convert(kind, &obj.metadata, &tx).await {
-                Some(meta) => {
-                    seen.insert(meta.uid);
-                    WatchEvent::Apply { kind, meta }
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &r.resource);
+    let mut backoff = Backoff::default();
+    'list: loop {
+        let listed = match list::list(&client, api.resource_url(), &from, kind, &tx).await {
+            Ok(listed) => listed,
+            Err(ListError::Closed) => return,
+            Err(error) => {
+                tracing::warn!(%error, "list failed; retrying with backoff");
+                // A relist that failed at a resourceVersion (an API server behind the others)
+                // asks for the newest state next; a first list keeps asking its cache.
+                if matches!(from, ListFrom::NotOlderThan(_)) {
+                    from = ListFrom::Latest;
                 }
-                None => continue,
-            },
-            Ok(Event::InitDone) => {
-                synced.mark(&key);
-                WatchEvent::Resynced {
-                    kind,
-                    seen: std::mem::take(&mut seen),
-                }
-            }
-            Ok(Event::Apply(obj)) => match convert(kind, &obj.metadata, &tx).await {
-                Some(meta) => WatchEvent::Apply { kind, meta },
-                None => continue,
-            },
-            Ok(Event::Delete(obj)) => match convert(kind, &obj.metadata, &tx).await {
-                Some(meta) => WatchEvent::Delete { kind, meta },
-                None => continue,
-            },
-            Err(e) => {
-                // The backoff retries; a forbidden or failing resource never stops the others.
-                tracing::warn!(error = %e, "watch failed; retrying with backoff");
+                backoff.wait().await;
                 continue;
             }
         };
-        if tx.send(msg).await.is_err() {
-            return; // writer gone: shutting down
+        synced.mark(&key);
+        let mut version = listed.resource_version;
+        let resynced = WatchEvent::Resynced {
+            kind,
+            seen: listed.seen,
+        };
+        if tx.send(resynced).await.is_err() {
+            return;
+        }
+        backoff.reset();
+        loop {
+            let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
+            let events = match api.watch_metadata(&params, &version).await {
+                Ok(events) => events,
+                Err(error) if is_expired(&error) => {
+                    from = ListFrom::NotOlderThan(version);
+                    continue 'list;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "watch failed; retrying with backoff");
+                    backoff.wait().await;
+                    continue;
+                }
+            };
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                let (obj, delete) = match event {
+                    Ok(
+                        kube::api::WatchEvent::Added(obj) | kube::api::WatchEvent::Modified(obj),
+                    ) => (obj, false),
+                    Ok(kube::api::WatchEvent::Deleted(obj)) => (obj, true),
+                    Ok(kube::api::WatchEvent::Bookmark(b)) => {
+                        version = b.metadata.resource_version;
+                        continue;
+                    }
+                    Ok(kube::api::WatchEvent::Error(status)) if status.code == 410 => {
+                        from = ListFrom::NotOlderThan(version);
+                        continue 'list;
+                    }
+                    Ok(kube::api::WatchEvent::Error(status)) => {
+                        tracing::warn!(error = %status.message, "watch failed; retrying with backoff");
+                        backoff.wait().await;
+                        break;
+                    }
+                    Err(error) if is_expired(&error) => {
+                        from = ListFrom::NotOlderThan(version);
+                        continue 'list;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "watch failed; retrying with backoff");
+                        backoff.wait().await;
+                        break;
+                    }
+                };
+                if let Some(rv) = obj.metadata.resource_version.as_ref() {
+                    version.clone_from(rv);
+                }
+                let Some(meta) = convert(kind, &obj.metadata, &tx).await else {
+                    continue;
+                };
+                let msg = if delete {
+                    WatchEvent::Delete { kind, meta }
+                } else {
+                    WatchEvent::Apply { kind, meta }
+                };
+                if tx.send(msg).await.is_err() {
+                    return; // writer gone: shutting down
+                }
+                backoff.reset();
+            }
+            // The server ended the watch (its timeout): resume from the last version seen.
+        }
+    }
+}
+
+/// The server's watch timeout; the client's own read timeout (295 s) is longer.
+const WATCH_TIMEOUT_SECS: u32 = 290;
+
+/// 410 Gone: the resourceVersion is older than what the server keeps; only a list helps.
+fn is_expired(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 410)
+}
+
+/// client-go's watch backoff: 800 ms doubling to 30 s, with jitter, reset by progress.
+#[derive(Default)]
+struct Backoff {
+    delays: Option<backon::ExponentialBackoff>,
+}
+
+impl Backoff {
+    async fn wait(&mut self) {
+        let delays = self.delays.get_or_insert_with(|| {
+            backon::BackoffBuilder::build(
+                backon::ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_millis(800))
+                    .with_max_delay(Duration::from_secs(30))
+                    .with_jitter()
+                    .without_max_times(),
+            )
+        });
+        tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(30))).await;
+    }
+
+    fn reset(&mut self) {
+        self.delays = None;
+    }
+}
+
+/// The graph's form of `m`, and an [`WatchEvent::Invalid`] per owner reference it had to drop;
+/// `None` (logged) when the object itself is unusable.
+fn reduce(
+    kind: KindId,
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> (Option<MetaLite>, Vec<WatchEvent>) {
+    match meta::lite(m) {
+        Ok((lite, problems)) => {
+            let invalid = problems
+                .into_iter()
+                .map(|error| WatchEvent::Invalid {
+                    kind,
+                    namespace: lite.namespace.clone(),
+                    name: lite.name.clone(),
+                    error,
+                })
+                .collect();
+            (Some(lite), invalid)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "object ignored");
+            (None, Vec::new())
         }
     }
 }
@@ -231,25 +352,24 @@ async fn convert(
     m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     tx: &mpsc::Sender<WatchEvent>,
 ) -> Option<MetaLite> {
-    match meta::lite(m) {
-        Ok((lite, problems)) => {
-            for error in problems {
-                let _ = tx
-                    .send(WatchEvent::Invalid {
-                        kind,
-                        namespace: lite.namespace.clone(),
-                        name: lite.name.clone(),
-                        error,
-                    })
-                    .await;
-            }
-            Some(lite)
-        }
-        Err(error) => {
-            tracing::warn!(%error, "object ignored");
-            None
-        }
+    let (lite, invalid) = reduce(kind, m);
+    for ev in invalid {
+        let _ = tx.send(ev).await;
     }
+    lite
+}
+
+/// [`convert`] for the list's decoder thread. `Err` when the writer is gone.
+fn convert_blocking(
+    kind: KindId,
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    tx: &mpsc::Sender<WatchEvent>,
+) -> Result<Option<MetaLite>, ()> {
+    let (lite, invalid) = reduce(kind, m);
+    for ev in invalid {
+        tx.blocking_send(ev).map_err(|_| ())?;
+    }
+    Ok(lite)
 }
 
 #[cfg(test)]

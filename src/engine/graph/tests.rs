@@ -192,3 +192,61 @@ fn find_by_coordinates() {
     assert!(g.find("", "ConfigMap", Some("other"), "owner-1").is_none());
     assert!(g.find("apps", "ConfigMap", Some("ns"), "owner-1").is_none());
 }
+
+#[test]
+fn a_virtual_owner_observed_after_the_sync_requeues_its_dependents() {
+    let (mut g, k) = graph();
+    g.apply(k, &meta(2, "a", &[(1, false)]));
+    g.apply(k, &meta(3, "b", &[(1, false)]));
+    // Workers may have classified "a" and "b" while the owner was pending: decide them again.
+    let mut work = g.apply(k, &meta(1, "owner-1", &[]));
+    work.sort_by_key(|w| format!("{w:?}"));
+    assert_eq!(
+        work,
+        vec![Work::AttemptToDelete(uid(2)), Work::AttemptToDelete(uid(3))]
+    );
+}
+
+#[test]
+fn during_the_initial_sync_an_owner_listed_after_its_dependents_requeues_none() {
+    let (mut g, k) = graph();
+    g.set_initial_sync(true);
+    assert_eq!(
+        g.apply(k, &meta(2, "a", &[(1, false)])),
+        vec![Work::AttemptToDelete(uid(1))],
+        "the virtual owner is still verified"
+    );
+    g.apply(k, &meta(3, "b", &[(1, false)]));
+    // No worker has classified anything yet: nothing to decide again.
+    assert!(g.apply(k, &meta(1, "owner-1", &[])).is_empty());
+    let owner = g.get(&uid(1)).unwrap();
+    assert!(owner.observed());
+    assert_eq!(g.dependents(owner).count(), 2);
+}
+
+#[test]
+fn during_the_initial_sync_a_reference_not_matching_the_listed_owner_is_requeued() {
+    let (mut g, k) = graph();
+    g.set_initial_sync(true);
+    g.apply(k, &meta(2, "right", &[(1, false)]));
+    // Names the uid of owner-1 under another name: invalid once the owner is seen.
+    let mut wrong = meta(3, "wrong", &[(1, false)]);
+    wrong.owners[0].name = "not-the-owner".into();
+    g.apply(k, &wrong);
+    let mut other_kind = meta(4, "other-kind", &[(1, false)]);
+    other_kind.owners[0].kind = "Secret".into();
+    g.apply(k, &other_kind);
+    let mut work = g.apply(k, &meta(1, "owner-1", &[]));
+    work.sort_by_key(|w| format!("{w:?}"));
+    assert_eq!(
+        work,
+        vec![Work::AttemptToDelete(uid(3)), Work::AttemptToDelete(uid(4))]
+    );
+    // After the sync every dependent of a newly observed owner is decided again.
+    g.set_initial_sync(false);
+    g.apply(k, &meta(6, "late", &[(5, false)]));
+    assert_eq!(
+        g.apply(k, &meta(5, "owner-5", &[])),
+        vec![Work::AttemptToDelete(uid(6))]
+    );
+}
