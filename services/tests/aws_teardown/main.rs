@@ -7,4 +7,5 @@ mod fixtures;
 mod phase1;
 mod phase2;
 mod phase3;
+mod security_groups;
 mod sessions;

@@ -145,13 +145,17 @@ async fn via_tagging(
         .map(|scope| drop_foreign(&mut found, scope))
         .unwrap_or_default();
     let (mut ours, candidates, errors) = owned_tagged(found, own);
-    ours.extend(
-        placement::confirm(c, own, candidates)
-            .await
-            .map_err(|e| e.to_string())?,
-    );
+    let confirmed = placement::confirm(c, own, candidates)
+        .await
+        .map_err(|e| e.to_string())?;
+    ours.extend(confirmed.kept);
     let mut inv = claim_all(ours, errors, kinds);
     inv.foreign = foreign;
+    // The groups of the cluster's VPCs, described to confirm the controller's: the
+    // security-group cleaner plans from them rather than describing those VPCs again.
+    if let Some(groups) = confirmed.groups {
+        inv.put(groups);
+    }
     Ok(inv)
 }
 
