@@ -2,6 +2,7 @@
 //! and its own VPC, and asserts what is deleted and what must survive in the same run.
 
 mod behaviour;
+mod by_id;
 mod controllers;
 mod fixtures;
 mod phase1;

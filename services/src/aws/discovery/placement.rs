@@ -1,18 +1,19 @@
 //! Where a resource found by a controller tag lives. The AWS Load Balancer Controller's
 //! `elbv2.k8s.aws/cluster=<name>` and the VPC CNI's `cluster.k8s.amazonaws.com/name=<name>` name
 //! a cluster, not an account: two clusters of one name in one account (a rebuilt cluster, a twin
-//! in another VPC) tag alike. So such a resource is the cluster's only in one of its VPCs. One
-//! Describe per kind over the cluster's VPCs confirms them all (a Describe by id would fail as a
-//! whole on one resource deleted since the tagging scan).
+//! in another VPC) tag alike. So such a resource is the cluster's only in one of its VPCs. Load
+//! balancers and target groups are described by ARN or name (see `by_id`: the region's listing
+//! when one is gone since the scan); groups and interfaces by one Describe over the cluster's
+//! VPCs (a Describe by id would fail as a whole on one resource deleted since the tagging scan).
 //!
 //! The security groups' Describe lists every group of those VPCs, rules included: exactly what
 //! the security-group cleaner plans its revokes from, so the confirmation hands it on
 //! ([`VpcSecurityGroups`]) instead of the cleaner describing the same VPCs again.
 
-use super::describe;
 use super::inventory::Ownership;
 use super::tagging::TaggedResource;
 use super::tags;
+use super::{by_id, describe};
 use crate::aws::errors::CleanError;
 use crate::aws::model::AwsClients;
 use aws_sdk_ec2::types::SecurityGroup;
@@ -63,21 +64,45 @@ pub async fn confirm(
     // kinds' Describes are independent: they run at once, so the confirmation costs one round
     // trip, not four.
     let in_vpcs = || tags::ec2_filter("vpc-id", vpcs);
+    // Load balancers and target groups by ARN or name (the candidates' only): their region's
+    // listing (every load balancer, every target group) is what a Describe would otherwise
+    // read for a few of them. v2 ARNs name `app|net|gwy/<name>/<id>`, classic ones the name.
+    let of_kind = |service: &'static str, ty: &'static str| {
+        candidates
+            .iter()
+            .filter(move |r| r.arn.service == service && r.arn.resource_type() == ty)
+            .map(|r| &r.arn)
+    };
+    let (v2_lbs, classic_lbs): (Vec<String>, Vec<String>) = {
+        let (v2, classic): (Vec<_>, Vec<_>) = of_kind("elasticloadbalancing", "loadbalancer")
+            .partition(|a| a.resource_id().contains('/'));
+        (
+            v2.iter().map(|a| a.to_string()).collect(),
+            classic
+                .iter()
+                .map(|a| a.resource_id().to_string())
+                .collect(),
+        )
+    };
+    let tg_arns: Vec<String> = of_kind("elasticloadbalancing", "targetgroup")
+        .map(|a| a.to_string())
+        .collect();
     let lbs = async {
-        if !has("elasticloadbalancing", "loadbalancer") {
+        if v2_lbs.is_empty() && classic_lbs.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(describe::load_balancers_in(c, vpcs)
+        Ok(by_id::load_balancers(c, &v2_lbs, &classic_lbs)
             .await?
             .into_iter()
+            .filter(|(_, vpc)| own.in_vpcs(vpc.as_deref()))
             .map(|(id, _)| id)
             .collect())
     };
     let tgs = async {
-        if !has("elasticloadbalancing", "targetgroup") {
+        if tg_arns.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(describe::target_groups(c)
+        Ok(by_id::target_groups(c, &tg_arns)
             .await?
             .into_iter()
             .filter(|t| own.in_vpcs(t.vpc.as_deref()))
