@@ -9,7 +9,7 @@ use crate::aws::cleaners::{CleanCtx, CleanError, vpcs};
 use crate::aws::discovery::inventory::{Inventory, Ownership, owned_tagged};
 use crate::aws::discovery::placement;
 use crate::aws::discovery::tagging::{
-    TaggedResource, resources_of_types_with_tag, resources_with_tag,
+    MAX_PAGE, TaggedResource, resources_of_types_with_tag, resources_with_tag,
 };
 use crate::aws::discovery::tags;
 use crate::aws::model::{AwsClients, PhaseReport};
@@ -108,7 +108,7 @@ async fn via_tagging(
             &c.tagging,
             own.cloud_key(),
             &[tags::OWNED],
-            None,
+            Some(MAX_PAGE),
         )),
         // Only the kinds a controller's finds can be taken as: the cluster tag's query must see
         // every kind (a new cleaner claims from it), these two need not.
@@ -117,14 +117,14 @@ async fn via_tagging(
             tags::CONTROLLER_TAGGED_TYPES,
             tags::LBC_CLUSTER_TAG,
             &[own.cluster()],
-            None,
+            Some(MAX_PAGE),
         )),
         Box::pin(resources_of_types_with_tag(
             &c.tagging,
             tags::CONTROLLER_TAGGED_TYPES,
             tags::CNI_CLUSTER_TAG,
             &[own.cluster()],
-            None,
+            Some(MAX_PAGE),
         )),
     )
     .await
