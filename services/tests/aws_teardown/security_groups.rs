@@ -1,7 +1,8 @@
 //! Phase 2's security groups planned from what discovery already described: the confirmation of
 //! the LB controller's group lists every group of the cluster's VPC, and the cleaner plans its
 //! revokes from that list instead of describing the VPC again. What it must not touch, and the
-//! rules naming its groups, are checked in the world afterwards.
+//! rules naming its groups, are checked in the world afterwards. Without such a description, the
+//! cluster's VPC is described once, at the cleaner's turn.
 
 use crate::fixtures::*;
 use sweeper_services::aws::sdk::ec2::types::{IpPermission, UserIdGroupPair};
@@ -134,4 +135,41 @@ async fn a_cluster_group_outside_the_described_vpcs_is_looked_up() {
     assert!(sg_exists(&c, &holder).await);
     assert!(sg_exists(&c, &untagged).await);
     assert_eq!(named_by(&c, &holder).await, [untagged.as_str()]);
+}
+
+/// Without a controller's group to confirm, the cluster's groups are looked for in its VPC
+/// first: one Describe of that VPC finds them and the rules naming them. With no VPC known,
+/// each is looked up by id, then its VPC described.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn the_cluster_groups_are_looked_for_in_its_vpc_first() {
+    let (c, rec) = env().await;
+    let n = cluster("sgvpc");
+    let (v, _subnets) = byo_network(&c).await;
+    let owned = sg(&c, &v, &format!("{n}-owned"), &[cloud(&n, "owned")]).await;
+    let holder = sg(&c, &v, &format!("{n}-holder"), &[]).await;
+    let other = format!("{n}-b");
+    let theirs = sg(&c, &v, &format!("{other}-sg"), &[cloud(&other, "owned")]).await;
+    allow_from(&c, &holder, &[&owned, &theirs]).await;
+    let req = TeardownRequest {
+        vpc_ids: vec![v.clone()],
+        ..TeardownRequest::new(&n)
+    };
+    rec.clear();
+    let p2 = phase2_pass(&c, &req).await;
+    assert!(p2.is_clear(), "{p2:#?}");
+    assert_eq!(describes(&rec.calls()), 1, "{:?}", rec.calls());
+    assert!(!sg_exists(&c, &owned).await);
+    assert!(sg_exists(&c, &holder).await);
+    assert!(sg_exists(&c, &theirs).await, "another cluster's group");
+    assert_eq!(named_by(&c, &holder).await, [theirs.as_str()]);
+
+    let unplaced = sg(&c, &v, &format!("{n}-unplaced"), &[cloud(&n, "owned")]).await;
+    allow_from(&c, &holder, &[&unplaced]).await;
+    rec.clear();
+    let p2 = phase2_pass(&c, &TeardownRequest::new(&n)).await;
+    assert!(p2.is_clear(), "{p2:#?}");
+    assert_eq!(describes(&rec.calls()), 2, "{:?}", rec.calls());
+    assert!(!sg_exists(&c, &unplaced).await);
+    assert_eq!(named_by(&c, &holder).await, [theirs.as_str()]);
 }

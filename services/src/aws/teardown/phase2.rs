@@ -45,6 +45,7 @@ pub(crate) async fn phase2_in(
         capa_cluster: &req.capa_name,
         inventory: &inv,
         vpc_ids: &[],
+        cluster_vpcs: own.vpcs(),
         snapshot_volumes: req.ebs_snapshot,
     };
     let mut p2 = run_phase(

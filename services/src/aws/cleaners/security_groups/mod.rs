@@ -155,9 +155,22 @@ impl Cleaner for SecurityGroups {
                 if wanted.is_empty() {
                     return Ok(Vec::new());
                 }
-                // What discovery already described (the cluster's VPCs, when it confirmed a
-                // controller's group there) is not described again: only the rest is.
-                let known = ctx.inventory.get::<VpcSecurityGroups>();
+                // The groups of the cluster's VPCs: as discovery described them when it
+                // confirmed a controller's group there, else described now. Ours are usually
+                // all there; only the rest are looked up one by one.
+                let described;
+                let known = match ctx.inventory.get::<VpcSecurityGroups>() {
+                    Some(k) => Some(k),
+                    None if !ctx.cluster_vpcs.is_empty() => {
+                        let vpcs = ctx.cluster_vpcs.to_vec();
+                        described = VpcSecurityGroups {
+                            groups: in_vpcs(ctx, vpcs.iter().cloned().collect()).await?,
+                            vpcs,
+                        };
+                        Some(&described)
+                    }
+                    None => None,
+                };
                 let (mut found, rest) = split_known(wanted, known);
                 let known_vpcs = known.map_or(&[][..], |k| &k.vpcs[..]);
                 let mut vpcs = HashSet::new();
