@@ -2,9 +2,11 @@
 //! and its own VPC, and asserts what is deleted and what must survive in the same run.
 
 mod behaviour;
+mod by_id;
 mod controllers;
 mod fixtures;
 mod phase1;
 mod phase2;
 mod phase3;
+mod security_groups;
 mod sessions;

@@ -265,7 +265,7 @@ async fn security_group_cross_references_are_revoked_before_delete() {
 #[ignore = "needs LocalStack: make env-up"]
 async fn paginates_over_160_security_groups() {
     use futures::StreamExt;
-    let (c, _rec) = env().await;
+    let (c, rec) = env().await;
     let n = cluster("p2pg");
     let (v, _subnets) = byo_network(&c).await;
     let owned = [cloud(&n, "owned")];
@@ -302,7 +302,17 @@ async fn paginates_over_160_security_groups() {
         seen.len(),
         found.pages
     );
+    rec.clear();
     let reports = until_done(&c, &TeardownRequest::new(&n), 10).await;
+    // Pages of the service's largest size: the first discovery reads the cluster tag's 160 in
+    // two, one per controller tag.
+    let calls = rec.calls();
+    let discovery = &calls[..first(&calls, "EC2.DeleteSecurityGroup")];
+    let pages = discovery
+        .iter()
+        .filter(|c| *c == "ResourceGroupsTaggingAPI.GetResources")
+        .count();
+    assert_eq!(pages, 4, "{discovery:?}");
     let deleted: usize = reports.iter().map(|r| r.phases[1].deleted.len()).sum();
     assert_eq!(deleted, 160);
     for id in ids.iter().step_by(20) {

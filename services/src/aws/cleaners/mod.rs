@@ -39,6 +39,9 @@ pub struct CleanCtx<'a> {
     pub inventory: &'a Inventory,
     /// Phase 3: the CAPA-managed VPCs of the cluster. Empty means nothing of the network is ours.
     pub vpc_ids: &'a [String],
+    /// Phase 2: the VPCs the cluster lives in (its object's, the CAPA-tagged ones), where its
+    /// resources are looked for first. Nothing is deleted for being in one of them.
+    pub cluster_vpcs: &'a [String],
     /// Snapshot EBS volumes before deleting them (`--external-ebs-snapshot`).
     pub snapshot_volumes: bool,
 }

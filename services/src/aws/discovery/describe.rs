@@ -66,7 +66,7 @@ pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, Clean
 }
 
 /// Every classic load balancer: (name, VPC).
-async fn classic_load_balancer_vpcs(
+pub(crate) async fn classic_load_balancer_vpcs(
     c: &AwsClients,
 ) -> Result<Vec<(String, Option<String>)>, CleanError> {
     all_pages(|marker| async move {
@@ -119,7 +119,7 @@ pub async fn v2_load_balancer_arns(c: &AwsClients) -> Result<Vec<String>, CleanE
 }
 
 /// Every v2 load balancer: (ARN, VPC).
-async fn v2_load_balancer_vpcs(
+pub(crate) async fn v2_load_balancer_vpcs(
     c: &AwsClients,
 ) -> Result<Vec<(String, Option<String>)>, CleanError> {
     all_pages(|marker| async move {

@@ -51,6 +51,11 @@ impl Inventory {
             .unwrap_or_else(|| unreachable!("inventory share stored under another type's id"))
     }
 
+    /// Stores `value` as the share under `T`, replacing any.
+    pub fn put<T: Any + Send + Sync>(&mut self, value: T) {
+        self.shares.insert(TypeId::of::<T>(), Box::new(value));
+    }
+
     /// Remembers `r`'s tags for the audit trail of whatever cleaner deletes it.
     pub fn record_tags(&mut self, r: &crate::aws::discovery::tagging::TaggedResource) {
         self.tags.insert(r.arn.to_string(), r.tags.clone());

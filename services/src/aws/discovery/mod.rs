@@ -2,6 +2,7 @@
 //! scan, the Describe-based scans, and the inventory phase 2's cleaners fill and read. Kind
 //! knowledge (which ARN is whose, what a delete needs) stays in each cleaner.
 
+pub mod by_id;
 pub mod describe;
 pub mod inventory;
 pub mod placement;

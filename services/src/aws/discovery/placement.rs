@@ -1,17 +1,39 @@
 //! Where a resource found by a controller tag lives. The AWS Load Balancer Controller's
 //! `elbv2.k8s.aws/cluster=<name>` and the VPC CNI's `cluster.k8s.amazonaws.com/name=<name>` name
 //! a cluster, not an account: two clusters of one name in one account (a rebuilt cluster, a twin
-//! in another VPC) tag alike. So such a resource is the cluster's only in one of its VPCs. One
-//! Describe per kind over the cluster's VPCs confirms them all (a Describe by id would fail as a
-//! whole on one resource deleted since the tagging scan).
+//! in another VPC) tag alike. So such a resource is the cluster's only in one of its VPCs. Load
+//! balancers and target groups are described by ARN or name (see `by_id`: the region's listing
+//! when one is gone since the scan); groups and interfaces by one Describe over the cluster's
+//! VPCs (a Describe by id would fail as a whole on one resource deleted since the tagging scan).
+//!
+//! The security groups' Describe lists every group of those VPCs, rules included: exactly what
+//! the security-group cleaner plans its revokes from, so the confirmation hands it on
+//! ([`VpcSecurityGroups`]) instead of the cleaner describing the same VPCs again.
 
-use super::describe;
 use super::inventory::Ownership;
 use super::tagging::TaggedResource;
 use super::tags;
+use super::{by_id, describe};
 use crate::aws::errors::CleanError;
 use crate::aws::model::AwsClients;
+use aws_sdk_ec2::types::SecurityGroup;
 use std::collections::HashSet;
+
+/// Every security group of `vpcs` (all pages, rules and tags included), as one Describe saw
+/// them during discovery. Stored in the inventory for phase 2's cleaners.
+#[derive(Clone, Debug, Default)]
+pub struct VpcSecurityGroups {
+    pub vpcs: Vec<String>,
+    pub groups: Vec<SecurityGroup>,
+}
+
+/// What [`confirm`] found: the candidates it kept, and the groups of the cluster's VPCs when it
+/// had to describe them (a security group among the candidates).
+#[derive(Debug, Default)]
+pub struct Confirmed {
+    pub kept: Vec<TaggedResource>,
+    pub groups: Option<VpcSecurityGroups>,
+}
 
 /// The candidates that live in one of `own`'s VPCs (network interfaces: and are `available`).
 /// Kinds phase 2 does not clean are dropped; with no known VPC, everything is.
@@ -19,9 +41,9 @@ pub async fn confirm(
     c: &AwsClients,
     own: &Ownership,
     candidates: Vec<TaggedResource>,
-) -> Result<Vec<TaggedResource>, CleanError> {
+) -> Result<Confirmed, CleanError> {
     if candidates.is_empty() {
-        return Ok(candidates);
+        return Ok(Confirmed::default());
     }
     let vpcs = own.vpcs();
     if vpcs.is_empty() {
@@ -29,7 +51,7 @@ pub async fn confirm(
             found = candidates.len(),
             "resources tagged for the cluster by the LB controller or the VPC CNI, but the cluster's VPC is unknown: left alone"
         );
-        return Ok(Vec::new());
+        return Ok(Confirmed::default());
     }
     // The four kinds here are what the controller-tag queries ask for
     // (tags::CONTROLLER_TAGGED_TYPES): a kind confirmed here must be in that list.
@@ -42,21 +64,45 @@ pub async fn confirm(
     // kinds' Describes are independent: they run at once, so the confirmation costs one round
     // trip, not four.
     let in_vpcs = || tags::ec2_filter("vpc-id", vpcs);
+    // Load balancers and target groups by ARN or name (the candidates' only): their region's
+    // listing (every load balancer, every target group) is what a Describe would otherwise
+    // read for a few of them. v2 ARNs name `app|net|gwy/<name>/<id>`, classic ones the name.
+    let of_kind = |service: &'static str, ty: &'static str| {
+        candidates
+            .iter()
+            .filter(move |r| r.arn.service == service && r.arn.resource_type() == ty)
+            .map(|r| &r.arn)
+    };
+    let (v2_lbs, classic_lbs): (Vec<String>, Vec<String>) = {
+        let (v2, classic): (Vec<_>, Vec<_>) = of_kind("elasticloadbalancing", "loadbalancer")
+            .partition(|a| a.resource_id().contains('/'));
+        (
+            v2.iter().map(|a| a.to_string()).collect(),
+            classic
+                .iter()
+                .map(|a| a.resource_id().to_string())
+                .collect(),
+        )
+    };
+    let tg_arns: Vec<String> = of_kind("elasticloadbalancing", "targetgroup")
+        .map(|a| a.to_string())
+        .collect();
     let lbs = async {
-        if !has("elasticloadbalancing", "loadbalancer") {
+        if v2_lbs.is_empty() && classic_lbs.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(describe::load_balancers_in(c, vpcs)
+        Ok(by_id::load_balancers(c, &v2_lbs, &classic_lbs)
             .await?
             .into_iter()
+            .filter(|(_, vpc)| own.in_vpcs(vpc.as_deref()))
             .map(|(id, _)| id)
             .collect())
     };
     let tgs = async {
-        if !has("elasticloadbalancing", "targetgroup") {
+        if tg_arns.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(describe::target_groups(c)
+        Ok(by_id::target_groups(c, &tg_arns)
             .await?
             .into_iter()
             .filter(|t| own.in_vpcs(t.vpc.as_deref()))
@@ -65,13 +111,11 @@ pub async fn confirm(
     };
     let sgs = async {
         if !has("ec2", "security-group") {
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        Ok(describe::security_groups(c, vec![in_vpcs()])
-            .await?
-            .iter()
-            .filter_map(|g| g.group_id().map(str::to_string))
-            .collect())
+        describe::security_groups(c, vec![in_vpcs()])
+            .await
+            .map(Some)
     };
     let enis = async {
         if !has("ec2", "network-interface") {
@@ -83,20 +127,32 @@ pub async fn confirm(
             .filter_map(|n| n.network_interface_id().map(str::to_string))
             .collect())
     };
-    let found: [Vec<String>; 4] = {
-        // Each on the heap: four SDK futures side by side in one frame overflow a worker
-        // thread's stack in a debug build.
-        let (a, b, c, d) =
-            futures::future::try_join4(Box::pin(lbs), Box::pin(tgs), Box::pin(sgs), Box::pin(enis))
-                .await?;
-        [a, b, c, d]
-    };
-    let here: HashSet<String> = found.into_iter().flatten().collect();
+    // Each on the heap: four SDK futures side by side in one frame overflow a worker thread's
+    // stack in a debug build.
+    let (lbs, tgs, groups, enis): (Vec<String>, Vec<String>, _, Vec<String>) =
+        futures::future::try_join4(Box::pin(lbs), Box::pin(tgs), Box::pin(sgs), Box::pin(enis))
+            .await?;
+    let group_ids = groups
+        .iter()
+        .flatten()
+        .filter_map(|g: &SecurityGroup| g.group_id().map(str::to_string));
+    let here: HashSet<String> = lbs
+        .into_iter()
+        .chain(tgs)
+        .chain(enis)
+        .chain(group_ids)
+        .collect();
     let (kept, left): (Vec<_>, Vec<_>) = candidates
         .into_iter()
         .partition(|r| here.contains(&r.arn.to_string()) || here.contains(r.arn.resource_id()));
     for r in &left {
         tracing::info!(arn = %r.arn, "tagged for a cluster of this name but not in its VPC (or not a kind phase 2 cleans): left alone");
     }
-    Ok(kept)
+    Ok(Confirmed {
+        kept,
+        groups: groups.map(|groups| VpcSecurityGroups {
+            vpcs: vpcs.to_vec(),
+            groups,
+        }),
+    })
 }

@@ -15,6 +15,10 @@ pub struct TaggedResource {
     pub tags: BTreeMap<String, String>,
 }
 
+/// The largest page GetResources allows (`ResourcesPerPage`). Without it the service chooses,
+/// and may answer a large cluster in twice as many pages, each one more sequential round trip.
+pub const MAX_PAGE: i32 = 100;
+
 #[derive(Debug, Default)]
 pub struct TaggedResources {
     pub resources: Vec<TaggedResource>,

@@ -47,6 +47,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         capa_cluster: capa,
         inventory: &empty,
         vpc_ids: &[],
+        cluster_vpcs: &[],
         snapshot_volumes: req.ebs_snapshot,
     };
     let p1 = run_phase(1, &registry::phase1(), &ctx, req.dry_run).await;
@@ -147,6 +148,7 @@ async fn phase3(
             capa_cluster: &req.capa_name,
             inventory: &empty,
             vpc_ids,
+            cluster_vpcs: &[],
             snapshot_volumes: false,
         };
         p3 = run_phase(3, &registry::phase3(), &ctx, dry_run)

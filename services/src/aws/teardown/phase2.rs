@@ -9,7 +9,7 @@ use crate::aws::cleaners::{CleanCtx, CleanError, vpcs};
 use crate::aws::discovery::inventory::{Inventory, Ownership, owned_tagged};
 use crate::aws::discovery::placement;
 use crate::aws::discovery::tagging::{
-    TaggedResource, resources_of_types_with_tag, resources_with_tag,
+    MAX_PAGE, TaggedResource, resources_of_types_with_tag, resources_with_tag,
 };
 use crate::aws::discovery::tags;
 use crate::aws::model::{AwsClients, PhaseReport};
@@ -45,6 +45,7 @@ pub(crate) async fn phase2_in(
         capa_cluster: &req.capa_name,
         inventory: &inv,
         vpc_ids: &[],
+        cluster_vpcs: own.vpcs(),
         snapshot_volumes: req.ebs_snapshot,
     };
     let mut p2 = run_phase(
@@ -108,7 +109,7 @@ async fn via_tagging(
             &c.tagging,
             own.cloud_key(),
             &[tags::OWNED],
-            None,
+            Some(MAX_PAGE),
         )),
         // Only the kinds a controller's finds can be taken as: the cluster tag's query must see
         // every kind (a new cleaner claims from it), these two need not.
@@ -117,14 +118,14 @@ async fn via_tagging(
             tags::CONTROLLER_TAGGED_TYPES,
             tags::LBC_CLUSTER_TAG,
             &[own.cluster()],
-            None,
+            Some(MAX_PAGE),
         )),
         Box::pin(resources_of_types_with_tag(
             &c.tagging,
             tags::CONTROLLER_TAGGED_TYPES,
             tags::CNI_CLUSTER_TAG,
             &[own.cluster()],
-            None,
+            Some(MAX_PAGE),
         )),
     )
     .await
@@ -145,13 +146,17 @@ async fn via_tagging(
         .map(|scope| drop_foreign(&mut found, scope))
         .unwrap_or_default();
     let (mut ours, candidates, errors) = owned_tagged(found, own);
-    ours.extend(
-        placement::confirm(c, own, candidates)
-            .await
-            .map_err(|e| e.to_string())?,
-    );
+    let confirmed = placement::confirm(c, own, candidates)
+        .await
+        .map_err(|e| e.to_string())?;
+    ours.extend(confirmed.kept);
     let mut inv = claim_all(ours, errors, kinds);
     inv.foreign = foreign;
+    // The groups of the cluster's VPCs, described to confirm the controller's: the
+    // security-group cleaner plans from them rather than describing those VPCs again.
+    if let Some(groups) = confirmed.groups {
+        inv.put(groups);
+    }
     Ok(inv)
 }
 

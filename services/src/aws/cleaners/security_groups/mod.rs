@@ -10,11 +10,13 @@ pub mod refs;
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::aws::discovery::describe;
 use crate::aws::discovery::inventory::{Inventory, Ownership};
+use crate::aws::discovery::placement::VpcSecurityGroups;
 use crate::aws::discovery::tagging::TaggedResource;
 use crate::aws::discovery::tags::{self, EKS_CLUSTER_TAG};
 use crate::aws::errors::call;
 use crate::aws::model::{AwsClients, GcTask};
 use async_trait::async_trait;
+use aws_sdk_ec2::types::SecurityGroup;
 use refs::SgRevoke;
 use std::collections::{HashMap, HashSet};
 
@@ -142,8 +144,9 @@ impl Cleaner for SecurityGroups {
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Group>>, CleanError> {
-        // (group id -> report id) of the groups to delete, and the VPCs they live in.
-        let (ours, vpcs): (HashMap<String, String>, Vec<String>) = match self.0 {
+        // (group id -> report id) of the groups to delete, and every group of the VPCs they live
+        // in (the rules that may reference them).
+        let (ours, all) = match self.0 {
             Scope::External => {
                 let wanted: HashMap<String, String> = external(ctx.inventory)
                     .iter()
@@ -152,28 +155,50 @@ impl Cleaner for SecurityGroups {
                 if wanted.is_empty() {
                     return Ok(Vec::new());
                 }
-                let ids: Vec<String> = wanted.keys().cloned().collect();
-                let mut found = HashMap::new();
+                // The groups of the cluster's VPCs: as discovery described them when it
+                // confirmed a controller's group there, else described now. Ours are usually
+                // all there; only the rest are looked up one by one.
+                let described;
+                let known = match ctx.inventory.get::<VpcSecurityGroups>() {
+                    Some(k) => Some(k),
+                    None if !ctx.cluster_vpcs.is_empty() => {
+                        let vpcs = ctx.cluster_vpcs.to_vec();
+                        described = VpcSecurityGroups {
+                            groups: in_vpcs(ctx, vpcs.iter().cloned().collect()).await?,
+                            vpcs,
+                        };
+                        Some(&described)
+                    }
+                    None => None,
+                };
+                let (mut found, rest) = split_known(wanted, known);
+                let known_vpcs = known.map_or(&[][..], |k| &k.vpcs[..]);
                 let mut vpcs = HashSet::new();
+                let ids: Vec<&String> = rest.keys().collect();
                 // A filter rather than GroupIds: a group deleted since the scan is simply absent
                 // instead of failing the whole batch with InvalidGroup.NotFound.
                 for chunk in ids.chunks(FILTER_CHUNK) {
+                    let chunk: Vec<String> = chunk.iter().map(|s| s.to_string()).collect();
                     let groups = describe::security_groups(
                         ctx.clients,
-                        vec![tags::ec2_filter("group-id", chunk)],
+                        vec![tags::ec2_filter("group-id", &chunk)],
                     )
                     .await?;
                     for g in groups {
                         let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) else {
                             continue;
                         };
-                        if let Some(report) = wanted.get(id) {
+                        if let Some(report) = rest.get(id) {
                             found.insert(id.to_string(), report.clone());
-                            vpcs.insert(vpc.to_string());
+                            if !known_vpcs.iter().any(|k| k == vpc) {
+                                vpcs.insert(vpc.to_string());
+                            }
                         }
                     }
                 }
-                (found, vpcs.into_iter().collect())
+                let mut all = known.map(|k| k.groups.clone()).unwrap_or_default();
+                all.extend(in_vpcs(ctx, vpcs).await?);
+                (found, all)
             }
             Scope::CapaOwned => {
                 let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
@@ -189,38 +214,10 @@ impl Cleaner for SecurityGroups {
                         vpcs.insert(vpc.to_string());
                     }
                 }
-                (found, vpcs.into_iter().collect())
+                (found, in_vpcs(ctx, vpcs).await?)
             }
         };
-        if vpcs.is_empty() {
-            return Ok(Vec::new());
-        }
-        let all =
-            describe::security_groups(ctx.clients, vec![tags::ec2_filter("vpc-id", &vpcs)]).await?;
-        let ids: HashSet<String> = ours.keys().cloned().collect();
-        let mut revokes = refs::plan(&ids, &all);
-        let tags_of: HashMap<&str, &[aws_sdk_ec2::types::Tag]> = all
-            .iter()
-            .filter_map(|g| Some((g.group_id()?, g.tags())))
-            .collect();
-        let mut out: Vec<Target<Group>> = ours
-            .into_iter()
-            .map(|(group_id, report)| {
-                let r = revokes.remove(&group_id).unwrap_or_default();
-                let tags =
-                    tags::ec2_pairs(tags_of.get(group_id.as_str()).copied().unwrap_or_default());
-                Target::new(
-                    report,
-                    Group {
-                        group_id: group_id.clone(),
-                        revokes: r,
-                    },
-                )
-                .with_tags(tags)
-            })
-            .collect();
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(out)
+        Ok(plan_targets(ours, &all))
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Group>) -> Result<Outcome, CleanError> {
@@ -237,5 +234,164 @@ impl Cleaner for SecurityGroups {
         })
         .await;
         settle(res, KIND, &t.id, "DeleteSecurityGroup")
+    }
+}
+
+/// Splits the wanted groups (group id -> report id) into those `known` describes, which exist
+/// as of discovery and whose VPC it covered whole, and the rest, still to be described.
+fn split_known(
+    wanted: HashMap<String, String>,
+    known: Option<&VpcSecurityGroups>,
+) -> (HashMap<String, String>, HashMap<String, String>) {
+    let described: HashSet<&str> = known
+        .map(|k| k.groups.iter().filter_map(|g| g.group_id()).collect())
+        .unwrap_or_default();
+    wanted
+        .into_iter()
+        .partition(|(id, _)| described.contains(id.as_str()))
+}
+
+/// Every group of `vpcs` (none when there are none).
+async fn in_vpcs(
+    ctx: &CleanCtx<'_>,
+    vpcs: HashSet<String>,
+) -> Result<Vec<SecurityGroup>, CleanError> {
+    if vpcs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let vpcs: Vec<String> = vpcs.into_iter().collect();
+    describe::security_groups(ctx.clients, vec![tags::ec2_filter("vpc-id", &vpcs)]).await
+}
+
+/// The targets for `ours` (group id -> report id), each with the revokes its deletion needs in
+/// the other groups of `all` and its tags as `all` shows them. Sorted by report id.
+fn plan_targets(ours: HashMap<String, String>, all: &[SecurityGroup]) -> Vec<Target<Group>> {
+    let ids: HashSet<String> = ours.keys().cloned().collect();
+    let mut revokes = refs::plan(&ids, all);
+    let tags_of: HashMap<&str, &[aws_sdk_ec2::types::Tag]> = all
+        .iter()
+        .filter_map(|g| Some((g.group_id()?, g.tags())))
+        .collect();
+    let mut out: Vec<Target<Group>> = ours
+        .into_iter()
+        .map(|(group_id, report)| {
+            let r = revokes.remove(&group_id).unwrap_or_default();
+            let tags = tags::ec2_pairs(tags_of.get(group_id.as_str()).copied().unwrap_or_default());
+            Target::new(
+                report,
+                Group {
+                    group_id: group_id.clone(),
+                    revokes: r,
+                },
+            )
+            .with_tags(tags)
+        })
+        .collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_ec2::types::{IpPermission, Tag, UserIdGroupPair};
+
+    fn group(id: &str, vpc: &str, referencing: &[&str], tags: &[(&str, &str)]) -> SecurityGroup {
+        let mut b = SecurityGroup::builder().group_id(id).vpc_id(vpc);
+        for r in referencing {
+            b = b.ip_permissions(
+                IpPermission::builder()
+                    .ip_protocol("tcp")
+                    .from_port(443)
+                    .to_port(443)
+                    .user_id_group_pairs(UserIdGroupPair::builder().group_id(*r).build())
+                    .build(),
+            );
+        }
+        for (k, v) in tags {
+            b = b.tags(Tag::builder().key(*k).value(*v).build());
+        }
+        b.build()
+    }
+
+    fn wanted(ids: &[&str]) -> HashMap<String, String> {
+        ids.iter()
+            .map(|id| {
+                (
+                    id.to_string(),
+                    format!("arn:aws:ec2:r:0:security-group/{id}"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn groups_discovery_described_are_not_described_again() {
+        let known = VpcSecurityGroups {
+            vpcs: vec!["vpc-1".into()],
+            groups: vec![
+                group("sg-ours", "vpc-1", &[], &[]),
+                group("sg-other", "vpc-1", &[], &[]),
+            ],
+        };
+        let (found, rest) = split_known(wanted(&["sg-ours", "sg-elsewhere"]), Some(&known));
+        assert_eq!(found, wanted(&["sg-ours"]));
+        assert_eq!(
+            rest,
+            wanted(&["sg-elsewhere"]),
+            "outside the described VPCs"
+        );
+        let (found, rest) = split_known(wanted(&["sg-ours"]), None);
+        assert!(
+            found.is_empty(),
+            "nothing described: everything is looked up"
+        );
+        assert_eq!(rest, wanted(&["sg-ours"]));
+    }
+
+    #[test]
+    fn only_our_groups_are_targets_and_rules_naming_them_are_revoked_elsewhere() {
+        // A VPC as discovery described it: our group, another cluster's group whose rule
+        // names ours, and a shared group naming another cluster's.
+        let all = [
+            group(
+                "sg-ours",
+                "vpc-1",
+                &["sg-ours"],
+                &[("kubernetes.io/cluster/c1", "owned")],
+            ),
+            group(
+                "sg-theirs",
+                "vpc-1",
+                &["sg-ours"],
+                &[("kubernetes.io/cluster/c2", "owned")],
+            ),
+            group(
+                "sg-shared",
+                "vpc-1",
+                &["sg-theirs"],
+                &[("kubernetes.io/cluster/c1", "shared")],
+            ),
+        ];
+        let targets = plan_targets(wanted(&["sg-ours"]), &all);
+        assert_eq!(targets.len(), 1, "{targets:?}");
+        let t = &targets[0];
+        assert_eq!(t.detail.group_id, "sg-ours");
+        assert_eq!(t.id, "arn:aws:ec2:r:0:security-group/sg-ours");
+        assert_eq!(
+            t.detail
+                .revokes
+                .iter()
+                .map(|r| r.group_id.as_str())
+                .collect::<Vec<_>>(),
+            ["sg-theirs"],
+            "the rule naming ours is revoked in the group holding it; its own rule goes with it"
+        );
+        assert_eq!(
+            t.tags
+                .as_ref()
+                .and_then(|t| t.get("kubernetes.io/cluster/c1")),
+            Some(&"owned".to_string())
+        );
     }
 }
