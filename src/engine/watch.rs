@@ -97,7 +97,7 @@ pub struct WatchSet {
     tx: mpsc::Sender<WatchEvent>,
     running: HashMap<String, JoinHandle<()>>,
     pub synced: SyncState,
-    /// Resources watched earlier in this process (stopped when discovery lost them): their first
+    /// Resources (group/plural) watched earlier in this process (stopped when discovery lost them, or served under another version): their first
     /// list after a restart reads the newest state, since the graph may still hold their objects
     /// and a stale cache's answer would make it forget some that exist.
     watched_before: HashSet<String>,
@@ -138,7 +138,10 @@ impl WatchSet {
                 continue;
             }
             let kind = kind_of(r);
-            let from = if self.watched_before.insert(key.clone()) {
+            // By group and resource, not version: a resync drops nodes by group and kind, so a
+            // CRD's new version must not list from a stale cache either.
+            let group_resource = format!("{}/{}", r.resource.group, r.resource.plural);
+            let from = if self.watched_before.insert(group_resource) {
                 ListFrom::Any
             } else {
                 ListFrom::Latest
