@@ -82,7 +82,6 @@ impl Registered for CascadeMetrics {
                 dry_run: args.cascade_dry_run,
                 sync_timeout: args.cascade_sync_timeout,
                 fence: env.fence.clone(),
-                ..Default::default()
             };
             // Workers share one group commit: one read and one record per batch of deletes.
             let batcher = env
