@@ -9,7 +9,7 @@ use crate::engine::graph::kinds::KindId;
 use crate::engine::graph::node::MetaLite;
 use crate::engine::graph::uid::Uid;
 use crate::engine::meta::{self, MetaError};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::{DynamicObject, WatchParams};
 use kube::{Api, Client};
 use list::{ListError, ListFrom};
@@ -228,19 +228,11 @@ async fn watch_resource(
         backoff.reset();
         loop {
             let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
-            let events = match api.watch_metadata(&params, &version).await {
-                Ok(events) => events,
-                Err(error) if is_expired(&error) => {
-                    from = ListFrom::NotOlderThan(version);
-                    continue 'list;
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "watch failed; retrying with backoff");
-                    backoff.wait().await;
-                    continue;
-                }
-            };
+            let start = version.clone();
+            // A watch that fails to start fails like one that breaks: as the stream's first item.
+            let events = futures::stream::once(api.watch_metadata(&params, &start)).try_flatten();
             let mut events = std::pin::pin!(events);
+            let mut failure = None;
             while let Some(event) = events.next().await {
                 let (obj, delete) = match event {
                     Ok(
@@ -251,22 +243,12 @@ async fn watch_resource(
                         version = b.metadata.resource_version;
                         continue;
                     }
-                    Ok(kube::api::WatchEvent::Error(status)) if status.code == 410 => {
-                        from = ListFrom::NotOlderThan(version);
-                        continue 'list;
-                    }
                     Ok(kube::api::WatchEvent::Error(status)) => {
-                        tracing::warn!(error = %status.message, "watch failed; retrying with backoff");
-                        backoff.wait().await;
+                        failure = Some(kube::Error::Api(status));
                         break;
                     }
-                    Err(error) if is_expired(&error) => {
-                        from = ListFrom::NotOlderThan(version);
-                        continue 'list;
-                    }
                     Err(error) => {
-                        tracing::warn!(%error, "watch failed; retrying with backoff");
-                        backoff.wait().await;
+                        failure = Some(error);
                         break;
                     }
                 };
@@ -286,7 +268,18 @@ async fn watch_resource(
                 }
                 backoff.reset();
             }
-            // The server ended the watch (its timeout): resume from the last version seen.
+            match failure {
+                Some(error) if is_expired(&error) => {
+                    from = ListFrom::NotOlderThan(version);
+                    continue 'list;
+                }
+                Some(error) => {
+                    tracing::warn!(%error, "watch failed; retrying with backoff");
+                    backoff.wait().await;
+                }
+                // The server ended the watch (its timeout): resume from the last version seen.
+                None => {}
+            }
         }
     }
 }
