@@ -54,6 +54,7 @@ async fn aws_cluster(
                 namespace: None,
             }),
             control_plane_ref: None,
+            paused: None,
         },
     );
     Api::<Cluster>::namespaced(c.clone(), ns)

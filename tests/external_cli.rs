@@ -37,6 +37,7 @@ async fn enable_disable_configure_annotate_the_aws_cluster() {
                 namespace: None,
             }),
             control_plane_ref: None,
+            paused: None,
         },
     );
     Api::<Cluster>::namespaced(c.clone(), &ns)
@@ -146,6 +147,7 @@ async fn eks_clusters_are_annotated_on_the_managed_control_plane() {
                 name: Some("c2-cp".into()),
                 namespace: None,
             }),
+            paused: None,
         },
     );
     Api::<Cluster>::namespaced(c.clone(), &ns)

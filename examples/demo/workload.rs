@@ -33,6 +33,7 @@ pub async fn create(c: &Client, vpc_id: &str) -> Res<()> {
                 namespace: Some(NS.into()),
             }),
             control_plane_ref: None,
+            paused: None,
         },
     );
     let cluster = kube_util::create(&Api::<Cluster>::namespaced(c.clone(), NS), &cluster).await?;

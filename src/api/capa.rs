@@ -96,6 +96,9 @@ pub struct ClusterSpec {
     pub infrastructure_ref: Option<ObjectRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane_ref: Option<ObjectRef>,
+    /// Cluster API's pause: providers (and sweeper) do nothing for the cluster while it is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
 }
 
 /// CAPI `cluster.x-k8s.io/v1beta2` Cluster, the version Cluster API stores: refs are
@@ -115,6 +118,9 @@ pub struct ClusterSpecV1beta2 {
     pub infrastructure_ref: Option<ObjectRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane_ref: Option<ObjectRef>,
+    /// Cluster API's pause: providers (and sweeper) do nothing for the cluster while it is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
 }
 
 /// The Cluster CRD sweeper ships (for standalone use and tests; with Cluster API installed, its

@@ -110,8 +110,12 @@ impl WatchHealth {
 
 /// A Controller over guarded `K`s: per-object decoding, client-go's watch backoff (800 ms to
 /// 30 s with jitter; the plain `Controller::new` retries a failing watch at once), and the
-/// watch's health reported on `health`.
-pub fn controller<K>(api: Api<Guarded<K>>, health: WatchHealth) -> Controller<Guarded<K>>
+/// watch's health reported on `health`. `deleted` is told of each object the watch sees deleted.
+pub fn controller<K>(
+    api: Api<Guarded<K>>,
+    health: WatchHealth,
+    deleted: impl Fn(&Guarded<K>) + Send + 'static,
+) -> Controller<Guarded<K>>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
@@ -119,7 +123,12 @@ where
     let (reader, writer) = reflector::store();
     let stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
-        .inspect(move |event| health.observe(event))
+        .inspect(move |event| {
+            health.observe(event);
+            if let Ok(watcher::Event::Delete(g)) = event {
+                deleted(g);
+            }
+        })
         .reflect(writer)
         .applied_objects()
         .boxed();

@@ -11,8 +11,10 @@ use crate::engine::guard::{self, Guarded, Invalid, WatchHealth};
 use crate::engine::health::Health;
 use crate::engine::progress::Teardowns;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -39,6 +41,29 @@ pub enum Checked<P> {
         retry: Option<Duration>,
     },
 }
+
+/// Whether a collector may act on an object at all right now, asked before anything else is done
+/// for it (Cluster API's contract: a paused cluster, one being moved, one managed elsewhere).
+pub enum Admission {
+    /// Go on as usual: add the finalizer, validate, tear down.
+    Proceed,
+    /// Do nothing for now: no finalizer change, no pass. `retry`: look again after this long
+    /// (else at the next change or trigger). `status`: the phase and detail `sweeper status` shows
+    /// for an object being deleted that waits.
+    Hold {
+        retry: Option<Duration>,
+        status: Option<(String, String)>,
+    },
+    /// Never the collector's to tear down: our finalizer goes (if it is there) with nothing
+    /// deleted, and a Normal Event with `reason` and `note` says so.
+    Release { reason: &'static str, note: String },
+    /// Not the collector's, and nothing of ours is on it.
+    Ignore,
+}
+
+/// Picks the objects to reconcile now because something they depend on changed (e.g. their
+/// Cluster was unpaused), from the controller's cache.
+pub type Pick<K> = std::sync::Arc<dyn Fn(&K) -> bool + Send + Sync>;
 
 /// What one pass left.
 pub enum Pass {
@@ -159,6 +184,19 @@ pub trait Teardown: Send + Sync + 'static {
         true
     }
 
+    /// Whether the object may be acted on at all right now (see [`Admission`]); asked for every
+    /// selected object before its finalizer is added or a pass runs. Most collectors proceed.
+    fn admit(
+        &self,
+        _obj: &Self::Object,
+        _stage: Stage,
+    ) -> impl Future<Output = Result<Admission, Self::Error>> + Send {
+        async { Ok(Admission::Proceed) }
+    }
+
+    /// The object left the watch (deleted for good): forget what was kept about it.
+    fn forget(&self, _obj: &Self::Object) {}
+
     /// The API the object is read and patched through (its namespace, or cluster-wide).
     fn api(&self, obj: &Self::Object) -> Api<Self::Object>;
 
@@ -217,12 +255,14 @@ where
     <T::Object as Resource>::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
 {
     /// Runs the controller until `shutdown`; its watch health is `component` on `state`.
+    /// `related`: each item reconciles at once the cached objects it picks.
     pub async fn run(
         self: Arc<Self>,
         api: Api<Guarded<T::Object>>,
         state: Health,
         component: &'static str,
         shutdown: CancellationToken,
+        related: Option<BoxStream<'static, Pick<T::Object>>>,
     ) {
         let health = WatchHealth { state, component };
         let collector = self.collector;
@@ -231,9 +271,31 @@ where
             fence.next_resume().await;
             Some(((), fence))
         });
-        guard::controller(api, health)
+        let forget = {
+            let driver = self.clone();
+            move |g: &Guarded<T::Object>| {
+                if let Ok(obj) = &g.0 {
+                    driver.teardown.forget(obj);
+                }
+            }
+        };
+        let controller = guard::controller(api, health, forget);
+        let store = controller.store();
+        let picked = related
+            .unwrap_or_else(|| futures::stream::empty().boxed())
+            .flat_map(move |pick| {
+                let refs: Vec<_> = store
+                    .state()
+                    .into_iter()
+                    .filter(|g| g.0.as_ref().is_ok_and(|o| pick(o)))
+                    .map(|g| ObjectRef::from_obj(&*g))
+                    .collect();
+                futures::stream::iter(refs)
+            });
+        controller
             .with_config(kube::runtime::controller::Config::default().concurrency(self.concurrency))
             .reconcile_all_on(resumes)
+            .reconcile_on(picked)
             .graceful_shutdown_on(async move { shutdown.cancelled().await })
             .run(reconcile::<T>, error_policy::<T>, self)
             .for_each(|r| async move {
@@ -343,6 +405,43 @@ where
     };
     if stage == Stage::NotOurs {
         return Ok(Action::await_change());
+    }
+    match t.admit(obj, stage).await? {
+        Admission::Proceed => {}
+        Admission::Ignore => return Ok(Action::await_change()),
+        Admission::Hold { retry, status } => {
+            if stage == Stage::Cleanup
+                && let Some((phase, detail)) = status
+            {
+                let label = Driver::<T>::label(obj);
+                if driver.registry.begin(driver.collector, &label).1 {
+                    driver.metrics.in_progress.inc();
+                }
+                driver
+                    .registry
+                    .update(driver.collector, &label, phase, detail);
+            }
+            return Ok(retry.map_or_else(Action::await_change, Action::requeue));
+        }
+        Admission::Release { reason, note } => {
+            if obj.finalizers().iter().any(|f| f == t.finalizer()) {
+                finalizer::remove(&t.api(obj), obj, t.finalizer()).await?;
+                t.released(obj);
+                if driver
+                    .registry
+                    .finish(driver.collector, &Driver::<T>::label(obj))
+                    .is_some()
+                {
+                    driver.metrics.in_progress.dec();
+                }
+                tracing::info!(%reason, %note, "finalizer released without a teardown");
+                driver
+                    .events
+                    .emit(&obj.object_ref(&()), EventType::Normal, reason, note)
+                    .await;
+            }
+            return Ok(Action::await_change());
+        }
     }
     if stage == Stage::AddFinalizer && t.guard_before_validating() && t.takes_finalizer() {
         finalizer::add(&t.api(obj), obj, t.finalizer()).await?;

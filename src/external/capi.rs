@@ -57,6 +57,8 @@ pub struct ClusterRefs {
     pub version: String,
     pub infrastructure_ref: Option<ObjectRef>,
     pub control_plane_ref: Option<ObjectRef>,
+    /// `spec.paused`: Cluster API's providers do nothing for the cluster while it is set.
+    pub paused: bool,
 }
 
 /// The group and (when the ref names one) version a ref points at: `apiVersion` wins, else
@@ -214,10 +216,16 @@ async fn read_at(
             })
     };
     Ok(Some(ClusterRefs {
+        paused: is_paused(&obj.data),
         version: ar.version.clone(),
         infrastructure_ref: field("infrastructureRef")?,
         control_plane_ref: field("controlPlaneRef")?,
     }))
+}
+
+/// A Cluster's `spec.paused` (v1beta1 and v1beta2 alike), from its JSON.
+pub fn is_paused(cluster: &serde_json::Value) -> bool {
+    cluster["spec"]["paused"].as_bool() == Some(true)
 }
 
 /// The resource a ref points at, its version and plural found by discovery (the ref's own

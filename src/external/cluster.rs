@@ -11,6 +11,7 @@
 
 use super::annotations::{GC_ANNOTATION, TASKS_ANNOTATION};
 use super::capi::{self, CapiError};
+use super::contract::ClusterState;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane, ObjectRef};
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
@@ -184,6 +185,26 @@ pub fn owning_cluster<K: ResourceExt>(o: &K) -> Option<String> {
         .iter()
         .find(|r| r.kind == "Cluster" && r.api_version.starts_with("cluster.x-k8s.io/"))
         .map(|r| r.name.clone())
+}
+
+/// The owning Cluster as Cluster API's contract needs it (see contract.rs): paused or not, gone,
+/// or unreadable. Not-found is `Gone`; any other failure is `Unreadable`, and the caller fails
+/// closed.
+pub async fn cluster_state<K: ResourceExt>(client: &Client, o: &K) -> ClusterState {
+    let Some(cluster) = owning_cluster(o) else {
+        return ClusterState::NoOwner;
+    };
+    let namespace = o.namespace().unwrap_or_default();
+    let name = format!("{namespace}/{cluster}");
+    match capi::read_cluster(client, &namespace, &cluster).await {
+        Ok(Some(refs)) if refs.paused => ClusterState::Paused { name },
+        Ok(Some(_)) => ClusterState::Running { name },
+        Ok(None) => ClusterState::Gone { name },
+        Err(e) => ClusterState::Unreadable {
+            name,
+            error: e.to_string(),
+        },
+    }
 }
 
 /// Another object's label and annotations.

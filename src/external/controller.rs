@@ -18,7 +18,7 @@ use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::leader::Fence;
 use crate::engine::progress::Teardowns;
 use crate::engine::selector::LabelFilter;
-use crate::engine::teardown::{Checked, Driver, Pass, Teardown};
+use crate::engine::teardown::{Admission, Checked, Driver, Pass, Pick, Teardown};
 use crate::metrics::InvalidObjectLabels;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject};
@@ -306,22 +306,48 @@ impl crate::engine::collector::Collector for ExternalCollector {
         env: crate::engine::collector::RunEnv,
     ) -> futures::future::BoxFuture<'static, ()> {
         let client = self.clusters.teardown.ctx.client.clone();
+        // A Cluster's pause changing reconciles its objects of both kinds at once.
+        let (changes, _) = tokio::sync::broadcast::channel(256);
         let clusters = self.clusters.run(
             Api::all(client.clone()),
             env.state.clone(),
             AWSCluster::COMPONENT,
             env.shutdown.clone(),
+            Some(picks::<AWSCluster>(changes.subscribe())),
         );
         let control_planes = self.control_planes.run(
-            Api::all(client),
+            Api::all(client.clone()),
             env.state,
             AWSManagedControlPlane::COMPONENT,
-            env.shutdown,
+            env.shutdown.clone(),
+            Some(picks::<AWSManagedControlPlane>(changes.subscribe())),
         );
+        let watch = super::cluster_watch::run(client, changes, env.shutdown);
         Box::pin(async move {
-            futures::future::join(clusters, control_planes).await;
+            futures::future::join3(clusters, control_planes, watch).await;
         })
     }
+}
+
+/// The objects of kind `K` that belong to each changed Cluster; all of them when changes were
+/// missed (the channel lagged).
+fn picks<K: GcKind>(
+    rx: tokio::sync::broadcast::Receiver<super::cluster_watch::ClusterChange>,
+) -> futures::stream::BoxStream<'static, Pick<K>> {
+    use futures::StreamExt;
+    use tokio::sync::broadcast::error::RecvError;
+    futures::stream::unfold(rx, |mut rx| async move {
+        let pick: Pick<K> = match rx.recv().await {
+            Ok(change) => Arc::new(move |o: &K| {
+                o.namespace().as_deref() == Some(change.namespace.as_str())
+                    && cluster::owning_cluster(o).as_deref() == Some(change.name.as_str())
+            }),
+            Err(RecvError::Lagged(_)) => Arc::new(|_: &K| true),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((pick, rx))
+    })
+    .boxed()
 }
 
 /// What a valid object's teardown needs.
@@ -463,6 +489,16 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
 
     fn selects(&self, o: &K) -> bool {
         self.ctx.selector.matches(o.labels())
+    }
+
+    /// Cluster API's contract: nothing for a paused cluster, one being moved, or one managed
+    /// elsewhere (see contract.rs).
+    async fn admit(&self, o: &K, stage: Stage) -> Result<Admission, ExternalError> {
+        self.admission(o, stage).await
+    }
+
+    fn forget(&self, o: &K) {
+        self.forgotten(o);
     }
 
     fn api(&self, obj: &K) -> Api<K> {
@@ -843,5 +879,10 @@ fn phase_of(report: &sweeper_services::aws::teardown::TeardownReport) -> (String
     }
 }
 
+mod admission;
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod admission_tests;

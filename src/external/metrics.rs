@@ -33,6 +33,8 @@ pub struct ExternalMetrics {
     pub invalid_objects: Counter,
     /// In progress, duration, completed, reconcile failures: declared by the engine.
     pub teardown: TeardownMetrics,
+    /// Clusters left alone under Cluster API's contract (also in `sweeper status`).
+    pub held: super::held::Held,
 }
 
 impl Default for ExternalMetrics {
@@ -47,6 +49,7 @@ impl Default for ExternalMetrics {
             teardown: TeardownMetrics::new([
                 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0,
             ]),
+            held: Default::default(),
         }
     }
 }
@@ -55,6 +58,11 @@ impl ExternalMetrics {
     pub fn register(&self, r: &mut Registry) {
         let r = r.sub_registry_with_prefix("external");
         self.teardown.register(r, "clusters' AWS resources");
+        r.register(
+            "clusters_held",
+            "Cluster objects sweeper leaves alone under Cluster API's contract, by state (paused, marked for move, externally managed, cluster unreadable)",
+            self.held.gauge.clone(),
+        );
         r.register(
             "deleted",
             "AWS resources deleted, by service and kind",

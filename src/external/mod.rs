@@ -5,8 +5,11 @@
 pub mod annotations;
 pub mod capi;
 pub mod cluster;
+pub mod cluster_watch;
 pub mod conditions;
+pub mod contract;
 pub mod controller;
+pub mod held;
 pub mod identity;
 pub mod metrics;
 pub mod plan;

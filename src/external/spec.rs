@@ -9,6 +9,8 @@ use serde_json::{Map, Value};
 use std::sync::Arc;
 
 pub const NAME: &str = "external";
+/// The /status field listing the clusters left alone under Cluster API's contract.
+const HELD: &str = "external_held";
 /// The gate that switches AWS discovery from the tagging API to describe calls.
 pub const ALTERNATIVE_GC_STRATEGY: &str = "AlternativeGCStrategy";
 
@@ -42,14 +44,31 @@ impl Spec for ExternalSpec {
         Arc::new(metrics)
     }
 
+    /// The teardowns line, then one line per cluster left alone under Cluster API's contract.
     fn render(&self, status: &Map<String, Value>) -> Option<String> {
-        crate::collectors::teardowns::render(NAME, status)
+        let mut out = crate::collectors::teardowns::render(NAME, status)?;
+        let held: Vec<super::held::HeldStatus> = status
+            .get(HELD)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default();
+        for h in held {
+            out.push_str(&format!(
+                "\n  left alone: {} is {}: {}",
+                h.object, h.state, h.detail
+            ));
+        }
+        Some(out)
     }
 }
 
 impl Registered for ExternalMetrics {
     fn status(&self) -> Map<String, Value> {
-        crate::collectors::teardowns::status(NAME, &self.teardown)
+        let mut status = crate::collectors::teardowns::status(NAME, &self.teardown);
+        status.insert(
+            HELD.into(),
+            serde_json::to_value(self.held.list()).unwrap_or_default(),
+        );
+        status
     }
 
     fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {

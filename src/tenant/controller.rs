@@ -137,7 +137,7 @@ async fn run(
         ))
     });
     let api: Api<Guarded<Tenant>> = Api::all(ctx.client.clone());
-    driver.run(api, state, COMPONENT, shutdown).await;
+    driver.run(api, state, COMPONENT, shutdown, None).await;
     if let Some(task) = index {
         task.abort();
     }

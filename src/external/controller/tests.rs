@@ -44,6 +44,15 @@ fn cluster_json(annotations: Value, finalizers: &[&str], deleting: bool) -> Valu
     v
 }
 
+/// Cluster API not installed: the contract's read of the owning Cluster finds none (so nothing
+/// pauses the cluster) after one discovery call, `GET /apis`.
+fn no_capi(server: &MockApi) {
+    server.expect(Method::GET, "/apis").respond(
+        200,
+        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+    );
+}
+
 fn cluster(annotations: Value, finalizers: &[&str], deleting: bool) -> AWSCluster {
     serde_json::from_value(cluster_json(annotations, finalizers, deleting)).unwrap()
 }
@@ -113,6 +122,7 @@ async fn a_malformed_switch_on_a_deleting_cluster_is_an_error_condition_and_even
         &[FINALIZER],
         true,
     );
+    no_capi(&server);
     server
         .expect(Method::GET, CLUSTER)
         .respond(200, json.clone());
@@ -124,7 +134,12 @@ async fn a_malformed_switch_on_a_deleting_cluster_is_an_error_condition_and_even
 
     let action = run(ctx(&client), guarded(c)).await.unwrap();
 
-    let calls = server.finish();
+    let mut calls = server.finish();
+    assert_eq!(
+        calls.remove(0).line(),
+        "GET /apis",
+        "the contract looks for the owning Cluster first"
+    );
     assert_eq!(
         calls.iter().map(|c| c.line()).collect::<Vec<_>>(),
         vec![
@@ -191,6 +206,7 @@ async fn a_malformed_switch_already_reported_is_not_reported_again() {
 async fn a_new_cluster_is_guarded_by_the_finalizer_even_with_a_malformed_switch() {
     let (client, server) = MockApi::new();
     let json = cluster_json(json!({annotations::GC_ANNOTATION: "maybe"}), &[], false);
+    no_capi(&server);
     server
         .expect(Method::PATCH, CLUSTER)
         .respond(200, json.clone());
@@ -198,7 +214,12 @@ async fn a_new_cluster_is_guarded_by_the_finalizer_even_with_a_malformed_switch(
 
     run(ctx(&client), guarded(c)).await.unwrap();
 
-    let calls = server.finish();
+    let mut calls = server.finish();
+    assert_eq!(
+        calls.remove(0).line(),
+        "GET /apis",
+        "the Cluster is not paused"
+    );
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0].content_type, "application/json-patch+json");
     assert_eq!(calls[0].body[1]["op"], "add");
@@ -247,6 +268,7 @@ async fn a_missing_identity_refuses_the_teardown_keeps_the_finalizer_and_says_wh
     let (client, server) = MockApi::new();
     let mut json = cluster_json(json!({}), &[FINALIZER], true);
     json["spec"]["identityRef"] = json!({"kind": "AWSClusterStaticIdentity", "name": "missing"});
+    no_capi(&server);
     server
         .expect(
             Method::GET,
@@ -272,10 +294,10 @@ async fn a_missing_identity_refuses_the_teardown_keeps_the_finalizer_and_says_wh
         "no finalizer patch: {calls:?}"
     );
     assert_eq!(
-        calls[2].body["status"]["conditions"][0]["reason"],
+        calls[3].body["status"]["conditions"][0]["reason"],
         "IdentityNotFound"
     );
-    assert_eq!(calls[3].body["reason"], "IdentityNotFound");
+    assert_eq!(calls[4].body["reason"], "IdentityNotFound");
     assert_eq!(
         action,
         kube::runtime::controller::Action::requeue(Duration::from_secs(5)),

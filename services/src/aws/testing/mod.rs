@@ -10,7 +10,9 @@ pub mod iam;
 pub mod localstack;
 pub mod probe;
 mod recorder;
+mod refusing;
 
 pub use account_throttle::AccountThrottle;
 pub use baseline::baseline_phase2;
 pub use recorder::{Recorder, with_latency};
+pub use refusing::{AwsCallCount, refusing_config};
