@@ -3,6 +3,7 @@
 
 use super::annotations;
 use super::cluster;
+use super::contract::{self, ClusterState, Decision, Marked, Subject};
 use super::controller::GcKind;
 use super::identity::{self, Placement};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
@@ -19,6 +20,8 @@ struct Target {
     identity_ref: Option<crate::api::capa::IdentityRef>,
     annotations: std::collections::BTreeMap<String, String>,
     linked: Option<cluster::LinkedAnnotations>,
+    /// The owning Cluster, for Cluster API's contract (paused or not).
+    cluster: ClusterState,
 }
 
 impl Target {
@@ -29,6 +32,7 @@ impl Target {
             .await
             .map_err(|e| e.to_string())?;
         let (region, identity_ref) = o.placement();
+        let cluster = cluster::cluster_state(client, &o).await;
         Ok(Target {
             names: o.names().map_err(|e| e.to_string())?,
             vpc_ids: o.vpc_ids(),
@@ -36,6 +40,7 @@ impl Target {
             identity_ref: identity_ref.cloned(),
             annotations: o.annotations().clone(),
             linked: None,
+            cluster,
         })
     }
 }
@@ -69,7 +74,41 @@ pub async fn plan(
         identity_ref,
         annotations: ann,
         linked,
+        cluster: state,
     } = t;
+    // Cluster API's contract first, as the controller applies it: what a teardown would do now.
+    let label = format!("{} {namespace}/{target}", ar.kind);
+    let mut objects = vec![Marked {
+        label: &label,
+        annotations: &ann,
+    }];
+    if let Some((l, a)) = &linked {
+        objects.push(Marked {
+            label: l,
+            annotations: a,
+        });
+    }
+    let subject = Subject {
+        objects,
+        holds_finalizer: true,
+        deleting: true,
+    };
+    let contract_line = match contract::decide(&subject, Some(&state)) {
+        Decision::Release(why) | Decision::Ignore(why) => {
+            // Never torn down: no AWS lookup is worth making.
+            return Ok(format!(
+                "plan for cluster {namespace}/{name} ({label}); nothing is deleted\n\
+                 state: {}: {why}\n\
+                 sweeper never tears this cluster down: nothing would be deleted\n",
+                why.state()
+            ));
+        }
+        Decision::Wait(hold) => format!(
+            "state: {}: {hold}\nwhat the teardown would delete once it may go on:\n",
+            hold.state()
+        ),
+        Decision::Act => format!("state: acted on ({})\n", state.describe()),
+    };
     let settings = annotations::settings_of(&ann, linked.as_ref())
         .map_err(|e| format!("{} {target}: {e}", ar.kind))?;
     let req = TeardownRequest {
@@ -107,6 +146,7 @@ pub async fn plan(
         session.describe(),
         session.caller,
     );
+    out.push_str(&contract_line);
     if let Some((label, _)) = &linked {
         out.push_str(&format!(
             "GC annotations read from the control plane and from {label} (clusterawsadm writes there)\n"
