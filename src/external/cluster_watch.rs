@@ -12,6 +12,7 @@ use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +28,31 @@ pub struct ClusterChange {
 #[derive(Default)]
 pub struct PauseMemory {
     paused: HashMap<(String, String), bool>,
+}
+
+/// One [`PauseMemory`], shared by the watch (which writes it) and the controllers (which read it
+/// for `sweeper status`; never to decide a deletion, which reads the Cluster itself).
+#[derive(Clone, Default)]
+pub struct Pauses(Arc<Mutex<PauseMemory>>);
+
+impl Pauses {
+    /// Whether the watch last saw Cluster `namespace/name` paused; `None` when it has not seen it.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<bool> {
+        self.lock()
+            .paused
+            .get(&(namespace.to_string(), name.to_string()))
+            .copied()
+    }
+
+    /// As the watch would record it (tests).
+    #[cfg(test)]
+    pub fn set(&self, namespace: &str, name: &str, paused: bool) {
+        self.lock().seen(namespace, name, paused, true);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PauseMemory> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl PauseMemory {
@@ -55,6 +81,7 @@ impl PauseMemory {
 pub async fn run(
     client: Client,
     changes: broadcast::Sender<ClusterChange>,
+    memory: Pauses,
     shutdown: CancellationToken,
 ) {
     let ar = loop {
@@ -74,7 +101,6 @@ pub async fn run(
     };
     tracing::info!(version = %ar.version, "watching Cluster API's Clusters for pause changes");
     let api: Api<DynamicObject> = Api::all_with(client, &ar);
-    let mut memory = PauseMemory::default();
     let mut events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -90,14 +116,23 @@ pub async fn run(
                 continue;
             }
             Some(Ok(watcher::Event::Apply(c))) => {
-                let changed = memory.seen(&ns(&c), &c.name_any(), capi::is_paused(&c.data), false);
+                let changed =
+                    memory
+                        .lock()
+                        .seen(&ns(&c), &c.name_any(), capi::is_paused(&c.data), false);
                 changed.then_some(c)
             }
             Some(Ok(watcher::Event::InitApply(c))) => {
-                let changed = memory.seen(&ns(&c), &c.name_any(), capi::is_paused(&c.data), true);
+                let changed =
+                    memory
+                        .lock()
+                        .seen(&ns(&c), &c.name_any(), capi::is_paused(&c.data), true);
                 changed.then_some(c)
             }
-            Some(Ok(watcher::Event::Delete(c))) => memory.gone(&ns(&c), &c.name_any()).then_some(c),
+            Some(Ok(watcher::Event::Delete(c))) => {
+                let gone = memory.lock().gone(&ns(&c), &c.name_any());
+                gone.then_some(c)
+            }
             Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => None,
         };
         if let Some(c) = changed {

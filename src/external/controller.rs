@@ -145,6 +145,9 @@ pub struct ExternalCtx {
     invalid_objects: Family<InvalidObjectLabels, Counter>,
     /// Refused identities in a row, per object uid: the retry backs off.
     refusals: Mutex<HashMap<String, u32>>,
+    /// The Clusters' pause as the Cluster watch last saw it: lets `sweeper status` show a live,
+    /// guarded cluster as paused without a read per reconcile.
+    pub(crate) pauses: super::cluster_watch::Pauses,
 }
 
 impl ExternalCtx {
@@ -169,6 +172,7 @@ impl ExternalCtx {
             invalid_objects,
             audit_ttl: Duration::from_secs(72 * 3600),
             refusals: Mutex::new(HashMap::new()),
+            pauses: Default::default(),
         }
     }
 
@@ -306,6 +310,7 @@ impl crate::engine::collector::Collector for ExternalCollector {
         env: crate::engine::collector::RunEnv,
     ) -> futures::future::BoxFuture<'static, ()> {
         let client = self.clusters.teardown.ctx.client.clone();
+        let pauses = self.clusters.teardown.ctx.pauses.clone();
         // A Cluster's pause changing reconciles its objects of both kinds at once.
         let (changes, _) = tokio::sync::broadcast::channel(256);
         let clusters = self.clusters.run(
@@ -322,7 +327,7 @@ impl crate::engine::collector::Collector for ExternalCollector {
             env.shutdown.clone(),
             Some(picks::<AWSManagedControlPlane>(changes.subscribe())),
         );
-        let watch = super::cluster_watch::run(client, changes, env.shutdown);
+        let watch = super::cluster_watch::run(client, changes, pauses, env.shutdown);
         Box::pin(async move {
             futures::future::join3(clusters, control_planes, watch).await;
         })

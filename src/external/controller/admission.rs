@@ -63,7 +63,13 @@ impl<K: GcKind> KindTeardown<K> {
             }
             contract::decide(&subject, Some(&state))
         } else {
-            contract::decide(&subject, None)
+            let decision = contract::decide(&subject, None);
+            if decision == Decision::Act {
+                // A live object we guard: nothing is done for it until it is deleted, so the
+                // Cluster is not read; what the Cluster watch saw still shows in `sweeper status`.
+                return Ok(self.guarded(o, &label));
+            }
+            decision
         };
         let held = &self.ctx.metrics.held;
         match decision {
@@ -138,6 +144,20 @@ impl<K: GcKind> KindTeardown<K> {
             }),
             status: Some((format!("waiting: {}", hold.state()), text)),
         })
+    }
+
+    /// Proceed with a live object, recording whether the Cluster watch last saw its Cluster paused.
+    fn guarded(&self, o: &K, label: &str) -> Admission {
+        let held = &self.ctx.metrics.held;
+        let namespace = o.namespace().unwrap_or_default();
+        match cluster::owning_cluster(o) {
+            Some(c) if self.ctx.pauses.get(&namespace, &c) == Some(true) => {
+                let hold = Hold::Paused(contract::PausedBy::Cluster(format!("{namespace}/{c}")));
+                held.hold(label, hold.state(), hold.to_string());
+            }
+            _ => held.release(label),
+        }
+        Admission::Proceed
     }
 
     /// The object left the watch: it is held no more.

@@ -325,6 +325,29 @@ async fn a_running_clusters_new_object_gets_the_finalizer() {
     assert_eq!(calls[4].body[1]["value"], json!(FINALIZER));
 }
 
+#[tokio::test]
+async fn a_live_guarded_object_of_a_paused_cluster_shows_as_paused_without_a_call() {
+    let (client, server) = MockApi::new();
+    let (ctx, aws) = context(&client);
+    ctx.pauses.set("ns", "c1", true);
+    let held = ctx.metrics.held.clone();
+
+    reconcile(ctx, object(json!({}), &[FINALIZER], false)).await;
+
+    assert!(
+        server.finish().is_empty(),
+        "what the Cluster watch saw is enough"
+    );
+    assert_eq!(aws.get(), 0);
+    let shown = held.list();
+    assert_eq!(shown.len(), 1, "sweeper status lists it");
+    assert_eq!(shown[0].state, "paused");
+    assert!(
+        shown[0].detail.contains("Cluster ns/c1 is paused"),
+        "{shown:?}"
+    );
+}
+
 /// The control for every "no AWS call" above: an unpaused cluster's deletion does reach AWS
 /// (its session is proven first), and the count sees it.
 #[tokio::test]
