@@ -402,6 +402,17 @@ fn start_leading(
         disc_tx,
         shutdown.clone(),
     ))];
+    // An enabled collector whose kind is not served (its CRD missing) is named, with its gate.
+    let needs = crate::collectors::served_needs(collectors.iter().map(|c| c.name()));
+    if !needs.is_empty() {
+        state.expect(crate::engine::served::COMPONENT);
+        running.push(tokio::spawn(crate::engine::served::check(
+            disc_rx.clone(),
+            state.health.clone(),
+            needs,
+            shutdown.clone(),
+        )));
+    }
     let env = RunEnv {
         discovery: disc_rx,
         state: state.health.clone(),

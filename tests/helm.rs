@@ -1,12 +1,15 @@
-//! deploy/helm/sweeper renders what deploy/manifests ship, its values reach the Deployment, and
-//! what it renders is valid against a real API server (server-side dry-run create).
+//! deploy/helm/sweeper renders what deploy/manifests' overlays ship (its defaults: external-only;
+//! with the cascade and tenant gates on: full), its values reach the Deployment, and what it
+//! renders is valid against a real API server (server-side dry-run create).
 //!
 //! No helm binary here: scripts/provision-helm-render.sh builds scripts/helm-render, the subset of
 //! `helm template` the chart uses (sprig and Helm's include/tpl/toYaml/required).
 //!
 //! Chart vs manifests, the rule: render with release `sweeper` in namespace `sweeper-system`; every
-//! object in deploy/manifests but the Namespace must come out equal as JSON, and nothing else may
-//! come out, except for two documented additions of the chart:
+//! object of the overlay (`kubectl kustomize`) but the Namespace and the AWS settings of
+//! deploy/manifests/aws (the ConfigMap `sweeper-aws-<hash>` and the Deployment's `envFrom` of it:
+//! the chart sets the same through its `aws.*` values) must come out equal as JSON, and nothing
+//! else may come out, except for two documented additions of the chart:
 //! - Helm's standard labels (`helm.sh/chart`, `app.kubernetes.io/{name,instance,version,managed-by}`)
 //!   in any label map or selector, when the manifest's map lacks that key. A key the manifest has
 //!   is compared like any field.
@@ -75,17 +78,18 @@ fn yaml_docs(text: &str) -> Vec<Value> {
         .collect()
 }
 
-fn manifests() -> Vec<Value> {
-    let dir = Path::new(ROOT).join("deploy/manifests");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("deploy/manifests")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| yaml_docs(&std::fs::read_to_string(f).expect("read manifest")))
+/// An overlay's objects as the chart must render them: without the Namespace (Helm's
+/// `--create-namespace`) and the AWS settings of deploy/manifests/aws.
+fn manifests(overlay: &str) -> Vec<Value> {
+    support::kustomize::render(overlay)
+        .into_iter()
+        .filter(|m| str_at(m, "/kind") != "Namespace" && !support::kustomize::is_aws_settings(m))
+        .map(|mut m| {
+            if let Some(Value::Object(c)) = m.pointer_mut("/spec/template/spec/containers/0") {
+                c.remove("envFrom");
+            }
+            m
+        })
         .collect()
 }
 
@@ -256,14 +260,28 @@ fn named(list: &[Value]) -> bool {
             .all(|e| e.get("name").is_some_and(Value::is_string))
 }
 
+/// The chart's defaults are the external-only overlay; with the cascade and tenant gates on, the
+/// full one.
 #[test]
-#[ignore = "provisions the chart renderer (Debian's Go and sprig): run with --run-ignored"]
+#[ignore = "provisions the chart renderer (Debian's Go and sprig) and needs kubectl on PATH: run with --run-ignored"]
 fn chart_defaults_render_the_shipped_manifests() {
-    let rendered = render("sweeper", "sweeper-system", &[]);
-    let shipped: Vec<Value> = manifests()
-        .into_iter()
-        .filter(|m| str_at(m, "/kind") != "Namespace")
-        .collect();
+    for (overlay, args) in [
+        ("external-only", &[][..]),
+        (
+            "full",
+            &[
+                "--set",
+                "featureGates.CascadeGC=true,featureGates.TenantGC=true",
+            ][..],
+        ),
+    ] {
+        compare_with_overlay(overlay, args);
+    }
+}
+
+fn compare_with_overlay(overlay: &str, args: &[&str]) {
+    let rendered = render("sweeper", "sweeper-system", args);
+    let shipped = manifests(overlay);
     let mut problems = Vec::new();
     for m in &shipped {
         let Some(r) = rendered.iter().find(|r| id(r) == id(m)) else {
@@ -289,17 +307,17 @@ fn chart_defaults_render_the_shipped_manifests() {
     }
     assert!(
         problems.is_empty(),
-        "deploy/helm/sweeper and deploy/manifests differ (change both together):\n  {}",
+        "deploy/helm/sweeper {args:?} and deploy/manifests/{overlay} differ (change both together):\n  {}",
         problems.join("\n  ")
     );
     assert!(
         shipped.len() >= 7,
-        "service account, 2 cluster RBAC, 2 leader-election RBAC, deployment, service: {}",
+        "{overlay}: service account, 2 cluster RBAC, 2 leader-election RBAC, deployment, service: {}",
         shipped.len()
     );
 }
 
-/// With CascadeGC and TenantGC off, the chart grants the least-privilege role of
+/// With CascadeGC and TenantGC off (the defaults), the chart grants the narrow role of
 /// deploy/manifests/external-only (same rules; names follow the release), the Secrets Role in
 /// `external.capaNamespace` only, and nothing cluster-wide with a wildcard.
 #[test]
@@ -308,17 +326,11 @@ fn external_only_chart_renders_the_least_privilege_role() {
     let rendered = render(
         "sweeper",
         "sweeper-system",
-        &[
-            "--set",
-            "featureGates.CascadeGC=false,featureGates.TenantGC=false",
-            "--set",
-            "external.capaNamespace=capa-tenants",
-        ],
+        &["--set", "external.capaNamespace=capa-tenants"],
     );
-    let text = std::fs::read_to_string(
-        Path::new(ROOT).join("deploy/manifests/external-only/20-rbac.yaml"),
-    )
-    .expect("external-only manifest");
+    let text =
+        std::fs::read_to_string(Path::new(ROOT).join("deploy/manifests/external-only/rbac.yaml"))
+            .expect("external-only manifest");
     let shipped = yaml_docs(&text);
     let rules_of = |objs: &[Value], kind: &str, suffix: &str| -> Value {
         objs.iter()
@@ -537,7 +549,7 @@ fn chart_values_reach_the_deployment_and_the_lease_role() {
             "--set",
             "aws.credentialsSecret=aws-creds",
             "--set",
-            "featureGates.TenantGC=false",
+            "featureGates.TenantGC=true",
             "--set",
             "kubeApi.qps=50",
             "--set",
@@ -559,7 +571,7 @@ fn chart_values_reach_the_deployment_and_the_lease_role() {
     assert_eq!(value("SWEEPER_LOG_FORMAT"), json!("text"));
     assert_eq!(
         value("SWEEPER_FEATURE_GATES"),
-        json!("CascadeGC=true,TenantGC=false,ExternalResourceGC=true,AlternativeGCStrategy=false")
+        json!("CascadeGC=false,TenantGC=true,ExternalResourceGC=true,AlternativeGCStrategy=false")
     );
     assert_eq!(value("SWEEPER_KUBE_API_QPS"), json!("50"));
     assert_eq!(value("SWEEPER_KUBE_API_BURST"), json!("30"));
