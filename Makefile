@@ -35,9 +35,10 @@ env-purge:
 docs:
 	UPDATE_DOCS=1 cargo test --locked --test docs configuration_reference_is_up_to_date
 
-## deploy/crds is generated: never edit it by hand.
+## The chart's CRD templates (crds.capa, crds.clusterAPI, crds.kubezoo) are generated from
+## `sweeper crds`: never edit them by hand. No plain CRD file ships under deploy/: the kinds are
+## CAPA's, Cluster API's and KubeZoo's, and `kubectl apply -R -f deploy/` must not replace theirs.
 crds:
-	cargo run --quiet --bin sweeper -- crds > deploy/crds/crds.yaml
 	UPDATE_CHART_CRDS=1 cargo test --locked --test helm chart_crd_templates_are_deploy_crds_per_group
 
 ## make helm-template: `helm template sweeper deploy/helm/sweeper -n sweeper-system`, without helm
