@@ -92,6 +92,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         },
         shutdown.clone(),
     ));
+    let ages = teardowns.clone();
     let app = router(
         &state,
         &collectors,
@@ -124,6 +125,11 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             );
             // The archive's background work (pending settles, retries, expiry) while leading.
             running.extend(archives.start(&shutdown));
+            running.push(tokio::spawn(report_oldest_teardowns(
+                ages,
+                state.metrics.clone(),
+                shutdown.clone(),
+            )));
             (lead(&mut role, &shutdown).await, running)
         }
     };
@@ -424,6 +430,32 @@ fn start_leading(
         running.push(tokio::spawn(c.run(env.clone())));
     }
     running
+}
+
+/// Keeps `sweeper_teardown_oldest_seconds{collector}` current while leading (every 10 s: the
+/// alert on it counts in hours).
+async fn report_oldest_teardowns(
+    teardowns: Teardowns,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+    loop {
+        for name in crate::collectors::names() {
+            let age = teardowns.oldest(name).as_secs();
+            metrics
+                .service
+                .teardown_oldest_seconds
+                .get_or_create(&crate::metrics::CollectorLabels {
+                    collector: name.to_string(),
+                })
+                .set(i64::try_from(age).unwrap_or(i64::MAX));
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+    }
 }
 
 /// Leads until shutdown (None) or until the lease is lost (its reason).
