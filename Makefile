@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Everything they need is provisioned by scripts/.
 SHELL := /bin/bash
 
-.PHONY: docs test demo unit lint fmt env-up env-down env-purge crds helm-template bench-cascade bench-tenant bench-external
+.PHONY: docs test demo unit lint fmt env-up env-down env-purge crds helm-template image bench-cascade bench-tenant bench-external
 
 ## make test: start the real servers, run unit + integration tests, stop the servers.
 test:
@@ -35,10 +35,23 @@ env-purge:
 docs:
 	UPDATE_DOCS=1 cargo test --locked --test docs configuration_reference_is_up_to_date
 
-## deploy/crds is generated: never edit it by hand.
+## The chart's CRD templates (crds.capa, crds.clusterAPI, crds.kubezoo) are generated from
+## `sweeper crds`: never edit them by hand. No plain CRD file ships under deploy/: the kinds are
+## CAPA's, Cluster API's and KubeZoo's, and `kubectl apply -R -f deploy/` must not replace theirs.
 crds:
-	cargo run --quiet --bin sweeper -- crds > deploy/crds/crds.yaml
 	UPDATE_CHART_CRDS=1 cargo test --locked --test helm chart_crd_templates_are_deploy_crds_per_group
+
+## make image: the release image, as .github/workflows/release.yml builds it (there for
+## linux/amd64 and linux/arm64). IMAGE=registry/sweeper VERSION=x.y.z; PLATFORMS=linux/arm64 builds
+## another architecture through docker buildx.
+VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+IMAGE ?= sweeper
+image:
+	@if [ -n "$(PLATFORMS)" ]; then \
+	  docker buildx build --platform "$(PLATFORMS)" --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -f Dockerfile --load . ; \
+	else \
+	  docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -f Dockerfile . ; \
+	fi
 
 ## make helm-template: `helm template sweeper deploy/helm/sweeper -n sweeper-system`, without helm
 ## (scripts/helm-render, built from Debian packages on first use). ARGS='--set k=v --include-crds'.

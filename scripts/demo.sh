@@ -34,10 +34,14 @@ say() { printf '%s\n' "$*"; }
 log "applying sweeper's CRDs (Tenant, AWSCluster, AWSManagedControlPlane, Cluster)"
 "$BIN" crds | "$KUBECTL" apply -f - >/dev/null
 
-log "rendering the Helm chart (deploy/helm/sweeper) with aws.endpointUrl and aws.region set"
+# All three collectors: the chart's default is the external one alone (a CAPA management
+# cluster's), but the test environment's kube-controller-manager runs no garbage collector and the
+# demo has a KubeZoo tenant, which is where the cascade and tenant collectors belong.
+log "rendering the Helm chart (deploy/helm/sweeper) with all three collectors, aws.endpointUrl and aws.region set"
 renderer="$("$REPO_ROOT/scripts/provision-helm-render.sh")"
 rendered="$SWEEPER_STATE/demo-chart.yaml"
 "$renderer" --name sweeper --namespace "$NS" \
+  --set featureGates.CascadeGC=true --set featureGates.TenantGC=true \
   --set aws.endpointUrl="$AWS_ENDPOINT_URL" --set aws.region="$AWS_REGION" \
   deploy/helm/sweeper >"$rendered"
 

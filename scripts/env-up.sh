@@ -87,14 +87,15 @@ service_account() {
   fi
   kubeconfig "$file" "$name" "$token" sweeper-system
 }
-# The identity `sweeper run` uses in tests: the shipped service account (deploy/manifests), so every
+# The identity `sweeper run` uses in tests: the shipped service account (deploy/manifests/full), so every
 # integration test runs the collectors under the shipped RBAC, and the audit log below records
 # what that identity really calls (tests/rbac.rs checks the role against it).
 SA_USER="system:serviceaccount:sweeper-system:sweeper"
 SA_KUBECONFIG_FILE="$SWEEPER_STATE/sweeper-sa.kubeconfig"
 service_account sweeper "$SA_KUBECONFIG_FILE"
-# The external-only install's service account (deploy/manifests/external-only): the external
-# collector's conformance tests run as it, so its least-privilege role is checked the same way.
+# The external-only install's rules (deploy/manifests/external-only), bound to a second service
+# account: the external collector's conformance tests run as it, so its narrow role is checked the
+# same way.
 EXT_SA_USER="system:serviceaccount:sweeper-system:sweeper-external"
 EXT_SA_KUBECONFIG_FILE="$SWEEPER_STATE/sweeper-external-sa.kubeconfig"
 service_account sweeper-external "$EXT_SA_KUBECONFIG_FILE"
@@ -139,13 +140,18 @@ wait_for kube-apiserver 90 curl -fsS --cacert "$PKI/ca.crt" -H "Authorization: B
 # The shipped namespace, service account and RBAC, applied from the working tree every time (the
 # tests run sweeper as that service account).
 "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply \
-  -f "$REPO_ROOT/deploy/manifests/00-namespace.yaml" -f "$REPO_ROOT/deploy/manifests/10-serviceaccount.yaml" \
-  -f "$REPO_ROOT/deploy/manifests/20-rbac.yaml" >/dev/null
+  -f "$REPO_ROOT/deploy/manifests/base/namespace.yaml" -f "$REPO_ROOT/deploy/manifests/base/serviceaccount.yaml" \
+  -f "$REPO_ROOT/deploy/manifests/full/rbac.yaml" >/dev/null
 # CAPA's namespace, where the external-only role reads static identities' Secrets.
 printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: capa-system\n' |
   "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply -f - >/dev/null
-"$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply \
-  -f "$REPO_ROOT/deploy/manifests/external-only/20-rbac.yaml" >/dev/null
+# The external-only rules under the names sweeper-external… (the overlay names them sweeper…, as
+# the full install does), bound to the service account sweeper-external; tests/rbac.rs reads them
+# the same way. The Lease name (resourceNames) is not a `name:` field and stays.
+printf 'apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sweeper-external\n  namespace: sweeper-system\n' |
+  "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply -f - >/dev/null
+sed -e 's/\(name: \)sweeper\b/\1sweeper-external/' "$REPO_ROOT/deploy/manifests/external-only/rbac.yaml" |
+  "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply -f - >/dev/null
 
 # --- kube-controller-manager: the namespace controller only ---
 start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \

@@ -199,7 +199,7 @@ pub struct RunArgs {
     pub cascade_workers: Option<u32>,
 
     /// Report what the cascade collector would delete or rewrite; change nothing.
-    #[arg(long, default_value_t = false, env = "SWEEPER_CASCADE_DRY_RUN")]
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, env = "SWEEPER_CASCADE_DRY_RUN")]
     pub cascade_dry_run: bool,
 
     /// How the tenant collector finds a tenant's cluster-scoped objects: `index` (a name index kept
@@ -220,13 +220,13 @@ pub struct RunArgs {
     pub tenant_delete_concurrency: u32,
 
     /// Report what a tenant teardown would delete; delete nothing and add no finalizers.
-    #[arg(long, default_value_t = false, env = "SWEEPER_TENANT_DRY_RUN")]
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, env = "SWEEPER_TENANT_DRY_RUN")]
     pub tenant_dry_run: bool,
 
     /// Report what each external teardown would delete in AWS (the object's condition, an Event,
     /// `sweeper status`, `sweeper_external_would_delete_total`); delete nothing and add no
     /// finalizers.
-    #[arg(long, default_value_t = false, env = "SWEEPER_EXTERNAL_DRY_RUN")]
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, env = "SWEEPER_EXTERNAL_DRY_RUN")]
     pub external_dry_run: bool,
 
     /// The external collector takes only the AWSClusters / AWSManagedControlPlanes this label
@@ -278,7 +278,7 @@ pub struct RunArgs {
     /// Run as one of several replicas: only the holder of a coordination.k8s.io/v1 Lease collects;
     /// the others stand by (kube-controller-manager's --leader-elect). Off by default for a single
     /// local process; the Deployment and the Helm chart turn it on.
-    #[arg(long, default_value_t = false, env = "SWEEPER_LEADER_ELECT")]
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, env = "SWEEPER_LEADER_ELECT")]
     pub leader_elect: bool,
 
     /// Name of the Lease.
@@ -540,6 +540,37 @@ mod tests {
         assert_eq!(run_args(&[]).validate(), Ok(()));
         let le = run_args(&["--leader-elect", "--leader-elect-namespace", "ns"]);
         assert_eq!(le.validate(), Ok(()));
+    }
+
+    /// kube-controller-manager's boolean flags take `--flag`, `--flag=true` and `--flag=false`
+    /// (Go's flag package); so do ours, which the README and the chart's users write both ways.
+    #[test]
+    fn boolean_run_flags_take_an_optional_value() {
+        for (args, want) in [
+            (&[][..], false),
+            (&["--leader-elect"][..], true),
+            (&["--leader-elect=true"][..], true),
+            (&["--leader-elect=false"][..], false),
+        ] {
+            assert_eq!(run_args(args).leader_elect, want, "{args:?}");
+        }
+        let a = run_args(&[
+            "--cascade-dry-run=true",
+            "--tenant-dry-run",
+            "--external-dry-run=false",
+        ]);
+        assert!(a.cascade_dry_run && a.tenant_dry_run && !a.external_dry_run);
+        // A bare flag followed by another flag takes no value from it.
+        let a = run_args(&["--leader-elect", "--leader-elect-namespace", "ns"]);
+        assert!(a.leader_elect);
+        assert_eq!(a.leader_elect_namespace, "ns");
+        for bad in [
+            &["run", "--leader-elect=yes"][..],
+            &["run", "--leader-elect", "false"],
+        ] {
+            let argv = std::iter::once("sweeper").chain(bad.iter().copied());
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?} is refused");
+        }
     }
 
     #[test]

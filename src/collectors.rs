@@ -10,6 +10,7 @@ use crate::engine::collector::Collector;
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::leader::Fence;
 use crate::engine::progress::Teardowns;
+use crate::engine::served::{Needs, ServedKind};
 use crate::metrics::InvalidObjectLabels;
 use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
@@ -25,6 +26,51 @@ pub static ALL: [&dyn Spec; 3] = [
     &crate::tenant::spec::SPEC,
     &crate::external::spec::SPEC,
 ];
+
+/// The kinds a collector cannot work without, by collector name: while one of an enabled
+/// collector's is not served, `engine::served` names its CRD in the log and on /readyz. The
+/// cascade collector works on whatever is served.
+pub static SERVED_KINDS: [(&str, &[ServedKind]); 2] = [
+    (
+        "tenant",
+        &[ServedKind {
+            group: "tenant.kubezoo.io",
+            resource: "tenants",
+            owner: "KubeZoo's Tenant",
+        }],
+    ),
+    (
+        "external",
+        &[
+            ServedKind {
+                group: "infrastructure.cluster.x-k8s.io",
+                resource: "awsclusters",
+                owner: "CAPA's AWSCluster",
+            },
+            ServedKind {
+                group: "controlplane.cluster.x-k8s.io",
+                resource: "awsmanagedcontrolplanes",
+                owner: "CAPA's AWSManagedControlPlane",
+            },
+        ],
+    ),
+];
+
+/// What `engine::served` checks for these enabled collectors.
+pub fn served_needs<'a>(enabled: impl IntoIterator<Item = &'a str>) -> Vec<Needs> {
+    enabled
+        .into_iter()
+        .filter_map(|name| {
+            let spec = ALL.iter().find(|s| s.name() == name)?;
+            let (_, kinds) = SERVED_KINDS.iter().find(|(n, _)| *n == name)?;
+            Some(Needs {
+                collector: spec.name(),
+                gate: spec.gate().name,
+                kinds,
+            })
+        })
+        .collect()
+}
 
 /// The collectors' names, in [`ALL`]'s order (the pause switch's keys, `--collector` values).
 pub fn names() -> Vec<&'static str> {
@@ -117,6 +163,20 @@ mod tests {
         gates.sort();
         gates.dedup();
         assert_eq!(gates.len(), ALL.len(), "two collectors share a gate");
+    }
+
+    #[test]
+    fn served_kinds_name_collectors_and_follow_their_gates() {
+        for (name, _) in &SERVED_KINDS {
+            assert!(names().contains(name), "{name} is not a collector");
+        }
+        let needs = served_needs(["cascade", "tenant", "external"]);
+        let gates: Vec<_> = needs.iter().map(|n| (n.collector, n.gate)).collect();
+        assert_eq!(
+            gates,
+            [("tenant", "TenantGC"), ("external", "ExternalResourceGC")]
+        );
+        assert!(served_needs(["cascade"]).is_empty());
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct ServiceMetrics {
     pub paused: PausedGauge,
     /// Objects a collector could not decode (each new version of a bad object counts once).
     pub invalid_objects: Family<InvalidObjectLabels, Counter>,
+    /// How long each collector's oldest teardown in progress has run, in seconds (0 with none).
+    pub teardown_oldest_seconds: Family<CollectorLabels, Gauge>,
 }
 
 pub struct Metrics {
@@ -96,6 +98,11 @@ impl Metrics {
             "invalid_objects",
             "Objects a collector could not decode, by collector and kind (reported on the object, never acted on)",
             service.invalid_objects.clone(),
+        );
+        registry.register(
+            "teardown_oldest_seconds",
+            "How long the collector's oldest teardown in progress has run on this leader, in seconds (0 with none)",
+            service.teardown_oldest_seconds.clone(),
         );
         Self { registry, service }
     }

@@ -92,6 +92,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         },
         shutdown.clone(),
     ));
+    let ages = teardowns.clone();
     let app = router(
         &state,
         &collectors,
@@ -124,6 +125,11 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
             );
             // The archive's background work (pending settles, retries, expiry) while leading.
             running.extend(archives.start(&shutdown));
+            running.push(tokio::spawn(report_oldest_teardowns(
+                ages,
+                state.metrics.clone(),
+                shutdown.clone(),
+            )));
             (lead(&mut role, &shutdown).await, running)
         }
     };
@@ -402,6 +408,17 @@ fn start_leading(
         disc_tx,
         shutdown.clone(),
     ))];
+    // An enabled collector whose kind is not served (its CRD missing) is named, with its gate.
+    let needs = crate::collectors::served_needs(collectors.iter().map(|c| c.name()));
+    if !needs.is_empty() {
+        state.expect(crate::engine::served::COMPONENT);
+        running.push(tokio::spawn(crate::engine::served::check(
+            disc_rx.clone(),
+            state.health.clone(),
+            needs,
+            shutdown.clone(),
+        )));
+    }
     let env = RunEnv {
         discovery: disc_rx,
         state: state.health.clone(),
@@ -413,6 +430,32 @@ fn start_leading(
         running.push(tokio::spawn(c.run(env.clone())));
     }
     running
+}
+
+/// Keeps `sweeper_teardown_oldest_seconds{collector}` current while leading (every 10 s: the
+/// alert on it counts in hours).
+async fn report_oldest_teardowns(
+    teardowns: Teardowns,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+    loop {
+        for name in crate::collectors::names() {
+            let age = teardowns.oldest(name).as_secs();
+            metrics
+                .service
+                .teardown_oldest_seconds
+                .get_or_create(&crate::metrics::CollectorLabels {
+                    collector: name.to_string(),
+                })
+                .set(i64::try_from(age).unwrap_or(i64::MAX));
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+    }
 }
 
 /// Leads until shutdown (None) or until the lease is lost (its reason).

@@ -1,12 +1,15 @@
-//! deploy/helm/sweeper renders what deploy/manifests ship, its values reach the Deployment, and
-//! what it renders is valid against a real API server (server-side dry-run create).
+//! deploy/helm/sweeper renders what deploy/manifests' overlays ship (its defaults: external-only;
+//! with the cascade and tenant gates on: full), its values reach the Deployment, and what it
+//! renders is valid against a real API server (server-side dry-run create).
 //!
 //! No helm binary here: scripts/provision-helm-render.sh builds scripts/helm-render, the subset of
 //! `helm template` the chart uses (sprig and Helm's include/tpl/toYaml/required).
 //!
 //! Chart vs manifests, the rule: render with release `sweeper` in namespace `sweeper-system`; every
-//! object in deploy/manifests but the Namespace must come out equal as JSON, and nothing else may
-//! come out, except for two documented additions of the chart:
+//! object of the overlay (`kubectl kustomize`) but the Namespace and the AWS settings of
+//! deploy/manifests/aws (the ConfigMap `sweeper-aws-<hash>` and the Deployment's `envFrom` of it:
+//! the chart sets the same through its `aws.*` values) must come out equal as JSON, and nothing
+//! else may come out, except for two documented additions of the chart:
 //! - Helm's standard labels (`helm.sh/chart`, `app.kubernetes.io/{name,instance,version,managed-by}`)
 //!   in any label map or selector, when the manifest's map lacks that key. A key the manifest has
 //!   is compared like any field.
@@ -75,17 +78,18 @@ fn yaml_docs(text: &str) -> Vec<Value> {
         .collect()
 }
 
-fn manifests() -> Vec<Value> {
-    let dir = Path::new(ROOT).join("deploy/manifests");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("deploy/manifests")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| yaml_docs(&std::fs::read_to_string(f).expect("read manifest")))
+/// An overlay's objects as the chart must render them: without the Namespace (Helm's
+/// `--create-namespace`) and the AWS settings of deploy/manifests/aws.
+fn manifests(overlay: &str) -> Vec<Value> {
+    support::kustomize::render(overlay)
+        .into_iter()
+        .filter(|m| str_at(m, "/kind") != "Namespace" && !support::kustomize::is_aws_settings(m))
+        .map(|mut m| {
+            if let Some(Value::Object(c)) = m.pointer_mut("/spec/template/spec/containers/0") {
+                c.remove("envFrom");
+            }
+            m
+        })
         .collect()
 }
 
@@ -256,14 +260,28 @@ fn named(list: &[Value]) -> bool {
             .all(|e| e.get("name").is_some_and(Value::is_string))
 }
 
+/// The chart's defaults are the external-only overlay; with the cascade and tenant gates on, the
+/// full one.
 #[test]
-#[ignore = "provisions the chart renderer (Debian's Go and sprig): run with --run-ignored"]
+#[ignore = "provisions the chart renderer (Debian's Go and sprig) and needs kubectl on PATH: run with --run-ignored"]
 fn chart_defaults_render_the_shipped_manifests() {
-    let rendered = render("sweeper", "sweeper-system", &[]);
-    let shipped: Vec<Value> = manifests()
-        .into_iter()
-        .filter(|m| str_at(m, "/kind") != "Namespace")
-        .collect();
+    for (overlay, args) in [
+        ("external-only", &[][..]),
+        (
+            "full",
+            &[
+                "--set",
+                "featureGates.CascadeGC=true,featureGates.TenantGC=true",
+            ][..],
+        ),
+    ] {
+        compare_with_overlay(overlay, args);
+    }
+}
+
+fn compare_with_overlay(overlay: &str, args: &[&str]) {
+    let rendered = render("sweeper", "sweeper-system", args);
+    let shipped = manifests(overlay);
     let mut problems = Vec::new();
     for m in &shipped {
         let Some(r) = rendered.iter().find(|r| id(r) == id(m)) else {
@@ -289,17 +307,17 @@ fn chart_defaults_render_the_shipped_manifests() {
     }
     assert!(
         problems.is_empty(),
-        "deploy/helm/sweeper and deploy/manifests differ (change both together):\n  {}",
+        "deploy/helm/sweeper {args:?} and deploy/manifests/{overlay} differ (change both together):\n  {}",
         problems.join("\n  ")
     );
     assert!(
         shipped.len() >= 7,
-        "service account, 2 cluster RBAC, 2 leader-election RBAC, deployment, service: {}",
+        "{overlay}: service account, 2 cluster RBAC, 2 leader-election RBAC, deployment, service: {}",
         shipped.len()
     );
 }
 
-/// With CascadeGC and TenantGC off, the chart grants the least-privilege role of
+/// With CascadeGC and TenantGC off (the defaults), the chart grants the narrow role of
 /// deploy/manifests/external-only (same rules; names follow the release), the Secrets Role in
 /// `external.capaNamespace` only, and nothing cluster-wide with a wildcard.
 #[test]
@@ -308,17 +326,11 @@ fn external_only_chart_renders_the_least_privilege_role() {
     let rendered = render(
         "sweeper",
         "sweeper-system",
-        &[
-            "--set",
-            "featureGates.CascadeGC=false,featureGates.TenantGC=false",
-            "--set",
-            "external.capaNamespace=capa-tenants",
-        ],
+        &["--set", "external.capaNamespace=capa-tenants"],
     );
-    let text = std::fs::read_to_string(
-        Path::new(ROOT).join("deploy/manifests/external-only/20-rbac.yaml"),
-    )
-    .expect("external-only manifest");
+    let text =
+        std::fs::read_to_string(Path::new(ROOT).join("deploy/manifests/external-only/rbac.yaml"))
+            .expect("external-only manifest");
     let shipped = yaml_docs(&text);
     let rules_of = |objs: &[Value], kind: &str, suffix: &str| -> Value {
         objs.iter()
@@ -358,7 +370,7 @@ fn external_only_chart_renders_the_least_privilege_role() {
 
 /// The chart installs the CRDs of CAPA, Cluster API and KubeZoo only when asked, per group
 /// (`crds.capa`, `crds.clusterAPI`, `crds.kubezoo`, all false): on a management cluster they are
-/// the upstream projects'. Each group's template is deploy/crds/crds.yaml's CRDs (generated from
+/// the upstream projects'. Each group's template is that group's CRDs of `sweeper crds` (generated from
 /// the Rust types) with `helm.sh/resource-policy: keep`, so `helm uninstall` never deletes a CRD
 /// (and with it every object of the kind). `make crds` rewrites the templates.
 const CRD_GROUPS: [(&str, &str, &[&str]); 3] = [
@@ -375,10 +387,9 @@ const CRD_GROUPS: [(&str, &str, &[&str]); 3] = [
 ];
 
 fn crd_template(value: &str, groups: &[&str]) -> String {
-    let generated = std::fs::read_to_string(Path::new(ROOT).join("deploy/crds/crds.yaml"))
-        .expect("deploy/crds/crds.yaml");
+    let generated = sweeper::api::crds_yaml().expect("render CRDs");
     let mut out = format!(
-        "{{{{- /* Generated by `make crds` from deploy/crds/crds.yaml: do not edit. */ -}}}}\n\
+        "{{{{- /* Generated by `make crds` from `sweeper crds`: do not edit. */ -}}}}\n\
          {{{{- if .Values.crds.{value} }}}}\n"
     );
     for mut crd in yaml_docs(&generated) {
@@ -405,7 +416,7 @@ fn chart_crd_templates_are_deploy_crds_per_group() {
         let have = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             have == want,
-            "{}: out of date with deploy/crds/crds.yaml: run `make crds`",
+            "{}: out of date with `sweeper crds`: run `make crds`",
             path.display()
         );
     }
@@ -537,7 +548,7 @@ fn chart_values_reach_the_deployment_and_the_lease_role() {
             "--set",
             "aws.credentialsSecret=aws-creds",
             "--set",
-            "featureGates.TenantGC=false",
+            "featureGates.TenantGC=true",
             "--set",
             "kubeApi.qps=50",
             "--set",
@@ -559,7 +570,7 @@ fn chart_values_reach_the_deployment_and_the_lease_role() {
     assert_eq!(value("SWEEPER_LOG_FORMAT"), json!("text"));
     assert_eq!(
         value("SWEEPER_FEATURE_GATES"),
-        json!("CascadeGC=true,TenantGC=false,ExternalResourceGC=true,AlternativeGCStrategy=false")
+        json!("CascadeGC=false,TenantGC=true,ExternalResourceGC=true,AlternativeGCStrategy=false")
     );
     assert_eq!(value("SWEEPER_KUBE_API_QPS"), json!("50"));
     assert_eq!(value("SWEEPER_KUBE_API_BURST"), json!("30"));
@@ -774,4 +785,133 @@ fn dashboard_and_alerts_query_only_metrics_sweeper_exports() {
         panels >= 9 && checked >= 20,
         "{panels} panel queries, {checked} metric uses"
     );
+}
+
+/// promtool from Debian's `prometheus` package (scripts/provision-promtool.sh).
+fn promtool() -> PathBuf {
+    let out = Command::new(Path::new(ROOT).join("scripts/provision-promtool.sh"))
+        .output()
+        .expect("run scripts/provision-promtool.sh");
+    assert!(
+        out.status.success(),
+        "scripts/provision-promtool.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = String::from_utf8(out.stdout).expect("utf-8 path");
+    PathBuf::from(path.lines().last().expect("promtool's path").trim())
+}
+
+/// The two alerts that must judge per teardown and see a missing scrape, evaluated by promtool on
+/// sample series: `SweeperTeardownStuck` fires for one teardown older than `teardownStuckFor`,
+/// never for a steady stream of short ones; `SweeperNoLeader` fires when every replica stands by
+/// and when no replica is scraped at all (`absent`), not while one leads.
+#[test]
+#[ignore = "provisions the chart renderer and promtool (Debian packages): run with --run-ignored"]
+fn alerts_fire_on_sample_series_under_promtool() {
+    let rendered = render(
+        "sweeper",
+        "sweeper-system",
+        &["--set", "monitoring.prometheusRule.enabled=true"],
+    );
+    let rule = rendered
+        .iter()
+        .find(|o| str_at(o, "/kind") == "PrometheusRule")
+        .expect("the PrometheusRule");
+    let dir = std::env::temp_dir().join(format!("sweeper-alerts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("rules.yaml"),
+        serde_yaml::to_string(&json!({"groups": rule["spec"]["groups"]})).expect("yaml"),
+    )
+    .expect("write rules");
+    let annotations = |alert: &str| -> Value {
+        let r = rule["spec"]["groups"][0]["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .find(|r| r["alert"] == alert)
+            .unwrap_or_else(|| panic!("alert {alert}"));
+        assert!(
+            !r["annotations"].to_string().contains("{{"),
+            "{alert}'s annotations are plain text"
+        );
+        r["annotations"].clone()
+    };
+    let stuck = |eval: &str, fires: bool| {
+        let alerts = if fires {
+            json!([{"exp_labels": {"severity": "warning", "namespace": "sweeper-system", "collector": "external"},
+                    "exp_annotations": annotations("SweeperTeardownStuck")}])
+        } else {
+            json!([])
+        };
+        json!({"eval_time": eval, "alertname": "SweeperTeardownStuck", "exp_alerts": alerts})
+    };
+    let no_leader = |eval: &str, fires: bool| {
+        let alerts = if fires {
+            json!([{"exp_labels": {"severity": "critical", "namespace": "sweeper-system"},
+                    "exp_annotations": annotations("SweeperNoLeader")}])
+        } else {
+            json!([])
+        };
+        json!({"eval_time": eval, "alertname": "SweeperNoLeader", "exp_alerts": alerts})
+    };
+    let oldest = |pod: &str| {
+        format!(
+            "sweeper_teardown_oldest_seconds{{namespace=\"sweeper-system\",collector=\"external\",pod=\"{pod}\"}}"
+        )
+    };
+    let leader = |pod: &str| {
+        format!("sweeper_leader_is_leader{{namespace=\"sweeper-system\",pod=\"{pod}\"}}")
+    };
+    // A new 5-minute teardown starts as soon as the last ends, for 4 hours: always one in progress.
+    let sawtooth = std::iter::repeat_n("0 60 120 180 240 300", 48)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let tests = json!({
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {"interval": "1m",
+             "input_series": [{"series": oldest("a"), "values": sawtooth}],
+             "alert_rule_test": [stuck("2h", false), stuck("3h50m", false)]},
+            {"interval": "1m",
+             "input_series": [{"series": oldest("a"), "values": "0+60x200"}],
+             "alert_rule_test": [stuck("59m", false), stuck("61m", true), stuck("3h", true)]},
+            {"interval": "1m",
+             "input_series": [{"series": leader("a"), "values": "1x30"},
+                              {"series": leader("b"), "values": "0x30"}],
+             "alert_rule_test": [no_leader("20m", false)]},
+            {"interval": "1m",
+             "input_series": [{"series": leader("a"), "values": "0x30"},
+                              {"series": leader("b"), "values": "0x30"}],
+             "alert_rule_test": [no_leader("3m", false), no_leader("10m", true)]},
+            // Nothing scraped at all: only absent() can see it.
+            {"interval": "1m",
+             "input_series": [{"series": "up{job=\"other\"}", "values": "1x30"}],
+             "alert_rule_test": [no_leader("3m", false), no_leader("10m", true)]},
+        ]
+    });
+    std::fs::write(
+        dir.join("tests.yaml"),
+        serde_yaml::to_string(&tests).expect("yaml"),
+    )
+    .expect("write tests");
+    let promtool = promtool();
+    for args in [
+        &["check", "rules", "rules.yaml"][..],
+        &["test", "rules", "tests.yaml"],
+    ] {
+        let out = Command::new(&promtool)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("run promtool");
+        assert!(
+            out.status.success(),
+            "promtool {args:?} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

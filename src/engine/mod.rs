@@ -18,5 +18,6 @@ pub mod pause;
 pub mod progress;
 pub mod queue;
 pub mod selector;
+pub mod served;
 pub mod teardown;
 pub mod watch;

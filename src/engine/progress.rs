@@ -64,6 +64,18 @@ impl Teardowns {
             .map(|e| e.started.elapsed())
     }
 
+    /// How long `collector`'s oldest teardown in progress has run (zero with none): what the
+    /// `SweeperTeardownStuck` alert watches, per teardown, so a steady stream of short teardowns
+    /// never looks stuck.
+    pub fn oldest(&self, collector: &str) -> Duration {
+        self.lock()
+            .iter()
+            .filter(|((c, _), _)| *c == collector)
+            .map(|(_, e)| e.started.elapsed())
+            .max()
+            .unwrap_or_default()
+    }
+
     pub fn list(&self) -> Vec<TeardownStatus> {
         self.lock()
             .iter()
@@ -102,5 +114,21 @@ mod tests {
         assert!(t.finish("tenant", "Tenant a").is_some());
         assert!(t.finish("tenant", "Tenant a").is_none());
         assert!(t.list().is_empty());
+    }
+
+    #[test]
+    fn the_oldest_teardown_is_per_collector_and_a_finished_one_leaves_it() {
+        let t = Teardowns::default();
+        assert_eq!(t.oldest("external"), Duration::ZERO);
+        t.begin("external", "AWSCluster ns/old");
+        std::thread::sleep(Duration::from_millis(30));
+        t.begin("external", "AWSCluster ns/new");
+        t.begin("tenant", "Tenant t");
+        let old = t.oldest("external");
+        assert!(old >= Duration::from_millis(30), "{old:?}");
+        assert!(t.oldest("tenant") < old);
+        t.finish("external", "AWSCluster ns/old");
+        assert!(t.oldest("external") < Duration::from_millis(30));
+        assert_eq!(t.oldest("cascade"), Duration::ZERO);
     }
 }

@@ -11,6 +11,7 @@
 pub mod aws;
 pub mod capa;
 pub mod conformance;
+pub mod kustomize;
 pub mod objects;
 pub mod sweeper;
 pub mod tenant;

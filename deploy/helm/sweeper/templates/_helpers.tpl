@@ -82,3 +82,18 @@ grants the least-privilege role of deploy/manifests/external-only instead of the
 {{- define "sweeper.externalOnly" -}}
 {{- if and (not .Values.featureGates.CascadeGC) (not .Values.featureGates.TenantGC) }}true{{ end }}
 {{- end }}
+
+{{/*
+A duration of one unit ("90s", "30m", "1h", "2d") in seconds, for PromQL comparisons.
+*/}}
+{{- define "sweeper.seconds" -}}
+{{- $d := toString . }}
+{{- $units := dict "s" 1 "m" 60 "h" 3600 "d" 86400 }}
+{{- $unit := substr (int (sub (len $d) 1)) (len $d) $d }}
+{{- $n := trimSuffix $unit $d }}
+{{- if and (hasKey $units $unit) (regexMatch "^[0-9]+$" $n) }}
+{{- mul (int $n) (get $units $unit) }}
+{{- else }}
+{{- fail (printf "%q is not a duration of one unit (90s, 30m, 1h, 2d)" $d) }}
+{{- end }}
+{{- end }}
