@@ -283,18 +283,36 @@ async fn snapshots_of(c: &AwsClients, volume: &str) -> Vec<String> {
         .collect()
 }
 
+/// The tags the EBS CSI driver puts on a volume it made for cluster `n` (`--k8s-tag-cluster-id`).
+fn csi_volume(n: &str) -> Vec<(String, String)> {
+    vec![
+        cloud(n, "owned"),
+        ("KubernetesCluster".into(), n.into()),
+        ("CSIVolumeName".into(), format!("pvc-{n}")),
+        ("ebs.csi.aws.com/cluster".into(), "true".into()),
+    ]
+}
+
 /// EBS volumes are opt-in: kept without the `ebs-volume` task; with it, snapshotted (the id in
 /// the report's notes) and then deleted, or deleted outright with snapshots off. An `in-use`
-/// volume and another cluster's are never touched.
+/// volume, another cluster's, and an owned volume the CSI driver did not make are never touched.
 #[tokio::test]
 #[ignore = "needs LocalStack: make env-up"]
 async fn ebs_volumes_only_with_their_task_snapshot_first_and_never_in_use() {
     let (c, _rec) = env().await;
     let n = cluster("ebs");
     let (_v, subnets) = byo_network(&c).await;
-    let owned = volume(&c, &[cloud(&n, "owned")]).await;
-    let csi = volume(&c, &[("ebs.csi.aws.com/cluster-name".into(), n.clone())]).await;
-    let in_use = volume(&c, &[cloud(&n, "owned")]).await;
+    let owned = volume(&c, &csi_volume(&n)).await;
+    let csi = volume(
+        &c,
+        &[
+            ("ebs.csi.aws.com/cluster-name".into(), n.clone()),
+            ("CSIVolumeName".into(), "pvc-x".into()),
+        ],
+    )
+    .await;
+    let in_use = volume(&c, &csi_volume(&n)).await;
+    let not_csi = volume(&c, &[cloud(&n, "owned")]).await;
     let node = instance(&c, &subnets[0], &[]).await;
     c.ec2
         .attach_volume()
@@ -304,7 +322,7 @@ async fn ebs_volumes_only_with_their_task_snapshot_first_and_never_in_use() {
         .send()
         .await
         .unwrap();
-    let other = volume(&c, &[cloud(&format!("{n}-b"), "owned")]).await;
+    let other = volume(&c, &csi_volume(&format!("{n}-b"))).await;
 
     until_done(&c, &TeardownRequest::new(&n), 10).await;
     for v in [&owned, &csi, &in_use, &other] {
@@ -323,6 +341,10 @@ async fn ebs_volumes_only_with_their_task_snapshot_first_and_never_in_use() {
     assert!(!volume_exists(&c, &csi).await);
     assert!(volume_exists(&c, &in_use).await, "in use: never touched");
     assert!(volume_exists(&c, &other).await, "another cluster's");
+    assert!(
+        volume_exists(&c, &not_csi).await,
+        "owned, but not marked by the CSI driver: whose data it holds is unknown"
+    );
     let notes: Vec<&String> = reports
         .iter()
         .flat_map(|r| r.phases.iter().flat_map(|p| &p.notes))
@@ -338,7 +360,7 @@ async fn ebs_volumes_only_with_their_task_snapshot_first_and_never_in_use() {
         );
     }
 
-    let bare = volume(&c, &[cloud(&n, "owned")]).await;
+    let bare = volume(&c, &csi_volume(&n)).await;
     let no_snapshot = TeardownRequest {
         ebs_snapshot: false,
         ..with_task
@@ -346,4 +368,104 @@ async fn ebs_volumes_only_with_their_task_snapshot_first_and_never_in_use() {
     until_done(&c, &no_snapshot, 10).await;
     assert!(!volume_exists(&c, &bare).await);
     assert!(snapshots_of(&c, &bare).await.is_empty(), "snapshots off");
+}
+
+/// EBS snapshots are an opt-in of their own (`ebs-snapshot`): the CSI driver's snapshots of the
+/// cluster (`kubernetes.io/cluster/<n>=owned` and `CSIVolumeSnapshotName`) go with the task and
+/// only with it; a look-alike without the driver's mark, another cluster's, and the snapshot
+/// sweeper takes of a volume before deleting it stay.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn ebs_snapshots_only_with_their_own_task_and_only_the_csi_drivers() {
+    let (c, _rec) = env().await;
+    let n = cluster("snap");
+    let source = volume(&c, &[("Name".into(), format!("{n}-source"))]).await;
+    let snapshot = |tags: Vec<(String, String)>| {
+        let (c, source) = (&c, &source);
+        async move {
+            let mut spec = sweeper_services::aws::sdk::ec2::types::TagSpecification::builder()
+                .resource_type(sweeper_services::aws::sdk::ec2::types::ResourceType::Snapshot);
+            for (k, v) in tags {
+                spec = spec.tags(
+                    sweeper_services::aws::sdk::ec2::types::Tag::builder()
+                        .key(k)
+                        .value(v)
+                        .build(),
+                );
+            }
+            c.ec2
+                .create_snapshot()
+                .volume_id(source)
+                .tag_specifications(spec.build())
+                .send()
+                .await
+                .unwrap()
+                .snapshot_id()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let csi_tags = |cluster: &str| {
+        vec![
+            cloud(cluster, "owned"),
+            (
+                "CSIVolumeSnapshotName".into(),
+                format!("snapshot-{cluster}"),
+            ),
+        ]
+    };
+    let ours = snapshot(csi_tags(&n)).await;
+    let unmarked = snapshot(vec![cloud(&n, "owned")]).await;
+    let other = snapshot(csi_tags(&format!("{n}-b"))).await;
+    let vol = volume(&c, &csi_volume(&n)).await;
+
+    until_done(&c, &TeardownRequest::new(&n), 10).await;
+    let exists = |id: String| {
+        let c = &c;
+        async move {
+            !c.ec2
+                .describe_snapshots()
+                .filters(
+                    sweeper_services::aws::sdk::ec2::types::Filter::builder()
+                        .name("snapshot-id")
+                        .values(id)
+                        .build(),
+                )
+                .send()
+                .await
+                .unwrap()
+                .snapshots()
+                .is_empty()
+        }
+    };
+    assert!(exists(ours.clone()).await, "no task: kept");
+
+    let volumes_only = TeardownRequest {
+        tasks: Some(vec!["ebs-volume".parse::<GcTask>().unwrap()]),
+        ..TeardownRequest::new(&n)
+    };
+    until_done(&c, &volumes_only, 10).await;
+    assert!(!volume_exists(&c, &vol).await);
+    assert!(
+        exists(ours.clone()).await,
+        "the volume task leaves snapshots"
+    );
+    let taken = snapshots_of(&c, &vol).await;
+    assert_eq!(taken.len(), 1, "sweeper snapshotted the volume first");
+
+    let with_task = TeardownRequest {
+        tasks: Some(vec!["ebs-snapshot".parse::<GcTask>().unwrap()]),
+        ..TeardownRequest::new(&n)
+    };
+    until_done(&c, &with_task, 10).await;
+    assert!(!exists(ours).await, "the cluster's CSI snapshot goes");
+    assert!(
+        exists(unmarked).await,
+        "without CSIVolumeSnapshotName: kept"
+    );
+    assert!(exists(other).await, "another cluster's: kept");
+    assert!(
+        exists(taken[0].clone()).await,
+        "the backup sweeper took of a deleted volume is not the driver's: kept"
+    );
 }

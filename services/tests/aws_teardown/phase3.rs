@@ -72,6 +72,68 @@ async fn phase3_deletes_a_capa_managed_network_only() {
     );
 }
 
+/// CAPA's VPC endpoint goes before the route tables, subnets and VPC it holds (CAPA#4426);
+/// another's endpoint in a CAPA-managed VPC is named as the VPC's blocker and kept, with the VPC,
+/// until it is gone.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn phase3_deletes_capas_vpc_endpoints_first_and_names_anothers_as_a_blocker() {
+    let (c, rec) = env().await;
+    let n = cluster("p3vpce");
+    let (v, _, _) = capa_network(&c, &n).await;
+    let ours = vpc_endpoint(&c, &v, &[capa(&n)]).await;
+    let m = cluster("p3vpcf");
+    let (w, _, _) = capa_network(&c, &m).await;
+    let foreign = vpc_endpoint(&c, &w, &[]).await;
+
+    until_done(&c, &TeardownRequest::new(&n), 20).await;
+    assert!(!vpc_endpoint_exists(&c, &ours).await);
+    assert!(!vpc_exists(&c, &v).await);
+    let calls = rec.calls();
+    let endpoints = first(&calls, "EC2.DeleteVpcEndpoints");
+    for later in ["EC2.DeleteRouteTable", "EC2.DeleteSubnet", "EC2.DeleteVpc"] {
+        assert!(
+            endpoints < first(&calls, later),
+            "before {later}: {calls:?}"
+        );
+    }
+    assert!(
+        vpc_endpoint_exists(&c, &foreign).await,
+        "another cluster's endpoint is untouched"
+    );
+
+    let req = TeardownRequest::new(&m);
+    let mut last = None;
+    for _ in 0..4 {
+        last = Some(teardown_pass(&c, &req).await);
+    }
+    let report = last.unwrap();
+    assert!(!report.done, "{report:#?}");
+    let p3 = &report.phases[2];
+    assert!(
+        p3.blockers
+            .iter()
+            .any(|(r, vpc)| r.id == foreign && r.kind == "vpc-endpoint" && vpc == &w),
+        "{p3:#?}"
+    );
+    assert!(
+        vpc_endpoint_exists(&c, &foreign).await,
+        "a blocker is never deleted"
+    );
+    assert!(vpc_exists(&c, &w).await);
+    c.ec2
+        .delete_vpc_endpoints()
+        .vpc_endpoint_ids(&foreign)
+        .send()
+        .await
+        .unwrap();
+    until_done(&c, &req, 20).await;
+    assert!(
+        !vpc_exists(&c, &w).await,
+        "once the blocker is gone, the VPC goes"
+    );
+}
+
 /// Opted out, with a CAPA-managed VPC: phase 1 still deletes CAPA's group, but the cloud
 /// provider's group and load balancer (`kubernetes.io/cluster/<n>=owned` only) and a subnet CAPA
 /// did not tag are not the teardown's. Phase 3 names them as what blocks the VPC, touches nothing

@@ -11,9 +11,11 @@ pub mod nat_gateways;
 pub mod network_interfaces;
 pub mod route_tables;
 pub mod security_groups;
+pub mod snapshots;
 pub mod subnets;
 pub mod target_groups;
 pub mod volumes;
+pub mod vpc_endpoints;
 pub mod vpcs;
 
 pub use crate::aws::errors::CleanError;

@@ -45,7 +45,7 @@ fn blocker(service: &str, kind: &str, id: &str, vpc: &str) -> (ResourceRef, Stri
 /// What in `vpcs` the cluster does not own (no CAPA tag, and left by phases 1 and 2) and that
 /// keeps a VPC from being deleted, with the VPC it blocks: load balancers of both APIs, live
 /// instances, NAT gateways, detached network interfaces (attached ones go with their instance or
-/// load balancer), security groups other than the default one, and subnets. Phase 1 has removed
+/// load balancer), security groups other than the default one, VPC endpoints, and subnets. Phase 1 has removed
 /// CAPA's instances, API-server load balancer and security groups, and phase 2 the cluster's
 /// external resources (unless opted out or not selected), so whatever is found here is someone
 /// else's: an opted-out cluster's load balancers, a workload's instance.
@@ -102,6 +102,21 @@ pub async fn blockers(
         }
         if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
             out.push(blocker("ec2", "security-group", id, vpc));
+        }
+    }
+    // VPC endpoints: CAPA's go in this phase (vpc_endpoints.rs); another's keeps the VPC.
+    let endpoints = call("ec2.DescribeVpcEndpoints", || {
+        c.ec2.describe_vpc_endpoints().filters(in_vpcs()).send()
+    })
+    .await
+    .map_err(CleanError::discover("vpc-endpoint", "DescribeVpcEndpoints"))?;
+    for e in endpoints.vpc_endpoints() {
+        let gone = super::vpc_endpoints::is_gone(e.state().map(|s| s.as_str()));
+        if gone || tags::is_owned(tags::ec2_pairs(e.tags()), &capa) {
+            continue;
+        }
+        if let (Some(id), Some(vpc)) = (e.vpc_endpoint_id(), e.vpc_id()) {
+            out.push(blocker("ec2", "vpc-endpoint", id, vpc));
         }
     }
     let subnets = call("ec2.DescribeSubnets", || {

@@ -8,7 +8,8 @@ use crate::aws::cleaners::security_groups::{Scope, SecurityGroups};
 use crate::aws::cleaners::{
     addresses::Addresses, internet_gateways::InternetGateways, launch_templates::LaunchTemplates,
     nat_gateways::NatGateways, network_interfaces::NetworkInterfaces, route_tables::RouteTables,
-    subnets::Subnets, target_groups::TargetGroups, volumes::Volumes, vpcs::Vpcs,
+    snapshots::Snapshots, subnets::Subnets, target_groups::TargetGroups, volumes::Volumes,
+    vpc_endpoints::VpcEndpoints, vpcs::Vpcs,
 };
 use crate::aws::model::{GcTask, UnknownGcTask};
 use std::str::FromStr;
@@ -25,7 +26,10 @@ pub fn phase1() -> Vec<Box<dyn Step>> {
 
 /// Tasks that run only when named in the tasks annotation, never by default (no annotation
 /// means every other task, CAPA's rule). Deleting a volume loses data.
-pub const OPT_IN: [GcTask; 1] = [crate::aws::cleaners::volumes::TASK];
+pub const OPT_IN: [GcTask; 2] = [
+    crate::aws::cleaners::volumes::TASK,
+    crate::aws::cleaners::snapshots::TASK,
+];
 
 /// Phase 2: what the cloud provider, the LB controller, node provisioners and the VPC CNI
 /// created, limited to `tasks` when given (without, every task but the opt-in ones).
@@ -47,6 +51,7 @@ fn all_phase2() -> Vec<Box<dyn Step>> {
         Box::new(Instances(instances::Scope::External)),
         Box::new(LaunchTemplates),
         Box::new(Volumes),
+        Box::new(Snapshots),
         Box::new(NetworkInterfaces),
         Box::new(SecurityGroups(Scope::External)),
     ]
@@ -56,6 +61,7 @@ fn all_phase2() -> Vec<Box<dyn Step>> {
 /// CAPA's ownership tag (security groups went in phase 1).
 pub fn phase3() -> Vec<Box<dyn Step>> {
     vec![
+        Box::new(VpcEndpoints),
         Box::new(NatGateways),
         Box::new(Addresses),
         Box::new(InternetGateways),
@@ -140,6 +146,7 @@ mod tests {
                 "instance",
                 "launch-template",
                 "ebs-volume",
+                "ebs-snapshot",
                 "security-group"
             ]
         );
@@ -154,7 +161,7 @@ mod tests {
         assert!(e.to_string().contains("\"load-balancers\""), "{e}");
         assert_eq!(
             e.to_string(),
-            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, instance, launch-template, ebs-volume, security-group"
+            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, instance, launch-template, ebs-volume, ebs-snapshot, security-group"
         );
         let e = "".parse::<GcTask>().unwrap_err();
         assert!(e.to_string().contains("\"\""), "{e}");

@@ -107,6 +107,23 @@ pub mod fallible {
         id(call, out.subnet().and_then(|s| s.subnet_id()))
     }
 
+    /// A gateway VPC endpoint for S3 in `vpc` (the simplest kind to emulate; CAPA's interface
+    /// endpoints delete the same way).
+    pub async fn vpc_endpoint(c: &AwsClients, vpc: &str, tags: &[(String, String)]) -> Built {
+        let call = "CreateVpcEndpoint";
+        let mut req = c
+            .ec2
+            .create_vpc_endpoint()
+            .vpc_id(vpc)
+            .service_name("com.amazonaws.us-east-1.s3")
+            .vpc_endpoint_type(ec2::types::VpcEndpointType::Gateway);
+        if !tags.is_empty() {
+            req = req.tag_specifications(ec2_tags(ResourceType::VpcEndpoint, tags));
+        }
+        let out = req.send().await.map_err(sdk(call))?;
+        id(call, out.vpc_endpoint().and_then(|e| e.vpc_endpoint_id()))
+    }
+
     /// Creates an internet gateway and attaches it to `vpc`.
     pub async fn internet_gateway(c: &AwsClients, vpc: &str, tags: &[(String, String)]) -> Built {
         let call = "CreateInternetGateway";
@@ -450,6 +467,10 @@ pub async fn byo_network(c: &AwsClients) -> (String, Vec<String>) {
     let a = subnet(c, &v, "10.0.1.0/24", AZ).await;
     let b = subnet(c, &v, "10.0.2.0/24", "us-east-1b").await;
     (v, vec![a, b])
+}
+
+pub async fn vpc_endpoint(c: &AwsClients, vpc: &str, tags: &[(String, String)]) -> String {
+    ok(fallible::vpc_endpoint(c, vpc, tags).await)
 }
 
 pub async fn sg(c: &AwsClients, vpc: &str, name: &str, tags: &[(String, String)]) -> String {

@@ -21,6 +21,24 @@ pub async fn eni_exists(c: &AwsClients, id: &str) -> bool {
         .is_empty()
 }
 
+/// A VPC endpoint that still exists and is not on its way out (`deleted` and the like are gone).
+pub async fn vpc_endpoint_exists(c: &AwsClients, id: &str) -> bool {
+    match c
+        .ec2
+        .describe_vpc_endpoints()
+        .vpc_endpoint_ids(id)
+        .send()
+        .await
+    {
+        Ok(out) => out
+            .vpc_endpoints()
+            .iter()
+            .any(|e| !crate::aws::cleaners::vpc_endpoints::is_gone(e.state().map(|s| s.as_str()))),
+        Err(e) if e.code().is_some_and(|c| c.contains("NotFound")) => false,
+        Err(e) => panic!("describe VPC endpoint {id}: {e:?}"),
+    }
+}
+
 pub async fn sg_exists(c: &AwsClients, id: &str) -> bool {
     let f = ec2::types::Filter::builder()
         .name("group-id")

@@ -1,0 +1,128 @@
+//! Phase 3: VPC endpoints CAPA created in the cluster's CAPA-managed VPC (CAPA's ownership tag),
+//! before the route tables, subnets and VPC they hold (CAPA#4426: an endpoint left behind keeps
+//! the VPC from being deleted). Any other endpoint in the VPC is someone else's: it is named as a
+//! blocker of the VPC (`vpcs::blockers`) and never deleted. Deletion is asynchronous, as for NAT
+//! gateways: a pass requests it and reports "waiting" while the endpoint is `deleting`.
+
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::aws::discovery::tags;
+use crate::aws::errors::{ApiFailure, call, classify};
+use async_trait::async_trait;
+
+pub struct VpcEndpoints;
+
+const KIND: &str = "vpc-endpoint";
+
+/// Endpoint states that no longer hold anything.
+pub(crate) fn is_gone(state: Option<&str>) -> bool {
+    matches!(
+        state.map(str::to_ascii_lowercase).as_deref(),
+        Some("deleted" | "rejected" | "failed" | "expired")
+    )
+}
+
+#[async_trait]
+impl Cleaner for VpcEndpoints {
+    type Detail = ();
+
+    fn service(&self) -> &'static str {
+        "ec2"
+    }
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    /// With the NAT gateways: nothing of the network depends on an endpoint, and an endpoint
+    /// holds route tables (gateway endpoints) and subnets (interface endpoints' ENIs).
+    fn order(&self) -> u32 {
+        10
+    }
+    fn gates_later(&self) -> bool {
+        true
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
+        if ctx.vpc_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = call("ec2.DescribeVpcEndpoints", || {
+            ctx.clients
+                .ec2
+                .describe_vpc_endpoints()
+                .filters(tags::ec2_filter("vpc-id", ctx.vpc_ids))
+                .filters(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(KIND, "DescribeVpcEndpoints"))?;
+        let mut targets = Vec::new();
+        for e in out.vpc_endpoints() {
+            let Some(id) = e.vpc_endpoint_id() else {
+                continue;
+            };
+            let state = e.state().map(|s| s.as_str());
+            if is_gone(state) {
+                continue;
+            }
+            let mut t = Target::plain(id).with_tags(tags::ec2_pairs(e.tags()));
+            if state.is_some_and(|s| s.eq_ignore_ascii_case("deleting")) {
+                t.blocked = Some("waiting for the VPC endpoint to be deleted".into());
+            }
+            targets.push(t);
+        }
+        Ok(targets)
+    }
+
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+        let res = call("ec2.DeleteVpcEndpoints", || {
+            ctx.clients
+                .ec2
+                .delete_vpc_endpoints()
+                .vpc_endpoint_ids(&t.id)
+                .send()
+        })
+        .await;
+        // A batch API: the call succeeds and names the endpoints it could not delete.
+        let res = res.and_then(|out| {
+            match out
+                .unsuccessful()
+                .iter()
+                .find(|u| u.resource_id() == Some(t.id.as_str()))
+                .and_then(|u| u.error())
+            {
+                None => Ok(()),
+                Some(e) => Err(ApiFailure {
+                    class: classify(e.code(), None),
+                    code: e.code().map(str::to_string),
+                    message: e.message().unwrap_or_default().to_string(),
+                    throttling: false,
+                }),
+            }
+        });
+        match settle(res, KIND, &t.id, "DeleteVpcEndpoints")? {
+            // Accepted, not finished: the route tables and subnets wait until it is deleted.
+            Outcome::Deleted => Ok(Outcome::Remaining(
+                "deletion requested; waiting until deleted".into(),
+            )),
+            o => Ok(o),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_live_endpoints_are_targets_or_blockers() {
+        for gone in ["deleted", "Deleted", "rejected", "failed", "expired"] {
+            assert!(is_gone(Some(gone)), "{gone}");
+        }
+        for live in ["available", "pendingAcceptance", "pending", "deleting"] {
+            assert!(!is_gone(Some(live)), "{live}");
+        }
+        assert!(
+            !is_gone(None),
+            "an endpoint of unknown state is kept in view"
+        );
+    }
+}
