@@ -57,17 +57,7 @@ struct World {
 async fn world(aws: &AwsClients, name: &str) -> World {
     let capa_key = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{name}");
     let owned = tagged(&format!("kubernetes.io/cluster/{name}"), "owned");
-    let net = network(aws).await;
-    for id in [&net.vpc, &net.subnet] {
-        tag(aws, id, &capa_key, "owned").await;
-    }
-    tag(
-        aws,
-        &net.vpc,
-        "sigs.k8s.io/cluster-api-provider-aws/role",
-        "common",
-    )
-    .await;
+    let net = support::capa::capa_network(aws, name).await;
     let igw = aws
         .ec2
         .create_internet_gateway()
@@ -194,6 +184,20 @@ async fn our_reason(api: &Api<DynamicObject>, name: &str) -> Option<String> {
         .iter()
         .find(|c| c["type"] == "ExternalResourcesDeleted")
         .and_then(|c| c["reason"].as_str().map(str::to_string))
+}
+
+/// The deletion waits: our condition says `Paused` (so CAPA's schema accepted it), and a while
+/// later the finalizer still holds.
+async fn waits_paused(api: &Api<DynamicObject>, name: &str) {
+    assert!(
+        eventually(T, || async {
+            our_reason(api, name).await.as_deref() == Some("Paused")
+        })
+        .await,
+        "the wait is on the object, accepted by CAPA's schema"
+    );
+    tokio::time::sleep(A_WHILE).await;
+    assert!(has_finalizer(api, name).await, "the finalizer holds");
 }
 
 fn clusters(c: &kube::Client, ns: &str, version: &str) -> Api<DynamicObject> {
@@ -336,15 +340,7 @@ async fn a_paused_clusters_deletion_waits_until_unpaused_while_its_neighbour_goe
         "the unpaused neighbour is torn down as before"
     );
     wn.assert_torn_down(&aws).await;
-    assert!(
-        eventually(T, || async {
-            our_reason(&infra, &paused).await.as_deref() == Some("Paused")
-        })
-        .await,
-        "the wait is on the object, accepted by CAPA's schema"
-    );
-    tokio::time::sleep(A_WHILE).await;
-    assert!(has_finalizer(&infra, &paused).await, "the finalizer holds");
+    waits_paused(&infra, &paused).await;
     wp.assert_intact(&aws, "nothing in AWS changes while paused")
         .await;
     let (_, status) = gc.get("/status").await;
@@ -404,14 +400,7 @@ async fn the_paused_annotation_holds_an_aws_clusters_deletion() {
 
     annotate(&infra, &name, PAUSED, Some("")).await;
     infra.delete(&name, &Default::default()).await.unwrap();
-    assert!(
-        eventually(T, || async {
-            our_reason(&infra, &name).await.as_deref() == Some("Paused")
-        })
-        .await
-    );
-    tokio::time::sleep(A_WHILE).await;
-    assert!(has_finalizer(&infra, &name).await);
+    waits_paused(&infra, &name).await;
     w.assert_intact(&aws, "paused by annotation").await;
 
     annotate(&infra, &name, PAUSED, None).await;
@@ -449,14 +438,7 @@ async fn the_paused_annotation_holds_an_eks_control_planes_deletion() {
 
     annotate(&cps, &cp, PAUSED, Some("true")).await;
     cps.delete(&cp, &Default::default()).await.unwrap();
-    assert!(
-        eventually(T, || async {
-            our_reason(&cps, &cp).await.as_deref() == Some("Paused")
-        })
-        .await
-    );
-    tokio::time::sleep(A_WHILE).await;
-    assert!(has_finalizer(&cps, &cp).await);
+    waits_paused(&cps, &cp).await;
     assert!(sg_exists(&aws, &owned_sg).await && lb_exists(&aws, &service_lb).await);
 
     annotate(&cps, &cp, PAUSED, None).await;

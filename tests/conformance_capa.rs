@@ -11,7 +11,7 @@ use serde_json::json;
 use std::time::Duration;
 use support::aws::{
     Net, clients, gc_plan, held_target_group, lb_exists, network, nlb, sg, sg_exists, sweeper_gc,
-    tag, tagged, vpc_exists,
+    tagged, vpc_exists,
 };
 use support::capa::{
     api, audit_entries, capa_conditions, create, eks_cluster, gone, has_finalizer, set_status,
@@ -67,17 +67,7 @@ struct CapaWorld {
 async fn capa_world(aws: &AwsClients, name: &str) -> CapaWorld {
     let capa_key = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{name}");
     let key = format!("kubernetes.io/cluster/{name}");
-    let net = network(aws).await;
-    for id in [&net.vpc, &net.subnet] {
-        tag(aws, id, &capa_key, "owned").await;
-    }
-    tag(
-        aws,
-        &net.vpc,
-        "sigs.k8s.io/cluster-api-provider-aws/role",
-        "common",
-    )
-    .await;
+    let net = support::capa::capa_network(aws, name).await;
     let short = &name[name.len() - 6..];
     let owned = tagged(&key, "owned");
     let apiserver_lb = nlb(

@@ -75,6 +75,28 @@ pub fn owned_by_cluster(v: &mut Value, cluster: &DynamicObject) {
     }]);
 }
 
+/// A network CAPA made for cluster `name`: VPC and subnet tagged as CAPA tags what it owns, the
+/// VPC with CAPA's `common` role.
+pub async fn capa_network(
+    aws: &sweeper_services::aws::teardown::AwsClients,
+    name: &str,
+) -> super::aws::Net {
+    use super::aws::{network, tag};
+    let capa_key = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{name}");
+    let net = network(aws).await;
+    for id in [&net.vpc, &net.subnet] {
+        tag(aws, id, &capa_key, "owned").await;
+    }
+    tag(
+        aws,
+        &net.vpc,
+        "sigs.k8s.io/cluster-api-provider-aws/role",
+        "common",
+    )
+    .await;
+    net
+}
+
 pub fn capa_conditions() -> Value {
     let t = "2026-01-01T00:00:00Z";
     json!([

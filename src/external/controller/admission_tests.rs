@@ -75,6 +75,15 @@ fn capi(server: &MockApi, cluster: Result<Value, u16>) {
     }
 }
 
+/// The condition write (read, then status patch) and its one Event.
+fn expect_condition_and_event(server: &MockApi, obj: &Value) {
+    server.expect(Method::GET, OBJ).respond(200, obj.clone());
+    server
+        .expect(Method::PATCH, &format!("{OBJ}/status"))
+        .respond(200, obj.clone());
+    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+}
+
 fn capi_cluster(paused: bool) -> Value {
     json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
            "metadata": {"name": "c1", "namespace": "ns", "uid": "u-cluster"},
@@ -114,11 +123,7 @@ async fn a_deletion_of_a_paused_clusters_object_waits_says_why_and_touches_nothi
     let (client, server) = MockApi::new();
     let obj = object(json!({}), &[FINALIZER], true);
     capi(&server, Ok(capi_cluster(true)));
-    server.expect(Method::GET, OBJ).respond(200, obj.clone());
-    server
-        .expect(Method::PATCH, &format!("{OBJ}/status"))
-        .respond(200, obj.clone());
-    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    expect_condition_and_event(&server, &obj);
     let (ctx, aws) = context(&client);
 
     let (action, registry) = reconcile(ctx, obj).await;
@@ -169,11 +174,7 @@ async fn a_paused_clusters_object_without_our_finalizer_does_not_get_it_back() {
 async fn the_paused_annotation_holds_a_deletion_without_reading_the_cluster() {
     let (client, server) = MockApi::new();
     let obj = object(json!({PAUSED: ""}), &[FINALIZER], true);
-    server.expect(Method::GET, OBJ).respond(200, obj.clone());
-    server
-        .expect(Method::PATCH, &format!("{OBJ}/status"))
-        .respond(200, obj.clone());
-    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    expect_condition_and_event(&server, &obj);
     let (ctx, aws) = context(&client);
 
     let (action, _) = reconcile(ctx, obj).await;
@@ -272,11 +273,7 @@ async fn an_unreadable_cluster_holds_the_deletion_and_the_finalizer() {
     let (client, server) = MockApi::new();
     let obj = object(json!({}), &[FINALIZER], true);
     capi(&server, Err(403));
-    server.expect(Method::GET, OBJ).respond(200, obj.clone());
-    server
-        .expect(Method::PATCH, &format!("{OBJ}/status"))
-        .respond(200, obj.clone());
-    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    expect_condition_and_event(&server, &obj);
     let (ctx, aws) = context(&client);
 
     let (action, _) = reconcile(ctx, obj).await;

@@ -135,6 +135,16 @@ pub fn settle<T>(
     }
 }
 
+/// For kinds whose delete is only accepted, not finished (NAT gateways, VPC endpoints): a request
+/// that went through leaves the resource remaining, so what depends on it waits for a later pass
+/// to see it gone.
+pub(crate) fn requested(o: Outcome) -> Outcome {
+    match o {
+        Outcome::Deleted => Outcome::Remaining("deletion requested; waiting until deleted".into()),
+        o => o,
+    }
+}
+
 /// For [`Cleaner::claim`]: whether `r` is a `service`/`resource type` ARN; if so, `keep` records
 /// it in the kind's own share `S` of the inventory.
 pub(crate) fn claim_into<S: std::any::Any + Send + Sync + Default>(

@@ -1,7 +1,7 @@
 //! Phase 3: NAT gateways of the CAPA-managed VPC carrying CAPA's ownership tag. Deletion is asynchronous: a pass requests it and
 //! reports "waiting" while the gateway is `deleting`; a `deleted` gateway is no longer a target.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, requested, settle};
 use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
@@ -68,12 +68,7 @@ impl Cleaner for NatGateways {
                 .send()
         })
         .await;
-        match settle(res, KIND, &t.id, "DeleteNatGateway")? {
-            // Accepted, not finished: the EIP and subnets wait for the next pass to see `deleted`.
-            Outcome::Deleted => Ok(Outcome::Remaining(
-                "deletion requested; waiting until deleted".into(),
-            )),
-            o => Ok(o),
-        }
+        // Accepted, not finished: the EIP and subnets wait for the next pass to see `deleted`.
+        Ok(requested(settle(res, KIND, &t.id, "DeleteNatGateway")?))
     }
 }

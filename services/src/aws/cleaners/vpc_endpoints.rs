@@ -4,7 +4,7 @@
 //! blocker of the VPC (`vpcs::blockers`) and never deleted. Deletion is asynchronous, as for NAT
 //! gateways: a pass requests it and reports "waiting" while the endpoint is `deleting`.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, requested, settle};
 use crate::aws::discovery::tags;
 use crate::aws::errors::{ApiFailure, call, classify};
 use async_trait::async_trait;
@@ -98,13 +98,8 @@ impl Cleaner for VpcEndpoints {
                 }),
             }
         });
-        match settle(res, KIND, &t.id, "DeleteVpcEndpoints")? {
-            // Accepted, not finished: the route tables and subnets wait until it is deleted.
-            Outcome::Deleted => Ok(Outcome::Remaining(
-                "deletion requested; waiting until deleted".into(),
-            )),
-            o => Ok(o),
-        }
+        // Accepted, not finished: the route tables and subnets wait until it is deleted.
+        Ok(requested(settle(res, KIND, &t.id, "DeleteVpcEndpoints")?))
     }
 }
 
