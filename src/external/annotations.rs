@@ -2,7 +2,8 @@
 //! - `aws.cluster.x-k8s.io/external-resource-gc`: absent or "true" = collect external resources
 //!   (phase 2), "false" = opt out (phases 1 and 3 still run). Anything else is an error.
 //! - `aws.cluster.x-k8s.io/external-resource-tasks-gc`: comma list of `load-balancer`,
-//!   `target-group`, `instance`, `launch-template`, `security-group`, `ebs-volume`, `ebs-snapshot`
+//!   `target-group`, `instance`, `launch-template`, `instance-profile`, `security-group`,
+//!   `ebs-volume`, `ebs-snapshot`
 //!   limiting phase 2; absent = all but the opt-ins `ebs-volume` and `ebs-snapshot`. An unknown or empty task is an error. The list parses straight into the services crate's `GcTask`, whose names are the
 //!   ones the registered cleaners declare: there is no second list to keep in step.
 //!

@@ -26,6 +26,7 @@ pub mod sdk {
     pub use aws_sdk_ec2 as ec2;
     pub use aws_sdk_elasticloadbalancing as elb;
     pub use aws_sdk_elasticloadbalancingv2 as elbv2;
+    pub use aws_sdk_iam as iam;
     pub use aws_sdk_resourcegroupstagging as tagging;
 }
 

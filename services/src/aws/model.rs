@@ -13,6 +13,8 @@ pub struct AwsClients {
     pub elb: aws_sdk_elasticloadbalancing::Client,
     pub elbv2: aws_sdk_elasticloadbalancingv2::Client,
     pub tagging: aws_sdk_resourcegroupstagging::Client,
+    /// IAM is global, but a session's client acts in its account (Karpenter's instance profiles).
+    pub iam: aws_sdk_iam::Client,
     /// Where a cluster's session acts: phase 2 ignores (and reports) anything discovered whose
     /// ARN names another partition, region or account. `None` for clients not built for a
     /// cluster (tests' fixtures).
@@ -70,6 +72,7 @@ impl AwsClients {
             elb: client!(aws_sdk_elasticloadbalancing),
             elbv2: client!(aws_sdk_elasticloadbalancingv2),
             tagging: client!(aws_sdk_resourcegroupstagging),
+            iam: client!(aws_sdk_iam),
             scope: None,
             throttle: None,
         }

@@ -6,7 +6,7 @@ use sweeper_services::aws::sdk::ec2::types::{
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
 };
 use sweeper_services::aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest};
+use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
 
 fn lbc(n: &str) -> Vec<(String, String)> {
     vec![
@@ -467,5 +467,202 @@ async fn ebs_snapshots_only_with_their_own_task_and_only_the_csi_drivers() {
     assert!(
         exists(taken[0].clone()).await,
         "the backup sweeper took of a deleted volume is not the driver's: kept"
+    );
+}
+
+/// A Karpenter-style instance profile `name` at `path` with `tags`, holding `role`; its ARN.
+async fn instance_profile(
+    c: &AwsClients,
+    name: &str,
+    path: &str,
+    tags: &[(&str, &str)],
+    role: &str,
+) -> String {
+    let mut req = c
+        .iam
+        .create_instance_profile()
+        .instance_profile_name(name)
+        .path(path);
+    for (k, v) in tags {
+        req = req.tags(
+            sweeper_services::aws::sdk::iam::types::Tag::builder()
+                .key(*k)
+                .value(*v)
+                .build()
+                .unwrap(),
+        );
+    }
+    let arn = req
+        .send()
+        .await
+        .unwrap()
+        .instance_profile
+        .unwrap()
+        .arn()
+        .to_string();
+    c.iam
+        .add_role_to_instance_profile()
+        .instance_profile_name(name)
+        .role_name(role)
+        .send()
+        .await
+        .unwrap();
+    arn
+}
+
+async fn profile_exists(c: &AwsClients, name: &str) -> bool {
+    match c
+        .iam
+        .get_instance_profile()
+        .instance_profile_name(name)
+        .send()
+        .await
+    {
+        Ok(_) => true,
+        Err(e) => {
+            let text = format!("{e:?}");
+            assert!(
+                text.contains("NoSuchEntity") || text.contains("NotFound"),
+                "{text}"
+            );
+            false
+        }
+    }
+}
+
+/// Karpenter's instance profiles of the cluster (name `<n>_<hash>`, the cluster, EC2NodeClass and
+/// region tags, the cluster's path or `/`) go, their role removed first and kept; the look-alikes
+/// stay: the same cluster name's profile in another region, one without the region tag, another
+/// cluster's. A profile a live instance runs with waits until the instance is gone.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn karpenters_instance_profiles_go_and_their_look_alikes_stay() {
+    let (c, rec) = env().await;
+    let n = cluster("kip");
+    let region = c.ec2.config().region().unwrap().to_string();
+    let role = format!("{n}-node-role");
+    c.iam
+        .create_role()
+        .role_name(&role)
+        .assume_role_policy_document(
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    let owned = format!("kubernetes.io/cluster/{n}");
+    let class = ("karpenter.k8s.aws/ec2nodeclass", "default");
+    let here = ("topology.kubernetes.io/region", region.as_str());
+    let ours_tags = [(owned.as_str(), "owned"), class, here];
+    let path = format!("/karpenter/{region}/{n}/uid-1/");
+    instance_profile(&c, &format!("{n}_1001"), &path, &ours_tags, &role).await;
+    instance_profile(&c, &format!("{n}_1002"), "/", &ours_tags, &role).await;
+    let elsewhere = [
+        (owned.as_str(), "owned"),
+        class,
+        ("topology.kubernetes.io/region", "eu-west-1"),
+    ];
+    instance_profile(
+        &c,
+        &format!("{n}_2001"),
+        &format!("/karpenter/eu-west-1/{n}/uid-2/"),
+        &elsewhere,
+        &role,
+    )
+    .await;
+    instance_profile(
+        &c,
+        &format!("{n}_2002"),
+        "/",
+        &[(owned.as_str(), "owned"), class],
+        &role,
+    )
+    .await;
+    let other_owned = format!("kubernetes.io/cluster/{n}-b");
+    instance_profile(
+        &c,
+        &format!("{n}-b_2003"),
+        "/",
+        &[(other_owned.as_str(), "owned"), class, here],
+        &role,
+    )
+    .await;
+    let busy_arn = instance_profile(&c, &format!("{n}_1003"), "/", &ours_tags, &role).await;
+    let (_v, subnets) = byo_network(&c).await;
+    let node = c
+        .ec2
+        .run_instances()
+        .image_id("ami-12345678")
+        .min_count(1)
+        .max_count(1)
+        .subnet_id(&subnets[0])
+        .iam_instance_profile(
+            sweeper_services::aws::sdk::ec2::types::IamInstanceProfileSpecification::builder()
+                .arn(&busy_arn)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .instances()[0]
+        .instance_id()
+        .unwrap()
+        .to_string();
+
+    let req = TeardownRequest {
+        tasks: Some(vec!["instance-profile".parse::<GcTask>().unwrap()]),
+        ..TeardownRequest::new(&n)
+    };
+    let mut last = None;
+    for _ in 0..3 {
+        last = Some(teardown_pass(&c, &req).await);
+    }
+    let report = last.unwrap();
+    assert!(
+        !report.done,
+        "the busy profile holds the teardown: {report:#?}"
+    );
+    assert!(
+        !profile_exists(&c, &format!("{n}_1001")).await,
+        "the cluster's path"
+    );
+    assert!(
+        !profile_exists(&c, &format!("{n}_1002")).await,
+        "Karpenter's older path /"
+    );
+    assert!(
+        profile_exists(&c, &format!("{n}_1003")).await,
+        "a live instance still runs with it"
+    );
+    for kept in [
+        format!("{n}_2001"),
+        format!("{n}_2002"),
+        format!("{n}-b_2003"),
+    ] {
+        assert!(profile_exists(&c, &kept).await, "{kept} is a look-alike");
+    }
+    let calls = rec.calls();
+    assert!(
+        first(&calls, "IAM.RemoveRoleFromInstanceProfile")
+            < first(&calls, "IAM.DeleteInstanceProfile"),
+        "the role leaves the profile first: {calls:?}"
+    );
+
+    c.ec2
+        .terminate_instances()
+        .instance_ids(&node)
+        .send()
+        .await
+        .unwrap();
+    until_done(&c, &req, 10).await;
+    assert!(
+        !profile_exists(&c, &format!("{n}_1003")).await,
+        "free once its node is gone"
+    );
+    // Read on other clients: the recorded ones are checked against sweeper's policy.
+    let reader = retrying_clients().await;
+    assert!(
+        reader.iam.get_role().role_name(&role).send().await.is_ok(),
+        "the role is the user's: never deleted"
     );
 }

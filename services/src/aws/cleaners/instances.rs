@@ -53,6 +53,8 @@ pub struct Seen {
     pub state: String,
     pub vpc: Option<String>,
     pub tags: Vec<(String, String)>,
+    /// The ARN of the IAM instance profile it runs with.
+    pub profile: Option<String>,
 }
 
 /// Live instances (pending to shutting-down: terminated ones hold nothing) matching `filters`,
@@ -85,6 +87,10 @@ pub async fn live_instances(
                     id: i.instance_id()?.to_string(),
                     state: state.unwrap_or_default().to_string(),
                     vpc: i.vpc_id().map(str::to_string),
+                    profile: i
+                        .iam_instance_profile()
+                        .and_then(|p| p.arn())
+                        .map(str::to_string),
                     tags: tags::ec2_pairs(i.tags())
                         .map(|(k, v)| (k.to_string(), v.to_string()))
                         .collect(),

@@ -3,6 +3,7 @@
 //! run in which phase, and in what order, is the phase runner's one list (`teardown::registry`).
 
 pub mod addresses;
+pub mod instance_profiles;
 pub mod instances;
 pub mod internet_gateways;
 pub mod launch_templates;

@@ -2,6 +2,7 @@
 //! resource kind: write its cleaner module, add one line here (see services/README.md).
 
 use super::phase::Step;
+use crate::aws::cleaners::instance_profiles::InstanceProfiles;
 use crate::aws::cleaners::instances::{self, Instances};
 use crate::aws::cleaners::load_balancers::{LoadBalancers, Source};
 use crate::aws::cleaners::security_groups::{Scope, SecurityGroups};
@@ -50,6 +51,7 @@ fn all_phase2() -> Vec<Box<dyn Step>> {
         Box::new(TargetGroups),
         Box::new(Instances(instances::Scope::External)),
         Box::new(LaunchTemplates),
+        Box::new(InstanceProfiles),
         Box::new(Volumes),
         Box::new(Snapshots),
         Box::new(NetworkInterfaces),
@@ -118,6 +120,7 @@ mod tests {
                 "target-group",
                 "instance",
                 "launch-template",
+                "instance-profile",
                 "network-interface",
                 "security-group"
             ]
@@ -145,6 +148,7 @@ mod tests {
                 "target-group",
                 "instance",
                 "launch-template",
+                "instance-profile",
                 "ebs-volume",
                 "ebs-snapshot",
                 "security-group"
@@ -161,7 +165,7 @@ mod tests {
         assert!(e.to_string().contains("\"load-balancers\""), "{e}");
         assert_eq!(
             e.to_string(),
-            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, instance, launch-template, ebs-volume, ebs-snapshot, security-group"
+            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, instance, launch-template, instance-profile, ebs-volume, ebs-snapshot, security-group"
         );
         let e = "".parse::<GcTask>().unwrap_err();
         assert!(e.to_string().contains("\"\""), "{e}");

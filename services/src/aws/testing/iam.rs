@@ -20,6 +20,7 @@ pub fn iam_action(op: &str) -> Option<String> {
         }
         "tagging" | "resourcegroupstaggingapi" => "tag",
         "sts" => "sts",
+        "iam" => "iam",
         _ => return None,
     };
     Some(format!("{prefix}:{operation}"))

@@ -62,6 +62,7 @@ pub fn retrying_clients(sdk: &SdkConfig) -> AwsClients {
         elb: aws_sdk_elasticloadbalancing::Client::new(sdk),
         elbv2: aws_sdk_elasticloadbalancingv2::Client::new(sdk),
         tagging: aws_sdk_resourcegroupstagging::Client::new(sdk),
+        iam: aws_sdk_iam::Client::new(sdk),
         scope: None,
         throttle: None,
     }

@@ -132,6 +132,13 @@ impl Recorder {
             tagging: aws_sdk_resourcegroupstagging::Client::from_conf(
                 aws_sdk_resourcegroupstagging::config::Builder::from(sdk)
                     .interceptor(self.clone())
+                    .http_client(http.clone())
+                    .retry_config(retry.clone())
+                    .build(),
+            ),
+            iam: aws_sdk_iam::Client::from_conf(
+                aws_sdk_iam::config::Builder::from(sdk)
+                    .interceptor(self.clone())
                     .http_client(http)
                     .retry_config(retry)
                     .build(),
