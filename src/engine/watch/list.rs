@@ -104,6 +104,7 @@ pub async fn list(
             source,
         })?;
     let protobuf = proto::is_protobuf(response.headers());
+    tracing::debug!(protobuf, "list answered");
     let body = response::body_reader(response);
     if protobuf {
         return decode_protobuf(body, kind, tx, url).await;

@@ -29,6 +29,7 @@ pub async fn watch(
     );
     let response = response::send(client, request, proto::WATCH_ACCEPT).await?;
     let protobuf = proto::is_protobuf(response.headers());
+    tracing::debug!(protobuf, "watch answered");
     let bytes = StreamReader::new(response.into_body().into_data_stream().map_err(|e| {
         // A connection that ends inside a chunk ends the watch, which resumes from the last
         // version seen (kube's reading of the same error).
