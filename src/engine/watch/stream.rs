@@ -105,3 +105,25 @@ fn json_events(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_json_watch_is_read_as_kube_reads_it() {
+        // What a server that answers JSON sends: one event per line, the last one cut short.
+        let body: &'static [u8] = br#"{"type":"ADDED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"5","ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"o","uid":"u0"}]}}}
+{"type":"BOOKMARK","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"9"}}}
+{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (9)","reason":"Expired","code":410}}
+{"type":"DELETED","obj"#;
+        let events: Vec<_> = json_events(body).collect().await;
+        assert_eq!(events.len(), 3, "{events:?}");
+        let Ok(MetaEvent::Added(meta)) = &events[0] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(meta.owner_references.as_ref().unwrap()[0].uid, "u0");
+        assert!(matches!(&events[1], Ok(MetaEvent::Bookmark(rv)) if rv == "9"));
+        assert!(matches!(&events[2], Ok(MetaEvent::Error(s)) if s.code == 410));
+    }
+}
