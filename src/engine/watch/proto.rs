@@ -11,7 +11,7 @@
 //! - a watch: frames of a 4-byte big-endian length, each a bare `metav1.WatchEvent` whose
 //!   `object.raw` is such an envelope again.
 //!
-//! Errors of a list (403, 410, 504, ...) come back as JSON even to a protobuf Accept (the
+//! Errors of a list (a 403 and a 504 were checked) come back as JSON even to a protobuf Accept (the
 //! `Status` kind matches only the header's last `application/json`); an `ERROR` event inside a
 //! protobuf watch is a protobuf `Status`. Both are handled. Custom resources' metadata is served in
 //! protobuf too (checked against 1.20: a CR's `PartialObjectMetadataList` and its watch answer
