@@ -59,10 +59,11 @@ helm-template:
 	@bin="$$(./scripts/provision-helm-render.sh)" && "$$bin" --name sweeper --namespace sweeper-system $(ARGS) deploy/helm/sweeper
 
 ## make bench-cascade: sweeper vs kube-controller-manager's garbage collector (about 30 minutes),
-## and the API server's own delete ceiling (cascade.limit). BENCH_ONLY=archive|expiry|limit|startup
+## and the API server's own delete ceiling (cascade.limit). BENCH_ONLY=archive|expiry|limit|startup|watch
 ## for one part (limit: a plain client's best delete rate vs sweeper's unthrottled background
 ## cascade; startup: both collectors' start-up time and RSS with 100,000 objects, whose
-## ConfigMaps BENCH_KEEP_FILLER=1 keeps for the next run).
+## ConfigMaps BENCH_KEEP_FILLER=1 keeps for the next run; watch: the servers' CPU per 1,000 watch events
+## delivered to each collector under the same churn).
 bench-cascade:
 	./scripts/bench-cascade.sh
 

@@ -8,7 +8,9 @@
 //! `BENCH_ONLY=expiry` only its expiry line, `BENCH_ONLY=limit` only the `cascade.limit` lines
 //! (the API server's own delete ceiling, a plain client with no GC, against sweeper's
 //! unthrottled background cascade of the same 1,000 dependents), `BENCH_ONLY=startup` only the
-//! start-up at 100,000 objects (`cascade.startup100k`, `cascade.rss100k`; examples/support/startup.rs).
+//! start-up at 100,000 objects (`cascade.startup100k`, `cascade.rss100k`; examples/support/startup.rs),
+//! `BENCH_ONLY=watch` only the servers' CPU per 1,000 watch events delivered to each collector
+//! (`cascade.watch.servers_cpu`; examples/support/watch_cost.rs).
 //!
 //! The comparison with kube-controller-manager runs sweeper with `--archive=none` (what the
 //! collector itself costs, comparable with earlier runs); the archive part then measures the same
@@ -23,6 +25,8 @@ mod proc;
 mod startup;
 #[path = "support/stats.rs"]
 mod stats;
+#[path = "support/watch_cost.rs"]
+mod watch_cost;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -896,9 +900,21 @@ async fn main() {
             .for_each(|l| println!("{l}"));
         return;
     }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("watch") {
+        watch_cost::part(&client, scale)
+            .await
+            .iter()
+            .for_each(|l| println!("{l}"));
+        return;
+    }
     // First in a full run: its fill is gone again (waited for) before the other parts start.
     let startup_lines = if std::env::var("BENCH_ONLY").is_err() {
         startup::part(&client, scale).await
+    } else {
+        Vec::new()
+    };
+    let watch_lines = if std::env::var("BENCH_ONLY").is_err() {
+        watch_cost::part(&client, scale).await
     } else {
         Vec::new()
     };
@@ -1019,4 +1035,5 @@ async fn main() {
     limit_lines.iter().for_each(|l| println!("{l}"));
     archive_lines.iter().for_each(|l| println!("{l}"));
     startup_lines.iter().for_each(|l| println!("{l}"));
+    watch_lines.iter().for_each(|l| println!("{l}"));
 }

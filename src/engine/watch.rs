@@ -13,6 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use kube::api::{DynamicObject, WatchParams};
 use kube::{Api, Client};
 use list::{ListError, ListFrom};
+use proto::MetaEvent;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 mod list;
+mod proto;
+mod response;
+mod stream;
 
 #[derive(Debug)]
 pub enum WatchEvent {
@@ -199,10 +203,12 @@ async fn watch_resource(
     synced: SyncState,
     mut from: ListFrom,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &r.resource);
+    let url = Api::<DynamicObject>::all_with(client.clone(), &r.resource)
+        .resource_url()
+        .to_string();
     let mut backoff = Backoff::default();
     'list: loop {
-        let listed = match list::list(&client, api.resource_url(), &from, kind, &tx).await {
+        let listed = match list::list(&client, &url, &from, kind, &tx).await {
             Ok(listed) => listed,
             Err(ListError::Closed) => return,
             Err(error) => {
@@ -230,20 +236,19 @@ async fn watch_resource(
             let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
             let start = version.clone();
             // A watch that fails to start fails like one that breaks: as the stream's first item.
-            let events = futures::stream::once(api.watch_metadata(&params, &start)).try_flatten();
+            let events =
+                futures::stream::once(stream::watch(&client, &url, &params, &start)).try_flatten();
             let mut events = std::pin::pin!(events);
             let mut failure = None;
             while let Some(event) = events.next().await {
                 let (obj, delete) = match event {
-                    Ok(
-                        kube::api::WatchEvent::Added(obj) | kube::api::WatchEvent::Modified(obj),
-                    ) => (obj, false),
-                    Ok(kube::api::WatchEvent::Deleted(obj)) => (obj, true),
-                    Ok(kube::api::WatchEvent::Bookmark(b)) => {
-                        version = b.metadata.resource_version;
+                    Ok(MetaEvent::Added(obj) | MetaEvent::Modified(obj)) => (obj, false),
+                    Ok(MetaEvent::Deleted(obj)) => (obj, true),
+                    Ok(MetaEvent::Bookmark(rv)) => {
+                        version = rv;
                         continue;
                     }
-                    Ok(kube::api::WatchEvent::Error(status)) => {
+                    Ok(MetaEvent::Error(status)) => {
                         failure = Some(kube::Error::Api(status));
                         break;
                     }
@@ -252,10 +257,10 @@ async fn watch_resource(
                         break;
                     }
                 };
-                if let Some(rv) = obj.metadata.resource_version.as_ref() {
+                if let Some(rv) = obj.resource_version.as_ref() {
                     version.clone_from(rv);
                 }
-                let Some(meta) = convert(kind, &obj.metadata, &tx).await else {
+                let Some(meta) = convert(kind, &obj, &tx).await else {
                     continue;
                 };
                 let msg = if delete {

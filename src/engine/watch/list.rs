@@ -9,7 +9,7 @@
 //! reduced to the few fields the graph keeps and sent on at once, so neither the body nor the
 //! decoded list is ever held whole, whatever the cluster's size.
 
-use super::{WatchEvent, convert_blocking};
+use super::{WatchEvent, convert, convert_blocking, proto, response};
 use crate::engine::graph::kinds::KindId;
 use crate::engine::graph::uid::Uid;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -82,7 +82,8 @@ pub struct Listed {
 }
 
 /// Lists `url` (a resource's collection path) and sends every object to `tx` as an
-/// [`WatchEvent::Apply`] (or [`WatchEvent::Invalid`]) as it is decoded.
+/// [`WatchEvent::Apply`] (or [`WatchEvent::Invalid`]) as it is decoded. Protobuf is asked for
+/// first ([`proto::LIST_ACCEPT`]); the answer's Content-Type picks the decoder.
 pub async fn list(
     client: &Client,
     url: &str,
@@ -96,13 +97,18 @@ pub async fn list(
             url: url.to_string(),
             source,
         })?;
-    let body = client
-        .request_stream(request)
+    let response = response::send(client, request, proto::LIST_ACCEPT)
         .await
         .map_err(|source| ListError::Request {
             url: url.to_string(),
             source,
         })?;
+    let protobuf = proto::is_protobuf(response.headers());
+    tracing::debug!(protobuf, "list answered");
+    let body = response::body_reader(response);
+    if protobuf {
+        return decode_protobuf(body, kind, tx, url).await;
+    }
     // serde_json reads synchronously: the decoder runs on a blocking thread that pulls the body
     // from this runtime as it needs it.
     let reader = std::io::BufReader::with_capacity(
@@ -116,6 +122,44 @@ pub async fn list(
             url: url.to_string(),
             message: format!("the decoder stopped: {e}"),
         })?
+}
+
+/// Decodes a protobuf `PartialObjectMetadataList` from `body` item by item
+/// ([`proto::list::ListReader`]), sending each on as it comes.
+pub(super) async fn decode_protobuf(
+    body: impl futures::AsyncRead + Unpin,
+    kind: KindId,
+    tx: &mpsc::Sender<WatchEvent>,
+    url: &str,
+) -> Result<Listed, ListError> {
+    let decode_error = |e: proto::ProtoError| ListError::Decode {
+        url: url.to_string(),
+        message: e.to_string(),
+    };
+    let mut reader = proto::list::ListReader::new(body);
+    let mut seen = HashSet::new();
+    while let Some(meta) = reader.next().await.map_err(decode_error)? {
+        let Some(lite) = convert(kind, &meta, tx).await else {
+            continue;
+        };
+        seen.insert(lite.uid);
+        if tx
+            .send(WatchEvent::Apply { kind, meta: lite })
+            .await
+            .is_err()
+        {
+            return Err(ListError::Closed);
+        }
+    }
+    match reader.resource_version() {
+        Some(v) if !v.is_empty() => Ok(Listed {
+            resource_version: v.to_string(),
+            seen,
+        }),
+        _ => Err(ListError::NoVersion {
+            url: url.to_string(),
+        }),
+    }
 }
 
 /// Decodes a `PartialObjectMetadataList` from `reader`, sending each item on as it comes.
@@ -387,6 +431,36 @@ mod tests {
         let body = serde_json::json!({"items": [item("a", U1, None)]});
         let (listed, _) = run(&body);
         assert!(matches!(listed, Err(ListError::NoVersion { .. })));
+    }
+
+    #[tokio::test]
+    async fn a_protobuf_list_sends_every_item_and_returns_its_version() {
+        // A body a 1.20 API server sent (watch/testdata/capture.sh): owner, dependent, held.
+        let body: &[u8] = include_bytes!("testdata/list.pb");
+        let (tx, mut rx) = mpsc::channel(64);
+        let listed = decode_protobuf(body, kind(), &tx, "/api/v1/configmaps")
+            .await
+            .unwrap();
+        assert_eq!(listed.seen.len(), 3);
+        assert!(listed.resource_version.parse::<u64>().is_ok());
+        let mut names = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            let WatchEvent::Apply { meta, .. } = ev else {
+                panic!("unexpected {ev:?}")
+            };
+            if meta.name == "dependent" {
+                assert!(meta.owners[0].controller && meta.owners[0].block_owner_deletion);
+            }
+            names.push(meta.name);
+        }
+        names.sort();
+        assert_eq!(names, ["dependent", "held", "owner"]);
+        // A stopped writer ends it, as it ends a JSON list.
+        drop(rx);
+        let err = decode_protobuf(body, kind(), &tx, "/api/v1/configmaps")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ListError::Closed), "{err}");
     }
 
     #[test]
