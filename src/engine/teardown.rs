@@ -316,11 +316,37 @@ where
         )
     }
 
-    async fn cleanup(&self, obj: &T::Object, plan: T::Plan) -> Result<Action, T::Error> {
-        let label = Self::label(obj);
-        if self.registry.begin(self.collector, &label).1 {
+    /// Records that `label`'s teardown has begun (idempotent): `sweeper status` lists it, and the
+    /// first time it is counted in progress.
+    fn begin(&self, label: &str) {
+        if self.registry.begin(self.collector, label).1 {
             self.metrics.in_progress.inc();
         }
+    }
+
+    /// Our finalizer goes with nothing torn down (input that can never be fixed, an object no
+    /// longer selected, one released by `admit`): a teardown it had begun is no longer in progress
+    /// (neither completed). Returns whether there was a finalizer to release.
+    async fn let_go(&self, obj: &T::Object) -> Result<bool, FinalizerError> {
+        let t = &self.teardown;
+        if !obj.finalizers().iter().any(|f| f == t.finalizer()) {
+            return Ok(false);
+        }
+        finalizer::remove(&t.api(obj), obj, t.finalizer()).await?;
+        t.released(obj);
+        if self
+            .registry
+            .finish(self.collector, &Self::label(obj))
+            .is_some()
+        {
+            self.metrics.in_progress.dec();
+        }
+        Ok(true)
+    }
+
+    async fn cleanup(&self, obj: &T::Object, plan: T::Plan) -> Result<Action, T::Error> {
+        let label = Self::label(obj);
+        self.begin(&label);
         match self.teardown.pass(obj, plan).await? {
             Pass::Left {
                 phase,
@@ -390,9 +416,7 @@ where
         }
     };
     if !t.selects(obj) {
-        if obj.finalizers().iter().any(|f| f == t.finalizer()) {
-            finalizer::remove(&t.api(obj), obj, t.finalizer()).await?;
-            t.released(obj);
+        if driver.let_go(obj).await? {
             tracing::info!("not selected: finalizer released, nothing deleted");
         }
         return Ok(Action::await_change());
@@ -414,9 +438,7 @@ where
                 && let Some((phase, detail)) = status
             {
                 let label = Driver::<T>::label(obj);
-                if driver.registry.begin(driver.collector, &label).1 {
-                    driver.metrics.in_progress.inc();
-                }
+                driver.begin(&label);
                 driver
                     .registry
                     .update(driver.collector, &label, phase, detail);
@@ -424,16 +446,7 @@ where
             return Ok(retry.map_or_else(Action::await_change, Action::requeue));
         }
         Admission::Release { reason, note } => {
-            if obj.finalizers().iter().any(|f| f == t.finalizer()) {
-                finalizer::remove(&t.api(obj), obj, t.finalizer()).await?;
-                t.released(obj);
-                if driver
-                    .registry
-                    .finish(driver.collector, &Driver::<T>::label(obj))
-                    .is_some()
-                {
-                    driver.metrics.in_progress.dec();
-                }
+            if driver.let_go(obj).await? {
                 tracing::info!(%reason, %note, "finalizer released without a teardown");
                 driver
                     .events
@@ -451,8 +464,7 @@ where
         Checked::Valid(plan) => plan,
         Checked::Invalid { release, retry } => {
             if release && stage == Stage::Cleanup {
-                finalizer::remove(&t.api(obj), obj, t.finalizer()).await?;
-                t.released(obj);
+                driver.let_go(obj).await?;
             }
             return Ok(match (stage, retry) {
                 (Stage::Cleanup, Some(after)) => Action::requeue(after),

@@ -115,20 +115,8 @@ pub async fn run(
                 tracing::warn!(error = %e, "Cluster watch failing; retrying with backoff");
                 continue;
             }
-            Some(Ok(watcher::Event::Apply(c))) => {
-                let changed =
-                    memory
-                        .lock()
-                        .seen(&ns(&c), &c.name_any(), capi::is_paused(&c.data), false);
-                changed.then_some(c)
-            }
-            Some(Ok(watcher::Event::InitApply(c))) => {
-                let changed =
-                    memory
-                        .lock()
-                        .seen(&ns(&c), &c.name_any(), capi::is_paused(&c.data), true);
-                changed.then_some(c)
-            }
+            Some(Ok(watcher::Event::Apply(c))) => seen(&memory, c, false),
+            Some(Ok(watcher::Event::InitApply(c))) => seen(&memory, c, true),
             Some(Ok(watcher::Event::Delete(c))) => {
                 let gone = memory.lock().gone(&ns(&c), &c.name_any());
                 gone.then_some(c)
@@ -144,6 +132,14 @@ pub async fn run(
             });
         }
     }
+}
+
+/// Records Cluster `c`'s pause (`initial`: seen in a list); `c` when its objects must be looked at.
+fn seen(memory: &Pauses, c: DynamicObject, initial: bool) -> Option<DynamicObject> {
+    let changed = memory
+        .lock()
+        .seen(&ns(&c), &c.name_any(), capi::is_paused(&c.data), initial);
+    changed.then_some(c)
 }
 
 fn ns(c: &DynamicObject) -> String {

@@ -109,7 +109,25 @@ pub enum Decision {
     Ignore(Exempt),
 }
 
-impl Subject<'_> {
+impl<'a> Subject<'a> {
+    /// The object itself (`label`, its annotations) and, where there is one, the linked
+    /// AWSManagedCluster (`(label, annotations)`), whose markers count too.
+    pub fn new(
+        label: &'a str,
+        annotations: &'a BTreeMap<String, String>,
+        linked: Option<&'a (String, BTreeMap<String, String>)>,
+        holds_finalizer: bool,
+        deleting: bool,
+    ) -> Self {
+        let mut objects = vec![Marked { label, annotations }];
+        objects.extend(linked.map(|(label, annotations)| Marked { label, annotations }));
+        Subject {
+            objects,
+            holds_finalizer,
+            deleting,
+        }
+    }
+
     fn marked(&self, key: &str) -> Option<(&str, &str)> {
         self.objects
             .iter()

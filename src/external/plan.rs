@@ -3,7 +3,7 @@
 
 use super::annotations;
 use super::cluster;
-use super::contract::{self, ClusterState, Decision, Marked, Subject};
+use super::contract::{self, ClusterState, Decision, Subject};
 use super::controller::GcKind;
 use super::identity::{self, Placement};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
@@ -77,22 +77,9 @@ pub async fn plan(
         cluster: state,
     } = t;
     // Cluster API's contract first, as the controller applies it: what a teardown would do now.
-    let label = format!("{} {namespace}/{target}", ar.kind);
-    let mut objects = vec![Marked {
-        label: &label,
-        annotations: &ann,
-    }];
-    if let Some((l, a)) = &linked {
-        objects.push(Marked {
-            label: l,
-            annotations: a,
-        });
-    }
-    let subject = Subject {
-        objects,
-        holds_finalizer: true,
-        deleting: true,
-    };
+    let label = crate::engine::meta::object_label(&ar.kind, Some(namespace), &target);
+    // As for a deletion that holds our finalizer: what a teardown would do now.
+    let subject = Subject::new(&label, &ann, linked.as_ref(), true, true);
     let contract_line = match contract::decide(&subject, Some(&state)) {
         Decision::Release(why) | Decision::Ignore(why) => {
             // Never torn down: no AWS lookup is worth making.

@@ -8,7 +8,7 @@ use crate::engine::finalizer::Stage;
 use crate::engine::teardown::Admission;
 use crate::external::cluster;
 use crate::external::conditions::{Desired, Severity};
-use crate::external::contract::{self, ClusterState, Decision, Hold, Marked, Subject};
+use crate::external::contract::{self, ClusterState, Decision, Hold, Subject};
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use std::ops::Not;
@@ -26,21 +26,14 @@ impl<K: GcKind> KindTeardown<K> {
     pub(super) async fn admission(&self, o: &K, stage: Stage) -> Result<Admission, ExternalError> {
         let label = Self::label(o);
         let deleting = o.meta().deletion_timestamp.is_some();
-        let mut subject = Subject {
-            objects: vec![Marked {
-                label: &label,
-                annotations: o.annotations(),
-            }],
-            holds_finalizer: o.finalizers().iter().any(|f| f == FINALIZER),
-            deleting,
-        };
+        let holds_finalizer = o.finalizers().iter().any(|f| f == FINALIZER);
+        let own = Subject::new(&label, o.annotations(), None, holds_finalizer, deleting);
         // A dry run takes no finalizer: for a live object nothing is at stake.
         let at_stake = stage == Stage::Cleanup || self.ctx.dry_run.not();
-        let linked;
-        let decision = if at_stake && contract::needs_cluster(&subject) {
+        let decision = if at_stake && contract::needs_cluster(&own) {
             let read = o.linked_switches(&self.ctx.client).await;
             let mut state = cluster::cluster_state(&self.ctx.client, o).await;
-            linked = match read {
+            let linked = match read {
                 Ok(l) => l,
                 Err(e) => {
                     // Whether the AWSManagedCluster is paused, moved or handed over is unknown.
@@ -55,15 +48,16 @@ impl<K: GcKind> KindTeardown<K> {
                     None
                 }
             };
-            if let Some((l, a)) = &linked {
-                subject.objects.push(Marked {
-                    label: l,
-                    annotations: a,
-                });
-            }
+            let subject = Subject::new(
+                &label,
+                o.annotations(),
+                linked.as_ref(),
+                holds_finalizer,
+                deleting,
+            );
             contract::decide(&subject, Some(&state))
         } else {
-            let decision = contract::decide(&subject, None);
+            let decision = contract::decide(&own, None);
             if decision == Decision::Act {
                 // A live object we guard: nothing is done for it until it is deleted, so the
                 // Cluster is not read; what the Cluster watch saw still shows in `sweeper status`.
