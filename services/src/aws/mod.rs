@@ -20,6 +20,10 @@ pub mod teardown;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+// Unit tests' mocked AWS clients (aws-smithy-mocks); see mocked.rs.
+#[cfg(test)]
+pub(crate) mod mocked;
+
 /// Re-exports so the binary and the tests reach the SDK without depending on it themselves.
 pub mod sdk {
     pub use aws_config;

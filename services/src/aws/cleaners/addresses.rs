@@ -146,3 +146,138 @@ impl Cleaner for Addresses {
         settle(res, KIND, &t.id, "ReleaseAddress")
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::discovery::inventory::Inventory;
+    use crate::aws::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::describe_addresses::DescribeAddressesOutput;
+    use aws_sdk_ec2::operation::describe_nat_gateways::DescribeNatGatewaysOutput;
+    use aws_sdk_ec2::operation::disassociate_address::DisassociateAddressOutput;
+    use aws_sdk_ec2::operation::release_address::ReleaseAddressOutput;
+    use aws_sdk_ec2::types::{Address as Eip, NatGateway, NatGatewayAddress, NatGatewayState};
+
+    fn nat(state: &str, allocation: &str) -> NatGateway {
+        NatGateway::builder()
+            .nat_gateway_id(format!("nat-{allocation}"))
+            .state(NatGatewayState::from(state))
+            .nat_gateway_addresses(
+                NatGatewayAddress::builder()
+                    .allocation_id(allocation)
+                    .build(),
+            )
+            .build()
+    }
+
+    fn eip(allocation: &str, association: Option<&str>) -> Eip {
+        Eip::builder()
+            .allocation_id(allocation)
+            .set_association_id(association.map(str::to_string))
+            .build()
+    }
+
+    #[tokio::test]
+    async fn without_a_capa_managed_vpc_nothing_is_asked() {
+        let c = mocked::no_calls();
+        let inv = Inventory::default();
+        assert!(Addresses.discover(&ctx(&c, &inv)).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn capa_tagged_and_nat_held_addresses_are_found_and_a_live_nats_address_waits() {
+        let nats = mock!(Client::describe_nat_gateways)
+            .match_requests(|r| {
+                filter_is(r.filter(), "vpc-id", &["vpc-1"])
+                    && filter_is(r.filter(), &format!("tag:{CAPA_KEY}"), &["owned"])
+            })
+            .then_output(|| {
+                DescribeNatGatewaysOutput::builder()
+                    .nat_gateways(nat("available", "eipalloc-live"))
+                    .nat_gateways(nat("deleted", "eipalloc-stale"))
+                    .build()
+            });
+        let tagged = mock!(Client::describe_addresses)
+            .match_requests(|r| {
+                filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
+                    && r.filters().len() == 1
+            })
+            .then_output(|| {
+                DescribeAddressesOutput::builder()
+                    .addresses(
+                        Eip::builder()
+                            .allocation_id("eipalloc-free")
+                            .tags(tag(CAPA_KEY, "owned"))
+                            .build(),
+                    )
+                    .build()
+            });
+        let held = mock!(Client::describe_addresses)
+            .match_requests(|r| {
+                let f = r.filters();
+                f.len() == 1
+                    && f[0].name() == Some("allocation-id")
+                    && f[0].values().len() == 2
+                    && f[0].values().iter().any(|v| v == "eipalloc-live")
+                    && f[0].values().iter().any(|v| v == "eipalloc-stale")
+            })
+            .then_output(|| {
+                DescribeAddressesOutput::builder()
+                    .addresses(eip("eipalloc-live", Some("eipassoc-live")))
+                    .addresses(eip("eipalloc-stale", Some("eipassoc-stale")))
+                    .build()
+            });
+        let c = mocked::in_order(&[&nats, &tagged, &held]);
+        let inv = Inventory::default();
+        let vpcs = ["vpc-1".to_string()];
+        let cx = CleanCtx {
+            vpc_ids: &vpcs,
+            ..ctx(&c, &inv)
+        };
+        let found = Addresses.discover(&cx).await.unwrap();
+        let seen: Vec<(&str, bool, Option<&str>)> = found
+            .iter()
+            .map(|t| {
+                (
+                    t.id.as_str(),
+                    t.blocked.is_some(),
+                    t.detail.stale_association.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("eipalloc-free", false, None),
+                ("eipalloc-live", true, None),
+                ("eipalloc-stale", false, Some("eipassoc-stale")),
+            ]
+        );
+        assert_calls(&held, 1, "DescribeAddresses by allocation");
+    }
+
+    #[tokio::test]
+    async fn a_stale_association_is_removed_before_the_release() {
+        let disassociate = mock!(Client::disassociate_address)
+            .match_requests(|r| r.association_id() == Some("eipassoc-stale"))
+            .then_output(|| DisassociateAddressOutput::builder().build());
+        let release = mock!(Client::release_address)
+            .match_requests(|r| r.allocation_id() == Some("eipalloc-1"))
+            .then_output(|| ReleaseAddressOutput::builder().build());
+        let c = mocked::in_order(&[&disassociate, &release]);
+        let inv = Inventory::default();
+        let t = Target::new(
+            "eipalloc-1",
+            Address {
+                allocation_id: "eipalloc-1".into(),
+                stale_association: Some("eipassoc-stale".into()),
+            },
+        );
+        assert_eq!(
+            Addresses.delete(&ctx(&c, &inv), &t).await.unwrap(),
+            Outcome::Deleted
+        );
+        assert_calls(&release, 1, "ReleaseAddress");
+    }
+}

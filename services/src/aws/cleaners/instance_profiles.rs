@@ -249,3 +249,154 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::discovery::inventory::Inventory;
+    use crate::aws::mocked::{self, CLOUD_KEY, assert_calls, code, ctx, mock};
+    use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
+    use aws_sdk_ec2::types::{
+        IamInstanceProfile, Instance, InstanceState, InstanceStateName, Reservation,
+    };
+    use aws_sdk_iam::Client;
+    use aws_sdk_iam::operation::delete_instance_profile::DeleteInstanceProfileOutput;
+    use aws_sdk_iam::operation::get_instance_profile::{
+        GetInstanceProfileError, GetInstanceProfileOutput,
+    };
+    use aws_sdk_iam::operation::list_instance_profiles::ListInstanceProfilesOutput;
+    use aws_sdk_iam::operation::remove_role_from_instance_profile::RemoveRoleFromInstanceProfileOutput;
+    use aws_sdk_iam::primitives::DateTime;
+    use aws_sdk_iam::types::{InstanceProfile, Role, Tag};
+
+    fn arn(name: &str) -> String {
+        format!("arn:aws:iam::000000000000:instance-profile/{name}")
+    }
+
+    fn profile(name: &str, region: &str) -> InstanceProfile {
+        let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build().unwrap();
+        InstanceProfile::builder()
+            .path("/")
+            .instance_profile_name(name)
+            .instance_profile_id("AIPA")
+            .arn(arn(name))
+            .create_date(DateTime::from_secs(0))
+            .roles(
+                Role::builder()
+                    .path("/")
+                    .role_name("KarpenterNodeRole")
+                    .role_id("AROA")
+                    .arn("arn:aws:iam::000000000000:role/KarpenterNodeRole")
+                    .create_date(DateTime::from_secs(0))
+                    .build()
+                    .unwrap(),
+            )
+            .tags(tag(CLOUD_KEY, "owned"))
+            .tags(tag(NODECLASS_TAG, "default"))
+            .tags(tag(REGION_TAG, region))
+            .build()
+            .unwrap()
+    }
+
+    fn listed(names: &[&str]) -> ListInstanceProfilesOutput {
+        let mut b = ListInstanceProfilesOutput::builder();
+        for n in names {
+            b = b.instance_profiles(profile(n, "us-east-1"));
+        }
+        b.build().unwrap()
+    }
+
+    #[tokio::test]
+    async fn only_the_clusters_profiles_in_its_region_are_read_and_one_in_use_waits() {
+        let list = mock!(Client::list_instance_profiles)
+            .then_output(|| listed(&["c1_inuse", "c1_twin", "c1-b_other", "unrelated", "c1_gone"]));
+        // Only names with the cluster's prefix are read; `c1-b_…` is another cluster's.
+        let get_inuse = mock!(Client::get_instance_profile)
+            .match_requests(|r| r.instance_profile_name() == Some("c1_inuse"))
+            .then_output(|| {
+                GetInstanceProfileOutput::builder()
+                    .instance_profile(profile("c1_inuse", "us-east-1"))
+                    .build()
+            });
+        let get_twin = mock!(Client::get_instance_profile)
+            .match_requests(|r| r.instance_profile_name() == Some("c1_twin"))
+            .then_output(|| {
+                GetInstanceProfileOutput::builder()
+                    .instance_profile(profile("c1_twin", "eu-west-1"))
+                    .build()
+            });
+        let get_gone = mock!(Client::get_instance_profile)
+            .match_requests(|r| r.instance_profile_name() == Some("c1_gone"))
+            .then_error(|| GetInstanceProfileError::generic(code("NoSuchEntity.NotFound")));
+        let instances = mock!(aws_sdk_ec2::Client::describe_instances).then_output(|| {
+            DescribeInstancesOutput::builder()
+                .reservations(
+                    Reservation::builder()
+                        .instances(
+                            Instance::builder()
+                                .instance_id("i-node")
+                                .state(
+                                    InstanceState::builder()
+                                        .name(InstanceStateName::Running)
+                                        .build(),
+                                )
+                                .iam_instance_profile(
+                                    IamInstanceProfile::builder().arn(arn("c1_inuse")).build(),
+                                )
+                                .build(),
+                        )
+                        .build(),
+                )
+                .build()
+        });
+        let c = mocked::in_order(&[&list, &get_inuse, &get_twin, &get_gone, &instances]);
+        let inv = Inventory::default();
+        let found = InstanceProfiles.discover(&ctx(&c, &inv)).await.unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].id, arn("c1_inuse"));
+        assert_eq!(found[0].detail.roles, ["KarpenterNodeRole"]);
+        assert_eq!(
+            found[0].blocked.as_deref(),
+            Some("instance i-node still runs with it")
+        );
+        assert_calls(&instances, 1, "DescribeInstances");
+    }
+
+    #[tokio::test]
+    async fn no_candidate_means_no_look_at_the_instances() {
+        let list = mock!(Client::list_instance_profiles).then_output(|| listed(&["c1-b_other"]));
+        let c = mocked::in_order(&[&list]);
+        let inv = Inventory::default();
+        assert!(
+            InstanceProfiles
+                .discover(&ctx(&c, &inv))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_role_leaves_the_profile_then_the_profile_is_deleted_never_the_role() {
+        let remove = mock!(Client::remove_role_from_instance_profile)
+            .match_requests(|r| {
+                r.instance_profile_name() == Some("c1_x") && r.role_name() == Some("R")
+            })
+            .then_output(|| RemoveRoleFromInstanceProfileOutput::builder().build());
+        let delete = mock!(Client::delete_instance_profile)
+            .match_requests(|r| r.instance_profile_name() == Some("c1_x"))
+            .then_output(|| DeleteInstanceProfileOutput::builder().build());
+        let c = mocked::in_order(&[&remove, &delete]);
+        let inv = Inventory::default();
+        let t = Target::new(
+            arn("c1_x"),
+            Profile {
+                name: "c1_x".into(),
+                roles: vec!["R".into()],
+            },
+        );
+        let out = InstanceProfiles.delete(&ctx(&c, &inv), &t).await.unwrap();
+        assert_eq!(out, Outcome::Deleted);
+        assert_calls(&delete, 1, "DeleteInstanceProfile");
+    }
+}

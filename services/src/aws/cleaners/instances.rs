@@ -257,3 +257,123 @@ mod tests {
         assert!(!Instances(Scope::CapaOwned).claim(&tagged("i-x", &[owned]), &mut inv));
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
+    use aws_sdk_ec2::operation::terminate_instances::TerminateInstancesOutput;
+    use aws_sdk_ec2::types::{
+        Instance, InstanceState, InstanceStateChange, InstanceStateName, Reservation,
+    };
+
+    fn running(id: &str, state: InstanceStateName) -> Reservation {
+        Reservation::builder()
+            .instances(
+                Instance::builder()
+                    .instance_id(id)
+                    .state(InstanceState::builder().name(state).build())
+                    .tags(tag(CAPA_KEY, "owned"))
+                    .build(),
+            )
+            .build()
+    }
+
+    fn live_states(f: &[aws_sdk_ec2::types::Filter]) -> bool {
+        filter_is(
+            f,
+            "instance-state-name",
+            &["pending", "running", "stopping", "stopped", "shutting-down"],
+        )
+    }
+
+    #[tokio::test]
+    async fn phase_one_asks_for_capas_live_instances_and_waits_for_shutting_down_ones() {
+        let describe = mock!(Client::describe_instances)
+            .match_requests(|r| {
+                filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
+                    && live_states(r.filters())
+                    && r.filters().len() == 2
+            })
+            .then_output(|| {
+                DescribeInstancesOutput::builder()
+                    .reservations(running("i-1", InstanceStateName::Running))
+                    .reservations(running("i-2", InstanceStateName::ShuttingDown))
+                    .build()
+            });
+        let c = mocked::in_order(&[&describe]);
+        let inv = Inventory::default();
+        let found = Instances(Scope::CapaOwned)
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        let seen: Vec<(&str, bool)> = found
+            .iter()
+            .map(|t| (t.id.as_str(), t.blocked.is_some()))
+            .collect();
+        assert_eq!(seen, [("i-1", false), ("i-2", true)]);
+    }
+
+    #[tokio::test]
+    async fn phase_two_asks_only_for_the_inventorys_instances_by_id() {
+        let mut inv = Inventory::default();
+        inv.share_mut::<ExternalShare>()
+            .0
+            .push("i-karpenter".into());
+        let describe = mock!(Client::describe_instances)
+            .match_requests(|r| {
+                filter_is(r.filters(), "instance-id", &["i-karpenter"])
+                    && live_states(r.filters())
+                    && r.filters().len() == 2
+            })
+            .then_output(|| {
+                DescribeInstancesOutput::builder()
+                    .reservations(running("i-karpenter", InstanceStateName::Running))
+                    .build()
+            });
+        let c = mocked::in_order(&[&describe]);
+        let found = Instances(Scope::External)
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        // Nothing in the inventory: nothing asked.
+        let empty = Inventory::default();
+        let none = mocked::no_calls();
+        let found = Instances(Scope::External)
+            .discover(&ctx(&none, &empty))
+            .await
+            .unwrap();
+        assert!(found.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_termination_under_way_keeps_the_instance_remaining() {
+        let change = |state| {
+            TerminateInstancesOutput::builder()
+                .terminating_instances(
+                    InstanceStateChange::builder()
+                        .instance_id("i-1")
+                        .current_state(InstanceState::builder().name(state).build())
+                        .build(),
+                )
+                .build()
+        };
+        let terminating = mock!(Client::terminate_instances)
+            .match_requests(|r| r.instance_ids() == ["i-1"])
+            .then_output(move || change(InstanceStateName::ShuttingDown));
+        let terminated = mock!(Client::terminate_instances)
+            .then_output(move || change(InstanceStateName::Terminated));
+        let c = mocked::in_order(&[&terminating, &terminated]);
+        let inv = Inventory::default();
+        let t = Target::plain("i-1");
+        let cleaner = Instances(Scope::CapaOwned);
+        let first = cleaner.delete(&ctx(&c, &inv), &t).await.unwrap();
+        assert!(matches!(first, Outcome::Remaining(_)), "{first:?}");
+        let second = cleaner.delete(&ctx(&c, &inv), &t).await.unwrap();
+        assert_eq!(second, Outcome::Deleted);
+        assert_calls(&terminated, 1, "TerminateInstances");
+    }
+}

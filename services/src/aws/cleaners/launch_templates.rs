@@ -104,3 +104,65 @@ impl Cleaner for LaunchTemplates {
         settle(res, KIND, &t.id, "DeleteLaunchTemplate")
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::delete_launch_template::DeleteLaunchTemplateOutput;
+    use aws_sdk_ec2::operation::describe_launch_templates::DescribeLaunchTemplatesOutput;
+    use aws_sdk_ec2::types::LaunchTemplate;
+
+    fn template(id: &str, tags: &[(&str, &str)]) -> LaunchTemplate {
+        let mut b = LaunchTemplate::builder().launch_template_id(id);
+        for (k, v) in tags {
+            b = b.tags(tag(k, v));
+        }
+        b.build()
+    }
+
+    #[tokio::test]
+    async fn the_clusters_templates_not_capas_are_found_on_every_page_and_deleted() {
+        let page1 = mock!(Client::describe_launch_templates)
+            .match_requests(|r| {
+                filter_is(r.filters(), &format!("tag:{CLOUD_KEY}"), &["owned"])
+                    && r.next_token().is_none()
+            })
+            .then_output(|| {
+                DescribeLaunchTemplatesOutput::builder()
+                    .launch_templates(template("lt-karpenter", &[(CLOUD_KEY, "owned")]))
+                    // CAPA's machine pool template: phase 1 and CAPA's, not ours here.
+                    .launch_templates(template(
+                        "lt-capa",
+                        &[(CLOUD_KEY, "owned"), (CAPA_KEY, "owned")],
+                    ))
+                    .next_token("p2")
+                    .build()
+            });
+        let page2 = mock!(Client::describe_launch_templates)
+            .match_requests(|r| r.next_token() == Some("p2"))
+            .then_output(|| {
+                DescribeLaunchTemplatesOutput::builder()
+                    .launch_templates(template("lt-shared", &[(CLOUD_KEY, "shared")]))
+                    .launch_templates(template("lt-2", &[(CLOUD_KEY, "owned")]))
+                    .build()
+            });
+        let delete = mock!(Client::delete_launch_template)
+            .match_requests(|r| r.launch_template_id() == Some("lt-karpenter"))
+            .then_output(|| DeleteLaunchTemplateOutput::builder().build());
+        let c = mocked::in_order(&[&page1, &page2, &delete]);
+        let inv = Inventory::default();
+        let cx = ctx(&c, &inv);
+        let found = LaunchTemplates.discover(&cx).await.unwrap();
+        assert_eq!(
+            found.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["lt-karpenter", "lt-2"]
+        );
+        assert_eq!(
+            LaunchTemplates.delete(&cx, &found[0]).await.unwrap(),
+            Outcome::Deleted
+        );
+        assert_calls(&delete, 1, "DeleteLaunchTemplate");
+    }
+}

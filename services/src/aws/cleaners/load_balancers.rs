@@ -230,3 +230,171 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, CAPA_KEY, CLOUD_KEY, Rule, assert_calls, code, ctx, mock};
+    use aws_sdk_elasticloadbalancing as elb;
+    use aws_sdk_elasticloadbalancingv2 as elbv2;
+    use elb::operation::delete_load_balancer::DeleteLoadBalancerOutput as ClassicDeleted;
+    use elb::operation::describe_load_balancers::DescribeLoadBalancersOutput as ClassicOut;
+    use elb::operation::describe_tags::DescribeTagsOutput as ClassicTags;
+    use elb::types::{LoadBalancerDescription, TagDescription as ClassicTagDescription};
+    use elbv2::operation::delete_load_balancer::DeleteLoadBalancerError as V2DeleteError;
+    use elbv2::operation::describe_load_balancers::DescribeLoadBalancersOutput as V2Out;
+    use elbv2::operation::describe_tags::DescribeTagsOutput as V2Tags;
+    use elbv2::types::{LoadBalancer, TagDescription};
+
+    const V2_OURS: &str = "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/app/c1-api/1";
+    const V2_OTHER: &str = "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/app/c2-api/2";
+
+    fn classic_tag(k: &str, v: &str) -> elb::types::Tag {
+        elb::types::Tag::builder().key(k).value(v).build().unwrap()
+    }
+
+    fn v2_tag(k: &str, v: &str) -> elbv2::types::Tag {
+        elbv2::types::Tag::builder().key(k).value(v).build()
+    }
+
+    /// The region's load balancers: ours (CAPA-owned) and another cluster's, of both APIs.
+    fn region_rules() -> [Rule; 4] {
+        let classic = mock!(elb::Client::describe_load_balancers).then_output(|| {
+            ClassicOut::builder()
+                .load_balancer_descriptions(
+                    LoadBalancerDescription::builder()
+                        .load_balancer_name("c1-apiserver")
+                        .build(),
+                )
+                .load_balancer_descriptions(
+                    LoadBalancerDescription::builder()
+                        .load_balancer_name("c2-apiserver")
+                        .build(),
+                )
+                .build()
+        });
+        let classic_tags = mock!(elb::Client::describe_tags)
+            .match_requests(|r| r.load_balancer_names() == ["c1-apiserver", "c2-apiserver"])
+            .then_output(|| {
+                ClassicTags::builder()
+                    .tag_descriptions(
+                        ClassicTagDescription::builder()
+                            .load_balancer_name("c1-apiserver")
+                            .tags(classic_tag(CAPA_KEY, "owned"))
+                            .build(),
+                    )
+                    .tag_descriptions(
+                        ClassicTagDescription::builder()
+                            .load_balancer_name("c2-apiserver")
+                            .tags(classic_tag(
+                                "sigs.k8s.io/cluster-api-provider-aws/cluster/c2",
+                                "owned",
+                            ))
+                            .build(),
+                    )
+                    .build()
+            });
+        let v2 = mock!(elbv2::Client::describe_load_balancers).then_output(|| {
+            V2Out::builder()
+                .load_balancers(LoadBalancer::builder().load_balancer_arn(V2_OURS).build())
+                .load_balancers(LoadBalancer::builder().load_balancer_arn(V2_OTHER).build())
+                .build()
+        });
+        let v2_tags = mock!(elbv2::Client::describe_tags).then_output(|| {
+            V2Tags::builder()
+                .tag_descriptions(
+                    TagDescription::builder()
+                        .resource_arn(V2_OURS)
+                        .tags(v2_tag(CAPA_KEY, "owned"))
+                        .build(),
+                )
+                // A `shared` cluster tag is not ownership.
+                .tag_descriptions(
+                    TagDescription::builder()
+                        .resource_arn(V2_OTHER)
+                        .tags(v2_tag(CAPA_KEY, "shared"))
+                        .build(),
+                )
+                .build()
+        });
+        [classic, classic_tags, v2, v2_tags]
+    }
+
+    #[tokio::test]
+    async fn phase_one_takes_capas_load_balancers_of_both_apis_and_nobody_elses() {
+        let rules = region_rules();
+        let c = mocked::in_order(&rules.iter().collect::<Vec<_>>());
+        let inv = Inventory::default();
+        let found = LoadBalancers(Source::CapaOwned)
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        assert_eq!(
+            found.iter().map(|t| &t.detail).collect::<Vec<_>>(),
+            [
+                &Api::Classic {
+                    name: "c1-apiserver".into()
+                },
+                &Api::V2 {
+                    arn: V2_OURS.into()
+                }
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn phase_two_reads_the_inventory_and_asks_nothing() {
+        let mut inv = Inventory::default();
+        let lb = LoadBalancers(Source::External);
+        let tagged = TaggedResource {
+            arn: V2_OURS.parse().unwrap(),
+            tags: [(CLOUD_KEY.to_string(), "owned".to_string())].into(),
+        };
+        assert!(lb.claim(&tagged, &mut inv));
+        let c = mocked::no_calls();
+        let found = lb.discover(&ctx(&c, &inv)).await.unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].detail,
+            Api::V2 {
+                arn: V2_OURS.into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn alternative_discovery_keeps_only_what_ownership_accepts() {
+        let rules = region_rules();
+        let c = mocked::in_order(&rules.iter().collect::<Vec<_>>());
+        let mut inv = Inventory::default();
+        // Phase 2's rule for c1: `kubernetes.io/cluster/c1=owned`, never CAPA's; none qualifies.
+        let own = Ownership::of("c1");
+        LoadBalancers(Source::External)
+            .describe_owned(&c, &own, &mut inv)
+            .await
+            .unwrap();
+        assert!(
+            external(&inv).is_empty(),
+            "CAPA's and `shared` are not phase 2's"
+        );
+    }
+
+    #[tokio::test]
+    async fn each_api_deletes_its_own_kind_and_gone_is_done() {
+        let by_name = mock!(elb::Client::delete_load_balancer)
+            .match_requests(|r| r.load_balancer_name() == Some("c1-apiserver"))
+            .then_output(|| ClassicDeleted::builder().build());
+        let by_arn = mock!(elbv2::Client::delete_load_balancer)
+            .match_requests(|r| r.load_balancer_arn() == Some(V2_OURS))
+            .then_error(|| V2DeleteError::generic(code("LoadBalancerNotFound")));
+        let c = mocked::in_order(&[&by_name, &by_arn]);
+        let inv = Inventory::default();
+        let cx = ctx(&c, &inv);
+        let lb = LoadBalancers(Source::CapaOwned);
+        let t = classic("c1-apiserver".into());
+        assert_eq!(lb.delete(&cx, &t).await.unwrap(), Outcome::Deleted);
+        let t = v2(V2_OURS.into());
+        assert_eq!(lb.delete(&cx, &t).await.unwrap(), Outcome::Gone);
+        assert_calls(&by_arn, 1, "elbv2 DeleteLoadBalancer");
+    }
+}

@@ -122,3 +122,128 @@ impl Cleaner for NetworkInterfaces {
         settle(res, KIND, &t.id, "DeleteNetworkInterface")
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, CLUSTER, assert_calls, ctx, filter_is, mock};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::delete_network_interface::DeleteNetworkInterfaceOutput;
+    use aws_sdk_ec2::operation::describe_network_interfaces::DescribeNetworkInterfacesOutput;
+    use aws_sdk_ec2::types::NetworkInterface;
+
+    fn eni(id: &str) -> NetworkInterface {
+        NetworkInterface::builder()
+            .network_interface_id(id)
+            .vpc_id("vpc-1")
+            .build()
+    }
+
+    fn tagged(arn: &str) -> TaggedResource {
+        TaggedResource {
+            arn: arn.parse().unwrap(),
+            tags: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn detached_interfaces_of_our_groups_and_the_cnis_are_asked_for_and_deleted() {
+        let mut inv = Inventory::default();
+        assert!(
+            security_groups::SecurityGroups(security_groups::Scope::External).claim(
+                &tagged("arn:aws:ec2:us-east-1:0:security-group/sg-ours"),
+                &mut inv
+            )
+        );
+        assert!(NetworkInterfaces.claim(
+            &tagged("arn:aws:ec2:us-east-1:0:network-interface/eni-cni"),
+            &mut inv
+        ));
+        let by_group = mock!(Client::describe_network_interfaces)
+            .match_requests(|r| {
+                filter_is(r.filters(), "group-id", &["sg-ours"])
+                    && filter_is(r.filters(), "status", &["available"])
+                    && r.filters().len() == 2
+            })
+            .then_output(|| {
+                DescribeNetworkInterfacesOutput::builder()
+                    .network_interfaces(eni("eni-lb-left"))
+                    .build()
+            });
+        // The CNI's: only if still detached (the status filter); one since attached is absent.
+        let by_id = mock!(Client::describe_network_interfaces)
+            .match_requests(|r| {
+                filter_is(r.filters(), "network-interface-id", &["eni-cni"])
+                    && filter_is(r.filters(), "status", &["available"])
+            })
+            .then_output(|| DescribeNetworkInterfacesOutput::builder().build());
+        let delete = mock!(Client::delete_network_interface)
+            .match_requests(|r| r.network_interface_id() == Some("eni-lb-left"))
+            .then_output(|| DeleteNetworkInterfaceOutput::builder().build());
+        let c = mocked::in_order(&[&by_group, &by_id, &delete]);
+        let cx = ctx(&c, &inv);
+        let found = NetworkInterfaces.discover(&cx).await.unwrap();
+        assert_eq!(
+            found.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["eni-lb-left"]
+        );
+        assert_eq!(
+            NetworkInterfaces.delete(&cx, &found[0]).await.unwrap(),
+            Outcome::Deleted
+        );
+        assert_calls(&delete, 1, "DeleteNetworkInterface");
+    }
+
+    #[tokio::test]
+    async fn alternative_discovery_asks_for_the_cnis_tag_in_the_clusters_vpcs_only() {
+        let describe = mock!(Client::describe_network_interfaces)
+            .match_requests(|r| {
+                filter_is(r.filters(), "vpc-id", &["vpc-1"])
+                    && filter_is(
+                        r.filters(),
+                        &format!("tag:{}", tags::CNI_CLUSTER_TAG),
+                        &[CLUSTER],
+                    )
+                    && filter_is(r.filters(), "status", &["available"])
+            })
+            .then_output(|| {
+                let cni = aws_sdk_ec2::types::Tag::builder()
+                    .key(tags::CNI_CLUSTER_TAG)
+                    .value(CLUSTER)
+                    .build();
+                DescribeNetworkInterfacesOutput::builder()
+                    .network_interfaces(
+                        NetworkInterface::builder()
+                            .network_interface_id("eni-cni")
+                            .vpc_id("vpc-1")
+                            .tag_set(cni.clone())
+                            .build(),
+                    )
+                    // Answered from another VPC (a server ignoring the filter): not ours.
+                    .network_interfaces(
+                        NetworkInterface::builder()
+                            .network_interface_id("eni-twin")
+                            .vpc_id("vpc-2")
+                            .tag_set(cni)
+                            .build(),
+                    )
+                    .build()
+            });
+        let c = mocked::in_order(&[&describe]);
+        let mut inv = Inventory::default();
+        let own = Ownership::of(CLUSTER).with_vpcs(vec!["vpc-1".into()]);
+        NetworkInterfaces
+            .describe_owned(&c, &own, &mut inv)
+            .await
+            .unwrap();
+        assert_eq!(inv.get::<CniShare>().unwrap().0, ["eni-cni"]);
+        // No VPC known: nothing is asked, nothing taken.
+        let none = mocked::no_calls();
+        let mut inv = Inventory::default();
+        NetworkInterfaces
+            .describe_owned(&none, &Ownership::of(CLUSTER), &mut inv)
+            .await
+            .unwrap();
+        assert!(inv.get::<CniShare>().is_none());
+    }
+}

@@ -126,3 +126,61 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::discovery::inventory::Inventory;
+    use crate::aws::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::delete_snapshot::DeleteSnapshotOutput;
+    use aws_sdk_ec2::operation::describe_snapshots::DescribeSnapshotsOutput;
+    use aws_sdk_ec2::types::Snapshot;
+
+    fn snap(id: &str, tags: &[(&str, &str)]) -> Snapshot {
+        let mut b = Snapshot::builder().snapshot_id(id);
+        for (k, v) in tags {
+            b = b.tags(tag(k, v));
+        }
+        b.build()
+    }
+
+    #[tokio::test]
+    async fn own_account_csi_snapshots_owned_by_the_cluster_are_targets_and_deleted() {
+        let describe = mock!(Client::describe_snapshots)
+            .match_requests(|r| {
+                r.owner_ids() == ["self"]
+                    && filter_is(r.filters(), &format!("tag:{CLOUD_KEY}"), &["owned"])
+                    && filter_is(r.filters(), "tag-key", &[CSI_SNAPSHOT_TAG])
+            })
+            .then_output(|| {
+                let csi = (CSI_SNAPSHOT_TAG, "snapcontent-1");
+                DescribeSnapshotsOutput::builder()
+                    .snapshots(snap("snap-ours", &[(CLOUD_KEY, "owned"), csi]))
+                    // What a server ignoring the filters could return: never targets.
+                    .snapshots(snap("snap-shared", &[(CLOUD_KEY, "shared"), csi]))
+                    .snapshots(snap(
+                        "snap-capa",
+                        &[(CLOUD_KEY, "owned"), (CAPA_KEY, "owned"), csi],
+                    ))
+                    .snapshots(snap("snap-manual", &[(CLOUD_KEY, "owned")]))
+                    .build()
+            });
+        let delete = mock!(Client::delete_snapshot)
+            .match_requests(|r| r.snapshot_id() == Some("snap-ours"))
+            .then_output(|| DeleteSnapshotOutput::builder().build());
+        let c = mocked::in_order(&[&describe, &delete]);
+        let inv = Inventory::default();
+        let cx = ctx(&c, &inv);
+        let found = Snapshots.discover(&cx).await.unwrap();
+        assert_eq!(
+            found.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["snap-ours"]
+        );
+        assert_eq!(
+            Snapshots.delete(&cx, &found[0]).await.unwrap(),
+            Outcome::Deleted
+        );
+        assert_calls(&delete, 1, "DeleteSnapshot");
+    }
+}

@@ -125,3 +125,80 @@ impl Cleaner for TargetGroups {
         settle(res, KIND, &t.id, "DeleteTargetGroup")
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, assert_calls, ctx, mock};
+    use aws_sdk_elasticloadbalancingv2::Client;
+    use aws_sdk_elasticloadbalancingv2::operation::delete_target_group::DeleteTargetGroupOutput;
+    use aws_sdk_elasticloadbalancingv2::operation::describe_load_balancers::DescribeLoadBalancersOutput;
+    use aws_sdk_elasticloadbalancingv2::operation::describe_target_groups::DescribeTargetGroupsOutput;
+    use aws_sdk_elasticloadbalancingv2::types::{LoadBalancer, TargetGroup};
+
+    fn tg(arn: &str, lbs: &[&str]) -> TargetGroup {
+        let mut b = TargetGroup::builder().target_group_arn(arn);
+        for l in lbs {
+            b = b.load_balancer_arns(*l);
+        }
+        b.build()
+    }
+
+    #[tokio::test]
+    async fn only_the_inventorys_groups_are_targets_and_one_a_live_balancer_uses_waits() {
+        let mut inv = Inventory::default();
+        inv.share_mut::<ExternalShare>().0.extend([
+            "tg-free".to_string(),
+            "tg-attached".to_string(),
+            "tg-gone".to_string(),
+        ]);
+        let groups = mock!(Client::describe_target_groups).then_output(|| {
+            DescribeTargetGroupsOutput::builder()
+                .target_groups(tg("tg-free", &["lb-deleted"]))
+                .target_groups(tg("tg-attached", &["lb-live", "lb-deleted"]))
+                // Someone else's: listed by the region, never a target.
+                .target_groups(tg("tg-theirs", &[]))
+                .build()
+        });
+        let live = mock!(Client::describe_load_balancers).then_output(|| {
+            DescribeLoadBalancersOutput::builder()
+                .load_balancers(LoadBalancer::builder().load_balancer_arn("lb-live").build())
+                .build()
+        });
+        let delete = mock!(Client::delete_target_group)
+            .match_requests(|r| r.target_group_arn() == Some("tg-free"))
+            .then_output(|| DeleteTargetGroupOutput::builder().build());
+        let c = mocked::in_order(&[&groups, &live, &delete]);
+        let cx = ctx(&c, &inv);
+        let found = TargetGroups.discover(&cx).await.unwrap();
+        let seen: Vec<(&str, Option<&str>)> = found
+            .iter()
+            .map(|t| (t.id.as_str(), t.blocked.as_deref()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("tg-free", None),
+                ("tg-attached", Some("in use by load balancer(s) lb-live")),
+            ]
+        );
+        assert_eq!(
+            TargetGroups.delete(&cx, &found[0]).await.unwrap(),
+            Outcome::Deleted
+        );
+        assert_calls(&delete, 1, "DeleteTargetGroup");
+    }
+
+    #[tokio::test]
+    async fn nothing_in_the_inventory_asks_nothing() {
+        let c = mocked::no_calls();
+        let inv = Inventory::default();
+        assert!(
+            TargetGroups
+                .discover(&ctx(&c, &inv))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

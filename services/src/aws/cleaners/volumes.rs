@@ -220,3 +220,137 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::discovery::inventory::Inventory;
+    use crate::aws::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::create_snapshot::CreateSnapshotOutput;
+    use aws_sdk_ec2::operation::delete_volume::DeleteVolumeOutput;
+    use aws_sdk_ec2::operation::describe_snapshots::DescribeSnapshotsOutput;
+    use aws_sdk_ec2::operation::describe_volumes::DescribeVolumesOutput;
+    use aws_sdk_ec2::types::Volume;
+
+    fn volume(id: &str, tags: &[(&str, &str)]) -> Volume {
+        let mut b = Volume::builder().volume_id(id);
+        for (k, v) in tags {
+            b = b.tags(tag(k, v));
+        }
+        b.build()
+    }
+
+    #[tokio::test]
+    async fn available_csi_volumes_of_the_cluster_are_targets_and_look_alikes_are_not() {
+        let csi = (CSI_VOLUME_TAG, "pvc-1");
+        let by_cloud_tag = mock!(Client::describe_volumes)
+            .match_requests(|r| {
+                filter_is(r.filters(), &format!("tag:{CLOUD_KEY}"), &["owned"])
+                    && filter_is(r.filters(), "status", &["available"])
+            })
+            .then_output(move || {
+                DescribeVolumesOutput::builder()
+                    .volumes(volume(
+                        "vol-a",
+                        &[(CLOUD_KEY, "owned"), csi, (CSI_CLUSTER_TAG, "c1")],
+                    ))
+                    // A server that ignored the filter: CAPA's, another cluster's, not the CSI's.
+                    .volumes(volume(
+                        "vol-capa",
+                        &[(CAPA_KEY, "owned"), csi, (CSI_CLUSTER_TAG, "c1")],
+                    ))
+                    .volumes(volume("vol-c1b", &[csi, (CSI_CLUSTER_TAG, "c1-b")]))
+                    .volumes(volume(
+                        "vol-static",
+                        &[(CLOUD_KEY, "owned"), (CSI_CLUSTER_TAG, "c1")],
+                    ))
+                    .build()
+            });
+        let by_csi_tag = mock!(Client::describe_volumes)
+            .match_requests(|r| {
+                filter_is(r.filters(), &format!("tag:{CSI_CLUSTER_TAG}"), &["c1"])
+                    && filter_is(r.filters(), "status", &["available"])
+            })
+            .then_output(move || {
+                DescribeVolumesOutput::builder()
+                    .volumes(volume("vol-a", &[csi, (CSI_CLUSTER_TAG, "c1")]))
+                    .volumes(volume("vol-b", &[csi, (KUBERNETES_CLUSTER_TAG, "c1")]))
+                    .build()
+            });
+        let c = mocked::in_order(&[&by_cloud_tag, &by_csi_tag]);
+        let inv = Inventory::default();
+        let found = Volumes.discover(&ctx(&c, &inv)).await.unwrap();
+        assert_eq!(
+            found.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["vol-a", "vol-b"]
+        );
+    }
+
+    #[tokio::test]
+    async fn with_snapshots_on_a_volume_is_snapshotted_before_its_delete() {
+        let earlier = mock!(Client::describe_snapshots)
+            .match_requests(|r| {
+                filter_is(r.filters(), &format!("tag:{SOURCE_VOLUME_TAG}"), &["vol-a"])
+                    && filter_is(r.filters(), &format!("tag:{CLUSTER_TAG}"), &["c1"])
+            })
+            .then_output(|| DescribeSnapshotsOutput::builder().build());
+        let create = mock!(Client::create_snapshot)
+            .match_requests(|r| r.volume_id() == Some("vol-a"))
+            .then_output(|| {
+                CreateSnapshotOutput::builder()
+                    .snapshot_id("snap-1")
+                    .build()
+            });
+        let delete = mock!(Client::delete_volume)
+            .match_requests(|r| r.volume_id() == Some("vol-a"))
+            .then_output(|| DeleteVolumeOutput::builder().build());
+        let c = mocked::in_order(&[&earlier, &create, &delete]);
+        let inv = Inventory::default();
+        let cx = CleanCtx {
+            snapshot_volumes: true,
+            ..ctx(&c, &inv)
+        };
+        let out = Volumes.delete(&cx, &Target::plain("vol-a")).await.unwrap();
+        assert!(
+            matches!(&out, Outcome::DeletedWith(n) if n.contains("snap-1")),
+            "{out:?}"
+        );
+        assert_calls(&create, 1, "CreateSnapshot");
+    }
+
+    #[tokio::test]
+    async fn an_earlier_passs_snapshot_is_reused_and_without_snapshots_none_is_asked() {
+        let earlier = mock!(Client::describe_snapshots).then_output(|| {
+            DescribeSnapshotsOutput::builder()
+                .snapshots(
+                    aws_sdk_ec2::types::Snapshot::builder()
+                        .snapshot_id("snap-0")
+                        .build(),
+                )
+                .build()
+        });
+        let delete =
+            mock!(Client::delete_volume).then_output(|| DeleteVolumeOutput::builder().build());
+        let delete_plain =
+            mock!(Client::delete_volume).then_output(|| DeleteVolumeOutput::builder().build());
+        // No CreateSnapshot rule: a second snapshot would panic the mock.
+        let c = mocked::in_order(&[&earlier, &delete, &delete_plain]);
+        let inv = Inventory::default();
+        let cx = CleanCtx {
+            snapshot_volumes: true,
+            ..ctx(&c, &inv)
+        };
+        let out = Volumes.delete(&cx, &Target::plain("vol-a")).await.unwrap();
+        assert!(
+            matches!(&out, Outcome::DeletedWith(n) if n.contains("snap-0")),
+            "{out:?}"
+        );
+        let out = Volumes
+            .delete(&ctx(&c, &inv), &Target::plain("vol-b"))
+            .await
+            .unwrap();
+        assert_eq!(out, Outcome::Deleted);
+        assert_calls(&delete_plain, 1, "DeleteVolume without a snapshot");
+    }
+}

@@ -121,3 +121,101 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::discovery::inventory::Inventory;
+    use crate::aws::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::delete_vpc_endpoints::DeleteVpcEndpointsOutput;
+    use aws_sdk_ec2::operation::describe_vpc_endpoints::DescribeVpcEndpointsOutput;
+    use aws_sdk_ec2::types::{State, UnsuccessfulItem, UnsuccessfulItemError, VpcEndpoint};
+
+    fn endpoint(id: &str, state: &str) -> VpcEndpoint {
+        VpcEndpoint::builder()
+            .vpc_endpoint_id(id)
+            .vpc_id("vpc-1")
+            .state(State::from(state))
+            .tags(tag(CAPA_KEY, "owned"))
+            .build()
+    }
+
+    #[tokio::test]
+    async fn without_a_capa_managed_vpc_nothing_is_asked() {
+        let c = mocked::no_calls();
+        let inv = Inventory::default();
+        assert!(
+            VpcEndpoints
+                .discover(&ctx(&c, &inv))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn capa_owned_live_endpoints_of_the_vpc_are_requested_deleted() {
+        let describe = mock!(Client::describe_vpc_endpoints)
+            .match_requests(|r| {
+                filter_is(r.filters(), "vpc-id", &["vpc-1"])
+                    && filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
+                    && r.filters().len() == 2
+            })
+            .then_output(|| {
+                DescribeVpcEndpointsOutput::builder()
+                    .vpc_endpoints(endpoint("vpce-live", "available"))
+                    .vpc_endpoints(endpoint("vpce-deleting", "deleting"))
+                    .vpc_endpoints(endpoint("vpce-gone", "deleted"))
+                    .build()
+            });
+        let delete = mock!(Client::delete_vpc_endpoints)
+            .match_requests(|r| r.vpc_endpoint_ids() == ["vpce-live"])
+            .then_output(|| DeleteVpcEndpointsOutput::builder().build());
+        let c = mocked::in_order(&[&describe, &delete]);
+        let inv = Inventory::default();
+        let vpcs = ["vpc-1".to_string()];
+        let cx = CleanCtx {
+            vpc_ids: &vpcs,
+            ..ctx(&c, &inv)
+        };
+        let found = VpcEndpoints.discover(&cx).await.unwrap();
+        let seen: Vec<(&str, bool)> = found
+            .iter()
+            .map(|t| (t.id.as_str(), t.blocked.is_some()))
+            .collect();
+        assert_eq!(seen, [("vpce-live", false), ("vpce-deleting", true)]);
+        let out = VpcEndpoints.delete(&cx, &found[0]).await.unwrap();
+        assert!(
+            matches!(out, Outcome::Remaining(_)),
+            "requested, not finished: {out:?}"
+        );
+        assert_calls(&delete, 1, "DeleteVpcEndpoints");
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_the_batch_reports_unsuccessful_is_a_named_error() {
+        let delete = mock!(Client::delete_vpc_endpoints).then_output(|| {
+            DeleteVpcEndpointsOutput::builder()
+                .unsuccessful(
+                    UnsuccessfulItem::builder()
+                        .resource_id("vpce-1")
+                        .error(
+                            UnsuccessfulItemError::builder()
+                                .code("UnauthorizedOperation")
+                                .message("no")
+                                .build(),
+                        )
+                        .build(),
+                )
+                .build()
+        });
+        let c = mocked::in_order(&[&delete]);
+        let inv = Inventory::default();
+        let err = VpcEndpoints
+            .delete(&ctx(&c, &inv), &Target::plain("vpce-1"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("vpc-endpoint vpce-1"), "{err}");
+    }
+}

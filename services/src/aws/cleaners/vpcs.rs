@@ -165,3 +165,217 @@ impl Cleaner for Vpcs {
         settle(res, KIND, &t.id, "DeleteVpc")
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::discovery::inventory::Inventory;
+    use crate::aws::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::delete_vpc::DeleteVpcOutput;
+    use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
+    use aws_sdk_ec2::operation::describe_nat_gateways::DescribeNatGatewaysOutput;
+    use aws_sdk_ec2::operation::describe_network_interfaces::DescribeNetworkInterfacesOutput;
+    use aws_sdk_ec2::operation::describe_security_groups::DescribeSecurityGroupsOutput;
+    use aws_sdk_ec2::operation::describe_subnets::DescribeSubnetsOutput;
+    use aws_sdk_ec2::operation::describe_vpc_endpoints::DescribeVpcEndpointsOutput;
+    use aws_sdk_ec2::operation::describe_vpcs::DescribeVpcsOutput;
+    use aws_sdk_ec2::types::{
+        Instance, InstanceState, InstanceStateName, NatGateway, NatGatewayAddress, NatGatewayState,
+        NetworkInterface, Reservation, SecurityGroup, State, Subnet, Vpc, VpcEndpoint,
+    };
+    use aws_sdk_elasticloadbalancing::operation::describe_load_balancers::DescribeLoadBalancersOutput as ClassicOut;
+    use aws_sdk_elasticloadbalancing::types::LoadBalancerDescription;
+    use aws_sdk_elasticloadbalancingv2::operation::describe_load_balancers::DescribeLoadBalancersOutput as V2Out;
+    use aws_sdk_elasticloadbalancingv2::types::LoadBalancer;
+
+    #[tokio::test]
+    async fn a_vpc_is_the_clusters_only_by_capas_owned_tag() {
+        let describe = mock!(Client::describe_vpcs)
+            .match_requests(|r| {
+                filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
+                    && r.filters().len() == 1
+            })
+            .then_output(|| {
+                DescribeVpcsOutput::builder()
+                    .vpcs(Vpc::builder().vpc_id("vpc-1").build())
+                    .build()
+            });
+        let c = mocked::in_order(&[&describe]);
+        assert_eq!(capa_vpcs(&c, "c1").await.unwrap(), ["vpc-1"]);
+    }
+
+    #[tokio::test]
+    async fn what_is_not_capas_in_the_vpc_blocks_it_and_capas_own_does_not() {
+        let in_vpc = |f: &[aws_sdk_ec2::types::Filter]| filter_is(f, "vpc-id", &["vpc-1"]);
+        let owned = || tag(CAPA_KEY, "owned");
+        let v2 = mock!(aws_sdk_elasticloadbalancingv2::Client::describe_load_balancers)
+            .then_output(|| {
+                V2Out::builder()
+                    .load_balancers(
+                        LoadBalancer::builder()
+                            .load_balancer_arn("arn:lb/app/theirs/1")
+                            .vpc_id("vpc-1")
+                            .build(),
+                    )
+                    .load_balancers(
+                        LoadBalancer::builder()
+                            .load_balancer_arn("arn:lb/app/elsewhere/2")
+                            .vpc_id("vpc-9")
+                            .build(),
+                    )
+                    .build()
+            });
+        let classic = mock!(aws_sdk_elasticloadbalancing::Client::describe_load_balancers)
+            .then_output(|| {
+                ClassicOut::builder()
+                    .load_balancer_descriptions(
+                        LoadBalancerDescription::builder()
+                            .load_balancer_name("elsewhere")
+                            .vpc_id("vpc-9")
+                            .build(),
+                    )
+                    .build()
+            });
+        let instances = mock!(Client::describe_instances)
+            .match_requests(move |r| in_vpc(r.filters()))
+            .then_output(|| {
+                DescribeInstancesOutput::builder()
+                    .reservations(
+                        Reservation::builder()
+                            .instances(
+                                Instance::builder()
+                                    .instance_id("i-workload")
+                                    .vpc_id("vpc-1")
+                                    .state(
+                                        InstanceState::builder()
+                                            .name(InstanceStateName::Running)
+                                            .build(),
+                                    )
+                                    .build(),
+                            )
+                            .build(),
+                    )
+                    .build()
+            });
+        let nats = mock!(Client::describe_nat_gateways)
+            .match_requests(move |r| in_vpc(r.filter()) && r.filter().len() == 1)
+            .then_output(move || {
+                let nat = |id: &str, eni: &str, capa: bool, state: &str| {
+                    let b = NatGateway::builder()
+                        .nat_gateway_id(id)
+                        .vpc_id("vpc-1")
+                        .state(NatGatewayState::from(state))
+                        .nat_gateway_addresses(
+                            NatGatewayAddress::builder()
+                                .network_interface_id(eni)
+                                .build(),
+                        );
+                    (if capa { b.tags(owned()) } else { b }).build()
+                };
+                DescribeNatGatewaysOutput::builder()
+                    .nat_gateways(nat("nat-capa", "eni-nat-capa", true, "available"))
+                    .nat_gateways(nat("nat-theirs", "eni-nat-theirs", false, "available"))
+                    .nat_gateways(nat("nat-old", "eni-nat-old", false, "deleted"))
+                    .build()
+            });
+        let enis = mock!(Client::describe_network_interfaces)
+            .match_requests(move |r| {
+                in_vpc(r.filters()) && filter_is(r.filters(), "status", &["available"])
+            })
+            .then_output(|| {
+                let eni = |id: &str| {
+                    NetworkInterface::builder()
+                        .network_interface_id(id)
+                        .vpc_id("vpc-1")
+                        .build()
+                };
+                DescribeNetworkInterfacesOutput::builder()
+                    .network_interfaces(eni("eni-nat-capa"))
+                    .network_interfaces(eni("eni-left"))
+                    .build()
+            });
+        let groups = mock!(Client::describe_security_groups)
+            .match_requests(move |r| in_vpc(r.filters()))
+            .then_output(move || {
+                let sg = |id: &str, name: &str, capa: bool| {
+                    let b = SecurityGroup::builder()
+                        .group_id(id)
+                        .group_name(name)
+                        .vpc_id("vpc-1");
+                    (if capa { b.tags(owned()) } else { b }).build()
+                };
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(sg("sg-default", "default", false))
+                    .security_groups(sg("sg-capa", "c1-node", true))
+                    .security_groups(sg("sg-theirs", "app", false))
+                    .build()
+            });
+        let endpoints = mock!(Client::describe_vpc_endpoints)
+            .match_requests(move |r| in_vpc(r.filters()) && r.filters().len() == 1)
+            .then_output(move || {
+                let e = |id: &str, capa: bool, state: &str| {
+                    let b = VpcEndpoint::builder()
+                        .vpc_endpoint_id(id)
+                        .vpc_id("vpc-1")
+                        .state(State::from(state));
+                    (if capa { b.tags(owned()) } else { b }).build()
+                };
+                DescribeVpcEndpointsOutput::builder()
+                    .vpc_endpoints(e("vpce-capa", true, "available"))
+                    .vpc_endpoints(e("vpce-theirs", false, "available"))
+                    .vpc_endpoints(e("vpce-gone", false, "deleted"))
+                    .build()
+            });
+        let subnets = mock!(Client::describe_subnets)
+            .match_requests(move |r| in_vpc(r.filters()) && r.filters().len() == 1)
+            .then_output(move || {
+                let s = |id: &str, capa: bool| {
+                    let b = Subnet::builder().subnet_id(id).vpc_id("vpc-1");
+                    (if capa { b.tags(owned()) } else { b }).build()
+                };
+                DescribeSubnetsOutput::builder()
+                    .subnets(s("subnet-capa", true))
+                    .subnets(s("subnet-theirs", false))
+                    .build()
+            });
+        let c = mocked::in_order(&[
+            &v2, &classic, &instances, &nats, &enis, &groups, &endpoints, &subnets,
+        ]);
+        let found = blockers(&c, "c1", &["vpc-1".to_string()]).await.unwrap();
+        let ids: Vec<(&str, &str)> = found
+            .iter()
+            .map(|(r, vpc)| (r.id.as_str(), vpc.as_str()))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("arn:lb/app/theirs/1", "vpc-1"),
+                ("i-workload", "vpc-1"),
+                ("nat-theirs", "vpc-1"),
+                ("eni-left", "vpc-1"),
+                ("sg-theirs", "vpc-1"),
+                ("vpce-theirs", "vpc-1"),
+                ("subnet-theirs", "vpc-1"),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_vpcs_are_the_contexts_and_each_is_deleted_by_id() {
+        let delete = mock!(Client::delete_vpc)
+            .match_requests(|r| r.vpc_id() == Some("vpc-1"))
+            .then_output(|| DeleteVpcOutput::builder().build());
+        let c = mocked::in_order(&[&delete]);
+        let inv = Inventory::default();
+        let vpcs = ["vpc-1".to_string()];
+        let cx = CleanCtx {
+            vpc_ids: &vpcs,
+            ..ctx(&c, &inv)
+        };
+        let found = Vpcs.discover(&cx).await.unwrap();
+        assert_eq!(found, [Target::plain("vpc-1")]);
+        assert_eq!(Vpcs.delete(&cx, &found[0]).await.unwrap(), Outcome::Deleted);
+        assert_calls(&delete, 1, "DeleteVpc");
+    }
+}

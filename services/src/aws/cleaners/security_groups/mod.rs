@@ -395,3 +395,168 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::delete_security_group::DeleteSecurityGroupOutput;
+    use aws_sdk_ec2::operation::describe_security_groups::DescribeSecurityGroupsOutput;
+    use aws_sdk_ec2::operation::revoke_security_group_ingress::RevokeSecurityGroupIngressOutput;
+    use aws_sdk_ec2::types::{IpPermission, UserIdGroupPair};
+
+    fn sg(id: &str, name: &str, refers_to: Option<&str>, tags: &[(&str, &str)]) -> SecurityGroup {
+        let mut b = SecurityGroup::builder()
+            .group_id(id)
+            .group_name(name)
+            .vpc_id("vpc-1");
+        if let Some(r) = refers_to {
+            b = b.ip_permissions(
+                IpPermission::builder()
+                    .ip_protocol("tcp")
+                    .from_port(443)
+                    .to_port(443)
+                    .user_id_group_pairs(UserIdGroupPair::builder().group_id(r).build())
+                    .build(),
+            );
+        }
+        for (k, v) in tags {
+            b = b.tags(tag(k, v));
+        }
+        b.build()
+    }
+
+    #[tokio::test]
+    async fn phase_one_deletes_capas_group_after_revoking_the_rule_a_foreign_group_holds() {
+        let capa = mock!(Client::describe_security_groups)
+            .match_requests(|r| {
+                filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
+                    && r.filters().len() == 1
+            })
+            .then_output(|| {
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(sg("sg-node", "c1-node", None, &[(CAPA_KEY, "owned")]))
+                    // Never deleted, whatever its tags.
+                    .security_groups(sg("sg-default", "default", None, &[(CAPA_KEY, "owned")]))
+                    .build()
+            });
+        let vpc = mock!(Client::describe_security_groups)
+            .match_requests(|r| filter_is(r.filters(), "vpc-id", &["vpc-1"]))
+            .then_output(|| {
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(sg("sg-node", "c1-node", None, &[(CAPA_KEY, "owned")]))
+                    .security_groups(sg("sg-default", "default", None, &[]))
+                    // A foreign group in the VPC naming ours: its rule goes, the group stays.
+                    .security_groups(sg("sg-app", "app", Some("sg-node"), &[]))
+                    .build()
+            });
+        let revoke = mock!(Client::revoke_security_group_ingress)
+            .match_requests(|r| {
+                r.group_id() == Some("sg-app")
+                    && r.ip_permissions().len() == 1
+                    && r.ip_permissions()[0].user_id_group_pairs()[0].group_id() == Some("sg-node")
+            })
+            .then_output(|| RevokeSecurityGroupIngressOutput::builder().build());
+        let delete = mock!(Client::delete_security_group)
+            .match_requests(|r| r.group_id() == Some("sg-node"))
+            .then_output(|| DeleteSecurityGroupOutput::builder().build());
+        let c = mocked::in_order(&[&capa, &vpc, &revoke, &delete]);
+        let inv = Inventory::default();
+        let cx = ctx(&c, &inv);
+        let cleaner = SecurityGroups(Scope::CapaOwned);
+        let found = cleaner.discover(&cx).await.unwrap();
+        assert_eq!(
+            found.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["sg-node"]
+        );
+        assert_eq!(
+            cleaner.delete(&cx, &found[0]).await.unwrap(),
+            Outcome::Deleted
+        );
+        assert_calls(&revoke, 1, "RevokeSecurityGroupIngress in sg-app");
+        assert_calls(&delete, 1, "DeleteSecurityGroup sg-node");
+    }
+
+    #[tokio::test]
+    async fn phase_two_plans_from_the_groups_discovery_described_without_asking_again() {
+        let mut inv = Inventory::default();
+        inv.share_mut::<ExternalShare>().0.push((
+            "arn:aws:ec2:us-east-1:0:security-group/sg-lb".into(),
+            "sg-lb".into(),
+        ));
+        inv.put(VpcSecurityGroups {
+            vpcs: vec!["vpc-1".into()],
+            groups: vec![
+                sg("sg-lb", "k8s-elb", None, &[(CLOUD_KEY, "owned")]),
+                sg("sg-node", "c1-node", Some("sg-lb"), &[(CAPA_KEY, "owned")]),
+            ],
+        });
+        let c = mocked::no_calls();
+        let found = SecurityGroups(Scope::External)
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].detail.group_id, "sg-lb");
+        assert_eq!(found[0].detail.revokes[0].group_id, "sg-node");
+    }
+
+    #[tokio::test]
+    async fn alternative_discovery_leaves_capas_and_ekss_groups_and_twins_in_other_vpcs() {
+        let cloud = mock!(Client::describe_security_groups)
+            .match_requests(|r| filter_is(r.filters(), &format!("tag:{CLOUD_KEY}"), &["owned"]))
+            .then_output(|| {
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(sg("sg-lb", "k8s-elb", None, &[(CLOUD_KEY, "owned")]))
+                    .security_groups(sg(
+                        "sg-capa",
+                        "c1-node",
+                        None,
+                        &[(CLOUD_KEY, "owned"), (CAPA_KEY, "owned")],
+                    ))
+                    .security_groups(sg(
+                        "sg-eks",
+                        "eks-cluster-sg",
+                        None,
+                        &[(CLOUD_KEY, "owned"), (EKS_CLUSTER_TAG, "c1")],
+                    ))
+                    .build()
+            });
+        let lbc = mock!(Client::describe_security_groups)
+            .match_requests(|r| {
+                filter_is(r.filters(), "vpc-id", &["vpc-1"])
+                    && filter_is(
+                        r.filters(),
+                        &format!("tag:{}", tags::LBC_CLUSTER_TAG),
+                        &["c1"],
+                    )
+            })
+            .then_output(|| {
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(sg(
+                        "sg-shared-backend",
+                        "k8s-traffic",
+                        None,
+                        &[(tags::LBC_CLUSTER_TAG, "c1")],
+                    ))
+                    .security_groups(
+                        SecurityGroup::builder()
+                            .group_id("sg-twin")
+                            .vpc_id("vpc-2")
+                            .tags(tag(tags::LBC_CLUSTER_TAG, "c1"))
+                            .build(),
+                    )
+                    .build()
+            });
+        let c = mocked::in_order(&[&cloud, &lbc]);
+        let mut inv = Inventory::default();
+        let own = Ownership::of("c1").with_vpcs(vec!["vpc-1".into()]);
+        SecurityGroups(Scope::External)
+            .describe_owned(&c, &own, &mut inv)
+            .await
+            .unwrap();
+        let ids: Vec<&str> = external(&inv).iter().map(|(_, id)| id.as_str()).collect();
+        assert_eq!(ids, ["sg-lb", "sg-shared-backend"]);
+    }
+}

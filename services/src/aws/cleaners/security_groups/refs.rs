@@ -173,3 +173,52 @@ mod tests {
         assert_eq!(revokes[1].egress, vec![pair_perm("sg-x")]);
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, assert_calls, code, mock};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::revoke_security_group_egress::RevokeSecurityGroupEgressOutput;
+    use aws_sdk_ec2::operation::revoke_security_group_ingress::RevokeSecurityGroupIngressError;
+
+    fn perm() -> IpPermission {
+        IpPermission::builder()
+            .ip_protocol("tcp")
+            .user_id_group_pairs(UserIdGroupPair::builder().group_id("sg-x").build())
+            .build()
+    }
+
+    fn both(holder: &str) -> SgRevoke {
+        SgRevoke {
+            group_id: holder.into(),
+            ingress: vec![perm()],
+            egress: vec![perm()],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_rule_or_holder_already_gone_counts_as_revoked() {
+        let ingress = mock!(Client::revoke_security_group_ingress)
+            .match_requests(|r| r.group_id() == Some("sg-a") && r.ip_permissions() == [perm()])
+            .then_error(|| RevokeSecurityGroupIngressError::generic(code("InvalidGroup.NotFound")));
+        let egress = mock!(Client::revoke_security_group_egress)
+            .match_requests(|r| r.group_id() == Some("sg-a"))
+            .then_output(|| RevokeSecurityGroupEgressOutput::builder().build());
+        let c = mocked::in_order(&[&ingress, &egress]);
+        assert_eq!(revoke(&c, "sg-x", &[both("sg-a")]).await.unwrap(), None);
+        assert_calls(&egress, 1, "RevokeSecurityGroupEgress");
+    }
+
+    #[tokio::test]
+    async fn a_refused_revoke_stops_before_the_next_holder_and_names_the_group() {
+        let denied = mock!(Client::revoke_security_group_ingress)
+            .then_error(|| RevokeSecurityGroupIngressError::generic(code("UnauthorizedOperation")));
+        // No rule for sg-b or for egress: asking would panic the mock.
+        let c = mocked::in_order(&[&denied]);
+        let err = revoke(&c, "sg-x", &[both("sg-a"), both("sg-b")])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("security-group sg-x"), "{err}");
+    }
+}
