@@ -24,8 +24,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use sweeper_services::aws::sdk::aws_config;
 
-const HOW_TO_START: &str =
-    "start the test environment with `make env-up` and `source .state/env` (or run `make test`)";
+const HOW_TO_START: &str = "start the test environment with `./scripts/env-up.sh` (or `make env-up`) and `source .state/env` (or run `make test`)";
 
 /// The variables env-up.sh exports; process environment first, then the env file.
 #[derive(Debug, Clone)]

@@ -125,3 +125,100 @@ async fn target_groups_by_id(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, assert_calls, code, mock};
+    use aws_sdk_elasticloadbalancingv2 as elbv2;
+    use elbv2::operation::describe_load_balancers::{
+        DescribeLoadBalancersError, DescribeLoadBalancersOutput,
+    };
+    use elbv2::operation::describe_target_groups::{
+        DescribeTargetGroupsError, DescribeTargetGroupsOutput,
+    };
+    use elbv2::types::{LoadBalancer, TargetGroup};
+
+    fn lbs(arns: &[(&str, &str)]) -> DescribeLoadBalancersOutput {
+        let mut b = DescribeLoadBalancersOutput::builder();
+        for (arn, vpc) in arns {
+            b = b.load_balancers(
+                LoadBalancer::builder()
+                    .load_balancer_arn(*arn)
+                    .vpc_id(*vpc)
+                    .build(),
+            );
+        }
+        b.build()
+    }
+
+    #[tokio::test]
+    async fn named_load_balancers_are_described_by_arn_only() {
+        let by_arn = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| r.load_balancer_arns() == ["arn:lb/app/a/1"])
+            .then_output(|| lbs(&[("arn:lb/app/a/1", "vpc-1")]));
+        let c = mocked::in_order(&[&by_arn]);
+        let found = load_balancers(&c, &["arn:lb/app/a/1".into()], &[])
+            .await
+            .unwrap();
+        assert_eq!(
+            found,
+            [("arn:lb/app/a/1".to_string(), Some("vpc-1".to_string()))]
+        );
+    }
+
+    #[tokio::test]
+    async fn one_gone_since_the_scan_falls_back_to_the_regions_listing_narrowed_to_the_named() {
+        let by_arn = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| !r.load_balancer_arns().is_empty())
+            .then_error(|| DescribeLoadBalancersError::generic(code("LoadBalancerNotFound")));
+        let listing = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| r.load_balancer_arns().is_empty())
+            .then_output(|| lbs(&[("arn:lb/app/a/1", "vpc-1"), ("arn:lb/app/other/2", "vpc-1")]));
+        let c = mocked::in_order(&[&by_arn, &listing]);
+        let found = load_balancers(
+            &c,
+            &["arn:lb/app/a/1".into(), "arn:lb/app/gone/3".into()],
+            &[],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            found,
+            [("arn:lb/app/a/1".to_string(), Some("vpc-1".to_string()))]
+        );
+        assert_calls(&listing, 1, "the region's listing");
+    }
+
+    #[tokio::test]
+    async fn target_groups_fall_back_the_same_way_and_other_errors_fail() {
+        let by_arn = mock!(elbv2::Client::describe_target_groups)
+            .match_requests(|r| !r.target_group_arns().is_empty())
+            .then_error(|| DescribeTargetGroupsError::generic(code("TargetGroupNotFound")));
+        let listing = mock!(elbv2::Client::describe_target_groups)
+            .match_requests(|r| r.target_group_arns().is_empty())
+            .then_output(|| {
+                DescribeTargetGroupsOutput::builder()
+                    .target_groups(
+                        TargetGroup::builder()
+                            .target_group_arn("tg-1")
+                            .vpc_id("vpc-1")
+                            .build(),
+                    )
+                    .target_groups(TargetGroup::builder().target_group_arn("tg-x").build())
+                    .build()
+            });
+        let denied = mock!(elbv2::Client::describe_target_groups)
+            .then_error(|| DescribeTargetGroupsError::generic(code("AccessDenied")));
+        let c = mocked::in_order(&[&by_arn, &listing, &denied]);
+        let found = target_groups(&c, &["tg-1".into(), "tg-gone".into()])
+            .await
+            .unwrap();
+        assert_eq!(
+            found.iter().map(|t| t.arn.as_str()).collect::<Vec<_>>(),
+            ["tg-1"]
+        );
+        let err = target_groups(&c, &["tg-1".into()]).await.unwrap_err();
+        assert!(err.to_string().contains("DescribeTargetGroups"), "{err}");
+    }
+}

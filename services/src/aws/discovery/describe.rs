@@ -316,3 +316,137 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, assert_calls, filter_is, mock};
+    use aws_sdk_elasticloadbalancing as elb;
+    use aws_sdk_elasticloadbalancingv2 as elbv2;
+
+    #[tokio::test]
+    async fn classic_tags_are_read_twenty_names_at_a_time_after_every_page() {
+        let names: Vec<String> = (0..25).map(|i| format!("lb-{i:02}")).collect();
+        let (first, rest) = names.split_at(10);
+        let page = |names: &[String], marker: Option<&str>| {
+            let mut b =
+                elb::operation::describe_load_balancers::DescribeLoadBalancersOutput::builder()
+                    .set_next_marker(marker.map(str::to_string));
+            for n in names {
+                b = b.load_balancer_descriptions(
+                    elb::types::LoadBalancerDescription::builder()
+                        .load_balancer_name(n)
+                        .vpc_id("vpc-1")
+                        .build(),
+                );
+            }
+            b.build()
+        };
+        let (first, rest) = (first.to_vec(), rest.to_vec());
+        let page1 = mock!(elb::Client::describe_load_balancers)
+            .match_requests(|r| r.marker().is_none() && r.page_size() == Some(ELB_PAGE))
+            .then_output(move || page(&first, Some("m2")));
+        let page2 = mock!(elb::Client::describe_load_balancers)
+            .match_requests(|r| r.marker() == Some("m2"))
+            .then_output(move || page(&rest, None));
+        let tags = |expect: Vec<String>| {
+            mock!(elb::Client::describe_tags)
+                .match_requests(move |r| r.load_balancer_names() == expect.as_slice())
+                .then_output(|| {
+                    elb::operation::describe_tags::DescribeTagsOutput::builder()
+                        .tag_descriptions(
+                            elb::types::TagDescription::builder()
+                                .load_balancer_name("lb-00")
+                                .tags(
+                                    elb::types::Tag::builder()
+                                        .key("k")
+                                        .value("v")
+                                        .build()
+                                        .unwrap(),
+                                )
+                                .build(),
+                        )
+                        .build()
+                })
+        };
+        let tags1 = tags(names[..20].to_vec());
+        let tags2 = tags(names[20..].to_vec());
+        let c = mocked::in_order(&[&page1, &page2, &tags1, &tags2]);
+        let found = classic_load_balancers(&c).await.unwrap();
+        assert_calls(&tags2, 1, "DescribeTags for the last 5");
+        assert_eq!(found.len(), 2, "one tag description per answer");
+        assert_eq!(found[0].vpc.as_deref(), Some("vpc-1"));
+        assert_eq!(found[0].tags, [("k".to_string(), "v".to_string())]);
+    }
+
+    #[tokio::test]
+    async fn v2_load_balancers_get_their_tags_and_vpc() {
+        let list = mock!(elbv2::Client::describe_load_balancers).then_output(|| {
+            elbv2::operation::describe_load_balancers::DescribeLoadBalancersOutput::builder()
+                .load_balancers(
+                    elbv2::types::LoadBalancer::builder()
+                        .load_balancer_arn("arn:lb/app/a/1")
+                        .vpc_id("vpc-1")
+                        .build(),
+                )
+                .build()
+        });
+        let tags = mock!(elbv2::Client::describe_tags)
+            .match_requests(|r| r.resource_arns() == ["arn:lb/app/a/1"])
+            .then_output(|| {
+                elbv2::operation::describe_tags::DescribeTagsOutput::builder()
+                    .tag_descriptions(
+                        elbv2::types::TagDescription::builder()
+                            .resource_arn("arn:lb/app/a/1")
+                            .tags(elbv2::types::Tag::builder().key("k").value("v").build())
+                            .build(),
+                    )
+                    .build()
+            });
+        let c = mocked::in_order(&[&list, &tags]);
+        let found = v2_load_balancers(&c).await.unwrap();
+        assert_eq!(
+            found,
+            [Tagged {
+                id: "arn:lb/app/a/1".into(),
+                tags: vec![("k".into(), "v".into())],
+                vpc: Some("vpc-1".into()),
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn only_detached_interfaces_are_ever_asked_for_on_every_page() {
+        let page1 = mock!(aws_sdk_ec2::Client::describe_network_interfaces)
+            .match_requests(|r| {
+                filter_is(r.filters(), "vpc-id", &["vpc-1"])
+                    && filter_is(r.filters(), "status", &["available"])
+                    && r.next_token().is_none()
+            })
+            .then_output(|| {
+                aws_sdk_ec2::operation::describe_network_interfaces::DescribeNetworkInterfacesOutput::builder()
+                    .network_interfaces(
+                        aws_sdk_ec2::types::NetworkInterface::builder()
+                            .network_interface_id("eni-1")
+                            .build(),
+                    )
+                    .next_token("t2")
+                    .build()
+            });
+        let page2 = mock!(aws_sdk_ec2::Client::describe_network_interfaces)
+            .match_requests(|r| {
+                r.next_token() == Some("t2") && filter_is(r.filters(), "status", &["available"])
+            })
+            .then_output(|| {
+                aws_sdk_ec2::operation::describe_network_interfaces::DescribeNetworkInterfacesOutput::builder()
+                    .build()
+            });
+        let c = mocked::in_order(&[&page1, &page2]);
+        let found =
+            detached_network_interfaces(&c, vec![tags::ec2_filter("vpc-id", &["vpc-1".into()])])
+                .await
+                .unwrap();
+        assert_eq!(found.len(), 1);
+        assert_calls(&page2, 1, "DescribeNetworkInterfaces page 2");
+    }
+}

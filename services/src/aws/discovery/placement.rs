@@ -156,3 +156,117 @@ pub async fn confirm(
         }),
     })
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, filter_is, mock};
+    use aws_sdk_ec2::operation::describe_network_interfaces::DescribeNetworkInterfacesOutput;
+    use aws_sdk_ec2::operation::describe_security_groups::DescribeSecurityGroupsOutput;
+    use aws_sdk_ec2::types::NetworkInterface;
+    use aws_sdk_elasticloadbalancingv2 as elbv2;
+    use elbv2::operation::describe_load_balancers::DescribeLoadBalancersOutput;
+    use elbv2::types::LoadBalancer;
+
+    const P: &str = "arn:aws:elasticloadbalancing:us-east-1:0";
+
+    fn candidate(arn: &str) -> TaggedResource {
+        TaggedResource {
+            arn: arn.parse().unwrap(),
+            tags: [(tags::LBC_CLUSTER_TAG.to_string(), "c1".to_string())].into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn without_a_known_vpc_nothing_is_asked_and_nothing_kept() {
+        let c = mocked::no_calls();
+        let got = confirm(
+            &c,
+            &Ownership::of("c1"),
+            vec![candidate(&format!("{P}:loadbalancer/app/a/1"))],
+        )
+        .await
+        .unwrap();
+        assert!(got.kept.is_empty());
+    }
+
+    #[tokio::test]
+    async fn only_candidates_in_the_clusters_vpcs_are_kept_and_other_kinds_dropped() {
+        let lbs = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| r.load_balancer_arns().len() == 2)
+            .then_output(|| {
+                DescribeLoadBalancersOutput::builder()
+                    .load_balancers(
+                        LoadBalancer::builder()
+                            .load_balancer_arn(format!("{P}:loadbalancer/app/ours/1"))
+                            .vpc_id("vpc-1")
+                            .build(),
+                    )
+                    // The same name's twin in another VPC: not this cluster's.
+                    .load_balancers(
+                        LoadBalancer::builder()
+                            .load_balancer_arn(format!("{P}:loadbalancer/app/twin/2"))
+                            .vpc_id("vpc-2")
+                            .build(),
+                    )
+                    .build()
+            });
+        let groups = mock!(aws_sdk_ec2::Client::describe_security_groups)
+            .match_requests(|r| filter_is(r.filters(), "vpc-id", &["vpc-1"]))
+            .then_output(|| {
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(
+                        SecurityGroup::builder()
+                            .group_id("sg-1")
+                            .vpc_id("vpc-1")
+                            .build(),
+                    )
+                    .build()
+            });
+        let enis = mock!(aws_sdk_ec2::Client::describe_network_interfaces)
+            .match_requests(|r| {
+                filter_is(r.filters(), "vpc-id", &["vpc-1"])
+                    && filter_is(r.filters(), "status", &["available"])
+            })
+            .then_output(|| {
+                DescribeNetworkInterfacesOutput::builder()
+                    .network_interfaces(
+                        NetworkInterface::builder()
+                            .network_interface_id("eni-1")
+                            .build(),
+                    )
+                    .build()
+            });
+        // The three Describes run at once: any order.
+        let c = mocked::clients(mocked::RuleMode::MatchAny, &[&lbs, &groups, &enis]);
+        let own = Ownership::of("c1").with_vpcs(vec!["vpc-1".into()]);
+        let got = confirm(
+            &c,
+            &own,
+            vec![
+                candidate(&format!("{P}:loadbalancer/app/ours/1")),
+                candidate(&format!("{P}:loadbalancer/app/twin/2")),
+                candidate("arn:aws:ec2:us-east-1:0:security-group/sg-1"),
+                candidate("arn:aws:ec2:us-east-1:0:security-group/sg-elsewhere"),
+                candidate("arn:aws:ec2:us-east-1:0:network-interface/eni-1"),
+                candidate("arn:aws:ec2:us-east-1:0:instance/i-1"),
+            ],
+        )
+        .await
+        .unwrap();
+        let kept: Vec<String> = got
+            .kept
+            .iter()
+            .map(|r| r.arn.resource_id().to_string())
+            .collect();
+        assert_eq!(kept, ["app/ours/1", "sg-1", "eni-1"]);
+        let described = got.groups.unwrap();
+        assert_eq!(described.vpcs, ["vpc-1"]);
+        assert_eq!(
+            described.groups.len(),
+            1,
+            "handed on to the security-group cleaner"
+        );
+        assert_eq!(lbs.num_calls() + groups.num_calls() + enis.num_calls(), 3);
+    }
+}

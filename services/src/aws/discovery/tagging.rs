@@ -113,3 +113,96 @@ pub async fn resources_of_types_with_tag(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::aws::mocked::{self, assert_calls, code, mock};
+    use aws_sdk_resourcegroupstagging::operation::get_resources::{
+        GetResourcesError, GetResourcesOutput,
+    };
+    use aws_sdk_resourcegroupstagging::types::{ResourceTagMapping, Tag};
+
+    fn mapping(arn: &str) -> ResourceTagMapping {
+        ResourceTagMapping::builder()
+            .resource_arn(arn)
+            .tags(
+                Tag::builder()
+                    .key("kubernetes.io/cluster/c1")
+                    .value("owned")
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+    }
+
+    #[tokio::test]
+    async fn every_page_is_read_with_the_tag_and_type_filters_and_bad_arns_set_apart() {
+        let first = mock!(Client::get_resources)
+            .match_requests(|r| {
+                let f = r.tag_filters();
+                f.len() == 1
+                    && f[0].key() == Some("kubernetes.io/cluster/c1")
+                    && f[0].values() == ["owned"]
+                    && r.resource_type_filters() == ["ec2:security-group"]
+                    && r.resources_per_page() == Some(MAX_PAGE)
+                    && r.pagination_token().is_none()
+            })
+            .then_output(|| {
+                GetResourcesOutput::builder()
+                    .resource_tag_mapping_list(mapping(
+                        "arn:aws:ec2:us-east-1:0:security-group/sg-1",
+                    ))
+                    .resource_tag_mapping_list(mapping("not-an-arn"))
+                    .pagination_token("page-2")
+                    .build()
+            });
+        // The service ends the listing with an empty token, not an absent one.
+        let second = mock!(Client::get_resources)
+            .match_requests(|r| r.pagination_token() == Some("page-2"))
+            .then_output(|| {
+                GetResourcesOutput::builder()
+                    .resource_tag_mapping_list(mapping(
+                        "arn:aws:ec2:us-east-1:0:security-group/sg-2",
+                    ))
+                    .pagination_token("")
+                    .build()
+            });
+        let c = mocked::in_order(&[&first, &second]);
+        let found = resources_of_types_with_tag(
+            &c.tagging,
+            &["ec2:security-group"],
+            "kubernetes.io/cluster/c1",
+            &["owned"],
+            Some(MAX_PAGE),
+        )
+        .await
+        .unwrap();
+        assert_eq!(found.pages, 2);
+        assert_eq!(
+            found
+                .resources
+                .iter()
+                .map(|r| r.arn.resource_id())
+                .collect::<Vec<_>>(),
+            ["sg-1", "sg-2"]
+        );
+        assert_eq!(found.resources[0].tags["kubernetes.io/cluster/c1"], "owned");
+        assert_eq!(found.malformed.len(), 1, "reported, never deleted");
+        assert_calls(&second, 1, "GetResources page 2");
+    }
+
+    #[tokio::test]
+    async fn a_failed_page_fails_the_scan_naming_the_tag() {
+        let denied = mock!(Client::get_resources)
+            .then_error(|| GetResourcesError::generic(code("AccessDeniedException")));
+        let c = mocked::in_order(&[&denied]);
+        let err = resources_with_tag(&c.tagging, "kubernetes.io/cluster/c1", &["owned"], None)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("kubernetes.io/cluster/c1"),
+            "{err}"
+        );
+    }
+}

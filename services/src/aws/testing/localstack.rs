@@ -28,7 +28,7 @@ pub async fn sdk() -> SdkConfig {
         .unwrap_or(false);
     assert!(
         reachable,
-        "LocalStack is not reachable at {url}: start it with `make env-up` (then `source .state/env`) and rerun"
+        "LocalStack is not reachable at {url}: start the test environment with `./scripts/env-up.sh` (or `make env-up`), then `source .state/env` and rerun"
     );
     aws_config::defaults(BehaviorVersion::latest())
         .endpoint_url(url)
