@@ -2,7 +2,8 @@
 //! those the VPC's CAPA-tagged NAT gateways (in any state, deleted included) hold. Released once no live NAT
 //! gateway holds them; while one does, they are reported waiting.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::vpc_owned::{InVpcs, VpcOwned, before_delete};
+use super::{CleanError, Outcome, Target, settle};
 use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
@@ -22,30 +23,16 @@ pub struct Address {
 const KIND: &str = "elastic-ip";
 
 #[async_trait]
-impl Cleaner for Addresses {
+impl VpcOwned for Addresses {
     type Detail = Address;
+    const KIND: &'static str = KIND;
+    const ORDER: u32 = 20;
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        20
-    }
-
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        // Only with a CAPA-managed VPC: EIPs belong to the network phase.
-        if ctx.vpc_ids.is_empty() {
-            return Ok(Vec::new());
-        }
+    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target<Address>>, CleanError> {
         let nats = call("ec2.DescribeNatGateways", || {
-            ctx.clients
-                .ec2
+            at.ec2
                 .describe_nat_gateways()
-                .filter(tags::ec2_filter("vpc-id", ctx.vpc_ids))
-                .filter(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
+                .set_filter(Some(at.owned("vpc-id")))
                 .send()
         })
         .await
@@ -61,7 +48,7 @@ impl Cleaner for Addresses {
                 }
             }
         }
-        let mut filters = vec![vec![tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED)]];
+        let mut filters = vec![vec![at.capa_owned()]];
         if !nat_of.is_empty() {
             let ids: Vec<String> = nat_of.keys().cloned().collect();
             filters.push(vec![tags::ec2_filter("allocation-id", &ids)]);
@@ -69,8 +56,7 @@ impl Cleaner for Addresses {
         let mut found = BTreeMap::new();
         for f in filters {
             let out = call("ec2.DescribeAddresses", || {
-                ctx.clients
-                    .ec2
+                at.ec2
                     .describe_addresses()
                     .set_filters(Some(f.clone()))
                     .send()
@@ -117,30 +103,26 @@ impl Cleaner for Addresses {
             .collect())
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Address>) -> Result<Outcome, CleanError> {
+    async fn remove(
+        &self,
+        ec2: &aws_sdk_ec2::Client,
+        t: &Target<Address>,
+    ) -> Result<Outcome, CleanError> {
         let Address {
             allocation_id,
             stale_association,
         } = &t.detail;
         if let Some(assoc) = stale_association {
             let res = call("ec2.DisassociateAddress", || {
-                ctx.clients
-                    .ec2
-                    .disassociate_address()
-                    .association_id(assoc)
-                    .send()
+                ec2.disassociate_address().association_id(assoc).send()
             })
             .await;
-            if let Outcome::Remaining(r) = settle(res, KIND, &t.id, "DisassociateAddress")? {
-                return Ok(Outcome::Remaining(r));
+            if let Some(wait) = before_delete(res, KIND, &t.id, "DisassociateAddress")? {
+                return Ok(wait);
             }
         }
         let res = call("ec2.ReleaseAddress", || {
-            ctx.clients
-                .ec2
-                .release_address()
-                .allocation_id(allocation_id)
-                .send()
+            ec2.release_address().allocation_id(allocation_id).send()
         })
         .await;
         settle(res, KIND, &t.id, "ReleaseAddress")
@@ -150,6 +132,7 @@ impl Cleaner for Addresses {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::aws::cleaners::{CleanCtx, Cleaner};
     use crate::aws::discovery::inventory::Inventory;
     use crate::aws::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
     use aws_sdk_ec2::Client;

@@ -1,7 +1,8 @@
 //! Phase 3: internet gateways attached to the CAPA-managed VPC and carrying CAPA's ownership tag:
 //! detached, then deleted.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::vpc_owned::{InVpcs, VpcOwned, before_delete};
+use super::{CleanError, Outcome, Target, settle};
 use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
@@ -18,29 +19,16 @@ pub struct Gateway {
 const KIND: &str = "internet-gateway";
 
 #[async_trait]
-impl Cleaner for InternetGateways {
+impl VpcOwned for InternetGateways {
     type Detail = Gateway;
+    const KIND: &'static str = KIND;
+    const ORDER: u32 = 30;
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        30
-    }
-
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        if ctx.vpc_ids.is_empty() {
-            return Ok(Vec::new());
-        }
+    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target<Gateway>>, CleanError> {
         let out = call("ec2.DescribeInternetGateways", || {
-            ctx.clients
-                .ec2
+            at.ec2
                 .describe_internet_gateways()
-                .filters(tags::ec2_filter("attachment.vpc-id", ctx.vpc_ids))
-                .filters(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
+                .set_filters(Some(at.owned("attachment.vpc-id")))
                 .send()
         })
         .await
@@ -70,16 +58,18 @@ impl Cleaner for InternetGateways {
             .collect())
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Gateway>) -> Result<Outcome, CleanError> {
+    async fn remove(
+        &self,
+        ec2: &aws_sdk_ec2::Client,
+        t: &Target<Gateway>,
+    ) -> Result<Outcome, CleanError> {
         let Gateway {
             gateway_id,
             vpc_ids,
         } = &t.detail;
         for vpc in vpc_ids {
             let res = call("ec2.DetachInternetGateway", || {
-                ctx.clients
-                    .ec2
-                    .detach_internet_gateway()
+                ec2.detach_internet_gateway()
                     .internet_gateway_id(gateway_id)
                     .vpc_id(vpc)
                     .send()
@@ -90,15 +80,12 @@ impl Cleaner for InternetGateways {
                 Some("Gateway.NotAttached") => Ok(()),
                 _ => Err(f),
             });
-            match settle(res, KIND, &t.id, "DetachInternetGateway")? {
-                Outcome::Remaining(r) => return Ok(Outcome::Remaining(r)),
-                Outcome::Deleted | Outcome::DeletedWith(_) | Outcome::Gone => {}
+            if let Some(wait) = before_delete(res, KIND, &t.id, "DetachInternetGateway")? {
+                return Ok(wait);
             }
         }
         let res = call("ec2.DeleteInternetGateway", || {
-            ctx.clients
-                .ec2
-                .delete_internet_gateway()
+            ec2.delete_internet_gateway()
                 .internet_gateway_id(gateway_id)
                 .send()
         })
@@ -110,6 +97,7 @@ impl Cleaner for InternetGateways {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::aws::cleaners::{CleanCtx, Cleaner};
     use crate::aws::discovery::inventory::Inventory;
     use crate::aws::mocked::{self, CAPA_KEY, assert_calls, code, ctx, filter_is, mock, tag};
     use aws_sdk_ec2::Client;

@@ -17,6 +17,7 @@ pub mod subnets;
 pub mod target_groups;
 pub mod volumes;
 pub mod vpc_endpoints;
+pub mod vpc_owned;
 pub mod vpcs;
 
 pub use crate::aws::errors::CleanError;

@@ -1,7 +1,8 @@
 //! Phase 3: NAT gateways of the CAPA-managed VPC carrying CAPA's ownership tag. Deletion is asynchronous: a pass requests it and
 //! reports "waiting" while the gateway is `deleting`; a `deleted` gateway is no longer a target.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, requested, settle};
+use super::vpc_owned::{InVpcs, VpcOwned};
+use super::{CleanError, Outcome, Target, requested, settle};
 use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
@@ -11,32 +12,17 @@ pub struct NatGateways;
 const KIND: &str = "natgateway";
 
 #[async_trait]
-impl Cleaner for NatGateways {
+impl VpcOwned for NatGateways {
     type Detail = ();
+    const KIND: &'static str = KIND;
+    const ORDER: u32 = 10;
+    const GATES_LATER: bool = true;
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        10
-    }
-    fn gates_later(&self) -> bool {
-        true
-    }
-
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        if ctx.vpc_ids.is_empty() {
-            return Ok(Vec::new());
-        }
+    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target>, CleanError> {
         let out = call("ec2.DescribeNatGateways", || {
-            ctx.clients
-                .ec2
+            at.ec2
                 .describe_nat_gateways()
-                .filter(tags::ec2_filter("vpc-id", ctx.vpc_ids))
-                .filter(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
+                .set_filter(Some(at.owned("vpc-id")))
                 .send()
         })
         .await
@@ -59,13 +45,9 @@ impl Cleaner for NatGateways {
         Ok(targets)
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+    async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
         let res = call("ec2.DeleteNatGateway", || {
-            ctx.clients
-                .ec2
-                .delete_nat_gateway()
-                .nat_gateway_id(&t.id)
-                .send()
+            ec2.delete_nat_gateway().nat_gateway_id(&t.id).send()
         })
         .await;
         // Accepted, not finished: the EIP and subnets wait for the next pass to see `deleted`.
@@ -76,6 +58,7 @@ impl Cleaner for NatGateways {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::aws::cleaners::{CleanCtx, Cleaner};
     use crate::aws::discovery::inventory::Inventory;
     use crate::aws::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
     use aws_sdk_ec2::Client;

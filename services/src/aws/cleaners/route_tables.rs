@@ -2,7 +2,8 @@
 //! (it goes with the VPC).
 //! Non-main subnet associations are removed first, since an associated table cannot be deleted.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::vpc_owned::{InVpcs, VpcOwned, before_delete};
+use super::{CleanError, Outcome, Target, settle};
 use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
@@ -19,29 +20,16 @@ pub struct RouteTable {
 const KIND: &str = "route-table";
 
 #[async_trait]
-impl Cleaner for RouteTables {
+impl VpcOwned for RouteTables {
     type Detail = RouteTable;
+    const KIND: &'static str = KIND;
+    const ORDER: u32 = 40;
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        40
-    }
-
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        if ctx.vpc_ids.is_empty() {
-            return Ok(Vec::new());
-        }
+    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target<RouteTable>>, CleanError> {
         let out = call("ec2.DescribeRouteTables", || {
-            ctx.clients
-                .ec2
+            at.ec2
                 .describe_route_tables()
-                .filters(tags::ec2_filter("vpc-id", ctx.vpc_ids))
-                .filters(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
+                .set_filters(Some(at.owned("vpc-id")))
                 .send()
         })
         .await
@@ -72,9 +60,9 @@ impl Cleaner for RouteTables {
             .collect())
     }
 
-    async fn delete(
+    async fn remove(
         &self,
-        ctx: &CleanCtx<'_>,
+        ec2: &aws_sdk_ec2::Client,
         t: &Target<RouteTable>,
     ) -> Result<Outcome, CleanError> {
         let RouteTable {
@@ -83,21 +71,15 @@ impl Cleaner for RouteTables {
         } = &t.detail;
         for assoc in associations {
             let res = call("ec2.DisassociateRouteTable", || {
-                ctx.clients
-                    .ec2
-                    .disassociate_route_table()
-                    .association_id(assoc)
-                    .send()
+                ec2.disassociate_route_table().association_id(assoc).send()
             })
             .await;
-            if let Outcome::Remaining(r) = settle(res, KIND, &t.id, "DisassociateRouteTable")? {
-                return Ok(Outcome::Remaining(r));
+            if let Some(wait) = before_delete(res, KIND, &t.id, "DisassociateRouteTable")? {
+                return Ok(wait);
             }
         }
         let res = call("ec2.DeleteRouteTable", || {
-            ctx.clients
-                .ec2
-                .delete_route_table()
+            ec2.delete_route_table()
                 .route_table_id(route_table_id)
                 .send()
         })
@@ -109,6 +91,7 @@ impl Cleaner for RouteTables {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::aws::cleaners::{CleanCtx, Cleaner};
     use crate::aws::discovery::inventory::Inventory;
     use crate::aws::mocked::{self, CAPA_KEY, assert_calls, code, ctx, filter_is, mock, tag};
     use aws_sdk_ec2::Client;

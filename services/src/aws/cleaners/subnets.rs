@@ -1,6 +1,7 @@
 //! Phase 3: the subnets of the CAPA-managed VPC that carry CAPA's ownership tag.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::vpc_owned::{InVpcs, VpcOwned};
+use super::{CleanError, Outcome, Target, settle};
 use crate::aws::discovery::tags;
 use crate::aws::errors::call;
 use async_trait::async_trait;
@@ -10,29 +11,16 @@ pub struct Subnets;
 const KIND: &str = "subnet";
 
 #[async_trait]
-impl Cleaner for Subnets {
+impl VpcOwned for Subnets {
     type Detail = ();
+    const KIND: &'static str = KIND;
+    const ORDER: u32 = 50;
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        50
-    }
-
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        if ctx.vpc_ids.is_empty() {
-            return Ok(Vec::new());
-        }
+    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target>, CleanError> {
         let out = call("ec2.DescribeSubnets", || {
-            ctx.clients
-                .ec2
+            at.ec2
                 .describe_subnets()
-                .filters(tags::ec2_filter("vpc-id", ctx.vpc_ids))
-                .filters(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
+                .set_filters(Some(at.owned("vpc-id")))
                 .send()
         })
         .await
@@ -46,9 +34,9 @@ impl Cleaner for Subnets {
             .collect())
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+    async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
         let res = call("ec2.DeleteSubnet", || {
-            ctx.clients.ec2.delete_subnet().subnet_id(&t.id).send()
+            ec2.delete_subnet().subnet_id(&t.id).send()
         })
         .await;
         settle(res, KIND, &t.id, "DeleteSubnet")
@@ -58,6 +46,7 @@ impl Cleaner for Subnets {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::aws::cleaners::{CleanCtx, Cleaner};
     use crate::aws::discovery::inventory::Inventory;
     use crate::aws::mocked::{self, CAPA_KEY, assert_calls, code, ctx, filter_is, mock, tag};
     use aws_sdk_ec2::Client;

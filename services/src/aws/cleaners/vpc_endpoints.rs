@@ -4,7 +4,8 @@
 //! blocker of the VPC (`vpcs::blockers`) and never deleted. Deletion is asynchronous, as for NAT
 //! gateways: a pass requests it and reports "waiting" while the endpoint is `deleting`.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, requested, settle};
+use super::vpc_owned::{InVpcs, VpcOwned};
+use super::{CleanError, Outcome, Target, requested, settle};
 use crate::aws::discovery::tags;
 use crate::aws::errors::{ApiFailure, call, classify};
 use async_trait::async_trait;
@@ -22,34 +23,19 @@ pub(crate) fn is_gone(state: Option<&str>) -> bool {
 }
 
 #[async_trait]
-impl Cleaner for VpcEndpoints {
+impl VpcOwned for VpcEndpoints {
     type Detail = ();
-
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+    const KIND: &'static str = KIND;
     /// With the NAT gateways: nothing of the network depends on an endpoint, and an endpoint
     /// holds route tables (gateway endpoints) and subnets (interface endpoints' ENIs).
-    fn order(&self) -> u32 {
-        10
-    }
-    fn gates_later(&self) -> bool {
-        true
-    }
+    const ORDER: u32 = 10;
+    const GATES_LATER: bool = true;
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        if ctx.vpc_ids.is_empty() {
-            return Ok(Vec::new());
-        }
+    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target>, CleanError> {
         let out = call("ec2.DescribeVpcEndpoints", || {
-            ctx.clients
-                .ec2
+            at.ec2
                 .describe_vpc_endpoints()
-                .filters(tags::ec2_filter("vpc-id", ctx.vpc_ids))
-                .filters(tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED))
+                .set_filters(Some(at.owned("vpc-id")))
                 .send()
         })
         .await
@@ -72,13 +58,9 @@ impl Cleaner for VpcEndpoints {
         Ok(targets)
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+    async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
         let res = call("ec2.DeleteVpcEndpoints", || {
-            ctx.clients
-                .ec2
-                .delete_vpc_endpoints()
-                .vpc_endpoint_ids(&t.id)
-                .send()
+            ec2.delete_vpc_endpoints().vpc_endpoint_ids(&t.id).send()
         })
         .await;
         // A batch API: the call succeeds and names the endpoints it could not delete.
@@ -125,6 +107,7 @@ mod tests {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::aws::cleaners::{CleanCtx, Cleaner};
     use crate::aws::discovery::inventory::Inventory;
     use crate::aws::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
