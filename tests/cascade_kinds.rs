@@ -361,7 +361,9 @@ async fn unknown_owner_kind_does_not_block_other_collection() {
         "a dependent of an unknown kind is kept"
     );
     let retried = eventually(T, || async {
-        gc.metric("sweeper_cascade_errors_total{resource=\"nope.example.com/v1/Nope\"}")
+        gc.metric(
+            "sweeper_cascade_errors_total{resource=\"nope.example.com/v1/Nope\",reason=\"unknown_owner_kind\"}",
+        )
             .await
             >= 1.0
     })

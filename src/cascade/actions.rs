@@ -70,6 +70,30 @@ impl Target<'_> {
 }
 
 impl ActionError {
+    /// The failure's `reason` label in `sweeper_cascade_errors_total`: the API server's answer
+    /// by class, or `transport` when none came; bounded, never the message.
+    pub fn reason(&self) -> &'static str {
+        let source = match self {
+            ActionError::Conflict { .. } => return "conflict",
+            ActionError::Api { source, .. } => source,
+        };
+        if crate::engine::client::refusal(source).is_some() {
+            return "fenced";
+        }
+        match source {
+            kube::Error::Api(s) => match s.code {
+                401 | 403 => "forbidden",
+                404 => "not_found",
+                409 => "conflict",
+                422 => "invalid",
+                429 => "throttled",
+                500.. => "server_error",
+                _ => "rejected",
+            },
+            _ => "transport",
+        }
+    }
+
     /// Whether the collector's pause refused the call before it was sent.
     pub fn paused(&self) -> bool {
         matches!(self, ActionError::Api { source, .. }
@@ -127,16 +151,13 @@ pub async fn set_owner_references(
     if resource_version > 0 {
         meta["resourceVersion"] = json!(resource_version.to_string());
     }
-    let patch = json!({ "metadata": meta });
-    match t
-        .api(client)
-        .patch(t.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(Outcome::Done),
-        Err(e) if is_status(&e, 404) => Ok(Outcome::Gone),
-        Err(e) => Err(t.err("patch ownerReferences of", e)),
-    }
+    merge_patch(
+        client,
+        t,
+        "patch ownerReferences of",
+        json!({ "metadata": meta }),
+    )
+    .await
 }
 
 /// Removes `finalizers` from the object if present: reads the current list (finalizers of
@@ -168,6 +189,18 @@ pub async fn remove_finalizers(
         "finalizers": kept,
         "resourceVersion": current.resource_version,
     }});
+    merge_patch(client, t, "remove finalizer from", patch).await
+}
+
+/// A merge patch of the target, the one way this collector writes an object: gone (404) is
+/// [`Outcome::Gone`], a conflict (409, the resourceVersion the patch carries moved on) is
+/// [`ActionError::Conflict`], anything else an error naming `verb` and the object.
+async fn merge_patch(
+    client: &Client,
+    t: &Target<'_>,
+    verb: &'static str,
+    patch: serde_json::Value,
+) -> Result<Outcome, ActionError> {
     match t
         .api(client)
         .patch(t.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -175,7 +208,7 @@ pub async fn remove_finalizers(
     {
         Ok(_) => Ok(Outcome::Done),
         Err(e) if is_status(&e, 404) => Ok(Outcome::Gone),
-        Err(e) => Err(t.err("remove finalizer from", e)),
+        Err(e) => Err(t.err(verb, e)),
     }
 }
 

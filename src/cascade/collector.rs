@@ -3,8 +3,9 @@
 //! start-up does not verify owners that are merely not listed yet.
 
 use super::context::{CascadeConfig, Ctx};
+use super::driver::{self, Queue};
 use super::metrics::CascadeMetrics;
-use super::{gone, orphan, worker, writer};
+use super::{gone, writer};
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::graph::kinds::KindId;
 use crate::engine::graph::kinds::ResolvedKind;
@@ -177,10 +178,10 @@ pub async fn run(
         if workers.is_empty() && sync_over {
             ctx.write().set_initial_sync(false);
             for _ in 0..ctx.config.workers.max(1) {
-                workers.push(tokio::spawn(worker::run(ctx.clone())));
+                workers.push(tokio::spawn(driver::run(ctx.clone(), Queue::Delete)));
             }
             for _ in 0..ctx.config.workers.max(1).div_ceil(4) {
-                workers.push(tokio::spawn(orphan::run(ctx.clone())));
+                workers.push(tokio::spawn(driver::run(ctx.clone(), Queue::Orphan)));
             }
             state.set_ready("cascade", true);
         }

@@ -12,6 +12,14 @@ pub struct ResourceLabels {
     pub resource: String,
 }
 
+/// A failed attempt of either work queue: the resource it was about and why it failed
+/// (`WorkError::reason`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub resource: String,
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueueLabels {
     pub queue: String,
@@ -26,7 +34,7 @@ pub struct CascadeMetrics {
     pub would_delete: Family<ResourceLabels, Counter>,
     pub orphaned: Family<ResourceLabels, Counter>,
     pub owner_refs_removed: Family<ResourceLabels, Counter>,
-    pub errors: Family<ResourceLabels, Counter>,
+    pub errors: Family<FailureLabels, Counter>,
     pub watch_events: Counter,
 }
 
@@ -70,7 +78,7 @@ impl CascadeMetrics {
         );
         r.register(
             "errors",
-            "Failed attempts (retried with backoff), by resource",
+            "Failed attempts of both work queues (retried with backoff), by resource and reason",
             self.errors.clone(),
         );
         r.register(
@@ -78,6 +86,13 @@ impl CascadeMetrics {
             "Watch events applied to the graph",
             self.watch_events.clone(),
         );
+    }
+
+    pub fn failure(resource: &str, reason: &str) -> FailureLabels {
+        FailureLabels {
+            resource: resource.to_string(),
+            reason: reason.to_string(),
+        }
     }
 
     pub fn resource(r: &str) -> ResourceLabels {

@@ -8,6 +8,7 @@ pub mod actions;
 pub mod classify;
 pub mod collector;
 pub mod context;
+pub mod driver;
 pub mod gone;
 pub mod metrics;
 pub mod orphan;

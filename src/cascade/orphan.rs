@@ -3,33 +3,13 @@
 
 use super::actions::{self, Target};
 use super::context::Ctx;
+use super::driver::Failure;
 use super::metrics::CascadeMetrics;
 use super::worker::WorkError;
 use crate::engine::graph::kinds::ResolvedKind;
 use crate::engine::graph::node::CLUSTER;
 use crate::engine::graph::uid::Uid;
 use crate::engine::meta::FINALIZER_ORPHAN;
-use std::sync::Arc;
-
-pub async fn run(ctx: Arc<Ctx>) {
-    while let Some(uid) = ctx.orphan_q.get().await {
-        match attempt_to_orphan(&ctx, uid).await {
-            Ok(()) => ctx.orphan_q.forget(&uid),
-            Err(e) if e.paused() => {
-                ctx.orphan_q.forget(&uid);
-                ctx.orphan_q.done(&uid);
-                ctx.orphan_q.add(uid);
-                ctx.config.fence.resumed().await;
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "orphaning failed; retrying with backoff");
-                ctx.orphan_q.add_rate_limited(uid);
-            }
-        }
-        ctx.orphan_q.done(&uid);
-    }
-}
 
 struct Edit {
     gvk: String,
@@ -40,8 +20,15 @@ struct Edit {
     refs: Vec<serde_json::Value>,
 }
 
-/// Where the owner's finalizer is released: its kind, namespace, name and uid.
-type OwnerTarget = (Option<ResolvedKind>, Option<String>, String, String);
+/// Where the owner's finalizer is released.
+struct OwnerTarget {
+    /// `group/version/kind`, for the failure count.
+    gvk: String,
+    resolved: Option<ResolvedKind>,
+    namespace: Option<String>,
+    name: String,
+    uid: String,
+}
 
 /// The dependents' rewritten owner references and the owner's coordinates, read under the graph's
 /// read lock; `None` when the owner is gone or no longer orphaning.
@@ -71,19 +58,21 @@ fn plan(ctx: &Ctx, owner: Uid) -> Option<(Vec<Edit>, OwnerTarget)> {
             }
         })
         .collect();
-    let target = (
-        g.kinds.resolve(node.kind).cloned(),
-        (node.namespace != CLUSTER)
+    let info = g.kinds.info(node.kind);
+    let target = OwnerTarget {
+        gvk: format!("{}/{}", info.api_version, info.kind),
+        resolved: g.kinds.resolve(node.kind).cloned(),
+        namespace: (node.namespace != CLUSTER)
             .then(|| g.namespace(node.namespace).map(str::to_string))
             .flatten(),
-        node.name.to_string(),
-        g.uid_text(&owner),
-    );
+        name: node.name.to_string(),
+        uid: g.uid_text(&owner),
+    };
     Some((edits, target))
 }
 
 #[tracing::instrument(skip(ctx, owner), fields(owner = %owner))]
-async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), WorkError> {
+pub(crate) async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), Failure> {
     // Collect the rewrites under the read lock; make the calls without it.
     let Some((edits, owner_target)) = plan(ctx, owner) else {
         return Ok(()); // gone, or no longer orphaning
@@ -110,26 +99,41 @@ async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), WorkError> {
                     .inc();
             }
             Err(err) => {
-                first_error.get_or_insert(err);
+                first_error.get_or_insert(Failure {
+                    resource: e.gvk.clone(),
+                    error: err.into(),
+                });
             }
         }
     }
-    if let Some(err) = first_error {
-        return Err(err.into());
+    if let Some(failure) = first_error {
+        return Err(failure);
     }
-    let (resolved, namespace, name, uid_text) = owner_target;
+    let OwnerTarget {
+        gvk,
+        resolved,
+        namespace,
+        name,
+        uid,
+    } = owner_target;
+    let owner_failed = |error: WorkError| Failure {
+        resource: gvk.clone(),
+        error,
+    };
     let Some(resolved) = resolved else {
-        return Err(WorkError::UnknownKind {
+        return Err(owner_failed(WorkError::UnknownKind {
             object: name,
             kind: "owner".into(),
-        });
+        }));
     };
     let t = Target {
         resource: &resolved,
         namespace: namespace.as_deref(),
         name: &name,
     };
-    actions::remove_finalizers(&ctx.client, &t, &uid_text, &[FINALIZER_ORPHAN]).await?;
+    actions::remove_finalizers(&ctx.client, &t, &uid, &[FINALIZER_ORPHAN])
+        .await
+        .map_err(|e| owner_failed(e.into()))?;
     tracing::info!(
         dependents = edits.len(),
         "orphaned dependents and released the owner"

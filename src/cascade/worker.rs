@@ -4,6 +4,7 @@
 use super::actions::{self, ActionError, Outcome, Target};
 use super::classify::{Decision, OwnerStatus, Propagation, decide};
 use super::context::Ctx;
+use super::driver::Failure;
 use super::metrics::CascadeMetrics;
 use super::snapshot::Snapshot;
 use crate::archive::store::{ArchiveFailure, Archiver, Item, Prepared};
@@ -12,7 +13,6 @@ use crate::engine::graph::node::{CLUSTER, flag};
 use crate::engine::graph::uid::Uid;
 use crate::engine::meta::{FINALIZER_CASCADE_COMPLETE, FINALIZER_FOREGROUND};
 use kube::runtime::events::EventType;
-use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
@@ -35,51 +35,22 @@ pub enum WorkError {
     Changed { object: String },
 }
 
-/// Runs one worker until the queue shuts down.
-pub async fn run(ctx: Arc<Ctx>) {
-    while let Some(uid) = ctx.delete_q.get().await {
-        match attempt_to_delete(&ctx, uid).await {
-            Ok(()) => ctx.delete_q.forget(&uid),
-            Err((_, e)) if e.paused() => {
-                // Not a failure: requeue without backoff and park until the operator resumes.
-                ctx.delete_q.forget(&uid);
-                ctx.delete_q.done(&uid);
-                ctx.delete_q.add(uid);
-                ctx.config.fence.resumed().await;
-                continue;
-            }
-            Err((gvk, e)) => {
-                if matches!(
-                    e,
-                    WorkError::UnknownKind { .. } | WorkError::UnknownOwnerKind { .. }
-                ) {
-                    ctx.wait_for_kind(uid);
-                }
-                ctx.metrics
-                    .errors
-                    .get_or_create(&CascadeMetrics::resource(&gvk))
-                    .inc();
-                let failures = ctx.delete_q.failures(&uid);
-                if matches!(
-                    e,
-                    WorkError::Action(ActionError::Conflict { .. }) | WorkError::Changed { .. }
-                ) {
-                    tracing::debug!(error = %e, "conflict; re-classifying");
-                } else {
-                    tracing::warn!(error = %e, failures, "attempt to delete failed; retrying with backoff");
-                }
-                ctx.delete_q.add_rate_limited(uid);
-            }
-        }
-        ctx.delete_q.done(&uid);
-    }
-}
-
 impl WorkError {
     fn archive(snap: &Snapshot, source: ArchiveFailure) -> Self {
         WorkError::Archive {
             object: snap.label(),
             source,
+        }
+    }
+
+    /// The failure's `reason` label in `sweeper_cascade_errors_total`: a short, bounded name.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WorkError::UnknownOwnerKind { .. } => "unknown_owner_kind",
+            WorkError::UnknownKind { .. } => "unknown_kind",
+            WorkError::Action(a) => a.reason(),
+            WorkError::Archive { .. } => "archive",
+            WorkError::Changed { .. } => "changed",
         }
     }
 
@@ -93,10 +64,8 @@ impl WorkError {
     }
 }
 
-type Failure = (String, WorkError);
-
 #[tracing::instrument(skip(ctx, uid), fields(uid = %uid, object))]
-async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure> {
+pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure> {
     let Some(snap) = Snapshot::take(&ctx.read(), &ctx.absent, &uid) else {
         return Ok(()); // gone from the graph: nothing left to do
     };
@@ -110,7 +79,10 @@ async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure> {
         snap.name
     );
     tracing::Span::current().record("object", object.as_str());
-    let fail = |e: WorkError| (snap.gvk.clone(), e);
+    let fail = |error: WorkError| Failure {
+        resource: snap.gvk.clone(),
+        error,
+    };
 
     if !snap.node.observed() {
         return verify_virtual(ctx, &snap, &object).await.map_err(fail);

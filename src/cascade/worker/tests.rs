@@ -11,6 +11,7 @@ use http::Method;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ApiResource;
 use serde_json::json;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 const CM: &str = "/api/v1/namespaces/ns/configmaps";
@@ -103,7 +104,7 @@ async fn a_dependent_whose_only_owner_is_gone_is_deleted_once_with_uid_and_versi
 
     attempt_to_delete(&w.ctx, uid(2))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     let calls = w.server.finish();
@@ -122,7 +123,7 @@ async fn a_dependent_with_a_solid_owner_is_not_deleted() {
 
     attempt_to_delete(&w.ctx, uid(2))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     assert!(
@@ -139,7 +140,7 @@ async fn an_owner_still_being_looked_up_keeps_its_dependent() {
 
     attempt_to_delete(&w.ctx, uid(2))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     assert!(
@@ -160,7 +161,7 @@ async fn a_solid_owner_keeps_the_dependent_and_only_the_dangling_reference_is_dr
 
     attempt_to_delete(&w.ctx, uid(3))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     let calls = w.server.finish();
@@ -185,7 +186,7 @@ async fn a_conflict_on_delete_is_returned_for_reclassification_and_the_fresh_vie
         .expect(Method::DELETE, &format!("{CM}/dep"))
         .respond_status(409, "Conflict");
 
-    let err = attempt_to_delete(&w.ctx, uid(2)).await.unwrap_err().1;
+    let err = attempt_to_delete(&w.ctx, uid(2)).await.unwrap_err().error;
     assert!(
         matches!(err, WorkError::Action(ActionError::Conflict { .. })),
         "a 409 is a conflict (re-classified without a warning), got {err}"
@@ -198,7 +199,7 @@ async fn a_conflict_on_delete_is_returned_for_reclassification_and_the_fresh_vie
     w.apply(adopted);
     attempt_to_delete(&w.ctx, uid(2))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     let calls = w.server.finish();
@@ -218,7 +219,10 @@ async fn the_worker_retries_a_conflicted_delete_with_the_new_version_as_precondi
         .respond(200, cm_json("dep", &w.uid_text(2), "9", &[]));
     let ctx = Arc::new(w.ctx);
     ctx.delete_q.add(uid(2));
-    let worker = tokio::spawn(run(ctx.clone()));
+    let worker = tokio::spawn(crate::cascade::driver::run(
+        ctx.clone(),
+        crate::cascade::driver::Queue::Delete,
+    ));
     w.server.wait_for_calls(1).await;
     // The watch delivers the change that caused the conflict before the retry (its backoff).
     ctx.write()
@@ -248,7 +252,7 @@ async fn a_dry_run_deletes_nothing() {
 
     attempt_to_delete(&w.ctx, uid(2))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     assert!(w.server.finish().is_empty());
@@ -262,7 +266,7 @@ async fn an_object_being_deleted_by_someone_else_is_left_alone() {
 
     attempt_to_delete(&w.ctx, uid(2))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     assert!(w.server.finish().is_empty());
@@ -278,7 +282,7 @@ async fn a_virtual_owner_not_found_is_reported_absent_and_nothing_is_deleted() {
 
     attempt_to_delete(&w.ctx, uid(1))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     let calls = w.server.finish();
@@ -296,7 +300,7 @@ async fn a_virtual_owner_replaced_under_its_name_is_absent() {
 
     attempt_to_delete(&w.ctx, uid(1))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     w.server.finish();
@@ -313,7 +317,7 @@ async fn a_virtual_owner_that_exists_with_its_uid_keeps_its_dependents() {
 
     attempt_to_delete(&w.ctx, uid(1))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     let calls = w.server.finish();
@@ -355,7 +359,7 @@ async fn foreground_deletion_finishes_by_removing_only_its_finalizers_once_no_de
 
     attempt_to_delete(&w.ctx, uid(1))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     let calls = w.server.finish();
@@ -386,7 +390,7 @@ async fn foreground_deletion_waits_while_a_dependent_blocks_and_queues_it() {
 
     attempt_to_delete(&w.ctx, uid(1))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     assert!(
@@ -424,7 +428,7 @@ async fn a_completed_background_cascade_releases_cascade_complete_and_reports_it
 
     attempt_to_delete(&w.ctx, uid(1))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     assert_eq!(w.server.events(), vec!["CascadeComplete".to_string()]);
@@ -448,7 +452,7 @@ async fn a_background_cascade_with_dependents_left_keeps_its_finalizer() {
 
     attempt_to_delete(&w.ctx, uid(1))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     assert!(
@@ -510,7 +514,7 @@ async fn the_archive_record_is_written_before_the_delete_which_is_guarded_by_the
 
     attempt_to_delete(&ctx, uid(2))
         .await
-        .map_err(|e| e.1)
+        .map_err(|e| e.error)
         .unwrap();
 
     let calls = server.finish();
