@@ -140,3 +140,6 @@ pub(crate) async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), Failu
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
