@@ -10,6 +10,7 @@
 //! the security-group cleaner plans its revokes from, so the confirmation hands it on
 //! ([`VpcSecurityGroups`]) instead of the cleaner describing the same VPCs again.
 
+use super::describe::TargetGroupInfo;
 use super::inventory::Ownership;
 use super::tagging::TaggedResource;
 use super::tags;
@@ -36,7 +37,8 @@ pub struct Confirmed {
 }
 
 /// The candidates that live in one of `own`'s VPCs (network interfaces: and are `available`).
-/// Kinds phase 2 does not clean are dropped; with no known VPC, everything is.
+/// Kinds phase 2 does not clean are dropped; with no known VPC, everything is. Gathers the
+/// facts ([`gather`], the only AWS calls), then decides ([`keep`], pure).
 pub async fn confirm(
     c: &AwsClients,
     own: &Ownership,
@@ -45,72 +47,93 @@ pub async fn confirm(
     if candidates.is_empty() {
         return Ok(Confirmed::default());
     }
-    let vpcs = own.vpcs();
-    if vpcs.is_empty() {
+    if own.vpcs().is_empty() {
         tracing::warn!(
             found = candidates.len(),
             "resources tagged for the cluster by the LB controller or the VPC CNI, but the cluster's VPC is unknown: left alone"
         );
         return Ok(Confirmed::default());
     }
-    // The four kinds here are what the controller-tag queries ask for
-    // (tags::CONTROLLER_TAGGED_TYPES): a kind confirmed here must be in that list.
-    let has = |service: &str, ty: &str| {
-        candidates
-            .iter()
-            .any(|r| r.arn.service == service && r.arn.resource_type() == ty)
-    };
-    // ARNs (v2 load balancers, target groups) or ids (classic names, groups, interfaces). The
-    // kinds' Describes are independent: they run at once, so the confirmation costs one round
-    // trip, not four.
+    let facts = gather(c, own.vpcs(), &Wanted::of(&candidates)).await?;
+    let (kept, left) = keep(own, candidates, &facts);
+    for r in &left {
+        tracing::info!(arn = %r.arn, "tagged for a cluster of this name but not in its VPC (or not a kind phase 2 cleans): left alone");
+    }
+    Ok(Confirmed {
+        kept,
+        groups: facts.groups.map(|groups| VpcSecurityGroups {
+            vpcs: own.vpcs().to_vec(),
+            groups,
+        }),
+    })
+}
+
+/// What the candidates ask to be looked up. The four kinds here are what the controller-tag
+/// queries ask for (tags::CONTROLLER_TAGGED_TYPES): a kind confirmed here must be in that list.
+#[derive(Debug, Default, PartialEq)]
+struct Wanted {
+    /// v2 load balancers by ARN (`app|net|gwy/<name>/<id>`).
+    v2_lbs: Vec<String>,
+    /// Classic load balancers by name.
+    classic_lbs: Vec<String>,
+    target_groups: Vec<String>,
+    security_groups: bool,
+    network_interfaces: bool,
+}
+
+impl Wanted {
+    fn of(candidates: &[TaggedResource]) -> Self {
+        let mut w = Wanted::default();
+        for r in candidates {
+            match (r.arn.service.as_str(), r.arn.resource_type()) {
+                ("elasticloadbalancing", "loadbalancer") if r.arn.resource_id().contains('/') => {
+                    w.v2_lbs.push(r.arn.to_string())
+                }
+                ("elasticloadbalancing", "loadbalancer") => {
+                    w.classic_lbs.push(r.arn.resource_id().to_string())
+                }
+                ("elasticloadbalancing", "targetgroup") => w.target_groups.push(r.arn.to_string()),
+                ("ec2", "security-group") => w.security_groups = true,
+                ("ec2", "network-interface") => w.network_interfaces = true,
+                _ => {}
+            }
+        }
+        w
+    }
+}
+
+/// Where the wanted resources live, as AWS answered.
+#[derive(Debug, Default)]
+pub(crate) struct Placement {
+    /// Load balancers that exist: (ARN or classic name, VPC).
+    lbs: Vec<(String, Option<String>)>,
+    target_groups: Vec<TargetGroupInfo>,
+    /// Every security group of the cluster's VPCs (when a group was a candidate).
+    groups: Option<Vec<SecurityGroup>>,
+    /// The detached interfaces of the cluster's VPCs (when an interface was a candidate).
+    detached_enis: Vec<String>,
+}
+
+/// The Describes `wanted` needs, and no other: load balancers and target groups by ARN or name
+/// (their region's listing is what a Describe would otherwise read for a few of them); groups
+/// and interfaces by one Describe over the cluster's VPCs. They are independent, so they run at
+/// once: the confirmation costs one round trip, not four.
+async fn gather(c: &AwsClients, vpcs: &[String], wanted: &Wanted) -> Result<Placement, CleanError> {
     let in_vpcs = || tags::ec2_filter("vpc-id", vpcs);
-    // Load balancers and target groups by ARN or name (the candidates' only): their region's
-    // listing (every load balancer, every target group) is what a Describe would otherwise
-    // read for a few of them. v2 ARNs name `app|net|gwy/<name>/<id>`, classic ones the name.
-    let of_kind = |service: &'static str, ty: &'static str| {
-        candidates
-            .iter()
-            .filter(move |r| r.arn.service == service && r.arn.resource_type() == ty)
-            .map(|r| &r.arn)
-    };
-    let (v2_lbs, classic_lbs): (Vec<String>, Vec<String>) = {
-        let (v2, classic): (Vec<_>, Vec<_>) = of_kind("elasticloadbalancing", "loadbalancer")
-            .partition(|a| a.resource_id().contains('/'));
-        (
-            v2.iter().map(|a| a.to_string()).collect(),
-            classic
-                .iter()
-                .map(|a| a.resource_id().to_string())
-                .collect(),
-        )
-    };
-    let tg_arns: Vec<String> = of_kind("elasticloadbalancing", "targetgroup")
-        .map(|a| a.to_string())
-        .collect();
     let lbs = async {
-        if v2_lbs.is_empty() && classic_lbs.is_empty() {
+        if wanted.v2_lbs.is_empty() && wanted.classic_lbs.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(by_id::load_balancers(c, &v2_lbs, &classic_lbs)
-            .await?
-            .into_iter()
-            .filter(|(_, vpc)| own.in_vpcs(vpc.as_deref()))
-            .map(|(id, _)| id)
-            .collect())
+        by_id::load_balancers(c, &wanted.v2_lbs, &wanted.classic_lbs).await
     };
     let tgs = async {
-        if tg_arns.is_empty() {
+        if wanted.target_groups.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(by_id::target_groups(c, &tg_arns)
-            .await?
-            .into_iter()
-            .filter(|t| own.in_vpcs(t.vpc.as_deref()))
-            .map(|t| t.arn)
-            .collect())
+        by_id::target_groups(c, &wanted.target_groups).await
     };
     let sgs = async {
-        if !has("ec2", "security-group") {
+        if !wanted.security_groups {
             return Ok(None);
         }
         describe::security_groups(c, vec![in_vpcs()])
@@ -118,7 +141,7 @@ pub async fn confirm(
             .map(Some)
     };
     let enis = async {
-        if !has("ec2", "network-interface") {
+        if !wanted.network_interfaces {
             return Ok(Vec::new());
         }
         Ok(describe::detached_network_interfaces(c, vec![in_vpcs()])
@@ -129,32 +152,124 @@ pub async fn confirm(
     };
     // Each on the heap: four SDK futures side by side in one frame overflow a worker thread's
     // stack in a debug build.
-    let (lbs, tgs, groups, enis): (Vec<String>, Vec<String>, _, Vec<String>) =
+    let (lbs, target_groups, groups, detached_enis) =
         futures::future::try_join4(Box::pin(lbs), Box::pin(tgs), Box::pin(sgs), Box::pin(enis))
             .await?;
-    let group_ids = groups
-        .iter()
-        .flatten()
-        .filter_map(|g: &SecurityGroup| g.group_id().map(str::to_string));
-    let here: HashSet<String> = lbs
-        .into_iter()
-        .chain(tgs)
-        .chain(enis)
-        .chain(group_ids)
-        .collect();
-    let (kept, left): (Vec<_>, Vec<_>) = candidates
-        .into_iter()
-        .partition(|r| here.contains(&r.arn.to_string()) || here.contains(r.arn.resource_id()));
-    for r in &left {
-        tracing::info!(arn = %r.arn, "tagged for a cluster of this name but not in its VPC (or not a kind phase 2 cleans): left alone");
-    }
-    Ok(Confirmed {
-        kept,
-        groups: groups.map(|groups| VpcSecurityGroups {
-            vpcs: vpcs.to_vec(),
-            groups,
-        }),
+    Ok(Placement {
+        lbs,
+        target_groups,
+        groups,
+        detached_enis,
     })
+}
+
+/// The deletion-safety filter, pure: (kept, left). A candidate is kept only when the facts show
+/// it in one of `own`'s VPCs (load balancers, target groups), among the groups described in
+/// them, or among their detached interfaces. Anything else, other kinds included, is left.
+fn keep(
+    own: &Ownership,
+    candidates: Vec<TaggedResource>,
+    facts: &Placement,
+) -> (Vec<TaggedResource>, Vec<TaggedResource>) {
+    let lbs = facts
+        .lbs
+        .iter()
+        .filter(|(_, vpc)| own.in_vpcs(vpc.as_deref()))
+        .map(|(id, _)| id.as_str());
+    let tgs = facts
+        .target_groups
+        .iter()
+        .filter(|t| own.in_vpcs(t.vpc.as_deref()))
+        .map(|t| t.arn.as_str());
+    // Described by a filter on the cluster's VPCs: every one is in them.
+    let groups = facts.groups.iter().flatten().filter_map(|g| g.group_id());
+    let enis = facts.detached_enis.iter().map(String::as_str);
+    let here: HashSet<&str> = lbs.chain(tgs).chain(groups).chain(enis).collect();
+    candidates.into_iter().partition(|r| {
+        here.contains(r.arn.to_string().as_str()) || here.contains(r.arn.resource_id())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: &str = "arn:aws:elasticloadbalancing:us-east-1:0";
+
+    fn candidate(arn: &str) -> TaggedResource {
+        TaggedResource {
+            arn: arn.parse().unwrap(),
+            tags: Default::default(),
+        }
+    }
+
+    fn ids(rs: &[TaggedResource]) -> Vec<String> {
+        rs.iter().map(|r| r.arn.resource_id().to_string()).collect()
+    }
+
+    #[test]
+    fn what_is_asked_follows_the_candidates_kinds() {
+        let w = Wanted::of(&[
+            candidate(&format!("{P}:loadbalancer/app/a/1")),
+            candidate(&format!("{P}:loadbalancer/classic-a")),
+            candidate(&format!("{P}:targetgroup/tg/2")),
+            candidate("arn:aws:ec2:us-east-1:0:instance/i-1"),
+        ]);
+        assert_eq!(w.v2_lbs, [format!("{P}:loadbalancer/app/a/1")]);
+        assert_eq!(w.classic_lbs, ["classic-a"]);
+        assert_eq!(w.target_groups, [format!("{P}:targetgroup/tg/2")]);
+        assert!(
+            !w.security_groups && !w.network_interfaces,
+            "none asked for"
+        );
+    }
+
+    #[test]
+    fn only_what_the_facts_place_in_the_clusters_vpcs_is_kept() {
+        let own = Ownership::of("c1").with_vpcs(vec!["vpc-1".into()]);
+        let facts = Placement {
+            lbs: vec![
+                (format!("{P}:loadbalancer/app/ours/1"), Some("vpc-1".into())),
+                (format!("{P}:loadbalancer/app/twin/2"), Some("vpc-2".into())),
+                ("classic-novpc".into(), None),
+            ],
+            target_groups: vec![TargetGroupInfo {
+                arn: format!("{P}:targetgroup/tg/3"),
+                load_balancer_arns: vec![],
+                vpc: Some("vpc-2".into()),
+            }],
+            groups: Some(vec![SecurityGroup::builder().group_id("sg-1").build()]),
+            detached_enis: vec!["eni-1".into()],
+        };
+        let (kept, left) = keep(
+            &own,
+            vec![
+                candidate(&format!("{P}:loadbalancer/app/ours/1")),
+                candidate(&format!("{P}:loadbalancer/app/twin/2")),
+                candidate(&format!("{P}:loadbalancer/classic-novpc")),
+                candidate(&format!("{P}:targetgroup/tg/3")),
+                candidate("arn:aws:ec2:us-east-1:0:security-group/sg-1"),
+                candidate("arn:aws:ec2:us-east-1:0:security-group/sg-gone"),
+                candidate("arn:aws:ec2:us-east-1:0:network-interface/eni-1"),
+                candidate("arn:aws:ec2:us-east-1:0:network-interface/eni-attached"),
+                candidate("arn:aws:ec2:us-east-1:0:instance/i-1"),
+            ],
+            &facts,
+        );
+        assert_eq!(ids(&kept), ["app/ours/1", "sg-1", "eni-1"]);
+        assert_eq!(
+            ids(&left),
+            [
+                "app/twin/2",
+                "classic-novpc",
+                "tg/3",
+                "sg-gone",
+                "eni-attached",
+                "i-1"
+            ],
+            "another VPC, no VPC, not described, attached, or a kind phase 2 does not confirm"
+        );
+    }
 }
 
 #[cfg(test)]
