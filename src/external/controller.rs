@@ -10,6 +10,7 @@ use super::cluster::{self, ClusterNameError, ClusterNames, LinkedAnnotations, Re
 use super::conditions::{self, Desired, Severity};
 use super::identity::{self, Placement};
 use super::metrics::ExternalMetrics;
+use super::outcome::{self, dry_run_plan};
 use crate::api::capa::IdentityRef;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
@@ -464,6 +465,37 @@ impl<K: GcKind> KindTeardown<K> {
         })
     }
 
+    /// The audit trail: what this pass deleted in AWS, recorded in the cluster object's
+    /// namespace. A failed write is logged, never fatal: the deletes happened.
+    async fn audit(
+        &self,
+        o: &K,
+        namespace: &str,
+        names: &ClusterNames,
+        session: &sweeper_services::aws::session::Session,
+        report: &TeardownReport,
+    ) {
+        let deleted: Vec<_> = report
+            .phases
+            .iter()
+            .flat_map(|p| p.audit.iter().map(move |a| (p.phase, a)))
+            .collect();
+        if !deleted.is_empty()
+            && let Err(e) = crate::archive::audit::write(
+                &self.ctx.client,
+                namespace,
+                names,
+                session,
+                &o.object_ref(&()),
+                &deleted,
+                self.ctx.audit_ttl,
+            )
+            .await
+        {
+            tracing::warn!(error = %e, "cannot write the AWS audit record; the deletes happened and are logged");
+        }
+    }
+
     async fn warn(&self, obj: &impl Resource<DynamicType = ()>, reason: &str, note: String) {
         self.ctx
             .events
@@ -614,7 +646,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         if self.ctx.dry_run {
             return self.planned(o, &cluster_name, &place, &report).await;
         }
-        let tally = Tally::of(&report, &self.ctx.metrics);
+        outcome::count(&report, &self.ctx.metrics);
         // Credentials revoked or expired mid-teardown (the identity objects unchanged): the
         // next pass proves the session again, and reports the refusal if AWS refuses it.
         self.ctx.sessions.forget_if_credentials_failed(
@@ -629,28 +661,9 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                 })
                 .map(String::as_str),
         );
-        // The audit trail: what this pass deleted in AWS, in the cluster object's namespace.
-        let deleted: Vec<_> = report
-            .phases
-            .iter()
-            .flat_map(|p| p.audit.iter().map(move |a| (p.phase, a)))
-            .collect();
-        if !deleted.is_empty()
-            && let Err(e) = crate::archive::audit::write(
-                &self.ctx.client,
-                &namespace,
-                &names,
-                &session,
-                &o.object_ref(&()),
-                &deleted,
-                self.ctx.audit_ttl,
-            )
-            .await
-        {
-            tracing::warn!(error = %e, "cannot write the AWS audit record; the deletes happened and are logged");
-        }
-        // What a delete left to know (the snapshot a volume was kept in): once, as it happens.
-        for note in report.phases.iter().flat_map(|p| &p.notes) {
+        self.audit(o, &namespace, &names, &session, &report).await;
+        let out = outcome::of(&report, &cluster_name, &place);
+        for note in &out.notes {
             self.ctx
                 .events
                 .emit(
@@ -661,41 +674,21 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                 )
                 .await;
         }
-        tracing::info!(cluster = %cluster_name, deleted = tally.deleted, remaining = tally.remaining.len(), errors = tally.errors.len(), done = report.done, "teardown pass");
-        if report.done {
-            let message =
-                format!("all AWS resources of cluster {cluster_name} are deleted ({place})");
-            self.condition(o, Desired::done("Deleted", &message))
-                .await?;
-            return Ok(Pass::Done {
-                note: format!("AWS teardown of {cluster_name} finished ({place})"),
-            });
-        }
-        let message = format!("{} ({place})", tally.summary());
-        // Failures are retried with backoff, so they are Warnings, not Errors (which CAPI
-        // reserves for what does not fix itself).
-        let (severity, reason) = if tally.errors.is_empty() {
-            (Severity::Info, "Deleting")
-        } else {
-            (Severity::Warning, "DeletionFailed")
+        tracing::info!(cluster = %cluster_name, deleted = out.deleted, left = out.left, done = report.done, "teardown pass");
+        let want = Desired {
+            done: out.done,
+            severity: out.severity,
+            reason: out.reason,
+            message: &out.message,
         };
-        let changed = self
-            .condition(o, Desired::not_done(severity, reason, &message))
-            .await?;
-        if !tally.errors.is_empty() && changed {
-            self.warn(o, "ExternalResourcesDeletionFailed", message)
-                .await;
+        // Warnings only when the condition changed: a pass that finds the same trouble again
+        // says nothing new.
+        if self.condition(o, want).await? {
+            for (reason, note) in out.warnings {
+                self.warn(o, reason, note).await;
+            }
         }
-        if !tally.blockers.is_empty() && changed {
-            self.warn(o, "VpcDeletionBlocked", tally.blocked_vpcs())
-                .await;
-        }
-        let (phase, detail) = phase_of(&report);
-        Ok(Pass::Left {
-            phase,
-            detail: format!("{detail}; {place}"),
-            after: Duration::from_secs(if tally.deleted > 0 { 1 } else { 5 }),
-        })
+        Ok(out.pass)
     }
 
     /// An object sweeper cannot read as its kind: reported (condition, Event, log,
@@ -723,166 +716,8 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
     }
 }
 
-/// A dry run's plan in one line: how many resources each phase would delete, then the first of
-/// them (a condition message must stay readable), and what blocks the network.
-fn dry_run_plan(report: &TeardownReport) -> String {
-    const SHOWN: usize = 20;
-    let planned: Vec<String> = report
-        .phases
-        .iter()
-        .flat_map(|p| &p.planned)
-        .map(|r| format!("{} {} {}", r.service, r.kind, r.id))
-        .collect();
-    let per_phase: Vec<String> = report
-        .phases
-        .iter()
-        .map(|p| format!("phase {}: {}", p.phase, p.planned.len()))
-        .collect();
-    let mut out = format!(
-        "dry run: would delete {} AWS resource(s) ({})",
-        planned.len(),
-        per_phase.join(", ")
-    );
-    if !planned.is_empty() {
-        out.push_str(": ");
-        out.push_str(&planned[..planned.len().min(SHOWN)].join(", "));
-        if planned.len() > SHOWN {
-            out.push_str(&format!(", and {} more", planned.len() - SHOWN));
-        }
-    }
-    let blockers: Vec<String> = report
-        .phases
-        .iter()
-        .flat_map(|p| &p.blockers)
-        .map(|(r, vpc)| format!("{} {} {} holds {vpc}", r.service, r.kind, r.id))
-        .collect();
-    if !blockers.is_empty() {
-        out.push_str(&format!(
-            "; kept (not the cluster's): {}",
-            blockers.join(", ")
-        ));
-    }
-    out
-}
-
-/// What one pass did, counted into the metrics as it is read.
-struct Tally {
-    deleted: usize,
-    remaining: Vec<String>,
-    errors: Vec<String>,
-    /// Resources the cluster does not own that keep its VPC from being deleted: `(what, vpc)`.
-    blockers: Vec<(String, String)>,
-}
-
-impl Tally {
-    fn of(report: &sweeper_services::aws::teardown::TeardownReport, m: &ExternalMetrics) -> Tally {
-        let mut t = Tally {
-            deleted: 0,
-            remaining: Vec::new(),
-            errors: Vec::new(),
-            blockers: Vec::new(),
-        };
-        for p in &report.phases {
-            for d in &p.deleted {
-                t.deleted += 1;
-                m.deleted
-                    .get_or_create(&ExternalMetrics::labels(&d.service, &d.kind))
-                    .inc();
-            }
-            for (r, why) in &p.remaining {
-                m.errors
-                    .get_or_create(&ExternalMetrics::labels(&r.service, &r.kind))
-                    .inc();
-                t.remaining
-                    .push(format!("phase {}: {} {} ({why})", p.phase, r.kind, r.id));
-            }
-            t.errors
-                .extend(p.errors.iter().map(|e| format!("phase {}: {e}", p.phase)));
-            m.foreign_ignored.inc_by(p.foreign.len() as u64);
-            for (r, vpc) in &p.blockers {
-                t.remaining.push(format!(
-                    "phase {}: {} {} (not the cluster's; blocks deleting {vpc})",
-                    p.phase, r.kind, r.id
-                ));
-                t.blockers
-                    .push((format!("{} {}", r.kind, r.id), vpc.clone()));
-            }
-        }
-        t
-    }
-
-    /// The Warning Event's text: per VPC, what blocks it.
-    fn blocked_vpcs(&self) -> String {
-        let mut by_vpc: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-        for (what, vpc) in &self.blockers {
-            by_vpc.entry(vpc).or_default().push(what);
-        }
-        by_vpc
-            .into_iter()
-            .map(|(vpc, what)| {
-                format!(
-                    "VPC {vpc} cannot be deleted until these resources, which the cluster does not \
-                     own and sweeper will not delete, are gone: {}",
-                    what.join(", ")
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
-    /// The condition message: errors first, then what is left, at most ten.
-    fn summary(&self) -> String {
-        let mut left: Vec<String> = self
-            .errors
-            .iter()
-            .chain(self.remaining.iter())
-            .take(10)
-            .cloned()
-            .collect();
-        let all = self.errors.len() + self.remaining.len();
-        if all > left.len() {
-            left.push(format!("… and {} more", all - left.len()));
-        }
-        if left.is_empty() {
-            "teardown in progress".to_string()
-        } else {
-            left.join("; ")
-        }
-    }
-}
-
 /// The collector's name in the teardown registry (`sweeper status`).
 const COLLECTOR: &str = "external";
-
-/// The phase a pass stopped in (the last one started), for `sweeper status`.
-fn phase_of(report: &sweeper_services::aws::teardown::TeardownReport) -> (String, String) {
-    const NAMES: [&str; 3] = [
-        "CAPA-owned non-network",
-        "external resources",
-        "CAPA-owned network",
-    ];
-    if report.done {
-        return ("done".into(), "every phase finished".into());
-    }
-    match report.phases.iter().rev().find(|p| p.started) {
-        Some(p) => {
-            let name = NAMES
-                .get(usize::from(p.phase.saturating_sub(1)))
-                .copied()
-                .unwrap_or("?");
-            (
-                format!("phase {}: {name}", p.phase),
-                format!(
-                    "{} deleted this pass, {} remaining, {} errors",
-                    p.deleted.len(),
-                    p.remaining.len(),
-                    p.errors.len()
-                ),
-            )
-        }
-        None => ("starting".into(), String::new()),
-    }
-}
 
 mod admission;
 

@@ -12,5 +12,6 @@ pub mod controller;
 pub mod held;
 pub mod identity;
 pub mod metrics;
+pub mod outcome;
 pub mod plan;
 pub mod spec;

@@ -1,0 +1,364 @@
+//! What one teardown pass's report means for the cluster object, decided without I/O: the
+//! condition to set, the Events to emit, and when to look again ([`of`]); the dry run's one-line
+//! plan; the phase `sweeper status` shows. The controller (`controller.rs`) makes the calls.
+
+use super::conditions::Severity;
+use super::metrics::ExternalMetrics;
+use crate::engine::teardown::Pass;
+use std::time::Duration;
+use sweeper_services::aws::teardown::TeardownReport;
+
+/// The decision for a pass that deleted (not a dry run).
+pub struct Outcome {
+    /// The condition: done, or why not (severity and reason), with `message`.
+    pub done: bool,
+    pub severity: Severity,
+    pub reason: &'static str,
+    pub message: String,
+    /// Warning Events `(reason, note)`, emitted only when the condition changed.
+    pub warnings: Vec<(&'static str, String)>,
+    /// Normal Events emitted as they happen: what a delete left to know (the snapshot a volume
+    /// was kept in).
+    pub notes: Vec<String>,
+    /// For the log line: resources deleted this pass, and remaining or failed.
+    pub deleted: usize,
+    pub left: usize,
+    /// What the engine does next.
+    pub pass: Pass,
+}
+
+/// The decision for `report`, the pass of cluster `cluster_name` in session `place`.
+pub fn of(report: &TeardownReport, cluster_name: &str, place: &str) -> Outcome {
+    let tally = Tally::of(report);
+    let notes = report
+        .phases
+        .iter()
+        .flat_map(|p| p.notes.iter().cloned())
+        .collect();
+    let left = tally.errors.len() + tally.remaining.len();
+    if report.done {
+        return Outcome {
+            done: true,
+            severity: Severity::Info,
+            reason: "Deleted",
+            message: format!("all AWS resources of cluster {cluster_name} are deleted ({place})"),
+            warnings: Vec::new(),
+            notes,
+            deleted: tally.deleted,
+            left,
+            pass: Pass::Done {
+                note: format!("AWS teardown of {cluster_name} finished ({place})"),
+            },
+        };
+    }
+    let message = format!("{} ({place})", tally.summary());
+    // Failures are retried with backoff, so they are Warnings, not Errors (which CAPI reserves
+    // for what does not fix itself).
+    let (severity, reason) = if tally.errors.is_empty() {
+        (Severity::Info, "Deleting")
+    } else {
+        (Severity::Warning, "DeletionFailed")
+    };
+    let mut warnings = Vec::new();
+    if !tally.errors.is_empty() {
+        warnings.push(("ExternalResourcesDeletionFailed", message.clone()));
+    }
+    if !tally.blockers.is_empty() {
+        warnings.push(("VpcDeletionBlocked", tally.blocked_vpcs()));
+    }
+    let (phase, detail) = phase_of(report);
+    Outcome {
+        done: false,
+        severity,
+        reason,
+        message,
+        warnings,
+        notes,
+        deleted: tally.deleted,
+        left,
+        pass: Pass::Left {
+            phase,
+            detail: format!("{detail}; {place}"),
+            // Progress: look again soon; none: give AWS time.
+            after: Duration::from_secs(if tally.deleted > 0 { 1 } else { 5 }),
+        },
+    }
+}
+
+/// Counts what a pass did into the metrics: deleted and left by service and kind, resources of
+/// another partition, region or account ignored.
+pub fn count(report: &TeardownReport, m: &ExternalMetrics) {
+    for p in &report.phases {
+        for d in &p.deleted {
+            m.deleted
+                .get_or_create(&ExternalMetrics::labels(&d.service, &d.kind))
+                .inc();
+        }
+        for (r, _) in &p.remaining {
+            m.errors
+                .get_or_create(&ExternalMetrics::labels(&r.service, &r.kind))
+                .inc();
+        }
+        m.foreign_ignored.inc_by(p.foreign.len() as u64);
+    }
+}
+
+/// A dry run's plan in one line: how many resources each phase would delete, then the first of
+/// them (a condition message must stay readable), and what blocks the network.
+pub fn dry_run_plan(report: &TeardownReport) -> String {
+    const SHOWN: usize = 20;
+    let planned: Vec<String> = report
+        .phases
+        .iter()
+        .flat_map(|p| &p.planned)
+        .map(|r| format!("{} {} {}", r.service, r.kind, r.id))
+        .collect();
+    let per_phase: Vec<String> = report
+        .phases
+        .iter()
+        .map(|p| format!("phase {}: {}", p.phase, p.planned.len()))
+        .collect();
+    let mut out = format!(
+        "dry run: would delete {} AWS resource(s) ({})",
+        planned.len(),
+        per_phase.join(", ")
+    );
+    if !planned.is_empty() {
+        out.push_str(": ");
+        out.push_str(&planned[..planned.len().min(SHOWN)].join(", "));
+        if planned.len() > SHOWN {
+            out.push_str(&format!(", and {} more", planned.len() - SHOWN));
+        }
+    }
+    let blockers: Vec<String> = report
+        .phases
+        .iter()
+        .flat_map(|p| &p.blockers)
+        .map(|(r, vpc)| format!("{} {} {} holds {vpc}", r.service, r.kind, r.id))
+        .collect();
+    if !blockers.is_empty() {
+        out.push_str(&format!(
+            "; kept (not the cluster's): {}",
+            blockers.join(", ")
+        ));
+    }
+    out
+}
+
+/// What one pass did, read from its report.
+struct Tally {
+    deleted: usize,
+    remaining: Vec<String>,
+    errors: Vec<String>,
+    /// Resources the cluster does not own that keep its VPC from being deleted: `(what, vpc)`.
+    blockers: Vec<(String, String)>,
+}
+
+impl Tally {
+    fn of(report: &TeardownReport) -> Tally {
+        let mut t = Tally {
+            deleted: 0,
+            remaining: Vec::new(),
+            errors: Vec::new(),
+            blockers: Vec::new(),
+        };
+        for p in &report.phases {
+            t.deleted += p.deleted.len();
+            for (r, why) in &p.remaining {
+                t.remaining
+                    .push(format!("phase {}: {} {} ({why})", p.phase, r.kind, r.id));
+            }
+            t.errors
+                .extend(p.errors.iter().map(|e| format!("phase {}: {e}", p.phase)));
+            for (r, vpc) in &p.blockers {
+                t.remaining.push(format!(
+                    "phase {}: {} {} (not the cluster's; blocks deleting {vpc})",
+                    p.phase, r.kind, r.id
+                ));
+                t.blockers
+                    .push((format!("{} {}", r.kind, r.id), vpc.clone()));
+            }
+        }
+        t
+    }
+
+    /// The Warning Event's text: per VPC, what blocks it.
+    fn blocked_vpcs(&self) -> String {
+        let mut by_vpc: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for (what, vpc) in &self.blockers {
+            by_vpc.entry(vpc).or_default().push(what);
+        }
+        by_vpc
+            .into_iter()
+            .map(|(vpc, what)| {
+                format!(
+                    "VPC {vpc} cannot be deleted until these resources, which the cluster does not \
+                     own and sweeper will not delete, are gone: {}",
+                    what.join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The condition message: errors first, then what is left, at most ten.
+    fn summary(&self) -> String {
+        let mut left: Vec<String> = self
+            .errors
+            .iter()
+            .chain(self.remaining.iter())
+            .take(10)
+            .cloned()
+            .collect();
+        let all = self.errors.len() + self.remaining.len();
+        if all > left.len() {
+            left.push(format!("… and {} more", all - left.len()));
+        }
+        if left.is_empty() {
+            "teardown in progress".to_string()
+        } else {
+            left.join("; ")
+        }
+    }
+}
+
+/// The phase a pass stopped in (the last one started), for `sweeper status`.
+pub fn phase_of(report: &TeardownReport) -> (String, String) {
+    const NAMES: [&str; 3] = [
+        "CAPA-owned non-network",
+        "external resources",
+        "CAPA-owned network",
+    ];
+    if report.done {
+        return ("done".into(), "every phase finished".into());
+    }
+    match report.phases.iter().rev().find(|p| p.started) {
+        Some(p) => {
+            let name = NAMES
+                .get(usize::from(p.phase.saturating_sub(1)))
+                .copied()
+                .unwrap_or("?");
+            (
+                format!("phase {}: {name}", p.phase),
+                format!(
+                    "{} deleted this pass, {} remaining, {} errors",
+                    p.deleted.len(),
+                    p.remaining.len(),
+                    p.errors.len()
+                ),
+            )
+        }
+        None => ("starting".into(), String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sweeper_services::aws::teardown::{PhaseReport, ResourceRef};
+
+    fn r(kind: &str, id: &str) -> ResourceRef {
+        ResourceRef {
+            service: "ec2".into(),
+            kind: kind.into(),
+            id: id.into(),
+        }
+    }
+
+    fn report(done: bool, phase2: PhaseReport) -> TeardownReport {
+        let mut p1 = PhaseReport::started(1);
+        p1.deleted.push(r("instance", "i-1"));
+        TeardownReport {
+            done,
+            phases: vec![p1, phase2],
+        }
+    }
+
+    #[test]
+    fn a_finished_teardown_is_done_with_no_warning() {
+        let out = of(
+            &report(true, PhaseReport::started(2)),
+            "c1",
+            "us-east-1/000",
+        );
+        assert!(out.done);
+        assert_eq!(out.reason, "Deleted");
+        assert!(out.warnings.is_empty());
+        assert!(matches!(out.pass, Pass::Done { ref note } if note.contains("c1")));
+    }
+
+    #[test]
+    fn work_left_is_info_and_a_failure_a_warning_with_its_event() {
+        let mut p2 = PhaseReport::started(2);
+        p2.remaining
+            .push((r("security-group", "sg-1"), "DependencyViolation".into()));
+        let out = of(&report(false, p2.clone()), "c1", "here");
+        assert_eq!(
+            (out.done, out.severity, out.reason),
+            (false, Severity::Info, "Deleting")
+        );
+        assert!(out.warnings.is_empty(), "waiting is not worth a Warning");
+        assert!(
+            out.message.contains("security-group sg-1"),
+            "{}",
+            out.message
+        );
+        match out.pass {
+            Pass::Left { phase, after, .. } => {
+                assert_eq!(phase, "phase 2: external resources");
+                assert_eq!(
+                    after,
+                    Duration::from_secs(1),
+                    "phase 1 deleted: look again soon"
+                );
+            }
+            Pass::Done { .. } => panic!("not done"),
+        }
+
+        p2.errors.push("load-balancer lb-1: AccessDenied".into());
+        let out = of(&report(false, p2), "c1", "here");
+        assert_eq!(
+            (out.severity, out.reason),
+            (Severity::Warning, "DeletionFailed")
+        );
+        assert_eq!(out.warnings.len(), 1);
+        assert_eq!(out.warnings[0].0, "ExternalResourcesDeletionFailed");
+        assert!(
+            out.message.starts_with("phase 2: load-balancer lb-1"),
+            "errors come first: {}",
+            out.message
+        );
+    }
+
+    #[test]
+    fn a_vpc_held_by_someone_elses_resource_names_it_and_deletes_nothing_of_it() {
+        let mut p3 = PhaseReport::started(3);
+        p3.blockers
+            .push((r("instance", "i-theirs"), "vpc-1".into()));
+        let rep = TeardownReport {
+            done: false,
+            phases: vec![PhaseReport::started(1), PhaseReport::started(2), p3],
+        };
+        let out = of(&rep, "c1", "here");
+        assert_eq!(out.warnings.len(), 1);
+        let (reason, note) = &out.warnings[0];
+        assert_eq!(*reason, "VpcDeletionBlocked");
+        assert!(
+            note.contains("VPC vpc-1") && note.contains("instance i-theirs"),
+            "{note}"
+        );
+        assert!(matches!(out.pass, Pass::Left { after, .. } if after == Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn notes_are_passed_on_as_they_happen() {
+        let mut p2 = PhaseReport::started(2);
+        p2.notes
+            .push("EBS volume vol-1 deleted after snapshot snap-1".into());
+        let out = of(&report(true, p2), "c1", "here");
+        assert_eq!(
+            out.notes,
+            ["EBS volume vol-1 deleted after snapshot snap-1"]
+        );
+    }
+}
