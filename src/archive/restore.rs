@@ -341,119 +341,33 @@ pub async fn restore(
     dry_run: bool,
     out: &mut dyn FnMut(String),
 ) -> Summary {
-    let mut resolver = Resolver::default();
-    let mut new_uids: HashMap<String, String> = HashMap::new();
+    let mut run = Run {
+        client,
+        entries,
+        dry_run,
+        resolver: Resolver::default(),
+        new_uids: HashMap::new(),
+        in_plan: entries.iter().map(|e| e.uid.as_str()).collect(),
+        crds: CrdIndex::of(entries),
+        failed: HashSet::new(),
+        unserved: HashSet::new(),
+    };
     let mut summary = Summary::default();
-    let in_plan: HashSet<&str> = entries.iter().map(|e| e.uid.as_str()).collect();
-    let crds = CrdIndex::of(entries);
-    // Objects of this restore that could not be created: their dependents are not created
-    // either (they would come back without their owner, and never be collected).
-    let mut failed: HashSet<String> = HashSet::new();
-    // Kinds already waited for in vain.
-    let mut unserved: HashSet<(String, String)> = HashSet::new();
     for e in entries {
-        let label = e.label();
-        if let Some(owner) = e
-            .owner_uids()
-            .into_iter()
-            .find(|u| in_plan.contains(u.as_str()) && failed.contains(u))
-        {
-            out(format!(
-                "failed    {label}: its owner ({owner}) could not be restored"
-            ));
-            failed.insert(e.uid.clone());
-            summary.failed += 1;
-            continue;
-        }
-        let kind = (e.api_version.clone(), e.kind.clone());
-        let resolved = if unserved.contains(&kind) {
-            None
-        } else {
-            resolve_waiting(client, &mut resolver, e, dry_run).await
-        };
-        let Some((ar, namespaced)) = resolved else {
-            unserved.insert(kind);
-            if dry_run && let Some(crd) = crds.serving(e).map(|i| &entries[i].name) {
-                out(format!("would create {label} (once CRD {crd} is restored)"));
+        match run.one(e).await {
+            Ok(Done::Restored(line)) => {
                 summary.restored += 1;
-                continue;
+                out(line);
             }
-            out(format!(
-                "failed    {label}: kind {} {} is not served",
-                e.api_version, e.kind
-            ));
-            failed.insert(e.uid.clone());
-            summary.failed += 1;
-            continue;
-        };
-        // The entry's scope must be the kind's: a record in a namespace (where anyone who may
-        // create ConfigMaps could forge one) never makes a cluster-scoped object.
-        if let Err(why) = consistent(e, namespaced) {
-            out(format!("failed    {label}: {why}: refused"));
-            failed.insert(e.uid.clone());
-            summary.failed += 1;
-            continue;
-        }
-        let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
-            (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
-            _ => Api::all_with(client.clone(), &ar),
-        };
-        match api.get_opt(&e.name).await {
-            Ok(Some(existing)) => {
-                new_uids.insert(e.uid.clone(), existing.uid().unwrap_or_default());
-                out(format!(
-                    "skipped   {label}: exists again (uid {}), not overwritten",
-                    existing.uid().unwrap_or_default()
-                ));
+            Ok(Done::Skipped(line)) => {
                 summary.skipped += 1;
-                continue;
+                out(line);
             }
-            Ok(None) => {}
-            Err(err) => {
-                out(format!("failed    {label}: cannot read: {err}"));
-                failed.insert(e.uid.clone());
-                summary.failed += 1;
-                continue;
-            }
-        }
-        let (object, notes) = match prepare(client, &mut resolver, e, &new_uids).await {
-            Ok(p) => p,
-            Err(err) => {
-                out(format!("failed    {label}: {err}"));
-                failed.insert(e.uid.clone());
-                summary.failed += 1;
-                continue;
-            }
-        };
-        if dry_run {
-            new_uids.insert(e.uid.clone(), format!("(new uid of {label})"));
-            out(format!("would create {label}{}", suffix(&notes)));
-            summary.restored += 1;
-            continue;
-        }
-        let obj: DynamicObject = match serde_json::from_value(object) {
-            Ok(o) => o,
-            Err(err) => {
-                out(format!(
-                    "failed    {label}: archived object unreadable: {err}"
-                ));
-                failed.insert(e.uid.clone());
-                summary.failed += 1;
-                continue;
-            }
-        };
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(created) => {
-                new_uids.insert(e.uid.clone(), created.uid().unwrap_or_default());
-                out(format!("restored  {label}{}", suffix(&notes)));
-                summary.restored += 1;
-                if e.kind == "CustomResourceDefinition" {
-                    wait_established(client, &e.name).await;
-                }
-            }
-            Err(err) => {
-                out(format!("failed    {label}: {err}"));
-                failed.insert(e.uid.clone());
+            // The one failure arm: reported, counted, and remembered so its dependents are not
+            // created either.
+            Err(why) => {
+                out(format!("failed    {}: {why}", e.label()));
+                run.failed.insert(e.uid.clone());
                 summary.failed += 1;
             }
         }
@@ -466,6 +380,103 @@ pub async fn restore(
         summary.failed
     ));
     summary
+}
+
+/// One restore's state across its entries.
+struct Run<'a> {
+    client: &'a Client,
+    entries: &'a [Entry],
+    dry_run: bool,
+    resolver: Resolver,
+    /// Archived uid -> the uid its object has now (created, or existing again).
+    new_uids: HashMap<String, String>,
+    in_plan: HashSet<&'a str>,
+    crds: CrdIndex<'a>,
+    /// Objects of this restore that could not be created: their dependents are not created
+    /// either (they would come back without their owner, and never be collected).
+    failed: HashSet<String>,
+    /// Kinds already waited for in vain.
+    unserved: HashSet<(String, String)>,
+}
+
+/// What became of one entry (a failure is the `Err` of [`Run::one`], its reason).
+enum Done {
+    /// Created, or would be in a dry run: the progress line.
+    Restored(String),
+    /// Exists again: not overwritten.
+    Skipped(String),
+}
+
+impl Run<'_> {
+    async fn one(&mut self, e: &Entry) -> Result<Done, String> {
+        let label = e.label();
+        if let Some(owner) = e
+            .owner_uids()
+            .into_iter()
+            .find(|u| self.in_plan.contains(u.as_str()) && self.failed.contains(u))
+        {
+            return Err(format!("its owner ({owner}) could not be restored"));
+        }
+        let kind = (e.api_version.clone(), e.kind.clone());
+        let resolved = if self.unserved.contains(&kind) {
+            None
+        } else {
+            resolve_waiting(self.client, &mut self.resolver, e, self.dry_run).await
+        };
+        let Some((ar, namespaced)) = resolved else {
+            self.unserved.insert(kind);
+            if self.dry_run
+                && let Some(crd) = self.crds.serving(e).map(|i| &self.entries[i].name)
+            {
+                return Ok(Done::Restored(format!(
+                    "would create {label} (once CRD {crd} is restored)"
+                )));
+            }
+            return Err(format!("kind {} {} is not served", e.api_version, e.kind));
+        };
+        // The entry's scope must be the kind's: a record in a namespace (where anyone who may
+        // create ConfigMaps could forge one) never makes a cluster-scoped object.
+        consistent(e, namespaced).map_err(|why| format!("{why}: refused"))?;
+        let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
+            (Some(ns), true) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            _ => Api::all_with(self.client.clone(), &ar),
+        };
+        if let Some(existing) = api
+            .get_opt(&e.name)
+            .await
+            .map_err(|err| format!("cannot read: {err}"))?
+        {
+            let uid = existing.uid().unwrap_or_default();
+            self.new_uids.insert(e.uid.clone(), uid.clone());
+            return Ok(Done::Skipped(format!(
+                "skipped   {label}: exists again (uid {uid}), not overwritten"
+            )));
+        }
+        let (object, notes) = prepare(self.client, &mut self.resolver, e, &self.new_uids).await?;
+        if self.dry_run {
+            self.new_uids
+                .insert(e.uid.clone(), format!("(new uid of {label})"));
+            return Ok(Done::Restored(format!(
+                "would create {label}{}",
+                suffix(&notes)
+            )));
+        }
+        let obj: DynamicObject = serde_json::from_value(object)
+            .map_err(|err| format!("archived object unreadable: {err}"))?;
+        let created = api
+            .create(&PostParams::default(), &obj)
+            .await
+            .map_err(|err| err.to_string())?;
+        self.new_uids
+            .insert(e.uid.clone(), created.uid().unwrap_or_default());
+        if e.kind == "CustomResourceDefinition" {
+            wait_established(self.client, &e.name).await;
+        }
+        Ok(Done::Restored(format!(
+            "restored  {label}{}",
+            suffix(&notes)
+        )))
+    }
 }
 
 fn suffix(notes: &[String]) -> String {
