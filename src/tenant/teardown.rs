@@ -147,64 +147,13 @@ async fn delete_found(
         .iter()
         .partition(|f| f.resource.group.is_empty() && f.resource.kind == "Namespace");
     for stage in [inv.crds.iter().collect::<Vec<_>>(), others, namespaces] {
-        let mut todo = Vec::new();
-        for f in stage {
-            *report.remaining.entry(f.kind_key()).or_default() += 1;
-            if f.deleting {
-                if !f.finalizers.is_empty() {
-                    report.stuck.push(format!(
-                        "{} {} [{}]",
-                        f.kind_key(),
-                        f.name,
-                        f.finalizers.join(", ")
-                    ));
-                }
-            } else if settings.dry_run {
-                report
-                    .would_delete
-                    .push(format!("{} {}", f.kind_key(), f.name));
-            } else {
-                todo.push(f.clone());
-            }
-        }
+        let todo = triage(stage, settings.dry_run, report);
         // Archive first; what cannot be archived now is not deleted now.
         let todo = match &settings.archive {
             Some(archive) => archive_stage(client, archive, id, todo, report).await,
             None => todo.into_iter().map(|f| (f, Vec::new())).collect(),
         };
-        // Owned items and client: the futures must not borrow (they run inside the controller).
-        let results: Vec<(Found, Result<bool, TeardownError>)> = futures::stream::iter(todo)
-            .map(|(f, tickets)| {
-                let client = client.clone();
-                let archive = settings.archive.clone();
-                async move {
-                    // The archived version is the DELETE's precondition: what goes is what is kept.
-                    let rv = tickets
-                        .iter()
-                        .find(|t| t.uid == f.uid)
-                        .map(|t| t.resource_version.clone());
-                    let r = crate::archive::store::Archiver::guarded(
-                        archive.as_deref(),
-                        &tickets,
-                        delete(&client, &f, rv),
-                        async |r| match r {
-                            Ok(d) => d.by_us(),
-                            Err(e) => took_effect(&client, &f, e).await,
-                        },
-                    )
-                    .await;
-                    let r = r.map(|d| d.gone()).map_err(|e| TeardownError::Delete {
-                        kind: f.kind_key(),
-                        name: f.name.clone(),
-                        message: e.to_string(),
-                    });
-                    (f, r)
-                }
-            })
-            .buffer_unordered(settings.delete_concurrency.max(1))
-            .collect()
-            .await;
-        for (f, result) in results {
+        for (f, result) in delete_stage(client, settings, todo).await {
             match result {
                 Ok(gone) => {
                     report.deleted += 1;
@@ -229,6 +178,74 @@ async fn delete_found(
         && (inv.is_empty() || (report.gone.len() - gone_before) as u64 == found)
 }
 
+/// What of a stage is deleted now, decided without I/O: everything still there counts as
+/// remaining; an object already being deleted is waited for (reported stuck when finalizers hold
+/// it), a dry run only reports what it would delete, and the rest is returned.
+fn triage(stage: Vec<&Found>, dry_run: bool, report: &mut PassReport) -> Vec<Found> {
+    let mut todo = Vec::new();
+    for f in stage {
+        *report.remaining.entry(f.kind_key()).or_default() += 1;
+        if f.deleting {
+            if !f.finalizers.is_empty() {
+                report.stuck.push(format!(
+                    "{} {} [{}]",
+                    f.kind_key(),
+                    f.name,
+                    f.finalizers.join(", ")
+                ));
+            }
+        } else if dry_run {
+            report
+                .would_delete
+                .push(format!("{} {}", f.kind_key(), f.name));
+        } else {
+            todo.push(f.clone());
+        }
+    }
+    todo
+}
+
+/// Deletes a stage's objects concurrently (bounded), each guarded by its archive tickets;
+/// per object, whether it is gone at once (no finalizer held it) or the error naming it.
+async fn delete_stage(
+    client: &Client,
+    settings: &TeardownSettings,
+    todo: Vec<(Found, Vec<crate::archive::store::Ticket>)>,
+) -> Vec<(Found, Result<bool, TeardownError>)> {
+    // Owned items and client: the futures must not borrow (they run inside the controller).
+    futures::stream::iter(todo)
+        .map(|(f, tickets)| {
+            let client = client.clone();
+            let archive = settings.archive.clone();
+            async move {
+                // The archived version is the DELETE's precondition: what goes is what is kept.
+                let rv = tickets
+                    .iter()
+                    .find(|t| t.uid == f.uid)
+                    .map(|t| t.resource_version.clone());
+                let r = crate::archive::store::Archiver::guarded(
+                    archive.as_deref(),
+                    &tickets,
+                    delete(&client, &f, rv),
+                    async |r| match r {
+                        Ok(d) => d.by_us(),
+                        Err(e) => took_effect(&client, &f, e).await,
+                    },
+                )
+                .await;
+                let r = r.map(|d| d.gone()).map_err(|e| TeardownError::Delete {
+                    kind: f.kind_key(),
+                    name: f.name.clone(),
+                    message: e.to_string(),
+                });
+                (f, r)
+            }
+        })
+        .buffer_unordered(settings.delete_concurrency.max(1))
+        .collect()
+        .await
+}
+
 /// Archives a stage's objects (and, for a CRD, every custom resource it holds, which the API
 /// server deletes with it) before they are deleted. Returns what to delete, each with the tickets
 /// its DELETE settles; what could not be archived is reported and left for the next pass.
@@ -240,7 +257,7 @@ async fn archive_stage(
     report: &mut PassReport,
 ) -> Vec<(Found, Vec<crate::archive::store::Ticket>)> {
     use crate::archive::Reason;
-    use crate::archive::store::{Item, Prepared, Ticket};
+    use crate::archive::store::Item;
     let reason = |with_crd: Option<String>| Reason {
         tenant: Some(id.to_string()),
         with_crd,
@@ -285,48 +302,10 @@ async fn archive_stage(
         }
         ready.push((f, crs));
     }
-    // items: each object, then its custom resources; `of[k]` is the object item k belongs to.
-    let mut items = Vec::new();
-    let mut of = Vec::new();
-    for (i, (f, crs)) in ready.iter().enumerate() {
-        items.push(Item {
-            resource: f.resource.clone(),
-            namespaced: false,
-            namespace: None,
-            name: f.name.clone(),
-            uid: f.uid.clone(),
-            expect_rv: None,
-            reason: reason(None),
-            object: None,
-            in_sweeper_namespace: true,
-        });
-        of.push((i, true));
-        for cr in crs {
-            items.push(cr.clone());
-            of.push((i, false));
-        }
-    }
+    let (items, of) = archive_items(&ready, reason(None));
     let prepared = archive.record(items).await;
-    let mut tickets: Vec<Vec<Ticket>> = vec![Vec::new(); ready.len()];
-    let mut go = vec![true; ready.len()];
-    for (p, (i, is_object)) in prepared.into_iter().zip(of) {
-        match p {
-            Prepared::Recorded(t) => tickets[i].push(t),
-            Prepared::Unrecorded => {}
-            // The object is gone or replaced: the next pass judges it again.
-            Prepared::Changed if is_object => go[i] = false,
-            // A custom resource gone meanwhile has nothing to keep.
-            Prepared::Changed => {}
-            Prepared::Failed(source) => {
-                go[i] = false;
-                report.errors.push(TeardownError::Archive {
-                    kind: ready[i].0.kind_key(),
-                    name: ready[i].0.name.clone(),
-                    source,
-                });
-            }
-        }
-    }
+    let (tickets, go, errors) = admitted(&ready, prepared, of);
+    report.errors.extend(errors);
     let mut out = Vec::new();
     for ((f, _), (t, go)) in ready.into_iter().zip(tickets.into_iter().zip(go)) {
         if go {
@@ -339,6 +318,69 @@ async fn archive_stage(
         }
     }
     out
+}
+
+type Ticket = crate::archive::store::Ticket;
+
+/// What the archive is asked to record for a stage, in order: each object, then its custom
+/// resources; `of[k]` is (the object item k belongs to, whether item k is that object itself).
+fn archive_items(
+    ready: &[(Found, Vec<crate::archive::store::Item>)],
+    reason: crate::archive::Reason,
+) -> (Vec<crate::archive::store::Item>, Vec<(usize, bool)>) {
+    let mut items = Vec::new();
+    let mut of = Vec::new();
+    for (i, (f, crs)) in ready.iter().enumerate() {
+        items.push(crate::archive::store::Item {
+            resource: f.resource.clone(),
+            namespaced: false,
+            namespace: None,
+            name: f.name.clone(),
+            uid: f.uid.clone(),
+            expect_rv: None,
+            reason: reason.clone(),
+            object: None,
+            in_sweeper_namespace: true,
+        });
+        of.push((i, true));
+        for cr in crs {
+            items.push(cr.clone());
+            of.push((i, false));
+        }
+    }
+    (items, of)
+}
+
+/// The deletion-safety decision on the archive's answers, pure: per object of `ready`, its
+/// tickets and whether it may be deleted now. An object that changed (gone, replaced) waits for
+/// the next pass to judge it again; one the archive failed to record waits and is reported; a
+/// custom resource gone meanwhile has nothing to keep and holds nothing up.
+fn admitted(
+    ready: &[(Found, Vec<crate::archive::store::Item>)],
+    prepared: Vec<crate::archive::store::Prepared>,
+    of: Vec<(usize, bool)>,
+) -> (Vec<Vec<Ticket>>, Vec<bool>, Vec<TeardownError>) {
+    use crate::archive::store::Prepared;
+    let mut tickets: Vec<Vec<Ticket>> = vec![Vec::new(); ready.len()];
+    let mut go = vec![true; ready.len()];
+    let mut errors = Vec::new();
+    for (p, (i, is_object)) in prepared.into_iter().zip(of) {
+        match p {
+            Prepared::Recorded(t) => tickets[i].push(t),
+            Prepared::Unrecorded => {}
+            Prepared::Changed if is_object => go[i] = false,
+            Prepared::Changed => {}
+            Prepared::Failed(source) => {
+                go[i] = false;
+                errors.push(TeardownError::Archive {
+                    kind: ready[i].0.kind_key(),
+                    name: ready[i].0.name.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    (tickets, go, errors)
 }
 
 /// Every custom resource a CRD holds, as full objects with their resource and scope.

@@ -376,3 +376,69 @@ async fn with_the_archive_each_object_is_recorded_first_and_deleted_at_the_archi
     );
     assert!(report.done);
 }
+
+fn found(kind: &str, name: &str, deleting: bool, finalizers: &[&str]) -> Found {
+    Found {
+        resource: res("rbac.authorization.k8s.io", kind, "x").resource,
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        deleting,
+        finalizers: finalizers.iter().map(|f| f.to_string()).collect(),
+    }
+}
+
+#[test]
+fn triage_deletes_only_what_is_not_already_going_and_a_dry_run_nothing() {
+    let stage = [
+        found("ClusterRole", "t1-a", false, &[]),
+        found("ClusterRole", "t1-held", true, &["example.com/hold"]),
+        found("ClusterRole", "t1-going", true, &[]),
+    ];
+    let mut report = PassReport::default();
+    let todo = triage(stage.iter().collect(), false, &mut report);
+    assert_eq!(todo.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["t1-a"]);
+    assert_eq!(report.remaining["rbac.authorization.k8s.io/ClusterRole"], 3);
+    assert_eq!(
+        report.stuck,
+        ["rbac.authorization.k8s.io/ClusterRole t1-held [example.com/hold]"]
+    );
+
+    let mut report = PassReport::default();
+    let todo = triage(stage.iter().collect(), true, &mut report);
+    assert!(todo.is_empty(), "a dry run deletes nothing");
+    assert_eq!(report.would_delete, ["rbac.authorization.k8s.io/ClusterRole t1-a"]);
+}
+
+#[test]
+fn only_objects_the_archive_recorded_unchanged_are_deleted() {
+    use crate::archive::store::{ArchiveError, Prepared, RecordRef, Ticket};
+    let ticket = |uid: &str| Ticket {
+        record: RecordRef {
+            namespace: "sweeper-system".into(),
+            name: "r".into(),
+            kind: crate::archive::record_kind::RecordKind::ConfigMap,
+        },
+        uid: uid.into(),
+        resource_version: "1".into(),
+    };
+    let ready = vec![
+        (found("CustomResourceDefinition", "a", false, &[]), vec![]),
+        (found("ClusterRole", "changed", false, &[]), vec![]),
+        (found("ClusterRole", "failed", false, &[]), vec![]),
+    ];
+    // The CRD's item and one of its custom resources (gone meanwhile), then the other two.
+    let of = vec![(0, true), (0, false), (1, true), (2, true)];
+    let prepared = vec![
+        Prepared::Recorded(ticket("uid-a")),
+        Prepared::Changed,
+        Prepared::Changed,
+        Prepared::Failed(
+            ArchiveError::List(kube::Error::LinesCodecMaxLineLengthExceeded).into(),
+        ),
+    ];
+    let (tickets, go, errors) = admitted(&ready, prepared, of);
+    assert_eq!(go, [true, false, false], "changed or unrecorded objects wait");
+    assert_eq!(tickets[0], [ticket("uid-a")]);
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].to_string().contains("failed"), "{}", errors[0]);
+}
