@@ -121,30 +121,8 @@ pub async fn run(
             });
             // The loop also wakes for timers: only a new report changes what is served.
             if !last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &report)) {
-                let failed: HashSet<&str> = report
-                    .failed
-                    .iter()
-                    .map(|f| gone::group_of(&f.group_version))
-                    .collect();
-                let history = &ctx.kind_history;
-                kinds.update(
-                    &report.resources,
-                    &failed,
-                    |gk| {
-                        history
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .was_crd_served(gk)
-                    },
-                    |r| {
-                        ctx.write()
-                            .kinds
-                            .intern(&r.resource.api_version, &r.resource.kind)
-                    },
-                );
+                learn_served(&ctx, &report, &mut kinds);
                 crd_scan_due = Some(Instant::now());
-                // Whatever waited for a kind may resolve now (a new CRD, a group back from failure).
-                ctx.requeue_unresolved();
                 last = Some(report.clone());
             }
             if !started.is_empty() {
@@ -155,34 +133,14 @@ pub async fn run(
                 );
             }
             if starter.is_none() {
-                let (ctx2, synced, keys) = (ctx.clone(), watches.synced.clone(), watches.keys());
-                let done = sync_done_tx.take();
-                starter = Some(tokio::spawn(async move {
-                    let unsynced = synced.wait(&keys, ctx2.config.sync_timeout).await;
-                    if unsynced.is_empty() {
-                        tracing::info!(resources = keys.len(), "graph synced; starting workers");
-                    } else {
-                        tracing::warn!(
-                            ?unsynced,
-                            "some resources did not list in time; starting workers anyway"
-                        );
-                    }
-                    if let Some(done) = done {
-                        let _ = done.send(true);
-                    }
-                }));
+                starter = Some(wait_for_sync(&ctx, &watches, sync_done_tx.take()));
             }
         }
         // Closed without `true`: the starter panicked; start anyway, as after a sync timeout.
         let sync_over = *sync_done.borrow_and_update() || sync_done.has_changed().is_err();
         if workers.is_empty() && sync_over {
             ctx.write().set_initial_sync(false);
-            for _ in 0..ctx.config.workers.max(1) {
-                workers.push(tokio::spawn(driver::run(ctx.clone(), Queue::Delete)));
-            }
-            for _ in 0..ctx.config.workers.max(1).div_ceil(4) {
-                workers.push(tokio::spawn(driver::run(ctx.clone(), Queue::Orphan)));
-            }
+            workers = start_workers(&ctx);
             state.set_ready("cascade", true);
         }
         if crd_scan_due.is_some_and(|at| at <= Instant::now()) {
@@ -208,6 +166,66 @@ pub async fn run(
     }
     writer.abort();
     tracing::info!("cascade collector stopped");
+}
+
+/// A new discovery report: which kinds are served (and which groups failed), and whatever
+/// waited for a kind is looked at again (a new CRD, a group back from failure).
+fn learn_served(ctx: &Ctx, report: &DiscoveryReport, kinds: &mut ServedKinds) {
+    let failed: HashSet<&str> = report
+        .failed
+        .iter()
+        .map(|f| gone::group_of(&f.group_version))
+        .collect();
+    let history = &ctx.kind_history;
+    kinds.update(
+        &report.resources,
+        &failed,
+        |gk| {
+            history
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .was_crd_served(gk)
+        },
+        |r| {
+            ctx.write()
+                .kinds
+                .intern(&r.resource.api_version, &r.resource.kind)
+        },
+    );
+    ctx.requeue_unresolved();
+}
+
+/// Waits (in a task) until the watches listed, or the sync timeout passed, then says so on
+/// `done`: the graph is complete enough to classify.
+fn wait_for_sync(
+    ctx: &Arc<Ctx>,
+    watches: &WatchSet,
+    done: Option<watch::Sender<bool>>,
+) -> tokio::task::JoinHandle<()> {
+    let (ctx, synced, keys) = (ctx.clone(), watches.synced.clone(), watches.keys());
+    tokio::spawn(async move {
+        let unsynced = synced.wait(&keys, ctx.config.sync_timeout).await;
+        if unsynced.is_empty() {
+            tracing::info!(resources = keys.len(), "graph synced; starting workers");
+        } else {
+            tracing::warn!(
+                ?unsynced,
+                "some resources did not list in time; starting workers anyway"
+            );
+        }
+        if let Some(done) = done {
+            let _ = done.send(true);
+        }
+    })
+}
+
+/// The drivers of both queues: `workers` for attempt-to-delete, a quarter as many (at least
+/// one) for attempt-to-orphan.
+fn start_workers(ctx: &Arc<Ctx>) -> Vec<tokio::task::JoinHandle<()>> {
+    let n = ctx.config.workers.max(1);
+    let delete = (0..n).map(|_| tokio::spawn(driver::run(ctx.clone(), Queue::Delete)));
+    let orphan = (0..n.div_ceil(4)).map(|_| tokio::spawn(driver::run(ctx.clone(), Queue::Orphan)));
+    delete.chain(orphan).collect()
 }
 
 /// Records which of the kinds discovery serves are served by a CRD (the only kinds that can be
