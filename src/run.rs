@@ -55,26 +55,16 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     );
     let teardowns = Teardowns::default();
     let (disc_tx, disc_rx) = watch::channel(None);
-    // The collectors the feature gates enable, built but not started.
-    let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
-    for (spec, reg) in &registered {
-        if !args.feature_gates.enabled(spec.gate().name) {
-            continue;
-        }
-        let (client, fence) = conn.for_collector(spec.name())?;
-        collectors.push(
-            reg.build(BuildEnv {
-                args: &args,
-                client,
-                fence,
-                teardowns: &teardowns,
-                discovery: &disc_rx,
-                invalid_objects: &metrics.service.invalid_objects,
-                archives: &archives,
-            })
-            .await,
-        );
-    }
+    let collectors = build_collectors(
+        &registered,
+        &args,
+        &conn,
+        &teardowns,
+        &disc_rx,
+        &metrics,
+        &archives,
+    )
+    .await?;
     let state = AppState::new(metrics);
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
@@ -82,16 +72,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     // Every replica follows the pause switch, leader or not, so a standby that takes over starts
     // paused if the leader was.
     state.expect(PAUSE_COMPONENT);
-    let pause_task = tokio::spawn(conn.switch.clone().run(
-        conn.client.clone(),
-        conn.namespace.clone(),
-        crate::engine::events::Publisher::new(conn.client.clone(), "sweeper", "Pause"),
-        crate::engine::guard::WatchHealth {
-            state: state.health.clone(),
-            component: PAUSE_COMPONENT,
-        },
-        shutdown.clone(),
-    ));
+    let pause_task = follow_pause(&conn, &state, &shutdown);
     let ages = teardowns.clone();
     let app = router(
         &state,
@@ -142,18 +123,76 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     stop_within(running, STOP_GRACE, "collectors").await;
     pause_task.abort();
     election.stop().await;
-    let served = match tokio::time::timeout(STOP_GRACE, server).await {
-        Ok(joined) => joined.unwrap_or(Ok(())),
-        Err(_) => {
-            tracing::warn!("HTTP server did not stop in time; exiting anyway");
-            Ok(())
-        }
-    };
+    let served = stop_server(server).await;
     tracing::info!("sweeper stopped");
     if let Some(reason) = lost {
         return Err(RunError::LostLease(reason));
     }
     served.map_err(Into::into)
+}
+
+/// The collectors the feature gates enable, built (each with its own client and fence) but not
+/// started.
+async fn build_collectors(
+    registered: &RegisteredCollectors,
+    args: &RunArgs,
+    conn: &Connection,
+    teardowns: &Teardowns,
+    discovery: &watch::Receiver<Option<Arc<DiscoveryReport>>>,
+    metrics: &Metrics,
+    archives: &Archives,
+) -> Result<Vec<Box<dyn Collector>>, RunError> {
+    let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
+    for (spec, reg) in registered {
+        if !args.feature_gates.enabled(spec.gate().name) {
+            continue;
+        }
+        let (client, fence) = conn.for_collector(spec.name())?;
+        collectors.push(
+            reg.build(BuildEnv {
+                args,
+                client,
+                fence,
+                teardowns,
+                discovery,
+                invalid_objects: &metrics.service.invalid_objects,
+                archives,
+            })
+            .await,
+        );
+    }
+    Ok(collectors)
+}
+
+/// The pause switch's watch, reporting its health as [`PAUSE_COMPONENT`].
+fn follow_pause(
+    conn: &Connection,
+    state: &AppState,
+    shutdown: &CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(conn.switch.clone().run(
+        conn.client.clone(),
+        conn.namespace.clone(),
+        crate::engine::events::Publisher::new(conn.client.clone(), "sweeper", "Pause"),
+        crate::engine::guard::WatchHealth {
+            state: state.health.clone(),
+            component: PAUSE_COMPONENT,
+        },
+        shutdown.clone(),
+    ))
+}
+
+/// Waits for the HTTP server to stop, at most [`STOP_GRACE`]; its own failure is the result.
+async fn stop_server(
+    server: JoinHandle<Result<(), server::ServerError>>,
+) -> Result<(), server::ServerError> {
+    match tokio::time::timeout(STOP_GRACE, server).await {
+        Ok(joined) => joined.unwrap_or(Ok(())),
+        Err(_) => {
+            tracing::warn!("HTTP server did not stop in time; exiting anyway");
+            Ok(())
+        }
+    }
 }
 
 /// Every collector with its metrics registered, in the list's order.
