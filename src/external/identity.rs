@@ -580,3 +580,169 @@ mod tests {
         );
     }
 }
+
+/// Identity resolution against a scripted API server: the exact reads a chain takes, and the
+/// reads a refusal must not make (a refused identity's Secret is never read).
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::testing::MockApi;
+    use http::Method;
+    use serde_json::json;
+
+    const IDS: &str = "/apis/infrastructure.cluster.x-k8s.io/v1beta2";
+    const NS: &str = "team-a";
+
+    fn identity_ref(kind: &str, name: &str) -> IdentityRef {
+        IdentityRef {
+            kind: Some(kind.into()),
+            name: Some(name.into()),
+        }
+    }
+
+    fn object(kind: &str, name: &str, spec: serde_json::Value) -> serde_json::Value {
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": kind,
+               "metadata": {"name": name}, "spec": spec})
+    }
+
+    async fn resolve_ref(client: &Client, r: &IdentityRef) -> Result<SessionSpec, IdentityError> {
+        let at = Placement {
+            namespace: NS,
+            region: Some("eu-west-1"),
+            identity_ref: Some(r),
+        };
+        resolve(client, "capa-system", &at).await
+    }
+
+    #[tokio::test]
+    async fn a_role_assumed_with_a_static_identitys_keys_reads_the_chain_then_the_secret() {
+        let (client, server) = MockApi::new();
+        server
+            .expect(
+                Method::GET,
+                &format!("{IDS}/awsclusterroleidentities/cross"),
+            )
+            .respond(
+                200,
+                object(
+                    ROLE_KIND,
+                    "cross",
+                    json!({"allowedNamespaces": {"list": [NS]},
+                           "roleARN": "arn:aws:iam::111122223333:role/gc",
+                           "sourceIdentityRef": {"kind": STATIC_KIND, "name": "keys"}}),
+                ),
+            );
+        server
+            .expect(
+                Method::GET,
+                &format!("{IDS}/awsclusterstaticidentities/keys"),
+            )
+            .respond(
+                200,
+                object(
+                    STATIC_KIND,
+                    "keys",
+                    json!({"allowedNamespaces": {}, "secretRef": "keys-secret"}),
+                ),
+            );
+        server
+            .expect(
+                Method::GET,
+                "/api/v1/namespaces/capa-system/secrets/keys-secret",
+            )
+            .respond(
+                200,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "keys-secret"},
+                       "data": {"AccessKeyID": "QUtJQTE=", "SecretAccessKey": "cw=="}}),
+            );
+
+        let spec = resolve_ref(&client, &identity_ref(ROLE_KIND, "cross"))
+            .await
+            .unwrap();
+
+        assert_eq!(spec.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(
+            spec.chain,
+            [
+                "AWSClusterRoleIdentity cross",
+                "AWSClusterStaticIdentity keys"
+            ]
+        );
+        let Principal::Role(role) = &spec.principal else {
+            panic!("a role: {:?}", spec.principal);
+        };
+        assert_eq!(role.role_arn, "arn:aws:iam::111122223333:role/gc");
+        assert!(
+            matches!(&role.source, Principal::Static(k) if k.access_key_id == "AKIA1"),
+            "assumed with the static identity's keys"
+        );
+        assert_eq!(server.finish().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_namespace_the_identity_does_not_allow_is_refused_before_its_secret_is_read() {
+        let (client, server) = MockApi::new();
+        server
+            .expect(
+                Method::GET,
+                &format!("{IDS}/awsclusterstaticidentities/keys"),
+            )
+            .respond(
+                200,
+                object(
+                    STATIC_KIND,
+                    "keys",
+                    json!({"allowedNamespaces": {"list": ["team-b"]}, "secretRef": "keys-secret"}),
+                ),
+            );
+
+        let err = resolve_ref(&client, &identity_ref(STATIC_KIND, "keys"))
+            .await
+            .unwrap_err();
+
+        assert!(matches!(err, IdentityError::NotAllowed { .. }), "{err}");
+        assert_eq!(server.finish().len(), 1, "no Secret read");
+    }
+
+    #[tokio::test]
+    async fn a_selector_reads_the_namespaces_labels_and_a_cycle_stops_the_chain() {
+        let (client, server) = MockApi::new();
+        let selecting = json!({"allowedNamespaces": {"selector": {"matchLabels": {"team": "a"}}},
+                               "roleARN": "arn:aws:iam::111122223333:role/gc",
+                               "sourceIdentityRef": {"kind": ROLE_KIND, "name": "loop"}});
+        server
+            .expect(Method::GET, &format!("{IDS}/awsclusterroleidentities/loop"))
+            .respond(200, object(ROLE_KIND, "loop", selecting));
+        server
+            .expect(Method::GET, &format!("/api/v1/namespaces/{NS}"))
+            .respond(
+                200,
+                json!({"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": NS, "labels": {"team": "a"}}}),
+            );
+
+        let err = resolve_ref(&client, &identity_ref(ROLE_KIND, "loop"))
+            .await
+            .unwrap_err();
+
+        assert!(matches!(err, IdentityError::Cycle { .. }), "{err}");
+        assert_eq!(
+            server.finish().len(),
+            2,
+            "the role once, the namespace once; the cycle is seen before a second read"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_identity_ref_is_the_controllers_own_credentials_with_no_call() {
+        let (client, server) = MockApi::new();
+        let at = Placement {
+            namespace: NS,
+            region: None,
+            identity_ref: None,
+        };
+        let spec = resolve(&client, "capa-system", &at).await.unwrap();
+        assert!(matches!(spec.principal, Principal::Controller));
+        assert!(server.finish().is_empty());
+    }
+}
