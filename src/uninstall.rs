@@ -220,4 +220,132 @@ mod tests {
             "the tenant finalizer only on Tenants"
         );
     }
+
+    mod release_kind {
+        //! `release_kind` against a scripted API server: every page is read, only sweeper's
+        //! finalizers are removed (by index, each guarded by a `test` op), other objects are not
+        //! written, and a dry run writes nothing.
+        use super::super::*;
+        use crate::testing::MockApi;
+        use http::Method;
+        use k8s_openapi::api::core::v1::ConfigMap;
+
+        const LIST: &str = "/api/v1/configmaps";
+
+        fn configmaps() -> DeletableResource {
+            DeletableResource {
+                resource: kube::discovery::ApiResource::erase::<ConfigMap>(&()),
+                namespaced: true,
+            }
+        }
+
+        fn item(name: &str, finalizers: &[&str]) -> serde_json::Value {
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                   "metadata": {"name": name, "namespace": "ns", "finalizers": finalizers}})
+        }
+
+        fn page(items: Vec<serde_json::Value>, next: &str) -> serde_json::Value {
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                   "metadata": {"continue": next}, "items": items})
+        }
+
+        fn opts(dry_run: bool) -> Options {
+            Options {
+                namespace: "sweeper-system".into(),
+                keep_tenant_finalizer: false,
+                dry_run,
+            }
+        }
+
+        fn script(server: &MockApi) {
+            server.expect(Method::GET, LIST).respond(
+                200,
+                page(
+                    vec![
+                        item("a", &["example.com/keep", "sweeper.dev/cascade-complete"]),
+                        item("theirs", &["example.com/keep"]),
+                    ],
+                    "page-2",
+                ),
+            );
+            server.expect(Method::GET, LIST).respond(
+                200,
+                page(vec![item("b", &["sweeper.dev/cascade-complete"])], ""),
+            );
+        }
+
+        #[tokio::test]
+        async fn only_sweepers_finalizer_is_removed_from_each_holder_on_every_page() {
+            let (client, server) = MockApi::new();
+            script(&server);
+            server
+                .expect(Method::PATCH, "/api/v1/namespaces/ns/configmaps/a")
+                .respond(200, item("a", &["example.com/keep"]));
+            server
+                .expect(Method::PATCH, "/api/v1/namespaces/ns/configmaps/b")
+                .respond(200, item("b", &[]));
+            let mut summary = Summary::default();
+
+            release_kind(&client, &configmaps(), &opts(false), &mut summary).await;
+
+            let calls = server.finish();
+            assert_eq!(calls.len(), 4, "{calls:#?}");
+            assert_eq!(calls[2].query_param("continue").as_deref(), Some("page-2"));
+            assert_eq!(
+                calls[1].body,
+                json!([
+                    {"op": "test", "path": "/metadata/finalizers/1", "value": "sweeper.dev/cascade-complete"},
+                    {"op": "remove", "path": "/metadata/finalizers/1"},
+                ]),
+                "the other controller's finalizer at index 0 stays"
+            );
+            assert_eq!(summary.released.len(), 2);
+            assert!(summary.failed.is_empty(), "{:?}", summary.failed);
+        }
+
+        #[tokio::test]
+        async fn a_dry_run_lists_what_it_would_release_and_writes_nothing() {
+            let (client, server) = MockApi::new();
+            script(&server);
+            let mut summary = Summary::default();
+
+            release_kind(&client, &configmaps(), &opts(true), &mut summary).await;
+
+            assert!(server.finish().iter().all(|c| c.method == Method::GET));
+            assert_eq!(
+                summary.released,
+                [
+                    "ConfigMap ns/a: sweeper.dev/cascade-complete",
+                    "ConfigMap ns/b: sweeper.dev/cascade-complete"
+                ]
+            );
+        }
+
+        #[tokio::test]
+        async fn a_refused_patch_is_reported_and_the_rest_still_released() {
+            let (client, server) = MockApi::new();
+            script(&server);
+            server
+                .expect(Method::PATCH, "/api/v1/namespaces/ns/configmaps/a")
+                .respond_status(422, "Invalid");
+            server
+                .expect(Method::PATCH, "/api/v1/namespaces/ns/configmaps/b")
+                .respond(200, item("b", &[]));
+            let mut summary = Summary::default();
+
+            release_kind(&client, &configmaps(), &opts(false), &mut summary).await;
+
+            server.finish();
+            assert_eq!(summary.failed.len(), 1);
+            assert!(
+                summary.failed[0].starts_with("ConfigMap ns/a"),
+                "{:?}",
+                summary.failed
+            );
+            assert_eq!(
+                summary.released,
+                ["ConfigMap ns/b: sweeper.dev/cascade-complete"]
+            );
+        }
+    }
 }
