@@ -302,34 +302,7 @@ pub async fn set(
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let current = api.get_opt(CONFIGMAP).await.map_err(err)?;
     let data = current.and_then(|c| c.data).unwrap_or_default();
-    let mut patch: BTreeMap<String, Option<String>> = BTreeMap::new();
-    match (collector, &pause) {
-        (None, Some(r)) => {
-            patch.insert(
-                ALL.into(),
-                Some(serde_json::to_string(r).unwrap_or_default()),
-            );
-        }
-        (None, None) => {
-            for k in data.keys() {
-                patch.insert(k.clone(), None);
-            }
-        }
-        (Some(c), Some(r)) => {
-            patch.insert(c.into(), Some(serde_json::to_string(r).unwrap_or_default()));
-        }
-        (Some(c), None) => {
-            patch.insert(c.into(), None);
-            if let Some(all) = data.get(ALL) {
-                patch.insert(ALL.into(), None);
-                for other in collectors.iter().filter(|o| **o != c) {
-                    if !data.contains_key(*other) {
-                        patch.insert(other.to_string(), Some(all.clone()));
-                    }
-                }
-            }
-        }
-    }
+    let patch = keys_to_write(collector, pause.as_ref(), &data, collectors);
     let body = serde_json::json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -362,6 +335,44 @@ pub async fn set(
         Err(e) => return Err(err(e)),
     };
     Ok(parse(&written.data.unwrap_or_default(), collectors).0)
+}
+
+/// The keys [`set`] writes (`None`: removed), given the switch's current `data`. Pure.
+fn keys_to_write(
+    collector: Option<&str>,
+    pause: Option<&PauseRecord>,
+    data: &BTreeMap<String, String>,
+    collectors: &[&'static str],
+) -> BTreeMap<String, Option<String>> {
+    let record = |r: &PauseRecord| Some(serde_json::to_string(r).unwrap_or_default());
+    let mut patch: BTreeMap<String, Option<String>> = BTreeMap::new();
+    match (collector, pause) {
+        (None, Some(r)) => {
+            patch.insert(ALL.into(), record(r));
+        }
+        (None, None) => {
+            for k in data.keys() {
+                patch.insert(k.clone(), None);
+            }
+        }
+        (Some(c), Some(r)) => {
+            patch.insert(c.into(), record(r));
+        }
+        // Resuming one while `all` is set: the others stay paused, now by name, with the
+        // record `all` had.
+        (Some(c), None) => {
+            patch.insert(c.into(), None);
+            if let Some(all) = data.get(ALL) {
+                patch.insert(ALL.into(), None);
+                for other in collectors.iter().filter(|o| **o != c) {
+                    if !data.contains_key(*other) {
+                        patch.insert(other.to_string(), Some(all.clone()));
+                    }
+                }
+            }
+        }
+    }
+    patch
 }
 
 #[cfg(test)]
@@ -450,5 +461,91 @@ mod tests {
         // The lease still rules: a closed lease fence refuses an unpaused collector.
         let closed = Fence::closed().paused_by(s.flag("external").unwrap());
         assert_eq!(closed.check(), Err(Refusal::NotLeader));
+    }
+
+    mod set_calls {
+        //! `set` against a scripted API server: what it reads, the exact keys it writes, and
+        //! that a bad collector name writes nothing.
+        use super::super::*;
+        use crate::testing::MockApi;
+        use http::Method;
+        use serde_json::json;
+
+        const CM: &str = "/api/v1/namespaces/sweeper-system/configmaps/sweeper-pause";
+        const NAMES: [&str; 3] = ["cascade", "tenant", "external"];
+
+        fn cm(data: serde_json::Value) -> serde_json::Value {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": CONFIGMAP, "namespace": "sweeper-system"}, "data": data})
+        }
+
+        #[tokio::test]
+        async fn resuming_one_collector_while_all_is_paused_keeps_the_others_paused_by_name() {
+            let (client, server) = MockApi::new();
+            let all = r#"{"since":"2026-01-01T00:00:00Z"}"#;
+            server
+                .expect(Method::GET, CM)
+                .respond(200, cm(json!({"all": all})));
+            server
+                .expect(Method::PATCH, CM)
+                .respond(200, cm(json!({"tenant": all, "external": all})));
+
+            let paused = set(&client, "sweeper-system", Some("cascade"), None, &NAMES)
+                .await
+                .unwrap();
+
+            let calls = server.finish();
+            assert_eq!(calls.len(), 2);
+            assert_eq!(
+                calls[1].body["data"],
+                json!({"all": null, "cascade": null, "tenant": all, "external": all})
+            );
+            assert_eq!(paused.keys().collect::<Vec<_>>(), ["external", "tenant"]);
+        }
+
+        #[tokio::test]
+        async fn without_the_configmap_pausing_creates_it_with_only_the_key_set() {
+            let (client, server) = MockApi::new();
+            server
+                .expect(Method::GET, CM)
+                .respond_status(404, "NotFound");
+            server
+                .expect(Method::PATCH, CM)
+                .respond_status(404, "NotFound");
+            server
+                .expect(Method::POST, "/api/v1/namespaces/sweeper-system/configmaps")
+                .respond(201, cm(json!({"all": "{}"})));
+            let record = PauseRecord {
+                since: "2026-01-01T00:00:00Z".into(),
+                by: Some("ops".into()),
+                reason: None,
+            };
+
+            let paused = set(
+                &client,
+                "sweeper-system",
+                None,
+                Some(record.clone()),
+                &NAMES,
+            )
+            .await
+            .unwrap();
+
+            let calls = server.finish();
+            let created: PauseRecord =
+                serde_json::from_str(calls[2].body["data"]["all"].as_str().unwrap()).unwrap();
+            assert_eq!(created, record);
+            assert_eq!(paused.len(), 3, "`all` pauses every collector");
+        }
+
+        #[tokio::test]
+        async fn an_unknown_collector_is_refused_before_any_call() {
+            let (client, server) = MockApi::new();
+            let err = set(&client, "sweeper-system", Some("nope"), None, &NAMES)
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("nope"), "{err}");
+            assert!(server.finish().is_empty());
+        }
     }
 }

@@ -396,7 +396,10 @@ fn triage_deletes_only_what_is_not_already_going_and_a_dry_run_nothing() {
     ];
     let mut report = PassReport::default();
     let todo = triage(stage.iter().collect(), false, &mut report);
-    assert_eq!(todo.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["t1-a"]);
+    assert_eq!(
+        todo.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+        ["t1-a"]
+    );
     assert_eq!(report.remaining["rbac.authorization.k8s.io/ClusterRole"], 3);
     assert_eq!(
         report.stuck,
@@ -406,7 +409,10 @@ fn triage_deletes_only_what_is_not_already_going_and_a_dry_run_nothing() {
     let mut report = PassReport::default();
     let todo = triage(stage.iter().collect(), true, &mut report);
     assert!(todo.is_empty(), "a dry run deletes nothing");
-    assert_eq!(report.would_delete, ["rbac.authorization.k8s.io/ClusterRole t1-a"]);
+    assert_eq!(
+        report.would_delete,
+        ["rbac.authorization.k8s.io/ClusterRole t1-a"]
+    );
 }
 
 #[test]
@@ -432,12 +438,14 @@ fn only_objects_the_archive_recorded_unchanged_are_deleted() {
         Prepared::Recorded(ticket("uid-a")),
         Prepared::Changed,
         Prepared::Changed,
-        Prepared::Failed(
-            ArchiveError::List(kube::Error::LinesCodecMaxLineLengthExceeded).into(),
-        ),
+        Prepared::Failed(ArchiveError::List(kube::Error::LinesCodecMaxLineLengthExceeded).into()),
     ];
     let (tickets, go, errors) = admitted(&ready, prepared, of);
-    assert_eq!(go, [true, false, false], "changed or unrecorded objects wait");
+    assert_eq!(
+        go,
+        [true, false, false],
+        "changed or unrecorded objects wait"
+    );
     assert_eq!(tickets[0], [ticket("uid-a")]);
     assert_eq!(errors.len(), 1);
     assert!(errors[0].to_string().contains("failed"), "{}", errors[0]);
