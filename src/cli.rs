@@ -97,7 +97,10 @@ pub struct CheckArgs {
     /// own service account may do.
     #[arg(long = "as")]
     pub as_user: Option<String>,
-    #[command(flatten)]
+    #[command(
+        flatten,
+        next_help_heading = "Service configuration (sweeper run's flags and variables)"
+    )]
     pub run: RunArgs,
 }
 
