@@ -18,6 +18,9 @@ pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider=infrastructure-aws";
 /// CAPA's manager Deployment, as its release manifests name it.
 pub const DEPLOYMENT: &str = "capa-controller-manager";
 const GATE: &str = "ExternalResourceGC";
+const TURN_OFF: &str = "turn CAPA's off: EXTERNAL_RESOURCE_GC=false for clusterctl (CAPA v2.9+), i.e. \
+     --feature-gates=…,ExternalResourceGC=false on its manager; or turn sweeper's external \
+     collector off";
 
 /// What CAPA's Deployment says of its gate: the value given in a container's `--feature-gates`
 /// (args or command) or in its `EXTERNAL_RESOURCE_GC` env var, if any.
@@ -77,9 +80,7 @@ pub fn judge(namespace: &str, d: Option<&Deployment>) -> Line {
             format!(
                 "CAPA's own external resource gc is on ({name}: {GATE}=true): two collectors would delete the same resources"
             ),
-            "turn CAPA's off: EXTERNAL_RESOURCE_GC=false for clusterctl (CAPA v2.9+), i.e. \
-             --feature-gates=…,ExternalResourceGC=false on its manager; or turn sweeper's \
-             external collector off",
+            TURN_OFF,
         ),
         Some(false) => Line::pass(
             CATEGORY,
@@ -91,9 +92,7 @@ pub fn judge(namespace: &str, d: Option<&Deployment>) -> Line {
             format!(
                 "CAPA's own external resource gc is on ({name}: {GATE} not set; it is Beta and on by default)"
             ),
-            "turn CAPA's off: EXTERNAL_RESOURCE_GC=false for clusterctl (CAPA v2.9+), i.e. \
-             --feature-gates=…,ExternalResourceGC=false on its manager; or turn sweeper's \
-             external collector off",
+            TURN_OFF,
         ),
     }
 }

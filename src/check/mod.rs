@@ -80,12 +80,7 @@ impl Line {
         message: impl Into<String>,
         hint: impl Into<String>,
     ) -> Self {
-        Line {
-            category,
-            status: Status::Warn,
-            message: message.into(),
-            hint: Some(hint.into()),
-        }
+        Self::hinted(category, Status::Warn, message.into(), hint.into())
     }
 
     pub fn fail(
@@ -93,11 +88,15 @@ impl Line {
         message: impl Into<String>,
         hint: impl Into<String>,
     ) -> Self {
+        Self::hinted(category, Status::Fail, message.into(), hint.into())
+    }
+
+    fn hinted(category: &'static str, status: Status, message: String, hint: String) -> Self {
         Line {
             category,
-            status: Status::Fail,
-            message: message.into(),
-            hint: Some(hint.into()),
+            status,
+            message,
+            hint: Some(hint),
         }
     }
 }

@@ -553,6 +553,27 @@ mod tests {
                             "renewTime": "2026-11-26T08:00:00.000000Z", "leaseTransitions": 0}})
         }
 
+        /// Runs an Elector on `client` until `stop`: its fence, its role, its task.
+        fn start(
+            client: kube::Client,
+            stop: CancellationToken,
+        ) -> (Fence, watch::Receiver<Role>, tokio::task::JoinHandle<()>) {
+            let fence = Fence::closed();
+            let (tx, role) = watch::channel(Role::Starting);
+            let task = tokio::spawn(Elector::new(client, cfg(), fence.clone()).run(tx, stop));
+            (fence, role, task)
+        }
+
+        /// The first tick: no Lease, so it is created.
+        fn no_lease_then_created(server: &MockApi) {
+            server
+                .expect(Method::GET, LEASE)
+                .respond_status(404, "NotFound");
+            server
+                .expect(Method::POST, LEASES)
+                .respond(201, lease("me", "1"));
+        }
+
         async fn role_becomes(role: &mut watch::Receiver<Role>, name: &str) {
             tokio::time::timeout(Duration::from_secs(5), role.wait_for(|r| r.name() == name))
                 .await
@@ -563,12 +584,7 @@ mod tests {
         #[tokio::test]
         async fn no_lease_is_created_then_renewed_by_replace_then_released_on_shutdown() {
             let (client, server) = MockApi::new();
-            server
-                .expect(Method::GET, LEASE)
-                .respond_status(404, "NotFound");
-            server
-                .expect(Method::POST, LEASES)
-                .respond(201, lease("me", "1"));
+            no_lease_then_created(&server);
             server
                 .expect(Method::GET, LEASE)
                 .respond(200, lease("me", "1"));
@@ -584,11 +600,8 @@ mod tests {
                 .expect(Method::PUT, LEASE)
                 .repeatedly()
                 .respond(200, lease("me", "3"));
-            let fence = Fence::closed();
-            let (tx, mut role) = watch::channel(Role::Starting);
             let stop = CancellationToken::new();
-            let task =
-                tokio::spawn(Elector::new(client, cfg(), fence.clone()).run(tx, stop.clone()));
+            let (fence, mut role, task) = start(client, stop.clone());
             role_becomes(&mut role, "leader").await;
             assert!(fence.permits(), "the leader may write");
             server.wait_for_calls(4).await;
@@ -629,11 +642,7 @@ mod tests {
                 .expect(Method::GET, LEASE)
                 .repeatedly()
                 .respond(200, lease("other", "3"));
-            let fence = Fence::closed();
-            let (tx, mut role) = watch::channel(Role::Starting);
-            let task = tokio::spawn(
-                Elector::new(client, cfg(), fence.clone()).run(tx, CancellationToken::new()),
-            );
+            let (fence, mut role, task) = start(client, CancellationToken::new());
             role_becomes(&mut role, "lost").await;
             task.await.unwrap();
             assert!(!fence.permits());
@@ -652,21 +661,12 @@ mod tests {
         #[tokio::test]
         async fn a_leader_that_cannot_renew_within_its_deadline_stops() {
             let (client, server) = MockApi::new();
-            server
-                .expect(Method::GET, LEASE)
-                .respond_status(404, "NotFound");
-            server
-                .expect(Method::POST, LEASES)
-                .respond(201, lease("me", "1"));
+            no_lease_then_created(&server);
             server
                 .expect(Method::GET, LEASE)
                 .repeatedly()
                 .respond_status(503, "ServiceUnavailable");
-            let fence = Fence::closed();
-            let (tx, mut role) = watch::channel(Role::Starting);
-            let task = tokio::spawn(
-                Elector::new(client, cfg(), fence.clone()).run(tx, CancellationToken::new()),
-            );
+            let (fence, mut role, task) = start(client, CancellationToken::new());
             role_becomes(&mut role, "leader").await;
             role_becomes(&mut role, "lost").await;
             task.await.unwrap();
