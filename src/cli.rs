@@ -59,8 +59,69 @@ pub enum Command {
     /// (`sweeper.dev/*`, and `kubezoo.io/tenant` on Tenants) from live objects, so objects deleted
     /// afterwards go at once. Deletes nothing and keeps the archive.
     Uninstall(UninstallArgs),
+    /// Preflight and health check (like `linkerd check`): one line per check, a hint for each
+    /// failure, exit 1 when one fails. Takes `sweeper run`'s flags and environment, so it checks
+    /// the configuration the service runs with (the chart's `helm test` runs it in a pod).
+    Check(Box<CheckArgs>),
     /// Print the version.
     Version,
+}
+
+/// How `sweeper check` prints its report.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckOutput {
+    Table,
+    Json,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// `table` (one line per check) or `json`.
+    #[arg(short = 'o', long, value_enum, default_value_t = CheckOutput::Table)]
+    pub output: CheckOutput,
+    /// The archive's budget: records over this size in all fail the check (bytes, or with Ki, Mi,
+    /// Gi). etcd's own quota is 2 GiB by default.
+    #[arg(long, default_value = "256Mi", env = "SWEEPER_CHECK_ARCHIVE_BUDGET", value_parser = parse_bytes)]
+    pub archive_budget: u64,
+    /// Where the control plane's own pods and Leases are (kube-controller-manager's).
+    #[arg(long, default_value = "kube-system")]
+    pub control_plane_namespace: String,
+    /// Check only the cluster objects of this namespace for their AWS identity (empty: all).
+    #[arg(long, default_value = "")]
+    pub cluster_namespace: String,
+    /// Do not build AWS sessions (no AWS call at all).
+    #[arg(long)]
+    pub skip_aws: bool,
+    /// Check as this user (impersonation, like kubectl's --as), e.g.
+    /// system:serviceaccount:sweeper-system:sweeper: the rbac section then shows what sweeper's
+    /// own service account may do.
+    #[arg(long = "as")]
+    pub as_user: Option<String>,
+    #[command(
+        flatten,
+        next_help_heading = "Service configuration (sweeper run's flags and variables)"
+    )]
+    pub run: RunArgs,
+}
+
+/// `256Mi`, `1Gi`, `4096`: a byte count.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((s, ""), |i| s.split_at(i));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (bytes, or a number with Ki, Mi, Gi)"))?;
+    let mult: u64 = match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        other => return Err(format!("{s:?}: unknown unit {other:?} (use Ki, Mi or Gi)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
 }
 
 /// `-n`: sweeper's namespace, where the pause switch lives (`pause`, `resume`, `uninstall`).

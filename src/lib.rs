@@ -3,6 +3,7 @@
 pub mod api;
 pub mod archive;
 pub mod cascade;
+pub mod check;
 pub mod cli;
 pub mod collectors;
 pub mod config;

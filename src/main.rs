@@ -66,6 +66,7 @@ async fn main() -> ExitCode {
         }) => report(archive_list(namespace, since, sweeper_namespace).await),
         Command::Pause(args) => report(pause(args, true).await),
         Command::Resume(args) => report(pause(args, false).await),
+        Command::Check(args) => check(*args).await,
         Command::Run(args) => match sweeper::run::run(args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -75,6 +76,87 @@ async fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// `sweeper check`: the report on stdout, exit 1 when a check failed (2 when it could not start).
+async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
+    use sweeper::check::{self, Line, Report};
+    use sweeper::cli::CheckOutput;
+    let print = |report: &Report| match args.output {
+        CheckOutput::Table => print!("{}", report.render()),
+        CheckOutput::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(report)
+                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        ),
+    };
+    let exit = |report: &Report| {
+        if report.success {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    };
+    let mut config = match kube::Config::infer().await {
+        Ok(c) => c,
+        Err(e) => {
+            let report = Report::new(vec![Line::fail(
+                "kubernetes-api",
+                format!("no cluster configuration: {e}"),
+                "set KUBECONFIG, or run in a pod with a service account",
+            )]);
+            print(&report);
+            return exit(&report);
+        }
+    };
+    if let Some(user) = &args.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+    }
+    // Like `sweeper run`: the flag, else the pod's namespace, else the kubeconfig context's.
+    let namespace = if !args.run.namespace.is_empty() {
+        args.run.namespace.clone()
+    } else {
+        sweeper::engine::leader::default_namespace()
+            .unwrap_or_else(|| config.default_namespace.clone())
+    };
+    let client = match kube::Client::try_from(config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: cannot build a client: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let lease = args.run.leader_elect.then(|| {
+        let l = args.run.leader_config();
+        let ns = if l.namespace.is_empty() {
+            namespace.clone()
+        } else {
+            l.namespace
+        };
+        (ns, l.lease_name, l.lease_duration)
+    });
+    let cfg = check::Config {
+        gates: args.run.feature_gates.clone(),
+        namespace,
+        capa_namespace: args.run.capa_namespace.clone(),
+        lease,
+        archive: args.run.archive.is_on(),
+        archive_budget_bytes: args.archive_budget,
+        control_plane_namespace: args.control_plane_namespace.clone(),
+        cluster_namespace: args.cluster_namespace.clone(),
+        external_selector: args.run.external_gc_selector.clone(),
+    };
+    let sessions = if cfg.enabled("external") && !args.skip_aws {
+        Some(sweeper_services::aws::session::SessionCache::new(
+            sweeper_services::aws::load_config().await,
+            None,
+        ))
+    } else {
+        None
+    };
+    let report = check::run(&client, &cfg, sessions.as_ref()).await;
+    print(&report);
+    exit(&report)
 }
 
 async fn graph(args: sweeper::cli::GraphArgs) -> Result<(), String> {

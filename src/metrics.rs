@@ -101,7 +101,7 @@ impl Metrics {
         );
         registry.register(
             "teardown_oldest_seconds",
-            "How long the collector's oldest teardown in progress has run on this leader, in seconds (0 with none)",
+            "How long the collector's oldest teardown in progress has run since its object was deleted, in seconds (0 with none; the same on a new leader after a failover)",
             service.teardown_oldest_seconds.clone(),
         );
         Self { registry, service }

@@ -451,10 +451,16 @@ fn start_leading(
     let needs = crate::collectors::served_needs(collectors.iter().map(|c| c.name()));
     if !needs.is_empty() {
         state.expect(crate::engine::served::COMPONENT);
+        // Its own Pod, not an object a collector acts on: the fence (and a pause) need not hold
+        // this Event back.
+        let pod_events = kube::Client::try_from(conn.config.clone())
+            .ok()
+            .and_then(crate::engine::served::PodEvents::of_this_pod);
         running.push(tokio::spawn(crate::engine::served::check(
             disc_rx.clone(),
             state.health.clone(),
             needs,
+            pod_events,
             shutdown.clone(),
         )));
     }

@@ -383,7 +383,19 @@ func (f chartFiles) Get(name string) string {
 
 func render(chartDir, chartName string, chart map[string]interface{}, release, namespace string,
 	values map[string]interface{}) ([]doc, error) {
-	files, err := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
+	// Every file under templates/, subdirectories included (templates/tests/ holds `helm test`
+	// hooks), as Helm loads them; named by their path below the chart.
+	tdir := filepath.Join(chartDir, "templates")
+	var files []string
+	err := filepath.Walk(tdir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if !info.IsDir() {
+			files = append(files, path)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +416,11 @@ func render(chartDir, chartName string, chart map[string]interface{}, release, n
 		if err != nil {
 			return nil, err
 		}
-		tname := chartName + "/templates/" + base
+		rel, err := filepath.Rel(tdir, f)
+		if err != nil {
+			return nil, err
+		}
+		tname := chartName + "/templates/" + filepath.ToSlash(rel)
 		if _, err := root.New(tname).Parse(string(b)); err != nil {
 			return nil, err
 		}

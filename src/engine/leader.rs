@@ -523,6 +523,162 @@ pub fn default_namespace() -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The Elector against a scripted API server: the exact Lease calls of taking, renewing,
+    /// releasing and losing it (client-go's leaderelection protocol, as kube-controller-manager
+    /// runs it).
+    mod calls {
+        use super::*;
+        use crate::testing::MockApi;
+        use http::Method;
+        use serde_json::{Value, json};
+
+        const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
+        const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/sweeper";
+
+        fn cfg() -> LeaderConfig {
+            LeaderConfig {
+                namespace: "ns".into(),
+                lease_name: "sweeper".into(),
+                identity: "me".into(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_millis(300),
+                retry_period: Duration::from_millis(20),
+            }
+        }
+
+        fn lease(holder: &str, rv: &str) -> Value {
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": "sweeper", "namespace": "ns", "resourceVersion": rv},
+                   "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                            "renewTime": "2026-11-26T08:00:00.000000Z", "leaseTransitions": 0}})
+        }
+
+        /// Runs an Elector on `client` until `stop`: its fence, its role, its task.
+        fn start(
+            client: kube::Client,
+            stop: CancellationToken,
+        ) -> (Fence, watch::Receiver<Role>, tokio::task::JoinHandle<()>) {
+            let fence = Fence::closed();
+            let (tx, role) = watch::channel(Role::Starting);
+            let task = tokio::spawn(Elector::new(client, cfg(), fence.clone()).run(tx, stop));
+            (fence, role, task)
+        }
+
+        /// The first tick: no Lease, so it is created.
+        fn no_lease_then_created(server: &MockApi) {
+            server
+                .expect(Method::GET, LEASE)
+                .respond_status(404, "NotFound");
+            server
+                .expect(Method::POST, LEASES)
+                .respond(201, lease("me", "1"));
+        }
+
+        async fn role_becomes(role: &mut watch::Receiver<Role>, name: &str) {
+            tokio::time::timeout(Duration::from_secs(5), role.wait_for(|r| r.name() == name))
+                .await
+                .unwrap_or_else(|_| panic!("role {name} within 5 s"))
+                .unwrap();
+        }
+
+        #[tokio::test]
+        async fn no_lease_is_created_then_renewed_by_replace_then_released_on_shutdown() {
+            let (client, server) = MockApi::new();
+            no_lease_then_created(&server);
+            server
+                .expect(Method::GET, LEASE)
+                .respond(200, lease("me", "1"));
+            server
+                .expect(Method::PUT, LEASE)
+                .respond(200, lease("me", "2"));
+            // Every later tick renews the same way, and the release reads then replaces it.
+            server
+                .expect(Method::GET, LEASE)
+                .repeatedly()
+                .respond(200, lease("me", "2"));
+            server
+                .expect(Method::PUT, LEASE)
+                .repeatedly()
+                .respond(200, lease("me", "3"));
+            let stop = CancellationToken::new();
+            let (fence, mut role, task) = start(client, stop.clone());
+            role_becomes(&mut role, "leader").await;
+            assert!(fence.permits(), "the leader may write");
+            server.wait_for_calls(4).await;
+            stop.cancel();
+            task.await.unwrap();
+            assert!(!fence.permits(), "released: no more writes");
+            let calls = server.finish();
+            let created = &calls[1];
+            assert_eq!(created.method, Method::POST);
+            assert_eq!(created.body["spec"]["holderIdentity"], "me");
+            assert_eq!(created.body["spec"]["leaseDurationSeconds"], 15);
+            // Renewals send the resourceVersion read (a concurrent writer gets a 409).
+            let renew = &calls[3];
+            assert_eq!(renew.method, Method::PUT);
+            assert_eq!(renew.body["metadata"]["resourceVersion"], "1");
+            assert_eq!(renew.body["spec"]["holderIdentity"], "me");
+            // The last call empties the holder (client-go's ReleaseOnCancel).
+            let last = calls.last().unwrap();
+            assert_eq!(last.method, Method::PUT);
+            assert!(
+                last.body["spec"]["holderIdentity"].is_null(),
+                "{}",
+                last.body
+            );
+            assert_eq!(last.body["spec"]["leaseDurationSeconds"], 1);
+        }
+
+        #[tokio::test]
+        async fn a_leader_that_reads_another_holder_stops_at_once_and_does_not_release() {
+            let (client, server) = MockApi::new();
+            server
+                .expect(Method::GET, LEASE)
+                .respond(200, lease("", "1"));
+            server
+                .expect(Method::PUT, LEASE)
+                .respond(200, lease("me", "2"));
+            server
+                .expect(Method::GET, LEASE)
+                .repeatedly()
+                .respond(200, lease("other", "3"));
+            let (fence, mut role, task) = start(client, CancellationToken::new());
+            role_becomes(&mut role, "lost").await;
+            task.await.unwrap();
+            assert!(!fence.permits());
+            assert!(
+                matches!(&*role.borrow(), Role::Lost { reason } if reason.contains("other")),
+                "{:?}",
+                role.borrow()
+            );
+            let calls = server.finish();
+            // Taken (a free lease is taken with one replace), then only read: no write to a lease
+            // someone else holds.
+            assert_eq!(calls[1].body["spec"]["holderIdentity"], "me");
+            assert!(calls[2..].iter().all(|c| c.method == Method::GET));
+        }
+
+        #[tokio::test]
+        async fn a_leader_that_cannot_renew_within_its_deadline_stops() {
+            let (client, server) = MockApi::new();
+            no_lease_then_created(&server);
+            server
+                .expect(Method::GET, LEASE)
+                .repeatedly()
+                .respond_status(503, "ServiceUnavailable");
+            let (fence, mut role, task) = start(client, CancellationToken::new());
+            role_becomes(&mut role, "leader").await;
+            role_becomes(&mut role, "lost").await;
+            task.await.unwrap();
+            assert!(!fence.permits());
+            assert!(
+                matches!(&*role.borrow(), Role::Lost { reason } if reason.contains("renew deadline")),
+                "{:?}",
+                role.borrow()
+            );
+        }
+    }
+
     fn spec(holder: Option<&str>, secs: Option<i32>) -> LeaseSpec {
         LeaseSpec {
             holder_identity: holder.map(String::from),

@@ -36,11 +36,23 @@ impl Teardowns {
     /// Records the start of a teardown (idempotent: a later pass keeps the first start time).
     /// Returns when it started and whether this call started it.
     pub fn begin(&self, collector: &'static str, object: &str) -> (Instant, bool) {
+        self.begin_since(collector, object, Duration::ZERO)
+    }
+
+    /// As [`Self::begin`], for a teardown that began `ago` before now: the object's deletion, so
+    /// a replica that takes over after a failover reports the teardown's real age (the
+    /// `SweeperTeardownStuck` alert would otherwise start counting again at every failover).
+    pub fn begin_since(
+        &self,
+        collector: &'static str,
+        object: &str,
+        ago: Duration,
+    ) -> (Instant, bool) {
         let mut map = self.lock();
         let key = (collector, object.to_string());
         let fresh = !map.contains_key(&key);
         let e = map.entry(key).or_insert_with(|| Entry {
-            started: Instant::now(),
+            started: Instant::now().checked_sub(ago).unwrap_or_else(Instant::now),
             phase: "starting".into(),
             detail: String::new(),
             passes: 0,
@@ -98,6 +110,17 @@ impl Teardowns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_teardown_begun_since_its_deletion_reports_its_whole_age() {
+        let t = Teardowns::default();
+        t.begin_since("external", "AWSCluster ns/a", Duration::from_secs(3600));
+        assert!(t.oldest("external") >= Duration::from_secs(3600));
+        assert!(t.list()[0].running_seconds >= 3600.0);
+        // A later begin keeps the first start.
+        t.begin_since("external", "AWSCluster ns/a", Duration::ZERO);
+        assert!(t.oldest("external") >= Duration::from_secs(3600));
+    }
 
     #[test]
     fn begin_is_idempotent_and_finish_removes() {

@@ -9,7 +9,10 @@
 //! API call, and it follows each refresh: installing the CRD later makes the pod ready.
 
 use crate::engine::discovery::DiscoveryReport;
+use crate::engine::events::Publisher;
 use crate::engine::health::Health;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::EventType;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -92,12 +95,63 @@ pub fn missing(report: &DiscoveryReport, needs: &[Needs]) -> Vec<Missing> {
         .collect()
 }
 
+/// Where the missing kinds are also told as an Event: sweeper's own Pod, so `kubectl describe pod`
+/// and `kubectl get events` say why it is not ready (the kubelet's own probe Event shows only
+/// "503").
+#[derive(Clone)]
+pub struct PodEvents {
+    pub publisher: Publisher,
+    pub pod: ObjectReference,
+}
+
+impl PodEvents {
+    /// This process's Pod, when it runs in one: its namespace from the service account mount, its
+    /// name from `POD_NAME` or the host name (a pod's host name is its name unless the pod spec
+    /// sets another). The client should be unfenced: a standby is not ready either, and says why.
+    pub fn of_this_pod(client: kube::Client) -> Option<Self> {
+        let namespace = crate::engine::leader::default_namespace()?;
+        let name = ["POD_NAME", "HOSTNAME"]
+            .iter()
+            .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))?;
+        Some(PodEvents {
+            publisher: Publisher::new(client, "sweeper", "Discover"),
+            pod: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(name),
+                namespace: Some(namespace),
+                ..Default::default()
+            },
+        })
+    }
+}
+
+/// An Event's note is at most 1 KiB: the first kinds' messages, cut at a character boundary.
+fn note(missing: &[Missing]) -> String {
+    let mut text = missing
+        .iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join("; ");
+    if text.len() > 1000 {
+        let mut cut = 1000;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
 /// Follows discovery until shutdown: the `crds` component is ready while every needed kind is
-/// served, else failing with each missing kind's message, logged once per change.
+/// served, else failing with each missing kind's message, logged once per change and, in a pod,
+/// sent as an Event on the pod (`CRDNotServed`, then `CRDsServed` once they are).
 pub async fn check(
     mut discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
     health: Health,
     needs: Vec<Needs>,
+    events: Option<PodEvents>,
     shutdown: CancellationToken,
 ) {
     let mut last: Option<Vec<Missing>> = None;
@@ -109,9 +163,24 @@ pub async fn check(
                 if now.is_empty() {
                     if last.is_some() {
                         tracing::info!("every enabled collector's kinds are served");
+                        if let Some(e) = &events {
+                            e.publisher
+                                .emit(
+                                    &e.pod,
+                                    EventType::Normal,
+                                    "CRDsServed",
+                                    "every enabled collector's kinds are served".into(),
+                                )
+                                .await;
+                        }
                     }
                     health.set_ready(COMPONENT, true);
                 } else {
+                    if let Some(e) = &events {
+                        e.publisher
+                            .emit(&e.pod, EventType::Warning, "CRDNotServed", note(&now))
+                            .await;
+                    }
                     for m in &now {
                         tracing::error!(
                             collector = m.collector,
@@ -236,15 +305,36 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_component_follows_discovery() {
+    async fn the_component_and_the_pods_events_follow_discovery() {
+        let (client, server) = crate::testing::MockApi::new();
+        server.allow_events();
+        let events = PodEvents {
+            publisher: Publisher::new(client, "sweeper", "Discover"),
+            pod: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some("sweeper-7d9f-abc".into()),
+                namespace: Some("sweeper-system".into()),
+                ..Default::default()
+            },
+        };
         let (tx, rx) = watch::channel(None);
         let health = Health::new();
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(check(rx, health.clone(), needs(), shutdown.clone()));
-        tx.send_replace(Some(Arc::new(report(
-            &[("infrastructure.cluster.x-k8s.io", "awsclusters")],
-            &[],
-        ))));
+        let task = tokio::spawn(check(
+            rx,
+            health.clone(),
+            needs(),
+            Some(events),
+            shutdown.clone(),
+        ));
+        let missing_tenants = || {
+            Some(Arc::new(report(
+                &[("infrastructure.cluster.x-k8s.io", "awsclusters")],
+                &[],
+            )))
+        };
+        tx.send_replace(missing_tenants());
         let settle = || tokio::time::sleep(std::time::Duration::from_millis(50));
         settle().await;
         assert!(!health.is_ready());
@@ -252,6 +342,23 @@ mod tests {
             health.reasons()[COMPONENT].contains("tenants.tenant.kubezoo.io"),
             "{:?}",
             health.reasons()
+        );
+        // One Warning on the pod, naming the CRD and the gate; the same answer again adds none.
+        tx.send_replace(missing_tenants());
+        settle().await;
+        assert_eq!(server.events(), ["CRDNotServed"]);
+        let ev = &server.calls()[0];
+        assert_eq!(
+            ev.path,
+            "/apis/events.k8s.io/v1/namespaces/sweeper-system/events"
+        );
+        assert_eq!(ev.body["type"], "Warning");
+        assert_eq!(ev.body["regarding"]["kind"], "Pod");
+        assert_eq!(ev.body["regarding"]["name"], "sweeper-7d9f-abc");
+        let note = ev.body["note"].as_str().unwrap();
+        assert!(
+            note.contains("tenants.tenant.kubezoo.io") && note.contains("TenantGC=false"),
+            "{note}"
         );
         // The CRD installed: found at the next refresh.
         tx.send_replace(Some(Arc::new(report(
@@ -263,7 +370,22 @@ mod tests {
         ))));
         settle().await;
         assert!(health.is_ready(), "{:?}", health.not_ready());
+        assert_eq!(server.events(), ["CRDNotServed", "CRDsServed"]);
         shutdown.cancel();
         task.await.unwrap();
+    }
+
+    #[test]
+    fn a_long_note_is_cut_to_an_events_limit() {
+        let many: Vec<Missing> = (0..40)
+            .map(|_| Missing {
+                collector: "external",
+                gate: "ExternalResourceGC",
+                kind: AWSCLUSTER,
+            })
+            .collect();
+        let n = note(&many);
+        assert!(n.len() <= 1024, "{}", n.len());
+        assert!(n.ends_with('…'));
     }
 }

@@ -84,7 +84,7 @@ pub enum Pass {
 pub struct TeardownMetrics {
     /// `sweeper_<collector>_teardowns_in_progress`.
     pub in_progress: Gauge,
-    /// `sweeper_<collector>_teardown_seconds`: first pass to released finalizer.
+    /// `sweeper_<collector>_teardown_seconds`: the object's deletion to released finalizer.
     pub seconds: Histogram,
     /// `sweeper_<collector>_teardowns_completed_total`.
     pub completed: Counter,
@@ -114,7 +114,7 @@ impl TeardownMetrics {
         );
         r.register(
             "teardown_seconds",
-            "First teardown pass to released finalizer",
+            "The object's deletion to released finalizer (so a failover does not restart it)",
             self.seconds.clone(),
         );
         r.register(
@@ -316,12 +316,24 @@ where
         )
     }
 
-    /// Records that `label`'s teardown has begun (idempotent): `sweeper status` lists it, and the
-    /// first time it is counted in progress.
-    fn begin(&self, label: &str) {
-        if self.registry.begin(self.collector, label).1 {
+    /// Records that `obj`'s teardown has begun (idempotent): `sweeper status` lists it, and the
+    /// first time it is counted in progress. It began when the object was deleted, whichever
+    /// replica saw it first: its age survives a failover.
+    fn begin(&self, obj: &T::Object) -> String {
+        let label = Self::label(obj);
+        let ago = obj
+            .meta()
+            .deletion_timestamp
+            .as_ref()
+            .and_then(|t| {
+                let since = k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
+                std::time::Duration::try_from(since).ok()
+            })
+            .unwrap_or_default();
+        if self.registry.begin_since(self.collector, &label, ago).1 {
             self.metrics.in_progress.inc();
         }
+        label
     }
 
     /// Our finalizer goes with nothing torn down (input that can never be fixed, an object no
@@ -345,8 +357,7 @@ where
     }
 
     async fn cleanup(&self, obj: &T::Object, plan: T::Plan) -> Result<Action, T::Error> {
-        let label = Self::label(obj);
-        self.begin(&label);
+        let label = self.begin(obj);
         match self.teardown.pass(obj, plan).await? {
             Pass::Left {
                 phase,
@@ -437,8 +448,7 @@ where
             if stage == Stage::Cleanup
                 && let Some((phase, detail)) = status
             {
-                let label = Driver::<T>::label(obj);
-                driver.begin(&label);
+                let label = driver.begin(obj);
                 driver
                     .registry
                     .update(driver.collector, &label, phase, detail);

@@ -376,6 +376,107 @@ fn convert_blocking(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::MockApi;
+    use http::Method;
+    use serde_json::json;
+
+    fn configmap(name: &str, uid: &str, rv: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv}})
+    }
+
+    /// A watch whose version expired (410 Gone in the stream) lists again, at least as new as the
+    /// last version it saw, and the resync that follows lets the graph forget what went meanwhile:
+    /// the relist path, end to end, against a scripted API server.
+    #[tokio::test]
+    async fn an_expired_watch_relists_from_its_last_version_and_resyncs() {
+        let (client, server) = MockApi::new();
+        let path = "/api/v1/configmaps";
+        let a = "00000000-0000-0000-0000-00000000000a";
+        let b = "00000000-0000-0000-0000-00000000000b";
+        server.expect(Method::GET, path).respond(
+            200,
+            json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"},
+                   "items": [configmap("a", a, "9")]}),
+        );
+        // The watch's version has expired.
+        server.expect(Method::GET, path).respond(
+            200,
+            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+                   "status": "Failure", "reason": "Expired", "code": 410,
+                   "message": "too old resource version: 10 (50)"}}),
+        );
+        // The relist: `a` is gone, `b` is new.
+        server.expect(Method::GET, path).respond(
+            200,
+            json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "60"},
+                   "items": [configmap("b", b, "55")]}),
+        );
+        // Then the next watch fails, and backs off: the test has what it needs by then.
+        server
+            .expect(Method::GET, path)
+            .repeatedly()
+            .respond_status(500, "Unavailable");
+        let resource = DeletableResource {
+            resource: kube::discovery::ApiResource {
+                group: String::new(),
+                version: "v1".into(),
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                plural: "configmaps".into(),
+            },
+            namespaced: true,
+        };
+        let (tx, mut rx) = mpsc::channel(16);
+        let task = tokio::spawn(watch_resource(
+            client,
+            resource,
+            7,
+            "v1/configmaps".into(),
+            tx,
+            SyncState::new(),
+            ListFrom::Any,
+        ));
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                .await
+                .expect("events within 5 s")
+                .expect("the watch runs");
+            got.push(ev);
+        }
+        task.abort();
+        let uid = |u: &str| crate::engine::graph::uid::Uid::parse_uuid(u).unwrap();
+        assert!(matches!(&got[0], WatchEvent::Apply { kind: 7, meta } if meta.name == "a"));
+        assert!(
+            matches!(&got[1], WatchEvent::Resynced { kind: 7, seen } if seen.len() == 1 && seen.contains(&uid(a)))
+        );
+        assert!(matches!(&got[2], WatchEvent::Apply { kind: 7, meta } if meta.name == "b"));
+        assert!(
+            matches!(&got[3], WatchEvent::Resynced { kind: 7, seen } if seen.len() == 1 && seen.contains(&uid(b))),
+            "the resync after the relist names only what exists now: {:?}",
+            got[3]
+        );
+        let calls = server.calls();
+        let q = |i: usize, k: &str| calls[i].query_param(k);
+        assert_eq!(
+            q(0, "resourceVersion").as_deref(),
+            Some("0"),
+            "first list: the cache"
+        );
+        assert_eq!(q(1, "watch").as_deref(), Some("true"));
+        assert_eq!(q(1, "resourceVersion").as_deref(), Some("10"));
+        assert_eq!(q(2, "watch"), None, "a list, not a watch");
+        // A list at a non-zero version with no resourceVersionMatch is "not older than" it.
+        assert_eq!(
+            (
+                q(2, "resourceVersion").as_deref(),
+                q(2, "resourceVersionMatch").as_deref()
+            ),
+            (Some("10"), None),
+            "the relist is at least as new as the last version seen"
+        );
+    }
 
     #[tokio::test]
     async fn a_resource_that_stops_being_served_does_not_hold_the_sync_wait() {

@@ -97,3 +97,97 @@ A duration of one unit ("90s", "30m", "1h", "2d") in seconds, for PromQL compari
 {{- fail (printf "%q is not a duration of one unit (90s, 30m, 1h, 2d)" $d) }}
 {{- end }}
 {{- end }}
+
+{{/*
+The container environment of sweeper: the Deployment's, and the `helm test` pod's (sweeper check
+reads the same variables as sweeper run, so it checks the configuration the service runs with).
+*/}}
+{{- define "sweeper.env" -}}
+- name: SWEEPER_FEATURE_GATES
+  value: {{ include "sweeper.featureGates" . | quote }}
+- name: SWEEPER_LOG_FORMAT
+  value: {{ .Values.logFormat | quote }}
+- name: SWEEPER_HTTP_ADDR
+  value: "0.0.0.0:8080"
+- name: SWEEPER_KUBE_API_QPS
+  value: {{ .Values.kubeApi.qps | quote }}
+- name: SWEEPER_KUBE_API_BURST
+  value: {{ .Values.kubeApi.burst | quote }}
+{{- with .Values.concurrency.cascadeWorkers }}
+- name: SWEEPER_CASCADE_WORKERS
+  value: {{ . | quote }}
+{{- end }}
+- name: SWEEPER_TENANT_DELETE_CONCURRENCY
+  value: {{ .Values.concurrency.tenantDeletes | quote }}
+- name: SWEEPER_LEADER_ELECT
+  value: {{ .Values.leaderElection.enabled | quote }}
+{{- if .Values.leaderElection.enabled }}
+- name: SWEEPER_LEADER_ELECT_LEASE_NAME
+  value: {{ .Values.leaderElection.leaseName | quote }}
+- name: SWEEPER_LEADER_ELECT_LEASE_DURATION
+  value: {{ .Values.leaderElection.leaseDuration | quote }}
+- name: SWEEPER_LEADER_ELECT_RENEW_DEADLINE
+  value: {{ .Values.leaderElection.renewDeadline | quote }}
+- name: SWEEPER_LEADER_ELECT_RETRY_PERIOD
+  value: {{ .Values.leaderElection.retryPeriod | quote }}
+- name: SWEEPER_LEADER_ELECT_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: SWEEPER_LEADER_ELECT_IDENTITY
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end }}
+- name: SWEEPER_CAPA_NAMESPACE
+  value: {{ .Values.external.capaNamespace | quote }}
+- name: SWEEPER_EXTERNAL_CONCURRENCY
+  value: {{ .Values.external.concurrency | quote }}
+{{- with .Values.external.gcSelector }}
+- name: SWEEPER_EXTERNAL_GC_SELECTOR
+  value: {{ . | quote }}
+{{- end }}
+{{- if .Values.external.dryRun }}
+- name: SWEEPER_EXTERNAL_DRY_RUN
+  value: "true"
+{{- end }}
+{{- if not .Values.external.ebsSnapshot }}
+- name: SWEEPER_EXTERNAL_EBS_SNAPSHOT
+  value: "false"
+{{- end }}
+{{- if ne (toString .Values.archive.mode) "all" }}
+- name: SWEEPER_ARCHIVE
+  value: {{ .Values.archive.mode | quote }}
+{{- end }}
+{{- if ne (toString .Values.archive.ttl) "72h" }}
+- name: SWEEPER_ARCHIVE_TTL
+  value: {{ .Values.archive.ttl | quote }}
+{{- end }}
+{{- if ne (int .Values.archive.maxObjectBytes) 524288 }}
+- name: SWEEPER_ARCHIVE_MAX_OBJECT_BYTES
+  value: {{ .Values.archive.maxObjectBytes | quote }}
+{{- end }}
+{{- with .Values.aws.region }}
+- name: AWS_REGION
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.aws.endpointUrl }}
+- name: AWS_ENDPOINT_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.aws.credentialsSecret }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $.Values.aws.accessKeyIdKey | quote }}
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $.Values.aws.secretAccessKeyKey | quote }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{- toYaml . | nindent 0 }}
+{{- end }}
+{{- end }}
