@@ -90,7 +90,7 @@ where
             let status = err.raw_response().map(|r| r.status().as_u16());
             ApiFailure {
                 class: classify(code.as_deref(), status),
-                throttling: crate::aws::session::throttle::is_throttling(code.as_deref(), status),
+                throttling: crate::aws::throttle::is_throttling(code.as_deref(), status),
                 code,
                 message,
             }
@@ -118,8 +118,8 @@ where
 {
     let mut f = f;
     // The pass's per-(account, region) throttle, when it runs in a cluster's session.
-    let throttle = crate::aws::session::throttle::current();
-    let service = crate::aws::session::throttle::service_of(what);
+    let throttle = crate::aws::throttle::current();
+    let service = crate::aws::throttle::service_of(what);
     let attempt = || {
         let fut = f();
         let throttle = throttle.clone();

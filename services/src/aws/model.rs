@@ -18,9 +18,9 @@ pub struct AwsClients {
     /// Where a cluster's session acts: phase 2 ignores (and reports) anything discovered whose
     /// ARN names another partition, region or account. `None` for clients not built for a
     /// cluster (tests' fixtures).
-    pub scope: Option<crate::aws::session::Scope>,
-    /// The session's account and region throttle (see `session::throttle`).
-    pub throttle: Option<std::sync::Arc<crate::aws::session::throttle::Throttle>>,
+    pub scope: Option<crate::aws::scope::Scope>,
+    /// The session's account and region throttle (see `throttle`).
+    pub throttle: Option<std::sync::Arc<crate::aws::throttle::Throttle>>,
 }
 
 impl AwsClients {
@@ -41,7 +41,7 @@ impl AwsClients {
     pub fn for_session(
         sdk: &SdkConfig,
         gate: Option<Gate>,
-        throttle: std::sync::Arc<crate::aws::session::throttle::Throttle>,
+        throttle: std::sync::Arc<crate::aws::throttle::Throttle>,
     ) -> Self {
         AwsClients {
             throttle: Some(throttle),
@@ -50,7 +50,7 @@ impl AwsClients {
     }
 
     /// The same clients, checking discovered ARNs against `scope`.
-    pub fn with_scope(mut self, scope: crate::aws::session::Scope) -> Self {
+    pub fn with_scope(mut self, scope: crate::aws::scope::Scope) -> Self {
         self.scope = Some(scope);
         self
     }

@@ -16,7 +16,7 @@ pub struct Inventory {
     shares: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     /// Resources reported but never touched (malformed or unrecognised ARNs) and discovery failures.
     pub errors: Vec<String>,
-    /// Resources outside the session's partition, region or account (see `session::Scope`):
+    /// Resources outside the session's partition, region or account (see `scope::Scope`):
     /// ignored, never claimed by any kind.
     pub foreign: Vec<String>,
     /// The tags discovery read, by ARN and by resource id (cleaners name targets either way),

@@ -14,13 +14,16 @@
 //!   clients; the cache is bounded and drops the least recently used.
 
 mod principal;
-pub mod throttle;
+// Below `model` (AwsClients carries both), re-exported here where sessions use them.
+pub use crate::aws::scope::Scope;
+pub use crate::aws::throttle;
 
 pub use principal::{Principal, RoleSpec, SessionSpec, StaticKeys, partition_of};
 
 use crate::aws::arn::Arn;
 use crate::aws::gate::Gate;
 use crate::aws::model::AwsClients;
+use crate::aws::throttle::Throttle;
 use aws_config::SdkConfig;
 use aws_config::sts::AssumeRoleProvider;
 use aws_credential_types::Credentials;
@@ -33,35 +36,6 @@ use aws_types::region::Region;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
-use throttle::Throttle;
-
-/// The account, region and partition a session acts in: anything discovered that names another
-/// is not the cluster's, whatever its tags say.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Scope {
-    pub partition: String,
-    pub region: String,
-    pub account: String,
-}
-
-impl Scope {
-    /// Why `arn` is outside this scope, or `None` when it is inside.
-    pub fn foreign(&self, arn: &Arn) -> Option<String> {
-        let mismatch = |what: &str, got: &str, want: &str| {
-            Some(format!("{what} {got:?}, not the session's {want:?}"))
-        };
-        if arn.partition != self.partition {
-            return mismatch("partition", &arn.partition, &self.partition);
-        }
-        if arn.region != self.region {
-            return mismatch("region", &arn.region, &self.region);
-        }
-        if arn.account != self.account {
-            return mismatch("account", &arn.account, &self.account);
-        }
-        None
-    }
-}
 
 /// A proven session: its clients, where it acts and as whom.
 #[derive(Debug)]

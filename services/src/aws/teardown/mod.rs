@@ -27,7 +27,7 @@ pub async fn teardown_pass(clients: &AwsClients, req: &TeardownRequest) -> Teard
     match &clients.throttle {
         // Every call of the pass backs off with the session's account and region.
         Some(t) => {
-            crate::aws::session::throttle::scope(t.clone(), pass(clients, req))
+            crate::aws::throttle::scope(t.clone(), pass(clients, req))
                 .instrument(span)
                 .await
         }

@@ -165,7 +165,7 @@ async fn via_tagging(
 /// resource shared into the account). Removed from `found`, returned with why.
 fn drop_foreign(
     found: &mut crate::aws::discovery::tagging::TaggedResources,
-    scope: &crate::aws::session::Scope,
+    scope: &crate::aws::scope::Scope,
 ) -> Vec<String> {
     let mut foreign = Vec::new();
     found.resources.retain(|r| match scope.foreign(&r.arn) {
