@@ -627,7 +627,7 @@ async fn eks_network_goes_by_the_cluster_api_name_after_the_eks_security_group()
     let found = records
         .list(&kube::api::ListParams::default().labels(&format!(
             "sweeper.dev/audit-cluster={}",
-            sweeper::archive::audit::cluster_label(&name)
+            sweeper::external::audit::cluster_label(&name)
         )))
         .await
         .unwrap()

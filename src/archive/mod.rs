@@ -21,7 +21,6 @@
 //!   labelled [`LABEL_ARCHIVE`]; `sweeper archive list` and `sweeper restore` read them as the
 //!   caller, and expired ones are deleted by [`store::Archiver::expire`].
 
-pub mod audit;
 pub mod batch;
 pub mod hub;
 pub mod record_kind;

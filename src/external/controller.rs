@@ -481,7 +481,7 @@ impl<K: GcKind> KindTeardown<K> {
             .flat_map(|p| p.audit.iter().map(move |a| (p.phase, a)))
             .collect();
         if !deleted.is_empty()
-            && let Err(e) = crate::archive::audit::write(
+            && let Err(e) = super::audit::write(
                 &self.ctx.client,
                 namespace,
                 names,

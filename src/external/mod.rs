@@ -3,6 +3,7 @@
 //! `sweeper.dev/external-resource-gc` finalizer until the whole teardown succeeded.
 
 pub mod annotations;
+pub mod audit;
 pub mod capi;
 pub mod cluster;
 pub mod cluster_watch;

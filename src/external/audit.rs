@@ -7,7 +7,7 @@
 //! namespace's ConfigMaps may read it), labelled like archive records with collector `external`
 //! so the archive's expiry removes it after `--archive-ttl`.
 
-use super::{ANNOTATION_EXPIRES, COMPLETE, LABEL_ARCHIVE, LABEL_COLLECTOR, LABEL_STATE};
+use crate::archive::{ANNOTATION_EXPIRES, COMPLETE, LABEL_ARCHIVE, LABEL_COLLECTOR, LABEL_STATE};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -38,7 +38,7 @@ fn record_name(cluster: &str, millis: i64) -> String {
 pub async fn write(
     client: &kube::Client,
     namespace: &str,
-    names: &crate::external::cluster::ClusterNames,
+    names: &super::cluster::ClusterNames,
     session: &sweeper_services::aws::session::Session,
     object: &ObjectReference,
     deleted: &[(u8, &Audited)],
@@ -61,7 +61,7 @@ pub async fn write(
             (format!("{i:05}.json"), v.to_string())
         })
         .collect();
-    let expires = super::expires_after(now, ttl);
+    let expires = crate::archive::expires_after(now, ttl);
     let cluster_label = cluster_label(&names.capi);
     let name = record_name(&names.capi, now.as_millisecond());
     let cm = ConfigMap {
@@ -74,8 +74,8 @@ pub async fn write(
                 (LABEL_COLLECTOR.to_string(), "external".to_string()),
                 (LABEL_CLUSTER.to_string(), cluster_label),
                 (
-                    super::LABEL_EXPIRY_BUCKET.to_string(),
-                    super::expiry_bucket(expires, ttl),
+                    crate::archive::LABEL_EXPIRY_BUCKET.to_string(),
+                    crate::archive::expiry_bucket(expires, ttl),
                 ),
             ])),
             annotations: Some(BTreeMap::from([(
