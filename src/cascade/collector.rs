@@ -5,7 +5,7 @@
 use super::context::{CascadeConfig, Ctx};
 use super::driver::{self, Queue};
 use super::metrics::CascadeMetrics;
-use super::{gone, writer};
+use super::{gone_kinds, writer};
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::graph::kinds::KindId;
 use crate::engine::graph::kinds::ResolvedKind;
@@ -174,7 +174,7 @@ fn learn_served(ctx: &Ctx, report: &DiscoveryReport, kinds: &mut ServedKinds) {
     let failed: HashSet<&str> = report
         .failed
         .iter()
-        .map(|f| gone::group_of(&f.group_version))
+        .map(|f| gone_kinds::group_of(&f.group_version))
         .collect();
     let history = &ctx.kind_history;
     kinds.update(
@@ -229,9 +229,9 @@ fn start_workers(ctx: &Arc<Ctx>) -> Vec<tokio::task::JoinHandle<()>> {
 }
 
 /// Records which of the kinds discovery serves are served by a CRD (the only kinds that can be
-/// found gone, see `gone`). Returns when to try again: never after success, in 5 s after an error.
+/// found gone, see `gone_kinds`). Returns when to try again: never after success, in 5 s after an error.
 async fn record_crd_served(ctx: &Ctx, kinds: &ServedKinds) -> Option<Instant> {
-    match tokio::time::timeout(Duration::from_secs(10), gone::crd_groups(&ctx.client)).await {
+    match tokio::time::timeout(Duration::from_secs(10), gone_kinds::crd_groups(&ctx.client)).await {
         Ok(Ok(groups)) => {
             ctx.kind_history
                 .lock()
@@ -250,7 +250,7 @@ async fn record_crd_served(ctx: &Ctx, kinds: &ServedKinds) -> Option<Instant> {
     }
 }
 
-/// Kinds discovery stopped serving, until the API server confirms they are gone (see `gone`) or
+/// Kinds discovery stopped serving, until the API server confirms they are gone (see `gone_kinds`) or
 /// they are served again. A confirmed kind's objects still in the graph are treated as deleted
 /// (an empty resync through the writer): its watch ended with the CRD and may not have delivered
 /// every deletion, and a stale "solid" owner would keep its dependents forever.
@@ -341,11 +341,13 @@ impl ServedKinds {
             .collect();
         for gk in due {
             let (group, kind) = (&gk.0, &gk.1);
-            let answer =
-                tokio::time::timeout(Duration::from_secs(10), gone::check(client, group, kind))
-                    .await;
+            let answer = tokio::time::timeout(
+                Duration::from_secs(10),
+                gone_kinds::check(client, group, kind),
+            )
+            .await;
             match answer {
-                Ok(Ok(gone::Verdict::Gone)) => {
+                Ok(Ok(gone_kinds::Verdict::Gone)) => {
                     let Some(r) = self.unserved.remove(&gk) else {
                         continue;
                     };
@@ -363,7 +365,7 @@ impl ServedKinds {
                 }
                 other => {
                     let why = match other {
-                        Ok(Ok(gone::Verdict::MayExist(why))) => why.to_string(),
+                        Ok(Ok(gone_kinds::Verdict::MayExist(why))) => why.to_string(),
                         Ok(Err(e)) => e.to_string(),
                         _ => "the check timed out".to_string(),
                     };

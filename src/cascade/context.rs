@@ -1,6 +1,6 @@
 //! What the cascade collector's tasks share.
 
-use super::absent::AbsentOwners;
+use super::absent_owners::AbsentOwners;
 use super::metrics::CascadeMetrics;
 use crate::engine::events::Publisher;
 use crate::engine::graph::uid::Uid;
@@ -65,10 +65,10 @@ pub struct Ctx {
     /// once when discovery changes, instead of at the end of a backoff that may reach minutes.
     /// Bounded (see [`UNRESOLVED_CAP`]); forgotten when the object goes.
     unresolved: Mutex<std::collections::HashSet<Uid>>,
-    /// The kinds a CRD served since start, and recent "is it gone" answers (see `gone`): an
+    /// The kinds a CRD served since start, and recent "is it gone" answers (see `gone_kinds`): an
     /// owner of a kind never served by a CRD here is "unknown", kept and retried, like upstream's
     /// collector does, since nothing shows it cannot come back.
-    pub kind_history: Mutex<super::gone::KindHistory>,
+    pub kind_history: Mutex<super::gone_kinds::KindHistory>,
 }
 
 /// At most this many objects wait for a kind; past it they are left to their backoff alone.

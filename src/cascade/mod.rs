@@ -3,13 +3,13 @@
 //! Data flow: discovery -> one metadata watch per resource -> ONE graph writer -> two work queues
 //! (attempt-to-delete, attempt-to-orphan) -> N workers making optimistic API calls.
 
-pub mod absent;
+pub mod absent_owners;
 pub mod actions;
 pub mod classify;
 pub mod collector;
 pub mod context;
 pub mod driver;
-pub mod gone;
+pub mod gone_kinds;
 pub mod metrics;
 pub mod orphan;
 pub mod query;

@@ -1,7 +1,7 @@
 //! A copy of what a worker needs about one object, taken under the graph's read lock so no API
 //! call is ever made while holding it.
 
-use super::absent::AbsentOwners;
+use super::absent_owners::AbsentOwners;
 use super::classify::{OwnerStatus, Subject};
 use crate::engine::graph::Graph;
 use crate::engine::graph::kinds::ResolvedKind;

@@ -375,9 +375,9 @@ async fn verify_virtual(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result<(), 
 }
 
 /// The owner's kind is not served: it is absent if nothing can serve the kind any more (see
-/// `gone`), else the verification is retried (a kind not discovered yet, an aggregated API down).
+/// `gone_kinds`), else the verification is retried (a kind not discovered yet, an aggregated API down).
 async fn absent_if_kind_gone(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result<(), WorkError> {
-    let group = super::gone::group_of(&snap.api_version);
+    let group = super::gone_kinds::group_of(&snap.api_version);
     let retry = |why: String| WorkError::UnknownOwnerKind {
         object: object.to_string(),
         kind: format!("{} ({why})", snap.kind),
@@ -396,7 +396,7 @@ async fn absent_if_kind_gone(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result
     };
     let verdict = match answered {
         Some(v) => v,
-        None => match super::gone::check(&ctx.client, group, &snap.kind).await {
+        None => match super::gone_kinds::check(&ctx.client, group, &snap.kind).await {
             Ok(v) => {
                 ctx.kind_history
                     .lock()
@@ -408,7 +408,7 @@ async fn absent_if_kind_gone(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result
         },
     };
     match verdict {
-        super::gone::Verdict::Gone => {
+        super::gone_kinds::Verdict::Gone => {
             tracing::info!(
                 kind = %snap.kind,
                 group,
@@ -417,7 +417,7 @@ async fn absent_if_kind_gone(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result
             let _ = ctx.absent_tx.send(snap.uid);
             Ok(())
         }
-        super::gone::Verdict::MayExist(why) => Err(retry(why.to_string())),
+        super::gone_kinds::Verdict::MayExist(why) => Err(retry(why.to_string())),
     }
 }
 
