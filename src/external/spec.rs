@@ -88,7 +88,7 @@ impl Registered for ExternalMetrics {
             // credentials): each cluster gets a session of its own region and identity.
             let sessions = Arc::new(sweeper_services::aws::session::SessionCache::new(
                 sweeper_services::aws::load_config().await,
-                Some(sweeper_services::aws::gate::Gate(Arc::new(move || {
+                Some(sweeper_services::aws::fence::Fence(Arc::new(move || {
                     gate.permits()
                 }))),
             ));

@@ -2,7 +2,7 @@
 //! phase's outcome are reported. Depends on nothing above it, so discovery, the cleaners and the
 //! phase runner can all use it without importing each other.
 
-use crate::aws::gate::Gate;
+use crate::aws::fence::Fence;
 use aws_config::SdkConfig;
 use std::fmt;
 
@@ -31,21 +31,21 @@ impl AwsClients {
         Self::build(sdk, None)
     }
 
-    /// Like [`AwsClients::new`], with every operation refused while `gate` is closed (leader
+    /// Like [`AwsClients::new`], with every operation refused while `fence` is closed (leader
     /// election: a replica that lost its lease makes no AWS call).
-    pub fn gated(sdk: &SdkConfig, gate: Gate) -> Self {
-        Self::build(sdk, Some(gate))
+    pub fn fenced(sdk: &SdkConfig, fence: Fence) -> Self {
+        Self::build(sdk, Some(fence))
     }
 
-    /// A cluster session's clients: fenced by `gate`, backing off with its account and region.
+    /// A cluster session's clients: fenced by `fence`, backing off with its account and region.
     pub fn for_session(
         sdk: &SdkConfig,
-        gate: Option<Gate>,
+        fence: Option<Fence>,
         throttle: std::sync::Arc<crate::aws::throttle::Throttle>,
     ) -> Self {
         AwsClients {
             throttle: Some(throttle),
-            ..Self::build(sdk, gate)
+            ..Self::build(sdk, fence)
         }
     }
 
@@ -55,13 +55,13 @@ impl AwsClients {
         self
     }
 
-    fn build(sdk: &SdkConfig, gate: Option<Gate>) -> Self {
+    fn build(sdk: &SdkConfig, fence: Option<Fence>) -> Self {
         let retry = aws_config::retry::RetryConfig::disabled();
         // Each service has its own config builder type, hence the macro rather than a function.
         macro_rules! client {
             ($sdk_crate:ident) => {{
                 let mut b = $sdk_crate::config::Builder::from(sdk).retry_config(retry.clone());
-                if let Some(g) = &gate {
+                if let Some(g) = &fence {
                     b = b.interceptor(g.clone());
                 }
                 $sdk_crate::Client::from_conf(b.build())

@@ -160,7 +160,7 @@ async fn production_clients_finish_a_cluster() {
 async fn a_closed_leader_gate_sends_no_aws_call() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use sweeper_services::aws::gate::Gate;
+    use sweeper_services::aws::fence::Fence;
     use sweeper_services::aws::teardown::AwsClients;
 
     let (c, _rec) = env().await;
@@ -170,9 +170,9 @@ async fn a_closed_leader_gate_sends_no_aws_call() {
 
     let open = Arc::new(AtomicBool::new(false));
     let flag = open.clone();
-    let gated = AwsClients::gated(
+    let gated = AwsClients::fenced(
         &sdk().await,
-        Gate(Arc::new(move || flag.load(Ordering::SeqCst))),
+        Fence(Arc::new(move || flag.load(Ordering::SeqCst))),
     );
     let report = teardown_pass(&gated, &TeardownRequest::new(&n)).await;
     assert!(!report.done, "a fenced pass cannot finish: {report:#?}");

@@ -21,7 +21,7 @@ pub use crate::aws::throttle;
 pub use principal::{Principal, RoleSpec, SessionSpec, StaticKeys, partition_of};
 
 use crate::aws::arn::Arn;
-use crate::aws::gate::Gate;
+use crate::aws::fence::Fence;
 use crate::aws::model::AwsClients;
 use crate::aws::throttle::Throttle;
 use aws_config::SdkConfig;
@@ -112,7 +112,7 @@ const MAX_SESSIONS: usize = 256;
 /// The sessions of every cluster, built on demand. Cheap to share (`Arc`).
 pub struct SessionCache {
     base: SdkConfig,
-    gate: Option<Gate>,
+    fence: Option<Fence>,
     hook: Option<ConfigHook>,
     sessions: Mutex<HashMap<SessionSpec, (Arc<Session>, Instant)>>,
     /// Throttling state per (account, region): sessions of one account and region share it,
@@ -130,11 +130,11 @@ impl std::fmt::Debug for SessionCache {
 
 impl SessionCache {
     /// Sessions on top of `base` (sweeper's own configuration: endpoint, default region, its
-    /// own credentials), every client fenced by `gate` when given.
-    pub fn new(base: SdkConfig, gate: Option<Gate>) -> Self {
+    /// own credentials), every client fenced by `fence` when given.
+    pub fn new(base: SdkConfig, fence: Option<Fence>) -> Self {
         SessionCache {
             base,
-            gate,
+            fence,
             hook: None,
             sessions: Mutex::new(HashMap::new()),
             throttles: Mutex::new(HashMap::new()),
@@ -244,7 +244,7 @@ impl SessionCache {
             region: region.clone(),
             account,
         };
-        let clients = AwsClients::for_session(&sdk, self.gate.clone(), self.throttle(&scope));
+        let clients = AwsClients::for_session(&sdk, self.fence.clone(), self.throttle(&scope));
         tracing::info!(%region, account = %scope.account, %caller, identity = %chain, "AWS session built");
         Ok(Session {
             clients: clients.with_scope(scope.clone()),
@@ -317,7 +317,7 @@ impl SessionCache {
     async fn caller_identity(&self, sdk: &SdkConfig) -> Result<(String, String), Proof> {
         let mut conf = aws_sdk_sts::config::Builder::from(sdk)
             .retry_config(aws_config::retry::RetryConfig::disabled());
-        if let Some(g) = &self.gate {
+        if let Some(g) = &self.fence {
             conf = conf.interceptor(g.clone());
         }
         let sts = aws_sdk_sts::Client::from_conf(conf.build());

@@ -1,5 +1,5 @@
 //! The AWS side of leader election's fence: an SDK interceptor that fails every operation before
-//! it is sent while the gate is closed. Installed on every client the service builds, so a
+//! it is sent while the fence is closed. Installed on every client the service builds, so a
 //! replica that lost its lease makes no AWS call, whichever cleaner is running.
 
 use aws_smithy_runtime_api::box_error::BoxError;
@@ -13,14 +13,14 @@ use std::fmt;
 use std::sync::Arc;
 
 /// `true` while this process may call AWS.
-pub type GateFn = Arc<dyn Fn() -> bool + Send + Sync>;
+pub type FenceFn = Arc<dyn Fn() -> bool + Send + Sync>;
 
 #[derive(Clone)]
-pub struct Gate(pub GateFn);
+pub struct Fence(pub FenceFn);
 
-impl fmt::Debug for Gate {
+impl fmt::Debug for Fence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Gate")
+        f.write_str("Fence")
     }
 }
 
@@ -28,9 +28,9 @@ impl fmt::Debug for Gate {
 #[error("AWS call refused: this replica does not hold the leader lease")]
 pub struct NotLeader;
 
-impl Intercept for Gate {
+impl Intercept for Fence {
     fn name(&self) -> &'static str {
-        "sweeper-leader-gate"
+        "sweeper-leader-fence"
     }
 
     // The first hook of an operation: nothing has been serialized, signed or sent yet.
