@@ -10,7 +10,7 @@ use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
 use sweeper_services::aws::discovery::tags::{capa_key, cloud_key};
 use sweeper_services::aws::session::SessionCache;
-use sweeper_services::aws::teardown::{TeardownRequest, teardown_pass};
+use sweeper_services::aws::teardown::{TeardownReport, TeardownRequest, teardown_pass};
 
 /// What the plan reads of the cluster's CAPA object, whatever its kind.
 struct Target {
@@ -54,19 +54,7 @@ pub async fn plan(
     name: &str,
     alternative: bool,
 ) -> Result<String, String> {
-    let (ar, target) = cluster::gc_target(client, namespace, name)
-        .await
-        .map_err(|e| e.to_string())?;
-    let t = if ar.kind == "AWSManagedControlPlane" {
-        let mut t = Target::read::<AWSManagedControlPlane>(client, namespace, &target).await?;
-        // The switches clusterawsadm writes on the AWSManagedCluster count too (see controller).
-        t.linked = cluster::managed_cluster_of(client, namespace, name)
-            .await
-            .map_err(|e| e.to_string())?;
-        t
-    } else {
-        Target::read::<AWSCluster>(client, namespace, &target).await?
-    };
+    let (ar, target, t) = read_target(client, namespace, name).await?;
     let Target {
         names,
         vpc_ids,
@@ -142,6 +130,35 @@ pub async fn plan(
     if !settings.external_gc {
         out.push_str("external resource GC is disabled for this cluster: phase 2 is skipped\n");
     }
+    render_phases(&mut out, &report);
+    Ok(out)
+}
+
+/// The cluster's infrastructure object (`AWSCluster`, or `AWSManagedControlPlane` with the
+/// AWSManagedCluster whose switches count too, see controller), with its kind and name.
+async fn read_target(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(kube::api::ApiResource, String, Target), String> {
+    let (ar, target) = cluster::gc_target(client, namespace, name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let t = if ar.kind == "AWSManagedControlPlane" {
+        let mut t = Target::read::<AWSManagedControlPlane>(client, namespace, &target).await?;
+        t.linked = cluster::managed_cluster_of(client, namespace, name)
+            .await
+            .map_err(|e| e.to_string())?;
+        t
+    } else {
+        Target::read::<AWSCluster>(client, namespace, &target).await?
+    };
+    Ok((ar, target, t))
+}
+
+/// Each phase's plan: what it would delete, what blocks the network (kept), errors, and what
+/// was ignored as outside the session. Pure.
+fn render_phases(out: &mut String, report: &TeardownReport) {
     for p in &report.phases {
         out.push_str(&format!(
             "phase {}: {} resource(s)\n",
@@ -164,5 +181,4 @@ pub async fn plan(
             out.push_str(&format!("  ignored (outside the cluster's session): {f}\n"));
         }
     }
-    Ok(out)
 }
