@@ -478,7 +478,7 @@ impl<K: GcKind> KindTeardown<K> {
         let deleted: Vec<_> = report
             .phases
             .iter()
-            .flat_map(|p| p.audit.iter().map(move |a| (p.phase, a)))
+            .flat_map(|p| p.audit.iter().map(move |a| (p.phase.number(), a)))
             .collect();
         if !deleted.is_empty()
             && let Err(e) = super::audit::write(

@@ -224,30 +224,19 @@ impl Tally {
 
 /// The phase a pass stopped in (the last one started), for `sweeper status`.
 pub fn phase_of(report: &TeardownReport) -> (String, String) {
-    const NAMES: [&str; 3] = [
-        "CAPA-owned non-network",
-        "external resources",
-        "CAPA-owned network",
-    ];
     if report.done {
         return ("done".into(), "every phase finished".into());
     }
     match report.phases.iter().rev().find(|p| p.started) {
-        Some(p) => {
-            let name = NAMES
-                .get(usize::from(p.phase.saturating_sub(1)))
-                .copied()
-                .unwrap_or("?");
-            (
-                format!("phase {}: {name}", p.phase),
-                format!(
-                    "{} deleted this pass, {} remaining, {} errors",
-                    p.deleted.len(),
-                    p.remaining.len(),
-                    p.errors.len()
-                ),
-            )
-        }
+        Some(p) => (
+            format!("phase {}: {}", p.phase, p.phase.name()),
+            format!(
+                "{} deleted this pass, {} remaining, {} errors",
+                p.deleted.len(),
+                p.remaining.len(),
+                p.errors.len()
+            ),
+        ),
         None => ("starting".into(), String::new()),
     }
 }
@@ -255,7 +244,7 @@ pub fn phase_of(report: &TeardownReport) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sweeper_services::aws::teardown::{PhaseReport, ResourceRef};
+    use sweeper_services::aws::teardown::{Phase, PhaseReport, ResourceRef};
 
     fn r(kind: &str, id: &str) -> ResourceRef {
         ResourceRef {
@@ -266,7 +255,7 @@ mod tests {
     }
 
     fn report(done: bool, phase2: PhaseReport) -> TeardownReport {
-        let mut p1 = PhaseReport::started(1);
+        let mut p1 = PhaseReport::started(Phase::CapaOwned);
         p1.deleted.push(r("instance", "i-1"));
         TeardownReport {
             done,
@@ -277,7 +266,7 @@ mod tests {
     #[test]
     fn a_finished_teardown_is_done_with_no_warning() {
         let out = of(
-            &report(true, PhaseReport::started(2)),
+            &report(true, PhaseReport::started(Phase::External)),
             "c1",
             "us-east-1/000",
         );
@@ -289,7 +278,7 @@ mod tests {
 
     #[test]
     fn work_left_is_info_and_a_failure_a_warning_with_its_event() {
-        let mut p2 = PhaseReport::started(2);
+        let mut p2 = PhaseReport::started(Phase::External);
         p2.remaining
             .push((r("security-group", "sg-1"), "DependencyViolation".into()));
         let out = of(&report(false, p2.clone()), "c1", "here");
@@ -332,12 +321,16 @@ mod tests {
 
     #[test]
     fn a_vpc_held_by_someone_elses_resource_names_it_and_deletes_nothing_of_it() {
-        let mut p3 = PhaseReport::started(3);
+        let mut p3 = PhaseReport::started(Phase::Network);
         p3.blockers
             .push((r("instance", "i-theirs"), "vpc-1".into()));
         let rep = TeardownReport {
             done: false,
-            phases: vec![PhaseReport::started(1), PhaseReport::started(2), p3],
+            phases: vec![
+                PhaseReport::started(Phase::CapaOwned),
+                PhaseReport::started(Phase::External),
+                p3,
+            ],
         };
         let out = of(&rep, "c1", "here");
         assert_eq!(out.warnings.len(), 1);
@@ -352,7 +345,7 @@ mod tests {
 
     #[test]
     fn notes_are_passed_on_as_they_happen() {
-        let mut p2 = PhaseReport::started(2);
+        let mut p2 = PhaseReport::started(Phase::External);
         p2.notes
             .push("EBS volume vol-1 deleted after snapshot snap-1".into());
         let out = of(&report(true, p2), "c1", "here");

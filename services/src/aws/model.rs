@@ -125,9 +125,49 @@ impl fmt::Display for ResourceRef {
     }
 }
 
+/// The three phases of an external teardown, in the order they run (DESIGN.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// 1: what CAPA owns that is not network: instances, the API-server load balancer, CAPA's
+    /// security groups. (The default only so a `PhaseReport` has one.)
+    #[default]
+    CapaOwned,
+    /// 2: what the cloud provider, the controllers and node provisioners created.
+    External,
+    /// 3: the CAPA-managed network, only when the VPC is CAPA's.
+    Network,
+}
+
+impl Phase {
+    /// Its number, 1 to 3, as reports, logs and audit records show it.
+    pub fn number(self) -> u8 {
+        match self {
+            Phase::CapaOwned => 1,
+            Phase::External => 2,
+            Phase::Network => 3,
+        }
+    }
+
+    /// What it deletes, in a few words (`sweeper status`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::CapaOwned => "CAPA-owned non-network",
+            Phase::External => "external resources",
+            Phase::Network => "CAPA-owned network",
+        }
+    }
+}
+
+/// The number: "phase 2".
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.number())
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PhaseReport {
-    pub phase: u8,
+    pub phase: Phase,
     /// False when an earlier phase still had work, so this one was not run.
     pub started: bool,
     pub deleted: Vec<ResourceRef>,
@@ -159,7 +199,7 @@ pub struct Audited {
 }
 
 impl PhaseReport {
-    pub fn started(phase: u8) -> Self {
+    pub fn started(phase: Phase) -> Self {
         PhaseReport {
             phase,
             started: true,
@@ -167,7 +207,7 @@ impl PhaseReport {
         }
     }
 
-    pub fn not_started(phase: u8) -> Self {
+    pub fn not_started(phase: Phase) -> Self {
         PhaseReport {
             phase,
             ..Default::default()

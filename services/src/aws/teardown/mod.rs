@@ -10,7 +10,7 @@ mod request;
 
 // The model's types are part of a pass's interface (the controller builds clients and selects
 // tasks), so they are reachable from here too.
-pub use crate::aws::model::{AwsClients, GcTask, PhaseReport, ResourceRef, UnknownGcTask};
+pub use crate::aws::model::{AwsClients, GcTask, Phase, PhaseReport, ResourceRef, UnknownGcTask};
 pub use phase::Step;
 pub use phase2::phase2_pass;
 pub use request::{TeardownReport, TeardownRequest};
@@ -50,7 +50,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         cluster_vpcs: &[],
         snapshot_volumes: req.ebs_snapshot,
     };
-    let p1 = run_phase(1, &registry::phase1(), &ctx, req.dry_run).await;
+    let p1 = run_phase(Phase::CapaOwned, &registry::phase1(), &ctx, req.dry_run).await;
     // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
     // security groups, used by the cloud provider's network interfaces); phase 3 waits for all.
     let go_on = req.dry_run || (p1.report.started && !p1.holds_next);
@@ -64,17 +64,17 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
     };
 
     if !go_on {
-        phases.push(PhaseReport::not_started(2));
+        phases.push(PhaseReport::not_started(Phase::External));
     } else if !req.external_gc {
         // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
-        phases.push(PhaseReport::started(2));
+        phases.push(PhaseReport::started(Phase::External));
     } else {
         phases.push(phase2::phase2_in(clients, req, &capa_vpcs).await);
     }
 
     let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
     if !go_on {
-        phases.push(PhaseReport::not_started(3));
+        phases.push(PhaseReport::not_started(Phase::Network));
     } else {
         let mut p3 = phase3(clients, req, &capa_vpcs).await;
         if req.dry_run {
@@ -119,7 +119,7 @@ async fn phase3(
 ) -> PhaseReport {
     let dry_run = req.dry_run;
     let empty = Inventory::default();
-    let mut p3 = PhaseReport::started(3);
+    let mut p3 = PhaseReport::started(Phase::Network);
     let vpc_ids: &[String] = match capa_vpcs {
         Ok(v) => v,
         Err(e) => {
@@ -151,7 +151,7 @@ async fn phase3(
             cluster_vpcs: &[],
             snapshot_volumes: false,
         };
-        p3 = run_phase(3, &registry::phase3(), &ctx, dry_run)
+        p3 = run_phase(Phase::Network, &registry::phase3(), &ctx, dry_run)
             .await
             .report;
     }

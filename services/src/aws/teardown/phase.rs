@@ -5,7 +5,7 @@
 use crate::aws::cleaners::{CleanCtx, CleanError, Cleaner, Outcome, Target};
 use crate::aws::discovery::inventory::{Inventory, Ownership};
 use crate::aws::discovery::tagging::TaggedResource;
-use crate::aws::model::{Audited, AwsClients, GcTask, PhaseReport, ResourceRef};
+use crate::aws::model::{Audited, AwsClients, GcTask, Phase, PhaseReport, ResourceRef};
 use async_trait::async_trait;
 use futures::StreamExt;
 use std::collections::BTreeMap;
@@ -32,7 +32,7 @@ pub trait Step: Send + Sync {
         inv: &mut Inventory,
     ) -> Result<(), CleanError>;
     /// Discover, then delete everything found (or only plan it in a dry run).
-    async fn run(&self, ctx: &CleanCtx<'_>, phase: u8, dry_run: bool) -> PhaseReport;
+    async fn run(&self, ctx: &CleanCtx<'_>, phase: Phase, dry_run: bool) -> PhaseReport;
 }
 
 #[async_trait]
@@ -63,7 +63,7 @@ impl<C: Cleaner> Step for C {
     ) -> Result<(), CleanError> {
         Cleaner::describe_owned(self, c, own, inv).await
     }
-    async fn run(&self, ctx: &CleanCtx<'_>, phase: u8, dry_run: bool) -> PhaseReport {
+    async fn run(&self, ctx: &CleanCtx<'_>, phase: Phase, dry_run: bool) -> PhaseReport {
         run_cleaner(self, ctx, phase, dry_run).await
     }
 }
@@ -71,7 +71,7 @@ impl<C: Cleaner> Step for C {
 async fn run_cleaner<C: Cleaner>(
     cleaner: &C,
     ctx: &CleanCtx<'_>,
-    phase: u8,
+    phase: Phase,
     dry_run: bool,
 ) -> PhaseReport {
     let mut report = PhaseReport::started(phase);
@@ -82,7 +82,7 @@ async fn run_cleaner<C: Cleaner>(
     };
     let span = tracing::info_span!(
         "cleaner",
-        phase,
+        phase = phase.number(),
         service = cleaner.service(),
         kind = cleaner.kind()
     );
@@ -166,7 +166,7 @@ pub struct PhaseRun {
 
 /// Runs a phase's cleaners: ascending `order`, equal orders concurrently.
 pub async fn run_phase(
-    phase: u8,
+    phase: Phase,
     cleaners: &[Box<dyn Step>],
     ctx: &CleanCtx<'_>,
     dry_run: bool,

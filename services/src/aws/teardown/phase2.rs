@@ -12,7 +12,7 @@ use crate::aws::discovery::tagging::{
     MAX_PAGE, TaggedResource, resources_of_types_with_tag, resources_with_tag,
 };
 use crate::aws::discovery::tags;
-use crate::aws::model::{AwsClients, PhaseReport};
+use crate::aws::model::{AwsClients, Phase, PhaseReport};
 use std::collections::HashSet;
 
 /// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
@@ -33,7 +33,7 @@ pub(crate) async fn phase2_in(
     let own = match capa_vpcs {
         Ok(capa) => ownership(req, capa),
         Err(e) => {
-            let mut p2 = PhaseReport::started(2);
+            let mut p2 = PhaseReport::started(Phase::External);
             p2.errors.push(e.to_string());
             return p2;
         }
@@ -49,7 +49,7 @@ pub(crate) async fn phase2_in(
         snapshot_volumes: req.ebs_snapshot,
     };
     let mut p2 = run_phase(
-        2,
+        Phase::External,
         &registry::phase2(req.tasks.as_deref()),
         &ctx,
         req.dry_run,

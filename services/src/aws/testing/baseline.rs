@@ -15,7 +15,7 @@ use crate::aws::teardown::phase2;
 pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseReport {
     let own = crate::aws::discovery::inventory::Ownership::of(cluster_name);
     let inv = phase2::discover(clients, &own, false).await;
-    let mut report = PhaseReport::started(2);
+    let mut report = PhaseReport::started(crate::aws::model::Phase::External);
     report.errors.extend(inv.errors.iter().cloned());
     let rref = |kind: &str, id: &str| ResourceRef {
         service: if kind == "security-group" {
