@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 use sweeper_services::aws::session::SessionCache;
-use sweeper_services::aws::teardown::{TeardownReport, TeardownRequest, teardown_pass};
+use sweeper_services::aws::teardown::{EksFacts, TeardownReport, TeardownRequest, teardown_pass};
 use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
@@ -61,6 +61,12 @@ pub trait GcKind:
 
     /// Where the cluster lives: `spec.region` and `spec.identityRef`.
     fn placement(&self) -> (Option<&str>, Option<&IdentityRef>);
+
+    /// What the EKS-made kinds need, read from the object before the teardown starts; `None`
+    /// for a kind that is not EKS.
+    fn eks_facts(&self) -> Option<EksFacts> {
+        None
+    }
 
     /// Another object whose GC annotations also govern this one (its label and annotations),
     /// read fresh; `Ok(None)` when there is none.
@@ -107,6 +113,17 @@ impl GcKind for AWSManagedControlPlane {
 
     fn placement(&self) -> (Option<&str>, Option<&IdentityRef>) {
         (self.spec.region.as_deref(), self.spec.identity_ref.as_ref())
+    }
+
+    /// The IRSA issuer CAPA recorded in `status.oidcProvider` (none when it recorded none).
+    fn eks_facts(&self) -> Option<EksFacts> {
+        Some(EksFacts {
+            oidc_issuer: self
+                .status
+                .as_ref()
+                .and_then(|s| s.oidc_provider.as_ref())
+                .and_then(|p| p.issuer()),
+        })
     }
 
     /// On EKS `clusterawsadm gc disable` annotates Cluster.spec.infrastructureRef, the
@@ -607,6 +624,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             alternative_discovery: self.ctx.alternative_discovery,
             vpc_ids: o.vpc_ids(),
             ebs_snapshot: self.ctx.ebs_snapshot,
+            eks: o.eks_facts(),
         };
         let report = teardown_pass(&session.clients, &req)
             .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))

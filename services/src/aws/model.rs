@@ -15,6 +15,11 @@ pub struct AwsClients {
     pub tagging: aws_sdk_resourcegroupstagging::Client,
     /// IAM is global, but a session's client acts in its account (Karpenter's instance profiles).
     pub iam: aws_sdk_iam::Client,
+    /// EKS is asked, never changed: whether a cluster is gone and which OIDC issuer a live one
+    /// reports (the EKS-made kinds are deleted only once EKS says so).
+    pub eks: aws_sdk_eks::Client,
+    /// The EKS control-plane log group (opt-in task `eks-log-group`).
+    pub logs: aws_sdk_cloudwatchlogs::Client,
     /// Where a cluster's session acts: phase 2 ignores (and reports) anything discovered whose
     /// ARN names another partition, region or account. `None` for clients not built for a
     /// cluster (tests' fixtures).
@@ -73,10 +78,22 @@ impl AwsClients {
             elbv2: client!(aws_sdk_elasticloadbalancingv2),
             tagging: client!(aws_sdk_resourcegroupstagging),
             iam: client!(aws_sdk_iam),
+            eks: client!(aws_sdk_eks),
+            logs: client!(aws_sdk_cloudwatchlogs),
             scope: None,
             throttle: None,
         }
     }
+}
+
+/// What the controller read from an AWSManagedControlPlane before the teardown started, for
+/// the EKS-made kinds (the EKS cluster's name is `cluster_name`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EksFacts {
+    /// The IRSA OIDC issuer CAPA recorded for the cluster (from `status.oidcProvider`), without
+    /// its scheme: `oidc.eks.<region>.amazonaws.com/id/<ID>`. `None`: CAPA recorded none
+    /// (`associateOIDCProvider` off, or the status was lost), and no provider is deleted.
+    pub oidc_issuer: Option<String>,
 }
 
 /// A phase-2 cleaner family a cluster may select, by the name its annotation uses. Not a closed
@@ -191,5 +208,23 @@ impl PhaseReport {
         self.notes.extend(other.notes);
         self.audit.extend(other.audit);
         self.foreign.extend(other.foreign);
+    }
+}
+
+#[cfg(test)]
+impl AwsClients {
+    /// Clients for unit tests: IAM and EKS as given (aws-smithy-mocks clients); every other
+    /// client points at a closed port and must not be called.
+    pub(crate) fn mocked(iam: aws_sdk_iam::Client, eks: aws_sdk_eks::Client) -> Self {
+        let sdk = SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
+            .endpoint_url("http://127.0.0.1:9")
+            .build();
+        AwsClients {
+            iam,
+            eks,
+            ..AwsClients::new(&sdk)
+        }
     }
 }

@@ -8,8 +8,10 @@ pub mod instances;
 pub mod internet_gateways;
 pub mod launch_templates;
 pub mod load_balancers;
+pub mod log_groups;
 pub mod nat_gateways;
 pub mod network_interfaces;
+pub mod oidc_providers;
 pub mod route_tables;
 pub mod security_groups;
 pub mod snapshots;
@@ -47,6 +49,8 @@ pub struct CleanCtx<'a> {
     pub cluster_vpcs: &'a [String],
     /// Snapshot EBS volumes before deleting them (`--external-ebs-snapshot`).
     pub snapshot_volumes: bool,
+    /// EKS clusters only: what the control plane recorded (see `TeardownRequest::eks`).
+    pub eks: Option<&'a crate::aws::model::EksFacts>,
 }
 
 impl CleanCtx<'_> {

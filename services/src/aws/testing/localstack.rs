@@ -63,6 +63,9 @@ pub fn retrying_clients(sdk: &SdkConfig) -> AwsClients {
         elbv2: aws_sdk_elasticloadbalancingv2::Client::new(sdk),
         tagging: aws_sdk_resourcegroupstagging::Client::new(sdk),
         iam: aws_sdk_iam::Client::new(sdk),
+        // LocalStack community serves no EKS: tests that need it put a mocked client here.
+        eks: aws_sdk_eks::Client::new(sdk),
+        logs: aws_sdk_cloudwatchlogs::Client::new(sdk),
         scope: None,
         throttle: None,
     }
