@@ -1,7 +1,8 @@
 //! The per-cluster switches, with CAPA's names kept exactly:
 //! - `aws.cluster.x-k8s.io/external-resource-gc`: absent or "true" = collect external resources
 //!   (phase 2), "false" = opt out (phases 1 and 3 still run). Anything else is an error.
-//! - `aws.cluster.x-k8s.io/external-resource-tasks-gc`: comma list of `load-balancer`,
+//! - `aws.cluster.x-k8s.io/external-resource-tasks-gc`: comma list of `dns-record` (report
+//!   only), `load-balancer`,
 //!   `target-group`, `instance`, `launch-template`, `instance-profile`, `oidc-provider`,
 //!   `security-group`, `eks-security-group`, `ebs-volume`, `ebs-snapshot`, `eks-log-group`
 //!   limiting phase 2; absent = all but the opt-ins `ebs-volume`, `ebs-snapshot` and

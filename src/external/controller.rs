@@ -647,6 +647,14 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                 })
                 .map(String::as_str),
         );
+        // What the pass found and left for the user (external-dns records of the cluster's load
+        // balancers): in the audit record of the pass that deletes those load balancers, and in
+        // an Event below.
+        let kept: Vec<_> = report
+            .phases
+            .iter()
+            .flat_map(|p| p.kept.iter().map(move |k| (p.phase, k)))
+            .collect();
         // The audit trail: what this pass deleted in AWS, in the cluster object's namespace.
         let deleted: Vec<_> = report
             .phases
@@ -660,7 +668,10 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                 &names,
                 &session,
                 &o.object_ref(&()),
-                &deleted,
+                crate::archive::audit::Pass {
+                    deleted: &deleted,
+                    kept: &kept,
+                },
                 self.ctx.audit_ttl,
             )
             .await
@@ -678,6 +689,22 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                     note.clone(),
                 )
                 .await;
+        }
+        // Once per pass that deletes something (the load balancers such records point at go in
+        // such a pass), not on every pass of a long teardown.
+        if !kept.is_empty() && !deleted.is_empty() {
+            let list: Vec<&str> = kept.iter().map(|(_, (_, why))| why.as_str()).collect();
+            let mut note = list.join("; ");
+            // An Event's note holds at most 1 KiB; the audit record has every entry.
+            if note.len() > 1000 {
+                let mut end = 960;
+                while !note.is_char_boundary(end) {
+                    end -= 1;
+                }
+                note.truncate(end);
+                note.push_str(&format!("… ({} in all; see the audit record)", list.len()));
+            }
+            self.warn(o, "ExternalDnsRecordsLeft", note).await;
         }
         tracing::info!(cluster = %cluster_name, deleted = tally.deleted, remaining = tally.remaining.len(), errors = tally.errors.len(), done = report.done, "teardown pass");
         if report.done {

@@ -161,6 +161,12 @@ pub async fn plan(
                 r.service, r.kind, r.id
             ));
         }
+        for (r, why) in &p.kept {
+            out.push_str(&format!(
+                "  reported, not deleted: {} {} {}: {why}\n",
+                r.service, r.kind, r.id
+            ));
+        }
         for e in &p.errors {
             out.push_str(&format!("  error: {e}\n"));
         }

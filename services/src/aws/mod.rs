@@ -30,6 +30,7 @@ pub mod sdk {
     pub use aws_sdk_elasticloadbalancingv2 as elbv2;
     pub use aws_sdk_iam as iam;
     pub use aws_sdk_resourcegroupstagging as tagging;
+    pub use aws_sdk_route53 as route53;
 }
 
 /// Loads the shared SDK configuration from the standard environment (`AWS_REGION`,

@@ -20,6 +20,8 @@ pub struct AwsClients {
     pub eks: aws_sdk_eks::Client,
     /// The EKS control-plane log group (opt-in task `eks-log-group`).
     pub logs: aws_sdk_cloudwatchlogs::Client,
+    /// external-dns records pointing at the cluster's load balancers (reported).
+    pub route53: aws_sdk_route53::Client,
     /// Where a cluster's session acts: phase 2 ignores (and reports) anything discovered whose
     /// ARN names another partition, region or account. `None` for clients not built for a
     /// cluster (tests' fixtures).
@@ -80,6 +82,7 @@ impl AwsClients {
             iam: client!(aws_sdk_iam),
             eks: client!(aws_sdk_eks),
             logs: client!(aws_sdk_cloudwatchlogs),
+            route53: client!(aws_sdk_route53),
             scope: None,
             throttle: None,
         }
@@ -162,6 +165,9 @@ pub struct PhaseReport {
     /// Resources discovery returned whose ARN names another partition, region or account than
     /// the session's, with why: never the cluster's, so ignored (never deleted) and counted.
     pub foreign: Vec<String>,
+    /// Found and left alone, with why: what the user must know of but sweeper does not delete
+    /// (external-dns records of the cluster's load balancers). Never holds the phase.
+    pub kept: Vec<(ResourceRef, String)>,
 }
 
 /// One deleted resource as the audit trail records it.
@@ -208,6 +214,7 @@ impl PhaseReport {
         self.notes.extend(other.notes);
         self.audit.extend(other.audit);
         self.foreign.extend(other.foreign);
+        self.kept.extend(other.kept);
     }
 }
 

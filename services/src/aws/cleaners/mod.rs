@@ -3,6 +3,7 @@
 //! run in which phase, and in what order, is the phase runner's one list (`teardown::registry`).
 
 pub mod addresses;
+pub mod dns_records;
 pub mod instance_profiles;
 pub mod instances;
 pub mod internet_gateways;
@@ -74,6 +75,9 @@ pub struct Target<D = ()> {
     /// The tags the cleaner's own Describe call read, for the audit trail (phase 2's come from
     /// the inventory instead).
     pub tags: Option<std::collections::BTreeMap<String, String>>,
+    /// Report only: found, never deleted, and never holding the phase (the reason is reported
+    /// in the phase's `kept`). For kinds sweeper reports before it may delete them.
+    pub kept: Option<String>,
 }
 
 impl<D> Target<D> {
@@ -83,7 +87,14 @@ impl<D> Target<D> {
             blocked: None,
             detail,
             tags: None,
+            kept: None,
         }
+    }
+
+    /// Marks the target report-only (see [`Target::kept`]).
+    pub fn kept(mut self, why: impl Into<String>) -> Self {
+        self.kept = Some(why.into());
+        self
     }
 
     /// The tags a Describe call returned with the resource.

@@ -2,6 +2,7 @@
 //! resource kind: write its cleaner module, add one line here (see services/README.md).
 
 use super::phase::Step;
+use crate::aws::cleaners::dns_records::DnsRecords;
 use crate::aws::cleaners::instance_profiles::InstanceProfiles;
 use crate::aws::cleaners::instances::{self, Instances};
 use crate::aws::cleaners::load_balancers::{LoadBalancers, Source};
@@ -52,6 +53,7 @@ pub fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn Step>> {
 
 fn all_phase2() -> Vec<Box<dyn Step>> {
     vec![
+        Box::new(DnsRecords),
         Box::new(LoadBalancers(Source::External)),
         Box::new(TargetGroups),
         Box::new(Instances(instances::Scope::External)),
@@ -124,6 +126,7 @@ mod tests {
         assert_eq!(
             kinds(None),
             [
+                "dns-record",
                 "load-balancer",
                 "target-group",
                 "instance",
@@ -154,6 +157,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "dns-record",
                 "load-balancer",
                 "target-group",
                 "instance",
@@ -178,7 +182,7 @@ mod tests {
         assert!(e.to_string().contains("\"load-balancers\""), "{e}");
         assert_eq!(
             e.to_string(),
-            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, instance, launch-template, instance-profile, oidc-provider, eks-log-group, ebs-volume, ebs-snapshot, security-group, eks-security-group"
+            "unknown GC task \"load-balancers\": expected one of dns-record, load-balancer, target-group, instance, launch-template, instance-profile, oidc-provider, eks-log-group, ebs-volume, ebs-snapshot, security-group, eks-security-group"
         );
         let e = "".parse::<GcTask>().unwrap_err();
         assert!(e.to_string().contains("\"\""), "{e}");

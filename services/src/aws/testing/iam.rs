@@ -24,6 +24,7 @@ pub fn iam_action(op: &str) -> Option<String> {
         "eks" => "eks",
         // sweeper's calls say `logs.`, the recorder `CloudWatchLogs.`.
         "logs" | "cloudwatchlogs" => "logs",
+        "route53" => "route53",
         _ => return None,
     };
     Some(format!("{prefix}:{operation}"))

@@ -66,6 +66,7 @@ pub fn retrying_clients(sdk: &SdkConfig) -> AwsClients {
         // LocalStack community serves no EKS: tests that need it put a mocked client here.
         eks: aws_sdk_eks::Client::new(sdk),
         logs: aws_sdk_cloudwatchlogs::Client::new(sdk),
+        route53: aws_sdk_route53::Client::new(sdk),
         scope: None,
         throttle: None,
     }

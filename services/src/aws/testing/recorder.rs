@@ -155,6 +155,13 @@ impl Recorder {
             logs: aws_sdk_cloudwatchlogs::Client::from_conf(
                 aws_sdk_cloudwatchlogs::config::Builder::from(sdk)
                     .interceptor(self.clone())
+                    .http_client(http.clone())
+                    .retry_config(retry.clone())
+                    .build(),
+            ),
+            route53: aws_sdk_route53::Client::from_conf(
+                aws_sdk_route53::config::Builder::from(sdk)
+                    .interceptor(self.clone())
                     .http_client(http)
                     .retry_config(retry)
                     .build(),
