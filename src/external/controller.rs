@@ -38,6 +38,11 @@ use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
 
+/// Where sweeper keeps, on a live AWSManagedControlPlane, the IRSA issuer CAPA recorded in its
+/// status. `clusterctl move` moves annotations but not the status (CAPA#3972: the provider's ARN
+/// was lost and CAPA never deleted it), so the teardown reads the status first, this second.
+pub const OIDC_ISSUER_ANNOTATION: &str = "sweeper.dev/oidc-issuer";
+
 /// The kinds the external collector handles.
 pub trait GcKind:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
@@ -65,6 +70,12 @@ pub trait GcKind:
     /// What the EKS-made kinds need, read from the object before the teardown starts; `None`
     /// for a kind that is not EKS.
     fn eks_facts(&self) -> Option<EksFacts> {
+        None
+    }
+
+    /// The issuer to keep in [`OIDC_ISSUER_ANNOTATION`] while the object lives, when the
+    /// annotation does not say it yet; `None` for a kind that is not EKS.
+    fn issuer_to_keep(&self) -> Option<String> {
         None
     }
 
@@ -115,15 +126,21 @@ impl GcKind for AWSManagedControlPlane {
         (self.spec.region.as_deref(), self.spec.identity_ref.as_ref())
     }
 
-    /// The IRSA issuer CAPA recorded in `status.oidcProvider` (none when it recorded none).
+    /// The IRSA issuer CAPA recorded in `status.oidcProvider`, else the one sweeper kept from
+    /// it while the object lived (none when neither says one).
     fn eks_facts(&self) -> Option<EksFacts> {
         Some(EksFacts {
-            oidc_issuer: self
-                .status
-                .as_ref()
-                .and_then(|s| s.oidc_provider.as_ref())
-                .and_then(|p| p.issuer()),
+            oidc_issuer: recorded_issuer(self).or_else(|| {
+                self.annotations()
+                    .get(OIDC_ISSUER_ANNOTATION)
+                    .map(|i| i.trim().to_string())
+                    .filter(|i| !i.is_empty())
+            }),
         })
+    }
+
+    fn issuer_to_keep(&self) -> Option<String> {
+        recorded_issuer(self).filter(|i| self.annotations().get(OIDC_ISSUER_ANNOTATION) != Some(i))
     }
 
     /// On EKS `clusterawsadm gc disable` annotates Cluster.spec.infrastructureRef, the
@@ -135,6 +152,14 @@ impl GcKind for AWSManagedControlPlane {
     ) -> Result<Option<LinkedAnnotations>, ResolveError> {
         cluster::managed_cluster_annotations(client, self).await
     }
+}
+
+/// The issuer in CAPA's `status.oidcProvider` of a control plane.
+fn recorded_issuer(cp: &AWSManagedControlPlane) -> Option<String> {
+    cp.status
+        .as_ref()
+        .and_then(|s| s.oidc_provider.as_ref())
+        .and_then(|p| p.issuer())
 }
 
 /// What both kinds' teardowns share: clients, metrics, the Event publisher.
@@ -257,6 +282,12 @@ pub enum ExternalError {
         #[source]
         source: kube::Error,
     },
+    #[error("cannot annotate {object} with {OIDC_ISSUER_ANNOTATION}: {source}")]
+    Annotate {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl crate::engine::teardown::ErrorLabel for ExternalError {
@@ -264,6 +295,7 @@ impl crate::engine::teardown::ErrorLabel for ExternalError {
         match self {
             ExternalError::Finalizer(e) => e.metric_label(),
             ExternalError::Condition { .. } => "condition_write",
+            ExternalError::Annotate { .. } => "annotation_write",
         }
     }
 }
@@ -580,7 +612,27 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         }
     }
 
-    async fn live(&self, _o: &K, _plan: Plan) -> Result<(), ExternalError> {
+    /// Keeps the IRSA issuer CAPA recorded in an annotation (see [`OIDC_ISSUER_ANNOTATION`]):
+    /// one write per issuer, none in dry run (which changes nothing).
+    async fn live(&self, o: &K, _plan: Plan) -> Result<(), ExternalError> {
+        let Some(issuer) = o.issuer_to_keep().filter(|_| !self.ctx.dry_run) else {
+            return Ok(());
+        };
+        let api: Api<K> =
+            Api::namespaced(self.ctx.client.clone(), &o.namespace().unwrap_or_default());
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {OIDC_ISSUER_ANNOTATION: issuer}}});
+        api.patch(
+            &o.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|source| ExternalError::Annotate {
+            object: Self::label(o),
+            source,
+        })?;
+        tracing::info!(%issuer, "kept the IRSA issuer CAPA recorded");
         Ok(())
     }
 
