@@ -28,6 +28,8 @@ pub struct AwsClients {
     pub scope: Option<crate::aws::session::Scope>,
     /// The session's account and region throttle (see `session::throttle`).
     pub throttle: Option<std::sync::Arc<crate::aws::session::throttle::Throttle>>,
+    /// The account's shared IAM listings (see `session::listings`); `None`: every pass lists.
+    pub listings: Option<std::sync::Arc<crate::aws::session::listings::Listings>>,
 }
 
 impl AwsClients {
@@ -53,6 +55,32 @@ impl AwsClients {
         AwsClients {
             throttle: Some(throttle),
             ..Self::build(sdk, gate)
+        }
+    }
+
+    /// The same clients, sharing the account's IAM listings with its other sessions.
+    pub fn with_listings(
+        mut self,
+        listings: std::sync::Arc<crate::aws::session::listings::Listings>,
+    ) -> Self {
+        self.listings = Some(listings);
+        self
+    }
+
+    /// The account-wide listing `what`: the account's shared one when the session has them,
+    /// else made by `fetch` now.
+    pub async fn listed<F, Fut>(
+        &self,
+        what: &'static str,
+        fetch: F,
+    ) -> Result<std::sync::Arc<Vec<String>>, crate::aws::errors::CleanError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<String>, crate::aws::errors::CleanError>>,
+    {
+        match &self.listings {
+            Some(l) => l.get(what, fetch).await,
+            None => fetch().await.map(std::sync::Arc::new),
         }
     }
 
@@ -85,6 +113,7 @@ impl AwsClients {
             route53: client!(aws_sdk_route53),
             scope: None,
             throttle: None,
+            listings: None,
         }
     }
 }

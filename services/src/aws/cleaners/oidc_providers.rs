@@ -71,18 +71,27 @@ impl Cleaner for OidcProviders {
             return Ok(Vec::new());
         };
         let issuer = issuer_key(recorded);
-        let listed = call("iam.ListOpenIDConnectProviders", || {
-            ctx.clients.iam.list_open_id_connect_providers().send()
-        })
-        .await
-        .map_err(CleanError::discover(KIND, "ListOpenIDConnectProviders"))?;
+        // The account's listing, shared by its clusters' passes (`session::listings`).
+        let listed = ctx
+            .clients
+            .listed("iam.ListOpenIDConnectProviders", || async {
+                let out = call("iam.ListOpenIDConnectProviders", || {
+                    ctx.clients.iam.list_open_id_connect_providers().send()
+                })
+                .await
+                .map_err(CleanError::discover(KIND, "ListOpenIDConnectProviders"))?;
+                Ok(out
+                    .open_id_connect_provider_list()
+                    .iter()
+                    .filter_map(|p| p.arn().map(str::to_string))
+                    .collect())
+            })
+            .await?;
         // The ARN names the URL: only the recorded issuer's provider is read.
         let arns: Vec<String> = listed
-            .open_id_connect_provider_list()
             .iter()
-            .filter_map(|p| p.arn())
             .filter(|a| issuer_of_arn(a).is_some_and(|i| issuer_key(i) == issuer))
-            .map(str::to_string)
+            .cloned()
             .collect();
         let mut found = Vec::new();
         for arn in arns {

@@ -69,6 +69,7 @@ pub fn retrying_clients(sdk: &SdkConfig) -> AwsClients {
         route53: aws_sdk_route53::Client::new(sdk),
         scope: None,
         throttle: None,
+        listings: None,
     }
 }
 

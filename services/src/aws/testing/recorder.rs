@@ -168,6 +168,7 @@ impl Recorder {
             ),
             scope: None,
             throttle: None,
+            listings: None,
         }
     }
 }
