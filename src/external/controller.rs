@@ -33,10 +33,15 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 use sweeper_services::aws::session::SessionCache;
-use sweeper_services::aws::teardown::{TeardownReport, TeardownRequest, teardown_pass};
+use sweeper_services::aws::teardown::{EksFacts, TeardownReport, TeardownRequest, teardown_pass};
 use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
+
+/// Where sweeper keeps, on a live AWSManagedControlPlane, the IRSA issuer CAPA recorded in its
+/// status. `clusterctl move` moves annotations but not the status (CAPA#3972: the provider's ARN
+/// was lost and CAPA never deleted it), so the teardown reads the status first, this second.
+pub const OIDC_ISSUER_ANNOTATION: &str = "sweeper.dev/oidc-issuer";
 
 /// The kinds the external collector handles.
 pub trait GcKind:
@@ -61,6 +66,18 @@ pub trait GcKind:
 
     /// Where the cluster lives: `spec.region` and `spec.identityRef`.
     fn placement(&self) -> (Option<&str>, Option<&IdentityRef>);
+
+    /// What the EKS-made kinds need, read from the object before the teardown starts; `None`
+    /// for a kind that is not EKS.
+    fn eks_facts(&self) -> Option<EksFacts> {
+        None
+    }
+
+    /// The issuer to keep in [`OIDC_ISSUER_ANNOTATION`] while the object lives, when the
+    /// annotation does not say it yet; `None` for a kind that is not EKS.
+    fn issuer_to_keep(&self) -> Option<String> {
+        None
+    }
 
     /// Another object whose GC annotations also govern this one (its label and annotations),
     /// read fresh; `Ok(None)` when there is none.
@@ -109,6 +126,23 @@ impl GcKind for AWSManagedControlPlane {
         (self.spec.region.as_deref(), self.spec.identity_ref.as_ref())
     }
 
+    /// The IRSA issuer CAPA recorded in `status.oidcProvider`, else the one sweeper kept from
+    /// it while the object lived (none when neither says one).
+    fn eks_facts(&self) -> Option<EksFacts> {
+        Some(EksFacts {
+            oidc_issuer: recorded_issuer(self).or_else(|| {
+                self.annotations()
+                    .get(OIDC_ISSUER_ANNOTATION)
+                    .map(|i| i.trim().to_string())
+                    .filter(|i| !i.is_empty())
+            }),
+        })
+    }
+
+    fn issuer_to_keep(&self) -> Option<String> {
+        recorded_issuer(self).filter(|i| self.annotations().get(OIDC_ISSUER_ANNOTATION) != Some(i))
+    }
+
     /// On EKS `clusterawsadm gc disable` annotates Cluster.spec.infrastructureRef, the
     /// AWSManagedCluster, while CAPA reads this control plane: users who opted out with CAPA's
     /// own tool have the annotation there.
@@ -118,6 +152,14 @@ impl GcKind for AWSManagedControlPlane {
     ) -> Result<Option<LinkedAnnotations>, ResolveError> {
         cluster::managed_cluster_annotations(client, self).await
     }
+}
+
+/// The issuer in CAPA's `status.oidcProvider` of a control plane.
+fn recorded_issuer(cp: &AWSManagedControlPlane) -> Option<String> {
+    cp.status
+        .as_ref()
+        .and_then(|s| s.oidc_provider.as_ref())
+        .and_then(|p| p.issuer())
 }
 
 /// What both kinds' teardowns share: clients, metrics, the Event publisher.
@@ -240,6 +282,12 @@ pub enum ExternalError {
         #[source]
         source: kube::Error,
     },
+    #[error("cannot annotate {object} with {OIDC_ISSUER_ANNOTATION}: {source}")]
+    Annotate {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl crate::engine::teardown::ErrorLabel for ExternalError {
@@ -247,6 +295,7 @@ impl crate::engine::teardown::ErrorLabel for ExternalError {
         match self {
             ExternalError::Finalizer(e) => e.metric_label(),
             ExternalError::Condition { .. } => "condition_write",
+            ExternalError::Annotate { .. } => "annotation_write",
         }
     }
 }
@@ -563,7 +612,27 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         }
     }
 
-    async fn live(&self, _o: &K, _plan: Plan) -> Result<(), ExternalError> {
+    /// Keeps the IRSA issuer CAPA recorded in an annotation (see [`OIDC_ISSUER_ANNOTATION`]):
+    /// one write per issuer, none in dry run (which changes nothing).
+    async fn live(&self, o: &K, _plan: Plan) -> Result<(), ExternalError> {
+        let Some(issuer) = o.issuer_to_keep().filter(|_| !self.ctx.dry_run) else {
+            return Ok(());
+        };
+        let api: Api<K> =
+            Api::namespaced(self.ctx.client.clone(), &o.namespace().unwrap_or_default());
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {OIDC_ISSUER_ANNOTATION: issuer}}});
+        api.patch(
+            &o.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|source| ExternalError::Annotate {
+            object: Self::label(o),
+            source,
+        })?;
+        tracing::info!(%issuer, "kept the IRSA issuer CAPA recorded");
         Ok(())
     }
 
@@ -607,6 +676,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             alternative_discovery: self.ctx.alternative_discovery,
             vpc_ids: o.vpc_ids(),
             ebs_snapshot: self.ctx.ebs_snapshot,
+            eks: o.eks_facts(),
         };
         let report = teardown_pass(&session.clients, &req)
             .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))
@@ -629,6 +699,14 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                 })
                 .map(String::as_str),
         );
+        // What the pass found and left for the user (external-dns records of the cluster's load
+        // balancers): in the audit record of the pass that deletes those load balancers, and in
+        // an Event below.
+        let kept: Vec<_> = report
+            .phases
+            .iter()
+            .flat_map(|p| p.kept.iter().map(move |k| (p.phase, k)))
+            .collect();
         // The audit trail: what this pass deleted in AWS, in the cluster object's namespace.
         let deleted: Vec<_> = report
             .phases
@@ -642,7 +720,10 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                 &names,
                 &session,
                 &o.object_ref(&()),
-                &deleted,
+                crate::archive::audit::Pass {
+                    deleted: &deleted,
+                    kept: &kept,
+                },
                 self.ctx.audit_ttl,
             )
             .await
@@ -660,6 +741,22 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                     note.clone(),
                 )
                 .await;
+        }
+        // Once per pass that deletes something (the load balancers such records point at go in
+        // such a pass), not on every pass of a long teardown.
+        if !kept.is_empty() && !deleted.is_empty() {
+            let list: Vec<&str> = kept.iter().map(|(_, (_, why))| why.as_str()).collect();
+            let mut note = list.join("; ");
+            // An Event's note holds at most 1 KiB; the audit record has every entry.
+            if note.len() > 1000 {
+                let mut end = 960;
+                while !note.is_char_boundary(end) {
+                    end -= 1;
+                }
+                note.truncate(end);
+                note.push_str(&format!("… ({} in all; see the audit record)", list.len()));
+            }
+            self.warn(o, "ExternalDnsRecordsLeft", note).await;
         }
         tracing::info!(cluster = %cluster_name, deleted = tally.deleted, remaining = tally.remaining.len(), errors = tally.errors.len(), done = report.done, "teardown pass");
         if report.done {
