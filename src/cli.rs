@@ -490,8 +490,9 @@ pub enum GcCommand {
     Configure {
         #[command(flatten)]
         cluster: GcCluster,
-        /// load-balancer, target-group, instance, launch-template, instance-profile, security-group
-        /// or the opt-ins ebs-volume and ebs-snapshot; repeat for several.
+        /// dns-record (report only), load-balancer, target-group, instance, launch-template,
+        /// instance-profile, oidc-provider, security-group, eks-security-group or the opt-ins
+        /// ebs-volume, ebs-snapshot and eks-log-group; repeat for several.
         #[arg(long = "gc-task")]
         tasks: Vec<sweeper_services::aws::teardown::GcTask>,
     },

@@ -170,6 +170,57 @@ pub struct ObjectRef {
 pub struct GcStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<crate::api::tenant::Condition>,
+    /// CAPA's `status.oidcProvider` of an AWSManagedControlPlane (EKS with
+    /// `associateOIDCProvider`): read to find the cluster's IRSA provider, never written (status
+    /// writes patch the conditions alone). Left out of the schema sweeper ships: the field is
+    /// CAPA's, and `x-kubernetes-preserve-unknown-fields` keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub oidc_provider: Option<OidcProviderStatus>,
+}
+
+/// CAPA's `OIDCProviderStatus` (upstream CRD: `arn`, `trustPolicy`; CAPA records no issuer URL
+/// of its own, so the issuer is read from these).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OidcProviderStatus {
+    /// `arn:aws:iam::<account>:oidc-provider/<issuer>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arn: Option<String>,
+    /// The IRSA trust policy CAPA renders for the provider: its `Federated` principal is the
+    /// provider's ARN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_policy: Option<String>,
+}
+
+impl OidcProviderStatus {
+    /// The issuer CAPA recorded, without its scheme (`oidc.eks.<region>.amazonaws.com/id/<ID>`):
+    /// from the ARN, else from the trust policy's `Federated` principal. `None` when neither
+    /// names one (nothing recorded, or a shape sweeper does not know: then no provider is
+    /// deleted, rather than a guessed one).
+    pub fn issuer(&self) -> Option<String> {
+        fn of_arn(arn: &str) -> Option<String> {
+            arn.split_once(":oidc-provider/")
+                .map(|(_, i)| i.trim().to_string())
+                .filter(|i| !i.is_empty())
+        }
+        if let Some(i) = self.arn.as_deref().and_then(of_arn) {
+            return Some(i);
+        }
+        let doc: serde_json::Value = serde_json::from_str(self.trust_policy.as_deref()?).ok()?;
+        let statements = match &doc["Statement"] {
+            serde_json::Value::Array(a) => a.clone(),
+            one @ serde_json::Value::Object(_) => vec![one.clone()],
+            _ => return None,
+        };
+        statements
+            .iter()
+            .find_map(|st| match &st["Principal"]["Federated"] {
+                serde_json::Value::String(a) => of_arn(a),
+                serde_json::Value::Array(a) => a.iter().filter_map(|v| v.as_str()).find_map(of_arn),
+                _ => None,
+            })
+    }
 }
 
 /// `spec.identityRef` of AWSCluster and AWSManagedControlPlane, and `sourceIdentityRef` of a
@@ -254,4 +305,55 @@ pub struct AWSClusterStaticIdentitySpec {
     pub allowed_namespaces: Option<AllowedNamespaces>,
     #[serde(default)]
     pub secret_ref: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARN: &str =
+        "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/EXAMPLE1";
+    const ISSUER: &str = "oidc.eks.us-west-2.amazonaws.com/id/EXAMPLE1";
+
+    #[test]
+    fn the_recorded_issuer_comes_from_the_arn_or_the_trust_policy() {
+        let st = OidcProviderStatus {
+            arn: Some(ARN.into()),
+            trust_policy: None,
+        };
+        assert_eq!(st.issuer().as_deref(), Some(ISSUER));
+        // CAPA's buildOIDCTrustPolicy: Principal.Federated is a list holding the provider's ARN.
+        let policy = format!(
+            r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":{{"Federated":["{ARN}"]}},"Action":["sts:AssumeRoleWithWebIdentity"]}}]}}"#
+        );
+        let st = OidcProviderStatus {
+            arn: Some(String::new()),
+            trust_policy: Some(policy),
+        };
+        assert_eq!(st.issuer().as_deref(), Some(ISSUER));
+    }
+
+    #[test]
+    fn nothing_recorded_names_no_issuer() {
+        assert_eq!(OidcProviderStatus::default().issuer(), None);
+        let st = OidcProviderStatus {
+            arn: Some("arn:aws:iam::1:role/x".into()),
+            trust_policy: Some("not json".into()),
+        };
+        assert_eq!(st.issuer(), None);
+    }
+
+    #[test]
+    fn capas_status_reads_with_the_oidc_provider() {
+        let status: GcStatus = serde_json::from_value(serde_json::json!({
+            "ready": true,
+            "oidcProvider": {"arn": ARN, "trustPolicy": "{}"},
+            "conditions": []
+        }))
+        .unwrap();
+        assert_eq!(
+            status.oidc_provider.and_then(|p| p.issuer()).as_deref(),
+            Some(ISSUER)
+        );
+    }
 }

@@ -1,10 +1,12 @@
 //! The per-cluster switches, with CAPA's names kept exactly:
 //! - `aws.cluster.x-k8s.io/external-resource-gc`: absent or "true" = collect external resources
 //!   (phase 2), "false" = opt out (phases 1 and 3 still run). Anything else is an error.
-//! - `aws.cluster.x-k8s.io/external-resource-tasks-gc`: comma list of `load-balancer`,
-//!   `target-group`, `instance`, `launch-template`, `instance-profile`, `security-group`,
-//!   `ebs-volume`, `ebs-snapshot`
-//!   limiting phase 2; absent = all but the opt-ins `ebs-volume` and `ebs-snapshot`. An unknown or empty task is an error. The list parses straight into the services crate's `GcTask`, whose names are the
+//! - `aws.cluster.x-k8s.io/external-resource-tasks-gc`: comma list of `dns-record` (report
+//!   only), `load-balancer`,
+//!   `target-group`, `instance`, `launch-template`, `instance-profile`, `oidc-provider`,
+//!   `security-group`, `eks-security-group`, `ebs-volume`, `ebs-snapshot`, `eks-log-group`
+//!   limiting phase 2; absent = all but the opt-ins `ebs-volume`, `ebs-snapshot` and
+//!   `eks-log-group`. An unknown or empty task is an error. The list parses straight into the services crate's `GcTask`, whose names are the
 //!   ones the registered cleaners declare: there is no second list to keep in step.
 //!
 //! An error here means: a Warning Event and a condition naming the bad value, and nothing is

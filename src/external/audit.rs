@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use sweeper_services::aws::model::Audited;
+use sweeper_services::aws::model::{Audited, ResourceRef};
 
 /// The label naming the workload cluster of an audit record.
 pub const LABEL_CLUSTER: &str = "sweeper.dev/audit-cluster";
@@ -33,22 +33,45 @@ fn record_name(cluster: &str, millis: i64) -> String {
     )
 }
 
+/// What one teardown pass has for the record: (phase, entry).
+pub struct Pass<'a> {
+    pub deleted: &'a [(u8, &'a Audited)],
+    pub kept: &'a [(u8, &'a (ResourceRef, String))],
+}
+
 /// Writes one audit record for `deleted` (phase, resource, detail), labelled with the Cluster
-/// API cluster's name (the name `sweeper gc` takes).
+/// API cluster's name (the name `sweeper gc` takes). `kept` (phase, resource, why) are what the
+/// pass found and reported without deleting (external-dns records of the load balancers it
+/// deleted): entries with `reported` and `reportedAt` instead of `deletedAt`, after the deleted.
 pub async fn write(
     client: &kube::Client,
     namespace: &str,
     names: &super::cluster::ClusterNames,
     session: &sweeper_services::aws::session::Session,
     object: &ObjectReference,
-    deleted: &[(u8, &Audited)],
+    pass: Pass<'_>,
     ttl: Duration,
 ) -> Result<String, kube::Error> {
+    let Pass { deleted, kept } = pass;
     let now = Timestamp::now();
+    let object_name = format!(
+        "{}/{}",
+        object.kind.as_deref().unwrap_or(""),
+        object.name.as_deref().unwrap_or("")
+    );
+    let reported = kept.iter().map(|(phase, (r, why))| {
+        serde_json::json!({
+            "service": r.service, "kind": r.kind, "id": r.id, "phase": phase,
+            "reported": why, "reportedAt": now.to_string(),
+            "cluster": names.capi, "tagName": names.tag,
+            "region": session.scope.region, "account": session.scope.account,
+            "partition": session.scope.partition, "identity": session.chain,
+            "object": object_name,
+        })
+    });
     let data: BTreeMap<String, String> = deleted
         .iter()
-        .enumerate()
-        .map(|(i, (phase, a))| {
+        .map(|(phase, a)| {
             let r = &a.resource;
             let v = serde_json::json!({
                 "service": r.service, "kind": r.kind, "id": r.id, "phase": phase,
@@ -56,10 +79,13 @@ pub async fn write(
                 "cluster": names.capi, "tagName": names.tag,
                 "region": session.scope.region, "account": session.scope.account,
                 "partition": session.scope.partition, "identity": session.chain,
-                "object": format!("{}/{}", object.kind.as_deref().unwrap_or(""), object.name.as_deref().unwrap_or("")),
+                "object": object_name,
             });
-            (format!("{i:05}.json"), v.to_string())
+            v
         })
+        .chain(reported)
+        .enumerate()
+        .map(|(i, v)| (format!("{i:05}.json"), v.to_string()))
         .collect();
     let expires = crate::archive::expires_after(now, ttl);
     let cluster_label = cluster_label(&names.capi);

@@ -34,10 +34,15 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 use sweeper_services::aws::session::SessionCache;
-use sweeper_services::aws::teardown::{TeardownReport, TeardownRequest, teardown_pass};
+use sweeper_services::aws::teardown::{EksFacts, TeardownReport, TeardownRequest, teardown_pass};
 use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
+
+/// Where sweeper keeps, on a live AWSManagedControlPlane, the IRSA issuer CAPA recorded in its
+/// status. `clusterctl move` moves annotations but not the status (CAPA#3972: the provider's ARN
+/// was lost and CAPA never deleted it), so the teardown reads the status first, this second.
+pub const OIDC_ISSUER_ANNOTATION: &str = "sweeper.dev/oidc-issuer";
 
 /// The kinds the external collector handles.
 pub trait GcKind:
@@ -62,6 +67,18 @@ pub trait GcKind:
 
     /// Where the cluster lives: `spec.region` and `spec.identityRef`.
     fn placement(&self) -> (Option<&str>, Option<&IdentityRef>);
+
+    /// What the EKS-made kinds need, read from the object before the teardown starts; `None`
+    /// for a kind that is not EKS.
+    fn eks_facts(&self) -> Option<EksFacts> {
+        None
+    }
+
+    /// The issuer to keep in [`OIDC_ISSUER_ANNOTATION`] while the object lives, when the
+    /// annotation does not say it yet; `None` for a kind that is not EKS.
+    fn issuer_to_keep(&self) -> Option<String> {
+        None
+    }
 
     /// Another object whose GC annotations also govern this one (its label and annotations),
     /// read fresh; `Ok(None)` when there is none.
@@ -110,6 +127,23 @@ impl GcKind for AWSManagedControlPlane {
         (self.spec.region.as_deref(), self.spec.identity_ref.as_ref())
     }
 
+    /// The IRSA issuer CAPA recorded in `status.oidcProvider`, else the one sweeper kept from
+    /// it while the object lived (none when neither says one).
+    fn eks_facts(&self) -> Option<EksFacts> {
+        Some(EksFacts {
+            oidc_issuer: recorded_issuer(self).or_else(|| {
+                self.annotations()
+                    .get(OIDC_ISSUER_ANNOTATION)
+                    .map(|i| i.trim().to_string())
+                    .filter(|i| !i.is_empty())
+            }),
+        })
+    }
+
+    fn issuer_to_keep(&self) -> Option<String> {
+        recorded_issuer(self).filter(|i| self.annotations().get(OIDC_ISSUER_ANNOTATION) != Some(i))
+    }
+
     /// On EKS `clusterawsadm gc disable` annotates Cluster.spec.infrastructureRef, the
     /// AWSManagedCluster, while CAPA reads this control plane: users who opted out with CAPA's
     /// own tool have the annotation there.
@@ -119,6 +153,14 @@ impl GcKind for AWSManagedControlPlane {
     ) -> Result<Option<LinkedAnnotations>, ResolveError> {
         cluster::managed_cluster_annotations(client, self).await
     }
+}
+
+/// The issuer in CAPA's `status.oidcProvider` of a control plane.
+fn recorded_issuer(cp: &AWSManagedControlPlane) -> Option<String> {
+    cp.status
+        .as_ref()
+        .and_then(|s| s.oidc_provider.as_ref())
+        .and_then(|p| p.issuer())
 }
 
 /// What both kinds' teardowns share: clients, metrics, the Event publisher.
@@ -241,6 +283,12 @@ pub enum ExternalError {
         #[source]
         source: kube::Error,
     },
+    #[error("cannot annotate {object} with {OIDC_ISSUER_ANNOTATION}: {source}")]
+    Annotate {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl crate::engine::teardown::ErrorLabel for ExternalError {
@@ -248,6 +296,7 @@ impl crate::engine::teardown::ErrorLabel for ExternalError {
         match self {
             ExternalError::Finalizer(e) => e.metric_label(),
             ExternalError::Condition { .. } => "condition_write",
+            ExternalError::Annotate { .. } => "annotation_write",
         }
     }
 }
@@ -480,6 +529,13 @@ impl<K: GcKind> KindTeardown<K> {
             .iter()
             .flat_map(|p| p.audit.iter().map(move |a| (p.phase.number(), a)))
             .collect();
+        // What the pass found and left for the user (external-dns records of the cluster's load
+        // balancers): in the audit record of the pass that deletes those load balancers.
+        let kept: Vec<_> = report
+            .phases
+            .iter()
+            .flat_map(|p| p.kept.iter().map(move |k| (p.phase.number(), k)))
+            .collect();
         if !deleted.is_empty()
             && let Err(e) = super::audit::write(
                 &self.ctx.client,
@@ -487,7 +543,10 @@ impl<K: GcKind> KindTeardown<K> {
                 names,
                 session,
                 &o.object_ref(&()),
-                &deleted,
+                super::audit::Pass {
+                    deleted: &deleted,
+                    kept: &kept,
+                },
                 self.ctx.audit_ttl,
             )
             .await
@@ -595,7 +654,27 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         }
     }
 
-    async fn live(&self, _o: &K, _plan: Plan) -> Result<(), ExternalError> {
+    /// Keeps the IRSA issuer CAPA recorded in an annotation (see [`OIDC_ISSUER_ANNOTATION`]):
+    /// one write per issuer, none in dry run (which changes nothing).
+    async fn live(&self, o: &K, _plan: Plan) -> Result<(), ExternalError> {
+        let Some(issuer) = o.issuer_to_keep().filter(|_| !self.ctx.dry_run) else {
+            return Ok(());
+        };
+        let api: Api<K> =
+            Api::namespaced(self.ctx.client.clone(), &o.namespace().unwrap_or_default());
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {OIDC_ISSUER_ANNOTATION: issuer}}});
+        api.patch(
+            &o.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|source| ExternalError::Annotate {
+            object: Self::label(o),
+            source,
+        })?;
+        tracing::info!(%issuer, "kept the IRSA issuer CAPA recorded");
         Ok(())
     }
 
@@ -639,6 +718,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             alternative_discovery: self.ctx.alternative_discovery,
             vpc_ids: o.vpc_ids(),
             ebs_snapshot: self.ctx.ebs_snapshot,
+            eks: o.eks_facts(),
         };
         let report = teardown_pass(&session.clients, &req)
             .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))
@@ -673,6 +753,9 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
                     note.clone(),
                 )
                 .await;
+        }
+        for (reason, note) in out.warnings_now {
+            self.warn(o, reason, note).await;
         }
         tracing::info!(cluster = %cluster_name, deleted = out.deleted, left = out.left, done = report.done, "teardown pass");
         let want = Desired {

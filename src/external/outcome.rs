@@ -20,6 +20,9 @@ pub struct Outcome {
     /// Normal Events emitted as they happen: what a delete left to know (the snapshot a volume
     /// was kept in).
     pub notes: Vec<String>,
+    /// Warning Events `(reason, note)` emitted with this pass whatever the condition: what the
+    /// pass found and left for the user (external-dns records of the load balancers it deleted).
+    pub warnings_now: Vec<(&'static str, String)>,
     /// For the log line: resources deleted this pass, and remaining or failed.
     pub deleted: usize,
     pub left: usize,
@@ -36,6 +39,7 @@ pub fn of(report: &TeardownReport, cluster_name: &str, place: &str) -> Outcome {
         .flat_map(|p| p.notes.iter().cloned())
         .collect();
     let left = tally.errors.len() + tally.remaining.len();
+    let warnings_now = records_left(report).into_iter().collect::<Vec<_>>();
     if report.done {
         return Outcome {
             done: true,
@@ -44,6 +48,7 @@ pub fn of(report: &TeardownReport, cluster_name: &str, place: &str) -> Outcome {
             message: format!("all AWS resources of cluster {cluster_name} are deleted ({place})"),
             warnings: Vec::new(),
             notes,
+            warnings_now,
             deleted: tally.deleted,
             left,
             pass: Pass::Done {
@@ -74,6 +79,7 @@ pub fn of(report: &TeardownReport, cluster_name: &str, place: &str) -> Outcome {
         message,
         warnings,
         notes,
+        warnings_now,
         deleted: tally.deleted,
         left,
         pass: Pass::Left {
@@ -83,6 +89,31 @@ pub fn of(report: &TeardownReport, cluster_name: &str, place: &str) -> Outcome {
             after: Duration::from_secs(if tally.deleted > 0 { 1 } else { 5 }),
         },
     }
+}
+
+/// The `ExternalDnsRecordsLeft` Warning: once per pass that deletes something (the load
+/// balancers such records point at go in such a pass), not on every pass of a long teardown.
+fn records_left(report: &TeardownReport) -> Option<(&'static str, String)> {
+    let kept: Vec<&str> = report
+        .phases
+        .iter()
+        .flat_map(|p| p.kept.iter().map(|(_, why)| why.as_str()))
+        .collect();
+    let deleted = report.phases.iter().any(|p| !p.audit.is_empty());
+    if kept.is_empty() || !deleted {
+        return None;
+    }
+    let mut note = kept.join("; ");
+    // An Event's note holds at most 1 KiB; the audit record has every entry.
+    if note.len() > 1000 {
+        let mut end = 960;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push_str(&format!("… ({} in all; see the audit record)", kept.len()));
+    }
+    Some(("ExternalDnsRecordsLeft", note))
 }
 
 /// Counts what a pass did into the metrics: deleted and left by service and kind, resources of

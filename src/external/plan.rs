@@ -20,6 +20,7 @@ struct Target {
     identity_ref: Option<crate::api::capa::IdentityRef>,
     annotations: std::collections::BTreeMap<String, String>,
     linked: Option<cluster::LinkedAnnotations>,
+    eks: Option<sweeper_services::aws::teardown::EksFacts>,
     /// The owning Cluster, for Cluster API's contract (paused or not).
     cluster: ClusterState,
 }
@@ -40,6 +41,7 @@ impl Target {
             identity_ref: identity_ref.cloned(),
             annotations: o.annotations().clone(),
             linked: None,
+            eks: o.eks_facts(),
             cluster,
         })
     }
@@ -62,6 +64,7 @@ pub async fn plan(
         identity_ref,
         annotations: ann,
         linked,
+        eks,
         cluster: state,
     } = t;
     // Cluster API's contract first, as the controller applies it: what a teardown would do now.
@@ -95,6 +98,7 @@ pub async fn plan(
         alternative_discovery: alternative,
         vpc_ids,
         ebs_snapshot: true,
+        eks,
     };
     // The cluster's own session, as the teardown would use it; refused means no plan.
     let at = Placement {
@@ -171,6 +175,12 @@ fn render_phases(out: &mut String, report: &TeardownReport) {
         for (r, vpc) in &p.blockers {
             out.push_str(&format!(
                 "  blocked by {} {} {} (not the cluster's; kept, and {vpc} with it until it is gone)\n",
+                r.service, r.kind, r.id
+            ));
+        }
+        for (r, why) in &p.kept {
+            out.push_str(&format!(
+                "  reported, not deleted: {} {} {}: {why}\n",
                 r.service, r.kind, r.id
             ));
         }

@@ -57,7 +57,8 @@ pub fn classify(code: Option<&str>, status: Option<u16>) -> ErrorClass {
     if let Some(code) = code {
         // Every "does not exist" code in EC2 and ELB contains NotFound (InvalidGroup.NotFound,
         // LoadBalancerNotFound, TargetGroupNotFound, AccessPointNotFound, ...).
-        if code.contains("NotFound") {
+        // IAM says NoSuchEntity instead.
+        if code.contains("NotFound") || code == "NoSuchEntity" {
             return ErrorClass::NotFound;
         }
         if TRANSIENT_CODES.contains(&code) {
@@ -190,6 +191,9 @@ mod tests {
             "InvalidInstanceID.NotFound",
             "InvalidVpcID.NotFound",
             "NatGatewayNotFound",
+            // IAM (instance profiles, OIDC providers), EKS, CloudWatch Logs.
+            "NoSuchEntity",
+            "ResourceNotFoundException",
         ] {
             assert_eq!(
                 classify(Some(code), Some(400)),

@@ -20,7 +20,7 @@ pub(crate) use aws_smithy_mocks::{Rule, RuleMode, mock};
 use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
 use aws_smithy_types::error::ErrorMetadata;
 
-/// Clients for every service, all answered by `rules` (one interceptor shared by all five, so
+/// Clients for every service, all answered by `rules` (one interceptor shared by all of them, so
 /// [`RuleMode::Sequential`] orders calls across services too). SDK retries are off, as in
 /// production (`AwsClients::new`): only `errors::call`'s own retry repeats a call.
 pub(crate) fn clients(mode: RuleMode, rules: &[&Rule]) -> AwsClients {
@@ -51,8 +51,12 @@ pub(crate) fn clients(mode: RuleMode, rules: &[&Rule]) -> AwsClients {
         elbv2: client!(aws_sdk_elasticloadbalancingv2),
         tagging: client!(aws_sdk_resourcegroupstagging),
         iam: client!(aws_sdk_iam),
+        eks: client!(aws_sdk_eks),
+        logs: client!(aws_sdk_cloudwatchlogs),
+        route53: client!(aws_sdk_route53),
         scope: None,
         throttle: None,
+        listings: None,
     }
 }
 
@@ -110,6 +114,7 @@ pub(crate) fn ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) -> Clea
         vpc_ids: &[],
         cluster_vpcs: &[],
         snapshot_volumes: false,
+        eks: None,
     }
 }
 

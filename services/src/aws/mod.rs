@@ -30,11 +30,14 @@ pub(crate) mod mocked;
 /// Re-exports so the binary and the tests reach the SDK without depending on it themselves.
 pub mod sdk {
     pub use aws_config;
+    pub use aws_sdk_cloudwatchlogs as logs;
     pub use aws_sdk_ec2 as ec2;
+    pub use aws_sdk_eks as eks;
     pub use aws_sdk_elasticloadbalancing as elb;
     pub use aws_sdk_elasticloadbalancingv2 as elbv2;
     pub use aws_sdk_iam as iam;
     pub use aws_sdk_resourcegroupstagging as tagging;
+    pub use aws_sdk_route53 as route53;
 }
 
 /// Loads the shared SDK configuration from the standard environment (`AWS_REGION`,

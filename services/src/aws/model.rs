@@ -15,12 +15,21 @@ pub struct AwsClients {
     pub tagging: aws_sdk_resourcegroupstagging::Client,
     /// IAM is global, but a session's client acts in its account (Karpenter's instance profiles).
     pub iam: aws_sdk_iam::Client,
+    /// EKS is asked, never changed: whether a cluster is gone and which OIDC issuer a live one
+    /// reports (the EKS-made kinds are deleted only once EKS says so).
+    pub eks: aws_sdk_eks::Client,
+    /// The EKS control-plane log group (opt-in task `eks-log-group`).
+    pub logs: aws_sdk_cloudwatchlogs::Client,
+    /// external-dns records pointing at the cluster's load balancers (reported).
+    pub route53: aws_sdk_route53::Client,
     /// Where a cluster's session acts: phase 2 ignores (and reports) anything discovered whose
     /// ARN names another partition, region or account. `None` for clients not built for a
     /// cluster (tests' fixtures).
     pub scope: Option<crate::aws::scope::Scope>,
     /// The session's account and region throttle (see `throttle`).
     pub throttle: Option<std::sync::Arc<crate::aws::throttle::Throttle>>,
+    /// The account's shared IAM listings (see `session::listings`); `None`: every pass lists.
+    pub listings: Option<std::sync::Arc<crate::aws::session::listings::Listings>>,
 }
 
 impl AwsClients {
@@ -49,6 +58,32 @@ impl AwsClients {
         }
     }
 
+    /// The same clients, sharing the account's IAM listings with its other sessions.
+    pub fn with_listings(
+        mut self,
+        listings: std::sync::Arc<crate::aws::session::listings::Listings>,
+    ) -> Self {
+        self.listings = Some(listings);
+        self
+    }
+
+    /// The account-wide listing `what`: the account's shared one when the session has them,
+    /// else made by `fetch` now.
+    pub async fn listed<F, Fut>(
+        &self,
+        what: &'static str,
+        fetch: F,
+    ) -> Result<std::sync::Arc<Vec<String>>, crate::aws::errors::CleanError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<String>, crate::aws::errors::CleanError>>,
+    {
+        match &self.listings {
+            Some(l) => l.get(what, fetch).await,
+            None => fetch().await.map(std::sync::Arc::new),
+        }
+    }
+
     /// The same clients, checking discovered ARNs against `scope`.
     pub fn with_scope(mut self, scope: crate::aws::scope::Scope) -> Self {
         self.scope = Some(scope);
@@ -73,10 +108,24 @@ impl AwsClients {
             elbv2: client!(aws_sdk_elasticloadbalancingv2),
             tagging: client!(aws_sdk_resourcegroupstagging),
             iam: client!(aws_sdk_iam),
+            eks: client!(aws_sdk_eks),
+            logs: client!(aws_sdk_cloudwatchlogs),
+            route53: client!(aws_sdk_route53),
             scope: None,
             throttle: None,
+            listings: None,
         }
     }
+}
+
+/// What the controller read from an AWSManagedControlPlane before the teardown started, for
+/// the EKS-made kinds (the EKS cluster's name is `cluster_name`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EksFacts {
+    /// The IRSA OIDC issuer CAPA recorded for the cluster (from `status.oidcProvider`), without
+    /// its scheme: `oidc.eks.<region>.amazonaws.com/id/<ID>`. `None`: CAPA recorded none
+    /// (`associateOIDCProvider` off, or the status was lost), and no provider is deleted.
+    pub oidc_issuer: Option<String>,
 }
 
 /// A phase-2 cleaner family a cluster may select, by the name its annotation uses. Not a closed
@@ -185,6 +234,9 @@ pub struct PhaseReport {
     /// Resources discovery returned whose ARN names another partition, region or account than
     /// the session's, with why: never the cluster's, so ignored (never deleted) and counted.
     pub foreign: Vec<String>,
+    /// Found and left alone, with why: what the user must know of but sweeper does not delete
+    /// (external-dns records of the cluster's load balancers). Never holds the phase.
+    pub kept: Vec<(ResourceRef, String)>,
 }
 
 /// One deleted resource as the audit trail records it.
@@ -231,5 +283,24 @@ impl PhaseReport {
         self.notes.extend(other.notes);
         self.audit.extend(other.audit);
         self.foreign.extend(other.foreign);
+        self.kept.extend(other.kept);
+    }
+}
+
+#[cfg(test)]
+impl AwsClients {
+    /// Clients for unit tests: IAM and EKS as given (aws-smithy-mocks clients); every other
+    /// client points at a closed port and must not be called.
+    pub(crate) fn mocked(iam: aws_sdk_iam::Client, eks: aws_sdk_eks::Client) -> Self {
+        let sdk = SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
+            .endpoint_url("http://127.0.0.1:9")
+            .build();
+        AwsClients {
+            iam,
+            eks,
+            ..AwsClients::new(&sdk)
+        }
     }
 }

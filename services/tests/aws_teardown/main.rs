@@ -4,6 +4,8 @@
 mod behaviour;
 mod by_id;
 mod controllers;
+mod dns;
+mod eks;
 mod fixtures;
 mod phase1;
 mod phase2;

@@ -332,3 +332,65 @@ async fn an_undecodable_cluster_is_reported_and_keeps_its_finalizer() {
     );
     assert_eq!(calls[2].body["reason"], "InvalidObject");
 }
+
+const ISSUER: &str = "oidc.eks.us-east-1.amazonaws.com/id/AAAA1111";
+const CP: &str =
+    "/apis/controlplane.cluster.x-k8s.io/v1beta2/namespaces/ns/awsmanagedcontrolplanes/cp";
+
+fn control_plane(annotations: Value, status: Value) -> AWSManagedControlPlane {
+    serde_json::from_value(json!({
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+        "kind": "AWSManagedControlPlane",
+        "metadata": {
+            "name": "cp", "namespace": "ns", "uid": "u-cp", "resourceVersion": "5",
+            "annotations": annotations,
+            "labels": {"cluster.x-k8s.io/cluster-name": "ek1"},
+        },
+        "spec": {"eksClusterName": "ns_ek1"},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+/// CAPA#3972: `clusterctl move` drops the status, where CAPA keeps the provider's ARN. While the
+/// control plane lives sweeper keeps the issuer in an annotation (moved with the object), once;
+/// the teardown reads the status first, the annotation second.
+#[tokio::test]
+async fn a_live_control_plane_keeps_its_irsa_issuer_in_an_annotation_once() {
+    let arn = format!("arn:aws:iam::123456789012:oidc-provider/{ISSUER}");
+    let status = json!({"ready": true, "oidcProvider": {"arn": arn}});
+    let cp = control_plane(json!({}), status.clone());
+    let (client, server) = MockApi::new();
+    server
+        .expect(Method::PATCH, CP)
+        .respond(200, serde_json::to_value(&cp).unwrap());
+    let t = KindTeardown::<AWSManagedControlPlane> {
+        ctx: Arc::new(ctx(&client)),
+        _kind: std::marker::PhantomData,
+    };
+    let plan = Plan {
+        settings: annotations::settings_of(cp.annotations(), None).unwrap(),
+        names: cp.names().unwrap(),
+    };
+    t.live(&cp, plan).await.unwrap();
+    let calls = server.finish();
+    assert_eq!(
+        calls[0].body["metadata"]["annotations"][OIDC_ISSUER_ANNOTATION],
+        ISSUER
+    );
+
+    let kept = control_plane(json!({OIDC_ISSUER_ANNOTATION: ISSUER}), status);
+    assert_eq!(kept.issuer_to_keep(), None, "already kept: no second write");
+    let moved = control_plane(
+        json!({OIDC_ISSUER_ANNOTATION: ISSUER}),
+        json!({"ready": false}),
+    );
+    assert_eq!(
+        moved.eks_facts().unwrap().oidc_issuer.as_deref(),
+        Some(ISSUER),
+        "the status lost in a move: the kept issuer"
+    );
+    let never = control_plane(json!({}), json!({"ready": true}));
+    assert_eq!(never.eks_facts().unwrap().oidc_issuer, None);
+    assert_eq!(never.issuer_to_keep(), None);
+}

@@ -83,30 +83,37 @@ impl Cleaner for InstanceProfiles {
             return Ok(Vec::new());
         };
         let prefix = format!("{}_", ctx.cluster);
-        let prefix = &prefix;
         // IAM lists no tags: the listing narrows by name, a Get per candidate reads its tags.
-        let names = describe::all_pages(|marker| async move {
-            let page = call("iam.ListInstanceProfiles", || {
-                ctx.clients
-                    .iam
-                    .list_instance_profiles()
-                    .set_marker(marker.clone())
-                    .send()
+        // The listing is the account's, shared by its clusters' passes (`session::listings`).
+        let all = ctx
+            .clients
+            .listed("iam.ListInstanceProfiles", || {
+                describe::all_pages(|marker| async move {
+                    let page = call("iam.ListInstanceProfiles", || {
+                        ctx.clients
+                            .iam
+                            .list_instance_profiles()
+                            .set_marker(marker.clone())
+                            .send()
+                    })
+                    .await
+                    .map_err(CleanError::discover(KIND, "ListInstanceProfiles"))?;
+                    let names: Vec<String> = page
+                        .instance_profiles()
+                        .iter()
+                        .map(|p| p.instance_profile_name().to_string())
+                        .collect();
+                    let next = page
+                        .is_truncated()
+                        .then(|| page.marker().map(str::to_string));
+                    Ok((names, next.flatten()))
+                })
             })
-            .await
-            .map_err(CleanError::discover(KIND, "ListInstanceProfiles"))?;
-            let names: Vec<String> = page
-                .instance_profiles()
-                .iter()
-                .map(|p| p.instance_profile_name().to_string())
-                .filter(|n| n.starts_with(prefix.as_str()))
-                .collect();
-            let next = page
-                .is_truncated()
-                .then(|| page.marker().map(str::to_string));
-            Ok((names, next.flatten()))
-        })
-        .await?;
+            .await?;
+        let names = all
+            .iter()
+            .filter(|n| n.starts_with(prefix.as_str()))
+            .cloned();
         let mut found = Vec::new();
         for name in names {
             let got = call("iam.GetInstanceProfile", || {

@@ -3,13 +3,16 @@
 //! run in which phase, and in what order, is the phase runner's one list (`teardown::registry`).
 
 pub mod addresses;
+pub mod dns_records;
 pub mod instance_profiles;
 pub mod instances;
 pub mod internet_gateways;
 pub mod launch_templates;
 pub mod load_balancers;
+pub mod log_groups;
 pub mod nat_gateways;
 pub mod network_interfaces;
+pub mod oidc_providers;
 pub mod route_tables;
 pub mod security_groups;
 pub mod snapshots;
@@ -48,6 +51,8 @@ pub struct CleanCtx<'a> {
     pub cluster_vpcs: &'a [String],
     /// Snapshot EBS volumes before deleting them (`--external-ebs-snapshot`).
     pub snapshot_volumes: bool,
+    /// EKS clusters only: what the control plane recorded (see `TeardownRequest::eks`).
+    pub eks: Option<&'a crate::aws::model::EksFacts>,
 }
 
 impl CleanCtx<'_> {
@@ -71,6 +76,9 @@ pub struct Target<D = ()> {
     /// The tags the cleaner's own Describe call read, for the audit trail (phase 2's come from
     /// the inventory instead).
     pub tags: Option<std::collections::BTreeMap<String, String>>,
+    /// Report only: found, never deleted, and never holding the phase (the reason is reported
+    /// in the phase's `kept`). For kinds sweeper reports before it may delete them.
+    pub kept: Option<String>,
 }
 
 impl<D> Target<D> {
@@ -80,7 +88,14 @@ impl<D> Target<D> {
             blocked: None,
             detail,
             tags: None,
+            kept: None,
         }
+    }
+
+    /// Marks the target report-only (see [`Target::kept`]).
+    pub fn kept(mut self, why: impl Into<String>) -> Self {
+        self.kept = Some(why.into());
+        self
     }
 
     /// The tags a Describe call returned with the resource.

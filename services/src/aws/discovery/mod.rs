@@ -4,6 +4,7 @@
 
 pub mod by_id;
 pub mod describe;
+pub mod eks;
 pub mod inventory;
 pub mod placement;
 pub mod tagging;

@@ -13,6 +13,7 @@
 //!   included), so an identity object or Secret that changes resolves to a new key and new
 //!   clients; the cache is bounded and drops the least recently used.
 
+pub mod listings;
 mod principal;
 // Below `model` (AwsClients carries both), re-exported here where sessions use them.
 pub use crate::aws::scope::Scope;
@@ -118,6 +119,8 @@ pub struct SessionCache {
     /// Throttling state per (account, region): sessions of one account and region share it,
     /// and no other account's calls ever wait on it.
     throttles: Mutex<HashMap<(String, String), Arc<Throttle>>>,
+    /// IAM's listings per account, shared by its sessions (see `listings`).
+    listings: Mutex<HashMap<String, Arc<listings::Listings>>>,
 }
 
 impl std::fmt::Debug for SessionCache {
@@ -138,6 +141,7 @@ impl SessionCache {
             hook: None,
             sessions: Mutex::new(HashMap::new()),
             throttles: Mutex::new(HashMap::new()),
+            listings: Mutex::new(HashMap::new()),
         }
     }
 
@@ -185,6 +189,15 @@ impl SessionCache {
         let (s, used) = map.get_mut(spec)?;
         *used = Instant::now();
         Some(s.clone())
+    }
+
+    fn listings(&self, scope: &Scope) -> Arc<listings::Listings> {
+        self.listings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(scope.account.clone())
+            .or_default()
+            .clone()
     }
 
     fn throttle(&self, scope: &Scope) -> Arc<Throttle> {
@@ -247,7 +260,9 @@ impl SessionCache {
         let clients = AwsClients::for_session(&sdk, self.fence.clone(), self.throttle(&scope));
         tracing::info!(%region, account = %scope.account, %caller, identity = %chain, "AWS session built");
         Ok(Session {
-            clients: clients.with_scope(scope.clone()),
+            clients: clients
+                .with_scope(scope.clone())
+                .with_listings(self.listings(&scope)),
             scope,
             caller,
             chain,

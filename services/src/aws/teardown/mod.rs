@@ -10,7 +10,9 @@ mod request;
 
 // The model's types are part of a pass's interface (the controller builds clients and selects
 // tasks), so they are reachable from here too.
-pub use crate::aws::model::{AwsClients, GcTask, Phase, PhaseReport, ResourceRef, UnknownGcTask};
+pub use crate::aws::model::{
+    AwsClients, EksFacts, GcTask, Phase, PhaseReport, ResourceRef, UnknownGcTask,
+};
 pub use phase::Step;
 pub use phase2::phase2_pass;
 pub use request::{TeardownReport, TeardownRequest};
@@ -49,6 +51,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         vpc_ids: &[],
         cluster_vpcs: &[],
         snapshot_volumes: req.ebs_snapshot,
+        eks: req.eks.as_ref(),
     };
     let p1 = run_phase(Phase::CapaOwned, &registry::phase1(), &ctx, req.dry_run).await;
     // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
@@ -150,6 +153,7 @@ async fn phase3(
             vpc_ids,
             cluster_vpcs: &[],
             snapshot_volumes: false,
+            eks: req.eks.as_ref(),
         };
         p3 = run_phase(Phase::Network, &registry::phase3(), &ctx, dry_run)
             .await

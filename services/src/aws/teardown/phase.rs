@@ -94,6 +94,13 @@ async fn run_cleaner<C: Cleaner>(
             return report;
         }
     };
+    // Report-only targets are reported, dry run or not, and go no further.
+    let (kept, targets): (Vec<_>, Vec<_>) = targets.into_iter().partition(|t| t.kept.is_some());
+    for t in kept {
+        let why = t.kept.unwrap_or_default();
+        tracing::info!(parent: &span, id = %t.id, %why, "reported, not deleted");
+        report.kept.push((rref(&t.id), why));
+    }
     if dry_run {
         report.planned = targets.iter().map(|t| rref(&t.id)).collect();
         return report;

@@ -47,6 +47,7 @@ pub(crate) async fn phase2_in(
         vpc_ids: &[],
         cluster_vpcs: own.vpcs(),
         snapshot_volumes: req.ebs_snapshot,
+        eks: req.eks.as_ref(),
     };
     let mut p2 = run_phase(
         Phase::External,

@@ -2,9 +2,13 @@
 //! resource kind: write its cleaner module, add one line here (see services/README.md).
 
 use super::phase::Step;
+use crate::aws::cleaners::dns_records::DnsRecords;
 use crate::aws::cleaners::instance_profiles::InstanceProfiles;
 use crate::aws::cleaners::instances::{self, Instances};
 use crate::aws::cleaners::load_balancers::{LoadBalancers, Source};
+use crate::aws::cleaners::log_groups::LogGroups;
+use crate::aws::cleaners::oidc_providers::OidcProviders;
+use crate::aws::cleaners::security_groups::eks::EksClusterSecurityGroup;
 use crate::aws::cleaners::security_groups::{Scope, SecurityGroups};
 use crate::aws::cleaners::{
     addresses::Addresses, internet_gateways::InternetGateways, launch_templates::LaunchTemplates,
@@ -26,10 +30,12 @@ pub fn phase1() -> Vec<Box<dyn Step>> {
 }
 
 /// Tasks that run only when named in the tasks annotation, never by default (no annotation
-/// means every other task, CAPA's rule). Deleting a volume loses data.
-pub const OPT_IN: [GcTask; 2] = [
+/// means every other task, CAPA's rule). Deleting a volume loses data, snapshots are backups,
+/// and an EKS control plane's logs are evidence.
+pub const OPT_IN: [GcTask; 3] = [
     crate::aws::cleaners::volumes::TASK,
     crate::aws::cleaners::snapshots::TASK,
+    crate::aws::cleaners::log_groups::TASK,
 ];
 
 /// Phase 2: what the cloud provider, the LB controller, node provisioners and the VPC CNI
@@ -47,15 +53,19 @@ pub fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn Step>> {
 
 fn all_phase2() -> Vec<Box<dyn Step>> {
     vec![
+        Box::new(DnsRecords),
         Box::new(LoadBalancers(Source::External)),
         Box::new(TargetGroups),
         Box::new(Instances(instances::Scope::External)),
         Box::new(LaunchTemplates),
         Box::new(InstanceProfiles),
+        Box::new(OidcProviders),
+        Box::new(LogGroups),
         Box::new(Volumes),
         Box::new(Snapshots),
         Box::new(NetworkInterfaces),
         Box::new(SecurityGroups(Scope::External)),
+        Box::new(EksClusterSecurityGroup),
     ]
 }
 
@@ -116,12 +126,15 @@ mod tests {
         assert_eq!(
             kinds(None),
             [
+                "dns-record",
                 "load-balancer",
                 "target-group",
                 "instance",
                 "launch-template",
                 "instance-profile",
+                "oidc-provider",
                 "network-interface",
+                "security-group",
                 "security-group"
             ]
         );
@@ -144,14 +157,18 @@ mod tests {
         assert_eq!(
             names,
             [
+                "dns-record",
                 "load-balancer",
                 "target-group",
                 "instance",
                 "launch-template",
                 "instance-profile",
+                "oidc-provider",
+                "eks-log-group",
                 "ebs-volume",
                 "ebs-snapshot",
-                "security-group"
+                "security-group",
+                "eks-security-group"
             ]
         );
         for t in tasks() {
@@ -165,7 +182,7 @@ mod tests {
         assert!(e.to_string().contains("\"load-balancers\""), "{e}");
         assert_eq!(
             e.to_string(),
-            "unknown GC task \"load-balancers\": expected one of load-balancer, target-group, instance, launch-template, instance-profile, ebs-volume, ebs-snapshot, security-group"
+            "unknown GC task \"load-balancers\": expected one of dns-record, load-balancer, target-group, instance, launch-template, instance-profile, oidc-provider, eks-log-group, ebs-volume, ebs-snapshot, security-group, eks-security-group"
         );
         let e = "".parse::<GcTask>().unwrap_err();
         assert!(e.to_string().contains("\"\""), "{e}");

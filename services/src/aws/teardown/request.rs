@@ -1,6 +1,6 @@
 //! What the controller asks a teardown pass for and what it gets back.
 
-use crate::aws::model::{GcTask, PhaseReport};
+use crate::aws::model::{EksFacts, GcTask, PhaseReport};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TeardownRequest {
@@ -27,6 +27,10 @@ pub struct TeardownRequest {
     pub vpc_ids: Vec<String>,
     /// Snapshot each EBS volume before the opt-in `ebs-volume` task deletes it.
     pub ebs_snapshot: bool,
+    /// Set for an EKS control plane (AWSManagedControlPlane), `None` for an AWSCluster: only an
+    /// EKS cluster has EKS's leftovers (IRSA provider, control-plane logs), and only then is
+    /// EKS asked anything.
+    pub eks: Option<EksFacts>,
 }
 
 impl TeardownRequest {
@@ -42,7 +46,14 @@ impl TeardownRequest {
             alternative_discovery: false,
             vpc_ids: Vec::new(),
             ebs_snapshot: true,
+            eks: None,
         }
+    }
+
+    /// The same request for an EKS cluster, with what its control plane recorded.
+    pub fn with_eks(mut self, facts: EksFacts) -> Self {
+        self.eks = Some(facts);
+        self
     }
 
     /// The same request for a cluster whose CAPA-owned resources carry another name (EKS).

@@ -21,6 +21,10 @@ pub fn iam_action(op: &str) -> Option<String> {
         "tagging" | "resourcegroupstaggingapi" => "tag",
         "sts" => "sts",
         "iam" => "iam",
+        "eks" => "eks",
+        // sweeper's calls say `logs.`, the recorder `CloudWatchLogs.`.
+        "logs" | "cloudwatchlogs" => "logs",
+        "route53" => "route53",
         _ => return None,
     };
     Some(format!("{prefix}:{operation}"))

@@ -63,8 +63,13 @@ pub fn retrying_clients(sdk: &SdkConfig) -> AwsClients {
         elbv2: aws_sdk_elasticloadbalancingv2::Client::new(sdk),
         tagging: aws_sdk_resourcegroupstagging::Client::new(sdk),
         iam: aws_sdk_iam::Client::new(sdk),
+        // LocalStack community serves no EKS: tests that need it put a mocked client here.
+        eks: aws_sdk_eks::Client::new(sdk),
+        logs: aws_sdk_cloudwatchlogs::Client::new(sdk),
+        route53: aws_sdk_route53::Client::new(sdk),
         scope: None,
         throttle: None,
+        listings: None,
     }
 }
 

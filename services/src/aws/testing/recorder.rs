@@ -139,12 +139,36 @@ impl Recorder {
             iam: aws_sdk_iam::Client::from_conf(
                 aws_sdk_iam::config::Builder::from(sdk)
                     .interceptor(self.clone())
+                    .http_client(http.clone())
+                    .retry_config(retry.clone())
+                    .build(),
+            ),
+            // LocalStack community serves no EKS: tests that need it replace this client with a
+            // mocked one (aws-smithy-mocks).
+            eks: aws_sdk_eks::Client::from_conf(
+                aws_sdk_eks::config::Builder::from(sdk)
+                    .interceptor(self.clone())
+                    .http_client(http.clone())
+                    .retry_config(retry.clone())
+                    .build(),
+            ),
+            logs: aws_sdk_cloudwatchlogs::Client::from_conf(
+                aws_sdk_cloudwatchlogs::config::Builder::from(sdk)
+                    .interceptor(self.clone())
+                    .http_client(http.clone())
+                    .retry_config(retry.clone())
+                    .build(),
+            ),
+            route53: aws_sdk_route53::Client::from_conf(
+                aws_sdk_route53::config::Builder::from(sdk)
+                    .interceptor(self.clone())
                     .http_client(http)
                     .retry_config(retry)
                     .build(),
             ),
             scope: None,
             throttle: None,
+            listings: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! the same VPC that reference a group are revoked right before that group is deleted (a rule
 //! naming a group that is going away; the group holding the rule is kept).
 
+pub mod eks;
 pub mod refs;
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
