@@ -229,3 +229,36 @@ pub trait Cleaner: Send + Sync {
         t: &Target<Self::Detail>,
     ) -> Result<Outcome, CleanError>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(class: ErrorClass) -> Result<(), ApiFailure> {
+        Err(ApiFailure {
+            class,
+            code: Some("X".into()),
+            message: "mocked".into(),
+            throttling: false,
+        })
+    }
+
+    #[test]
+    fn settle_maps_not_found_to_gone_transient_to_remaining_and_fatal_to_a_named_error() {
+        let s = |r| settle(r, "vpc", "vpc-1", "DeleteVpc");
+        assert_eq!(s(Ok(())).unwrap(), Outcome::Deleted);
+        assert_eq!(s(failed(ErrorClass::NotFound)).unwrap(), Outcome::Gone);
+        assert!(matches!(
+            s(failed(ErrorClass::Transient)).unwrap(),
+            Outcome::Remaining(_)
+        ));
+        let err = s(failed(ErrorClass::Fatal)).unwrap_err();
+        assert!(err.to_string().contains("vpc vpc-1: DeleteVpc"), "{err}");
+    }
+
+    #[test]
+    fn an_accepted_asynchronous_delete_stays_remaining() {
+        assert!(matches!(requested(Outcome::Deleted), Outcome::Remaining(_)));
+        assert_eq!(requested(Outcome::Gone), Outcome::Gone);
+    }
+}

@@ -112,3 +112,34 @@ pub(crate) fn before_delete<T>(
         Outcome::Deleted | Outcome::DeletedWith(_) | Outcome::Gone => Ok(None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aws::errors::{ApiFailure, ErrorClass};
+
+    fn failed(class: ErrorClass, code: &str) -> Result<(), ApiFailure> {
+        Err(ApiFailure {
+            class,
+            code: Some(code.into()),
+            message: "mocked".into(),
+            throttling: false,
+        })
+    }
+
+    #[test]
+    fn a_step_before_the_delete_goes_on_when_done_or_gone_waits_when_refused_for_now() {
+        let step = |r| before_delete(r, "subnet", "subnet-1", "DisassociateX");
+        assert_eq!(step(Ok(())).unwrap(), None);
+        assert_eq!(
+            step(failed(ErrorClass::NotFound, "X.NotFound")).unwrap(),
+            None
+        );
+        assert!(matches!(
+            step(failed(ErrorClass::Transient, "DependencyViolation")).unwrap(),
+            Some(Outcome::Remaining(_))
+        ));
+        let err = step(failed(ErrorClass::Fatal, "UnauthorizedOperation")).unwrap_err();
+        assert!(err.to_string().contains("subnet subnet-1"), "{err}");
+    }
+}
