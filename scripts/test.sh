@@ -20,7 +20,8 @@ cargo build --workspace --all-targets --locked
 source "$SWEEPER_STATE/env"
 log "running unit and integration tests"
 # --run-ignored all: integration tests are #[ignore]d so plain `cargo test` stays fast and offline.
-# (There are no doctests; nextest does not run them.)
+# (There are no doctests; nextest does not run them.) Every run is --workspace: the same feature
+# set as the build above, so nothing is compiled again between the runs.
 # tests/rbac.rs checks the shipped role against the audit log of everything the other tests made
 # sweeper call, so it runs second, reading the log from where this run began.
 audit_from="$(stat -c %s "$SWEEPER_AUDIT_LOG" 2>/dev/null || echo 0)"
@@ -37,7 +38,7 @@ status=0
 serial='binary(uninstall) or test(chart_install_over_upstream_crds_changes_none) or test(a_cluster_outside_the_selector_is_untouched)'
 cargo nextest run --workspace --locked --run-ignored all --no-fail-fast -E "not binary(rbac) and not ($serial)" "$@" || status=$?
 log "running the cluster-wide tests one at a time"
-cargo nextest run --locked --run-ignored all --test-threads 1 -E "$serial" || status=$?
+cargo nextest run --workspace --locked --run-ignored all --test-threads 1 -E "$serial" || status=$?
 log "checking the shipped RBAC against the audit log of this run"
-SWEEPER_AUDIT_FROM="$audit_from" cargo nextest run --locked --run-ignored all -E 'binary(rbac)' || status=$?
+SWEEPER_AUDIT_FROM="$audit_from" cargo nextest run --workspace --locked --run-ignored all -E 'binary(rbac)' || status=$?
 exit "$status"

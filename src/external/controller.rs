@@ -655,11 +655,29 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
     }
 
     /// Keeps the IRSA issuer CAPA recorded in an annotation (see [`OIDC_ISSUER_ANNOTATION`]):
-    /// one write per issuer, none in dry run (which changes nothing).
+    /// one write per issuer, none in dry run (which changes nothing), and none while Cluster
+    /// API's contract says to leave the cluster alone: its object paused, moving or handed over,
+    /// or its Cluster paused as the Cluster watch last saw it (no read for this).
     async fn live(&self, o: &K, _plan: Plan) -> Result<(), ExternalError> {
         let Some(issuer) = o.issuer_to_keep().filter(|_| !self.ctx.dry_run) else {
             return Ok(());
         };
+        let marked = [
+            super::contract::PAUSED,
+            super::contract::DELETE_FOR_MOVE,
+            super::contract::MANAGED_BY,
+        ]
+        .iter()
+        .any(|k| o.annotations().contains_key(*k));
+        let namespace = o.namespace().unwrap_or_default();
+        let cluster_paused = cluster::owning_cluster(o)
+            .is_some_and(|c| self.ctx.pauses.get(&namespace, &c) == Some(true));
+        if marked || cluster_paused {
+            tracing::debug!(
+                "IRSA issuer not kept now: Cluster API's contract leaves the cluster alone"
+            );
+            return Ok(());
+        }
         let api: Api<K> =
             Api::namespaced(self.ctx.client.clone(), &o.namespace().unwrap_or_default());
         let patch =

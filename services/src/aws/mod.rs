@@ -2,12 +2,14 @@
 //! three-phase teardown of a CAPA cluster's AWS resources.
 
 // Layers, each using only those above it in this list: arn, errors, fence, scope (where a
-// session acts) and throttle (its per-account back-off) are plain helpers;
+// session acts), throttle (its per-account back-off) and listings (IAM listings an account
+// shares) are plain helpers;
 // model is the shared vocabulary; discovery finds what a cluster owns; cleaners delete one kind
 // each; teardown runs the phases; testing (a feature) drives it all for tests and benchmarks.
 pub mod arn;
 pub mod errors;
 pub mod fence;
+pub mod listings;
 pub mod model;
 pub mod scope;
 pub mod throttle;

@@ -28,8 +28,8 @@ pub struct AwsClients {
     pub scope: Option<crate::aws::scope::Scope>,
     /// The session's account and region throttle (see `throttle`).
     pub throttle: Option<std::sync::Arc<crate::aws::throttle::Throttle>>,
-    /// The account's shared IAM listings (see `session::listings`); `None`: every pass lists.
-    pub listings: Option<std::sync::Arc<crate::aws::session::listings::Listings>>,
+    /// The account's shared IAM listings (see `aws::listings`); `None`: every pass lists.
+    pub listings: Option<std::sync::Arc<crate::aws::listings::Listings>>,
 }
 
 impl AwsClients {
@@ -61,7 +61,7 @@ impl AwsClients {
     /// The same clients, sharing the account's IAM listings with its other sessions.
     pub fn with_listings(
         mut self,
-        listings: std::sync::Arc<crate::aws::session::listings::Listings>,
+        listings: std::sync::Arc<crate::aws::listings::Listings>,
     ) -> Self {
         self.listings = Some(listings);
         self

@@ -394,3 +394,32 @@ async fn a_live_control_plane_keeps_its_irsa_issuer_in_an_annotation_once() {
     assert_eq!(never.eks_facts().unwrap().oidc_issuer, None);
     assert_eq!(never.issuer_to_keep(), None);
 }
+
+/// Cluster API's contract: the issuer is not written while the cluster is left alone (its object
+/// paused or moving, or its Cluster paused as the Cluster watch saw it); no call at all.
+#[tokio::test]
+async fn a_paused_or_moving_control_plane_gets_no_issuer_write() {
+    let arn = format!("arn:aws:iam::123456789012:oidc-provider/{ISSUER}");
+    let status = json!({"ready": true, "oidcProvider": {"arn": arn}});
+    for annotations in [
+        json!({crate::external::contract::PAUSED: ""}),
+        json!({crate::external::contract::DELETE_FOR_MOVE: ""}),
+        json!({}),
+    ] {
+        let cp = control_plane(annotations.clone(), status.clone());
+        let (client, server) = MockApi::new();
+        let ctx = ctx(&client);
+        // The last case: unmarked, but its Cluster (ns/ek1) is paused.
+        ctx.pauses.set("ns", "ek1", true);
+        let t = KindTeardown::<AWSManagedControlPlane> {
+            ctx: Arc::new(ctx),
+            _kind: std::marker::PhantomData,
+        };
+        let plan = Plan {
+            settings: annotations::settings_of(cp.annotations(), None).unwrap(),
+            names: cp.names().unwrap(),
+        };
+        t.live(&cp, plan).await.unwrap();
+        assert!(server.finish().is_empty(), "{annotations}: no write");
+    }
+}

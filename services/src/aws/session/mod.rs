@@ -13,7 +13,8 @@
 //!   included), so an identity object or Secret that changes resolves to a new key and new
 //!   clients; the cache is bounded and drops the least recently used.
 
-pub mod listings;
+// Kept below `model` (which holds them in `AwsClients`); re-exported where sessions build them.
+pub use crate::aws::listings;
 mod principal;
 // Below `model` (AwsClients carries both), re-exported here where sessions use them.
 pub use crate::aws::scope::Scope;
