@@ -461,10 +461,25 @@ fn crd_template(value: &str, groups: &[&str]) -> String {
         }
         crd["metadata"]["annotations"] = json!({"helm.sh/resource-policy": "keep"});
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&crd).expect("yaml"));
+        out.push_str(&serde_yaml::to_string(&sorted(crd)).expect("yaml"));
     }
     out.push_str("{{- end }}\n");
     out
+}
+
+/// `v` with every map's keys in order. serde_json keeps insertion order when any crate in the
+/// build turns on its `preserve_order` feature (the workspace build does, `cargo test -p sweeper`
+/// may not): sorting makes the template the same text whichever build renders it.
+fn sorted(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let by_key: BTreeMap<String, Value> =
+                m.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            Value::Object(by_key.into_iter().collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }
 
 #[test]
