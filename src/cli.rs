@@ -442,6 +442,15 @@ impl RunArgs {
         Ok(())
     }
 
+    /// Sweeper's own namespace: `--namespace`, else the pod's (from the service account mount),
+    /// else `kubeconfig_default` (the kubeconfig context's). `run` and `check` resolve it alike.
+    pub fn sweeper_namespace(&self, kubeconfig_default: &str) -> String {
+        if !self.namespace.is_empty() {
+            return self.namespace.clone();
+        }
+        crate::engine::leader::default_namespace().unwrap_or_else(|| kubeconfig_default.to_string())
+    }
+
     /// The leader-election settings, with the empty defaults filled in.
     pub fn leader_config(&self) -> crate::engine::leader::LeaderConfig {
         use crate::engine::leader;

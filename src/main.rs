@@ -112,13 +112,7 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
     if let Some(user) = &args.as_user {
         config.auth_info.impersonate = Some(user.clone());
     }
-    // Like `sweeper run`: the flag, else the pod's namespace, else the kubeconfig context's.
-    let namespace = if !args.run.namespace.is_empty() {
-        args.run.namespace.clone()
-    } else {
-        sweeper::engine::leader::default_namespace()
-            .unwrap_or_else(|| config.default_namespace.clone())
-    };
+    let namespace = args.run.sweeper_namespace(&config.default_namespace);
     let client = match kube::Client::try_from(config) {
         Ok(c) => c,
         Err(e) => {

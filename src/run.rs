@@ -289,12 +289,7 @@ async fn connect(
     no_retry.default_retry = false;
     let discovery = client::build_client_with(no_retry, &limit, fence.clone(), refused.clone())
         .map_err(RunError::Client)?;
-    let namespace = if !args.namespace.is_empty() {
-        args.namespace.clone()
-    } else {
-        crate::engine::leader::default_namespace()
-            .unwrap_or_else(|| config.default_namespace.clone())
-    };
+    let namespace = args.sweeper_namespace(&config.default_namespace);
     let version = client
         .apiserver_version()
         .await

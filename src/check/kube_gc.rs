@@ -99,9 +99,7 @@ pub fn judge(seen: &Seen) -> Line {
 /// Seconds since the Lease was last renewed, if it is still within its duration.
 pub fn fresh(lease: &Lease, now: k8s_openapi::jiff::Timestamp) -> Option<(String, i64)> {
     let spec = lease.spec.as_ref()?;
-    let renewed = spec.renew_time.as_ref()?.0;
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
-    let age = now.duration_since(renewed).as_secs();
+    let (age, duration) = super::lease_age(spec, now)?;
     (age <= duration).then(|| (spec.holder_identity.clone().unwrap_or_default(), age))
 }
 

@@ -264,6 +264,17 @@ pub async fn run(
     Report::new(lines)
 }
 
+/// A Lease's renewal age and duration in seconds (a missing duration is client-go's 15 s);
+/// `None` when it was never renewed. The leader and kube-gc checks judge freshness by it alike.
+pub(crate) fn lease_age(
+    spec: &k8s_openapi::api::coordination::v1::LeaseSpec,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Option<(i64, i64)> {
+    let renewed = spec.renew_time.as_ref()?.0;
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+    Some((now.duration_since(renewed).as_secs(), duration))
+}
+
 /// The short form of a kube error for a line: the API's own message when there is one.
 pub(crate) fn kube_message(e: &kube::Error) -> String {
     match e {

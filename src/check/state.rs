@@ -30,15 +30,13 @@ pub fn judge_lease(
         );
     };
     let holder = spec.holder_identity.clone().unwrap_or_default();
-    let Some(renewed) = spec.renew_time.as_ref().map(|t| t.0) else {
+    let Some((age, duration)) = super::lease_age(spec, now) else {
         return Line::fail(
             LEADER,
             format!("Lease {at} was never renewed: no replica leads"),
             "kubectl -n <namespace> logs deploy/sweeper",
         );
     };
-    let age = now.duration_since(renewed).as_secs();
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
     if holder.is_empty() {
         Line::fail(
             LEADER,
