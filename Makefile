@@ -78,5 +78,5 @@ bench-tenant:
 bench-external:
 	./scripts/env-up.sh
 	source .state/env && \
-	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = phase2 ]; then cargo run --locked --release -p sweeper-services --example bench_external; fi && \
-	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = fleet ]; then cargo run --locked --release -p sweeper-services --example bench_fleet; fi
+	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = phase2 ]; then cargo run --locked --release -p sweeper-aws --example bench_external; fi && \
+	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = fleet ]; then cargo run --locked --release -p sweeper-aws --example bench_fleet; fi

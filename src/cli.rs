@@ -503,7 +503,7 @@ pub enum GcCommand {
         /// instance-profile, oidc-provider, security-group, eks-security-group or the opt-ins
         /// ebs-volume, ebs-snapshot and eks-log-group; repeat for several.
         #[arg(long = "gc-task")]
-        tasks: Vec<sweeper_services::aws::teardown::GcTask>,
+        tasks: Vec<sweeper_aws::teardown::GcTask>,
     },
 }
 

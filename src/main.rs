@@ -141,8 +141,8 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
         external_selector: args.run.external_gc_selector.clone(),
     };
     let sessions = if cfg.enabled("external") && !args.skip_aws {
-        Some(sweeper_services::aws::session::SessionCache::new(
-            sweeper_services::aws::load_config().await,
+        Some(sweeper_aws::session::SessionCache::new(
+            sweeper_aws::load_config().await,
             None,
         ))
     } else {
@@ -197,10 +197,8 @@ async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
         capa_namespace,
     } = &cmd
     {
-        let sessions = sweeper_services::aws::session::SessionCache::new(
-            sweeper_services::aws::load_config().await,
-            None,
-        );
+        let sessions =
+            sweeper_aws::session::SessionCache::new(sweeper_aws::load_config().await, None);
         return sweeper::external::plan::plan(
             &client,
             &sessions,

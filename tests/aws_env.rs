@@ -4,8 +4,8 @@
 mod support;
 
 use support::{aws_config, unique_name};
-use sweeper_services::aws::discovery::tagging::resources_with_tag;
-use sweeper_services::aws::sdk::{ec2, elbv2, tagging};
+use sweeper_aws::discovery::tagging::resources_with_tag;
+use sweeper_aws::sdk::{ec2, elbv2, tagging};
 
 fn tag_ec2(key: &str, value: &str, kind: ec2::types::ResourceType) -> ec2::types::TagSpecification {
     ec2::types::TagSpecification::builder()

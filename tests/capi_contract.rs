@@ -26,7 +26,7 @@ use support::capa::{
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
 use support::{EnvFacts, TestScope, unique_name};
-use sweeper_services::aws::teardown::AwsClients;
+use sweeper_aws::teardown::AwsClients;
 
 const T: Duration = Duration::from_secs(90);
 /// "Nothing changes for a while": several of sweeper's reconciles and Cluster-watch events.
@@ -92,8 +92,7 @@ async fn world(aws: &AwsClients, name: &str) -> World {
     .await;
     let service_lb = nlb(aws, &net, &format!("{short}-svc"), &owned).await;
     let service_tg =
-        sweeper_services::aws::testing::build::tg(aws, &format!("{short}-tg"), &net.vpc, &owned)
-            .await;
+        sweeper_aws::testing::build::tg(aws, &format!("{short}-tg"), &net.vpc, &owned).await;
     let owned_sg = sg(aws, &net.vpc, &format!("{name}-svc"), &owned).await;
     World {
         net,

@@ -257,8 +257,7 @@ async fn every_identity_in_use_builds_its_session_or_is_named() {
             json!({"kind": "AWSClusterRoleIdentity", "name": format!("{bad}-missing")});
     })
     .await;
-    let sessions =
-        sweeper_services::aws::session::SessionCache::new(support::aws_config().await, None);
+    let sessions = sweeper_aws::session::SessionCache::new(support::aws_config().await, None);
     let lines = check::aws::check(&c, &cfg(EXTERNAL, &ns), Some(&sessions)).await;
     assert_eq!(lines.len(), 2, "{lines:#?}");
     let ok = lines.iter().find(|l| l.message.contains(&good)).unwrap();

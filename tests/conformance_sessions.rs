@@ -24,8 +24,8 @@ use support::capa::{
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
 use support::{EnvFacts, TestScope, unique_name};
-use sweeper_services::aws::teardown::AwsClients;
-use sweeper_services::aws::testing::probe::{v2_exists as lb_exists, vpc_exists};
+use sweeper_aws::teardown::AwsClients;
+use sweeper_aws::testing::probe::{v2_exists as lb_exists, vpc_exists};
 
 const T: Duration = Duration::from_secs(120);
 const IDENTITY_API: &str = "infrastructure.cluster.x-k8s.io/v1beta2";

@@ -1,13 +1,13 @@
 //! Creating AWS resources in LocalStack, tagged, each recorded as it is made. The SDK calls are
-//! services' `aws::testing::build::fallible` (shared with the tests and the benchmark); this
+//! sweeper-aws's `testing::build::fallible` (shared with the tests and the benchmark); this
 //! only records what they made, in creation order, for the demo's report and clean-up.
 
 use crate::aws_world::{AwsRes, Kind};
 use crate::kube_util::Res;
-use sweeper_services::aws::sdk::ec2;
-use sweeper_services::aws::sdk::elbv2::types::{LoadBalancerTypeEnum, ProtocolEnum};
-use sweeper_services::aws::teardown::AwsClients;
-use sweeper_services::aws::testing::build::fallible as build;
+use sweeper_aws::sdk::ec2;
+use sweeper_aws::sdk::elbv2::types::{LoadBalancerTypeEnum, ProtocolEnum};
+use sweeper_aws::teardown::AwsClients;
+use sweeper_aws::testing::build::fallible as build;
 
 /// Tag key/value pairs.
 pub type Tags = Vec<(String, String)>;

@@ -31,7 +31,7 @@ use live::{Board, Replica, Shared, lock};
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 
 const FINALIZER_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -99,8 +99,8 @@ async fn main() {
 /// Clients for setting up (the SDK's standard retries: LocalStack answers an occasional 500)
 /// and for watching and cleaning (sweeper's own: retries off, short calls).
 async fn aws_clients() -> (AwsClients, AwsClients) {
-    let sdk = sweeper_services::aws::load_config().await;
-    let setup = sweeper_services::aws::testing::localstack::retrying_clients(&sdk);
+    let sdk = sweeper_aws::load_config().await;
+    let setup = sweeper_aws::testing::localstack::retrying_clients(&sdk);
     (setup, AwsClients::new(&sdk))
 }
 

@@ -11,17 +11,17 @@
 //! Karpenter-style instances are not in the inventory: their termination is waited for across
 //! passes by design, and this measures one pass.
 //!
-//! Run: `source .state/env && cargo run --release -p sweeper-services --example bench_external`
+//! Run: `source .state/env && cargo run --release -p sweeper-aws --example bench_external`
 
 use futures::StreamExt;
 use std::time::{Duration, Instant};
-use sweeper_services::aws::sdk::aws_config::SdkConfig;
-use sweeper_services::aws::sdk::elbv2;
-use sweeper_services::aws::teardown::{AwsClients, PhaseReport, TeardownRequest, phase2_pass};
-use sweeper_services::aws::testing::build::{
+use sweeper_aws::sdk::aws_config::SdkConfig;
+use sweeper_aws::sdk::elbv2;
+use sweeper_aws::teardown::{AwsClients, PhaseReport, TeardownRequest, phase2_pass};
+use sweeper_aws::testing::build::{
     byo_network, classic_lb, cloud, eni, listener, sg, tag, tg, v2_lb,
 };
-use sweeper_services::aws::testing::{Recorder, baseline_phase2, localstack};
+use sweeper_aws::testing::{Recorder, baseline_phase2, localstack};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 const N: usize = 100;

@@ -14,16 +14,16 @@
 //! latency, as a real region has. Prints
 //! `BENCH external.fleet sweeper=<s> baseline=<s> ratio=<baseline/sweeper> unit=s`.
 //!
-//! Run: `source .state/env && cargo run --release -p sweeper-services --example bench_fleet`
+//! Run: `source .state/env && cargo run --release -p sweeper-aws --example bench_fleet`
 
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use sweeper_services::aws::sdk::aws_config::SdkConfig;
-use sweeper_services::aws::session::{Principal, SessionCache, SessionSpec, StaticKeys};
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
-use sweeper_services::aws::testing::build::{cloud, network_in, nlb, sg, tag, tg};
-use sweeper_services::aws::testing::{baseline_phase2, localstack, with_latency};
+use sweeper_aws::sdk::aws_config::SdkConfig;
+use sweeper_aws::session::{Principal, SessionCache, SessionSpec, StaticKeys};
+use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_aws::testing::build::{cloud, network_in, nlb, sg, tag, tg};
+use sweeper_aws::testing::{baseline_phase2, localstack, with_latency};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 

@@ -1,7 +1,7 @@
 //! Runs teardown passes for one cluster until done (or 20 passes), printing each report.
-//! `cargo run -p sweeper-services --example teardown_cluster -- <cluster-name> [--dry-run]`
+//! `cargo run -p sweeper-aws --example teardown_cluster -- <cluster-name> [--dry-run]`
 
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -10,7 +10,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .ok_or("usage: teardown_cluster <cluster-name> [--dry-run]")?;
     let dry_run = args.any(|a| a == "--dry-run");
-    let clients = AwsClients::new(&sweeper_services::aws::load_config().await);
+    let clients = AwsClients::new(&sweeper_aws::load_config().await);
     let req = TeardownRequest {
         dry_run,
         ..TeardownRequest::new(name)

@@ -1,4 +1,51 @@
-//! Per-cloud-service discovery and cleaners for sweeper. All AWS SDK dependencies compile here
-//! only, so the rest of the workspace rebuilds fast.
+//! sweeper's AWS side: configuration, ARN parsing, discovery through the Resource Groups Tagging
+//! API, and the three-phase teardown of a CAPA cluster's AWS resources. All AWS SDK dependencies
+//! compile in this crate only, so the rest of the workspace rebuilds fast. The directory keeps
+//! DESIGN.md's name (services/); the crate is named for what it holds (sweeper-aws).
 
-pub mod aws;
+// Layers, each using only those above it in this list: arn, errors, fence, scope (where a
+// session acts), throttle (its per-account back-off) and listings (IAM listings an account
+// shares) are plain helpers;
+// model is the shared vocabulary; discovery finds what a cluster owns; cleaners delete one kind
+// each; teardown runs the phases; testing (a feature) drives it all for tests and benchmarks.
+pub mod arn;
+pub mod errors;
+pub mod fence;
+pub mod listings;
+pub mod model;
+pub mod scope;
+pub mod throttle;
+
+pub mod session;
+
+pub mod discovery;
+
+pub mod cleaners;
+
+pub mod teardown;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+// Unit tests' mocked AWS clients (aws-smithy-mocks); see mocked.rs.
+#[cfg(test)]
+pub(crate) mod mocked;
+
+/// Re-exports so the binary and the tests reach the SDK without depending on it themselves.
+pub mod sdk {
+    pub use aws_config;
+    pub use aws_sdk_cloudwatchlogs as logs;
+    pub use aws_sdk_ec2 as ec2;
+    pub use aws_sdk_eks as eks;
+    pub use aws_sdk_elasticloadbalancing as elb;
+    pub use aws_sdk_elasticloadbalancingv2 as elbv2;
+    pub use aws_sdk_iam as iam;
+    pub use aws_sdk_resourcegroupstagging as tagging;
+    pub use aws_sdk_route53 as route53;
+}
+
+/// Loads the shared SDK configuration from the standard environment (`AWS_REGION`,
+/// `AWS_ENDPOINT_URL`, credentials chain), so LocalStack needs no code change.
+pub async fn load_config() -> aws_config::SdkConfig {
+    aws_config::load_from_env().await
+}

@@ -14,7 +14,7 @@ use crate::external::identity::{self, Placement};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use std::collections::BTreeMap;
-use sweeper_services::aws::session::SessionCache;
+use sweeper_aws::session::SessionCache;
 
 const CATEGORY: &str = "aws";
 

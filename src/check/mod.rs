@@ -212,7 +212,7 @@ impl Config {
 pub async fn run(
     client: &kube::Client,
     cfg: &Config,
-    aws: Option<&sweeper_services::aws::session::SessionCache>,
+    aws: Option<&sweeper_aws::session::SessionCache>,
 ) -> Report {
     let mut lines = Vec::new();
     let reached = match client.apiserver_version().await {

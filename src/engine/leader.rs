@@ -12,7 +12,7 @@
 //! The fence: every successful acquire/renew opens the [`Fence`] until `sent + renew_deadline`,
 //! where `sent` is when the request *left*, so the window is conservative. Every mutating
 //! Kubernetes request and every AWS call checks it ([`FenceLayer`](super::client::FenceLayer),
-//! the services crate's gate interceptor). A process frozen for longer than the renew deadline
+//! sweeper-aws's fence interceptor). A process frozen for longer than the renew deadline
 //! (GC pause, SIGSTOP, a stalled node) therefore wakes up fenced before its elector has had a
 //! chance to notice anything — the case where "check a flag set by the elector" fails.
 

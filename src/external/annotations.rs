@@ -6,7 +6,7 @@
 //!   `target-group`, `instance`, `launch-template`, `instance-profile`, `oidc-provider`,
 //!   `security-group`, `eks-security-group`, `ebs-volume`, `ebs-snapshot`, `eks-log-group`
 //!   limiting phase 2; absent = all but the opt-ins `ebs-volume`, `ebs-snapshot` and
-//!   `eks-log-group`. An unknown or empty task is an error. The list parses straight into the services crate's `GcTask`, whose names are the
+//!   `eks-log-group`. An unknown or empty task is an error. The list parses straight into sweeper-aws's `GcTask`, whose names are the
 //!   ones the registered cleaners declare: there is no second list to keep in step.
 //!
 //! An error here means: a Warning Event and a condition naming the bad value, and nothing is
@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use sweeper_services::aws::teardown::{GcTask, UnknownGcTask};
+use sweeper_aws::teardown::{GcTask, UnknownGcTask};
 
 pub const GC_ANNOTATION: &str = "aws.cluster.x-k8s.io/external-resource-gc";
 pub const TASKS_ANNOTATION: &str = "aws.cluster.x-k8s.io/external-resource-tasks-gc";

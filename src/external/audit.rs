@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use sweeper_services::aws::model::{Audited, ResourceRef};
+use sweeper_aws::model::{Audited, ResourceRef};
 
 /// The label naming the workload cluster of an audit record.
 pub const LABEL_CLUSTER: &str = "sweeper.dev/audit-cluster";
@@ -47,7 +47,7 @@ pub async fn write(
     client: &kube::Client,
     namespace: &str,
     names: &super::cluster::ClusterNames,
-    session: &sweeper_services::aws::session::Session,
+    session: &sweeper_aws::session::Session,
     object: &ObjectReference,
     pass: Pass<'_>,
     ttl: Duration,

@@ -1,5 +1,5 @@
 //! The external controller, one instance per kind (AWSCluster, AWSManagedControlPlane): our
-//! finalizer while the object lives; on deletion, teardown passes (services/src/aws) until every
+//! finalizer while the object lives; on deletion, teardown passes (services/src) until every
 //! phase is empty, then the finalizer goes (FR5: the cluster cannot finish deleting first).
 //! Bad input (annotation, cluster name) is an Event + condition and blocks deletion until fixed.
 //! The finalizer dispatch, registry, metrics and completion Event are the engine's
@@ -33,8 +33,8 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
-use sweeper_services::aws::session::SessionCache;
-use sweeper_services::aws::teardown::{EksFacts, TeardownReport, TeardownRequest, teardown_pass};
+use sweeper_aws::session::SessionCache;
+use sweeper_aws::teardown::{EksFacts, TeardownReport, TeardownRequest, teardown_pass};
 use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
@@ -521,7 +521,7 @@ impl<K: GcKind> KindTeardown<K> {
         o: &K,
         namespace: &str,
         names: &ClusterNames,
-        session: &sweeper_services::aws::session::Session,
+        session: &sweeper_aws::session::Session,
         report: &TeardownReport,
     ) {
         let deleted: Vec<_> = report

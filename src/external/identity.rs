@@ -1,6 +1,6 @@
 //! Where a cluster lives and as whom its teardown acts, read from its object as CAPA reads it
 //! (pkg/cloud/scope/session.go): `spec.region`, and `spec.identityRef` followed through CAPA's
-//! identity objects to a principal chain that `sweeper_services::aws::session` turns into
+//! identity objects to a principal chain that `sweeper_aws::session` turns into
 //! credentials.
 //!
 //! Each identity in the chain must allow the cluster's namespace (`allowedNamespaces`, checked
@@ -17,7 +17,7 @@ use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use sweeper_services::aws::session::{Principal, RoleSpec, SessionSpec, StaticKeys};
+use sweeper_aws::session::{Principal, RoleSpec, SessionSpec, StaticKeys};
 
 pub const CONTROLLER_KIND: &str = "AWSClusterControllerIdentity";
 pub const ROLE_KIND: &str = "AWSClusterRoleIdentity";
@@ -188,10 +188,7 @@ impl Reader<'_> {
                     let id = self.get::<AWSClusterRoleIdentity>(&here, name).await?;
                     let s = id.spec;
                     self.allowed(&here, s.allowed_namespaces.as_ref()).await?;
-                    if s.role_arn
-                        .parse::<sweeper_services::aws::arn::Arn>()
-                        .is_err()
-                    {
+                    if s.role_arn.parse::<sweeper_aws::arn::Arn>().is_err() {
                         return Err(IdentityError::Malformed {
                             identity: here,
                             problem: format!("roleARN {:?} is not an ARN", s.role_arn),

@@ -1,5 +1,5 @@
 //! The external collector: when an `AWSCluster` or `AWSManagedControlPlane` is deleted, tear down
-//! its AWS resources in three phases (see services/src/aws), holding the
+//! its AWS resources in three phases (see services/src), holding the
 //! `sweeper.dev/external-resource-gc` finalizer until the whole teardown succeeded.
 
 pub mod annotations;

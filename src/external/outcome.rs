@@ -6,7 +6,7 @@ use super::conditions::Severity;
 use super::metrics::ExternalMetrics;
 use crate::engine::teardown::Pass;
 use std::time::Duration;
-use sweeper_services::aws::teardown::TeardownReport;
+use sweeper_aws::teardown::TeardownReport;
 
 /// The decision for a pass that deleted (not a dry run).
 pub struct Outcome {
@@ -275,7 +275,7 @@ pub fn phase_of(report: &TeardownReport) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sweeper_services::aws::teardown::{Phase, PhaseReport, ResourceRef};
+    use sweeper_aws::teardown::{Phase, PhaseReport, ResourceRef};
 
     fn r(kind: &str, id: &str) -> ResourceRef {
         ResourceRef {

@@ -8,9 +8,9 @@ use super::controller::GcKind;
 use super::identity::{self, Placement};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
-use sweeper_services::aws::discovery::tags::{capa_key, cloud_key};
-use sweeper_services::aws::session::SessionCache;
-use sweeper_services::aws::teardown::{TeardownReport, TeardownRequest, teardown_pass};
+use sweeper_aws::discovery::tags::{capa_key, cloud_key};
+use sweeper_aws::session::SessionCache;
+use sweeper_aws::teardown::{TeardownReport, TeardownRequest, teardown_pass};
 
 /// What the plan reads of the cluster's CAPA object, whatever its kind.
 struct Target {
@@ -20,7 +20,7 @@ struct Target {
     identity_ref: Option<crate::api::capa::IdentityRef>,
     annotations: std::collections::BTreeMap<String, String>,
     linked: Option<cluster::LinkedAnnotations>,
-    eks: Option<sweeper_services::aws::teardown::EksFacts>,
+    eks: Option<sweeper_aws::teardown::EksFacts>,
     /// The owning Cluster, for Cluster API's contract (paused or not).
     cluster: ClusterState,
 }

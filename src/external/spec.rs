@@ -86,11 +86,9 @@ impl Registered for ExternalMetrics {
             let gate = env.fence.clone();
             // sweeper's own configuration is only the base (endpoint, default region, its own
             // credentials): each cluster gets a session of its own region and identity.
-            let sessions = Arc::new(sweeper_services::aws::session::SessionCache::new(
-                sweeper_services::aws::load_config().await,
-                Some(sweeper_services::aws::fence::Fence(Arc::new(move || {
-                    gate.permits()
-                }))),
+            let sessions = Arc::new(sweeper_aws::session::SessionCache::new(
+                sweeper_aws::load_config().await,
+                Some(sweeper_aws::fence::Fence(Arc::new(move || gate.permits()))),
             ));
             let ctx = super::controller::ExternalCtx::new(
                 env.client,

@@ -1,28 +1,24 @@
 //! LocalStack for the external-collector tests: the builders and existence probes every
-//! LocalStack test shares (from `sweeper_services::aws::testing`, the crate's `testing` feature,
+//! LocalStack test shares (from `sweeper_aws::testing`, the crate's `testing` feature,
 //! on for tests only), clients for the test environment, and `sweeper gc` against it.
 
 #![allow(unused_imports)] // each test binary uses a different part of the re-exports
 
-use sweeper_services::aws::teardown::AwsClients;
-pub use sweeper_services::aws::testing::build::{
-    Net, held_target_group, network, network_in, nlb, sg, tag,
-};
-pub use sweeper_services::aws::testing::probe::{
-    sg_exists, tg_exists, v2_exists as lb_exists, vpc_exists,
-};
+use sweeper_aws::teardown::AwsClients;
+pub use sweeper_aws::testing::build::{Net, held_target_group, network, network_in, nlb, sg, tag};
+pub use sweeper_aws::testing::probe::{sg_exists, tg_exists, v2_exists as lb_exists, vpc_exists};
 
 /// Clients for the test environment's LocalStack (its coordinates from the environment facts),
 /// with the SDK's standard retries for building fixtures.
 pub async fn clients() -> AwsClients {
-    sweeper_services::aws::testing::localstack::retrying_clients(&super::aws_config().await)
+    sweeper_aws::testing::localstack::retrying_clients(&super::aws_config().await)
 }
 
 /// Clients acting as LocalStack account `account` (a 12-digit access key id is the account
 /// there) in `region`: where a cluster's own session finds its resources.
 pub async fn clients_as(region: &str, account: &str) -> AwsClients {
     let sdk = super::aws_config_as(region, account, "test").await;
-    sweeper_services::aws::testing::localstack::retrying_clients(&sdk)
+    sweeper_aws::testing::localstack::retrying_clients(&sdk)
 }
 
 /// A tag list of one `key=value`.

@@ -22,7 +22,7 @@ use kube::{Api, Client, Config};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use sweeper_services::aws::sdk::aws_config;
+use sweeper_aws::sdk::aws_config;
 
 const HOW_TO_START: &str = "start the test environment with `./scripts/env-up.sh` (or `make env-up`) and `source .state/env` (or run `make test`)";
 
@@ -127,7 +127,7 @@ pub async fn aws_config_as(
     secret_key: &str,
 ) -> aws_config::SdkConfig {
     let endpoint = EnvFacts::load().get("AWS_ENDPOINT_URL");
-    let creds = sweeper_services::aws::sdk::ec2::config::Credentials::new(
+    let creds = sweeper_aws::sdk::ec2::config::Credentials::new(
         access_key,
         secret_key,
         None,

@@ -1,6 +1,6 @@
 use crate::fixtures::*;
-use sweeper_services::aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_services::aws::teardown::{TeardownRequest, teardown_pass};
+use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
+use sweeper_aws::teardown::{TeardownRequest, teardown_pass};
 
 #[tokio::test]
 #[ignore = "needs LocalStack: make env-up"]
@@ -142,7 +142,7 @@ async fn production_clients_finish_a_cluster() {
     let n = cluster("prod");
     let (v, _subnets) = byo_network(&setup).await;
     let s = sg(&setup, &v, &format!("{n}-sg"), &[cloud(&n, "owned")]).await;
-    let c = sweeper_services::aws::teardown::AwsClients::new(&sdk);
+    let c = sweeper_aws::teardown::AwsClients::new(&sdk);
     let reports = until_done(&c, &TeardownRequest::new(&n), 5).await;
     assert_eq!(
         reports.len(),
@@ -160,8 +160,8 @@ async fn production_clients_finish_a_cluster() {
 async fn a_closed_leader_gate_sends_no_aws_call() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use sweeper_services::aws::fence::Fence;
-    use sweeper_services::aws::teardown::AwsClients;
+    use sweeper_aws::fence::Fence;
+    use sweeper_aws::teardown::AwsClients;
 
     let (c, _rec) = env().await;
     let n = cluster("gate");

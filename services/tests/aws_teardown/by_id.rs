@@ -3,8 +3,8 @@
 //! the others disappear, nor fail the confirmation.
 
 use crate::fixtures::*;
-use sweeper_services::aws::discovery::by_id;
-use sweeper_services::aws::sdk::elbv2::types::LoadBalancerTypeEnum;
+use sweeper_aws::discovery::by_id;
+use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
 
 #[tokio::test]
 #[ignore = "needs LocalStack: make env-up"]

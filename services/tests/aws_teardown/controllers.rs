@@ -2,11 +2,11 @@
 //! CNI leave behind (../shared/conformance/aws-tags.md), each beside the twin it must not touch.
 
 use crate::fixtures::*;
-use sweeper_services::aws::sdk::ec2::types::{
+use sweeper_aws::sdk::ec2::types::{
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
 };
-use sweeper_services::aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_services::aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
+use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
+use sweeper_aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
 
 fn lbc(n: &str) -> Vec<(String, String)> {
     vec![
@@ -88,10 +88,8 @@ async fn lb_controller_resources_go_only_in_the_clusters_vpc_with_describe_disco
 #[tokio::test]
 #[ignore = "needs LocalStack: make env-up"]
 async fn a_controller_tag_query_reads_only_the_kinds_phase_2_takes() {
-    use sweeper_services::aws::discovery::tagging::{
-        resources_of_types_with_tag, resources_with_tag,
-    };
-    use sweeper_services::aws::discovery::tags::{CONTROLLER_TAGGED_TYPES, LBC_CLUSTER_TAG};
+    use sweeper_aws::discovery::tagging::{resources_of_types_with_tag, resources_with_tag};
+    use sweeper_aws::discovery::tags::{CONTROLLER_TAGGED_TYPES, LBC_CLUSTER_TAG};
     let (c, _rec) = env().await;
     let n = cluster("lbctypes");
     let short = &n[n.len() - 6..];
@@ -99,7 +97,7 @@ async fn a_controller_tag_query_reads_only_the_kinds_phase_2_takes() {
     let set = lbc_set(&c, &n, &v, &subnets, short).await;
     // A kind no cleaner takes from a controller tag.
     tag(&c, &subnets[0], LBC_CLUSTER_TAG, &n).await;
-    let ids = |found: sweeper_services::aws::discovery::tagging::TaggedResources| {
+    let ids = |found: sweeper_aws::discovery::tagging::TaggedResources| {
         let mut ids: Vec<String> = found.resources.iter().map(|r| r.arn.to_string()).collect();
         ids.sort();
         ids
@@ -269,7 +267,7 @@ async fn snapshots_of(c: &AwsClients, volume: &str) -> Vec<String> {
         .describe_snapshots()
         .owner_ids("self")
         .filters(
-            sweeper_services::aws::sdk::ec2::types::Filter::builder()
+            sweeper_aws::sdk::ec2::types::Filter::builder()
                 .name("tag:sweeper.dev/source-volume")
                 .values(volume)
                 .build(),
@@ -383,11 +381,11 @@ async fn ebs_snapshots_only_with_their_own_task_and_only_the_csi_drivers() {
     let snapshot = |tags: Vec<(String, String)>| {
         let (c, source) = (&c, &source);
         async move {
-            let mut spec = sweeper_services::aws::sdk::ec2::types::TagSpecification::builder()
-                .resource_type(sweeper_services::aws::sdk::ec2::types::ResourceType::Snapshot);
+            let mut spec = sweeper_aws::sdk::ec2::types::TagSpecification::builder()
+                .resource_type(sweeper_aws::sdk::ec2::types::ResourceType::Snapshot);
             for (k, v) in tags {
                 spec = spec.tags(
-                    sweeper_services::aws::sdk::ec2::types::Tag::builder()
+                    sweeper_aws::sdk::ec2::types::Tag::builder()
                         .key(k)
                         .value(v)
                         .build(),
@@ -426,7 +424,7 @@ async fn ebs_snapshots_only_with_their_own_task_and_only_the_csi_drivers() {
             !c.ec2
                 .describe_snapshots()
                 .filters(
-                    sweeper_services::aws::sdk::ec2::types::Filter::builder()
+                    sweeper_aws::sdk::ec2::types::Filter::builder()
                         .name("snapshot-id")
                         .values(id)
                         .build(),
@@ -485,7 +483,7 @@ async fn instance_profile(
         .path(path);
     for (k, v) in tags {
         req = req.tags(
-            sweeper_services::aws::sdk::iam::types::Tag::builder()
+            sweeper_aws::sdk::iam::types::Tag::builder()
                 .key(*k)
                 .value(*v)
                 .build()
@@ -597,7 +595,7 @@ async fn karpenters_instance_profiles_go_and_their_look_alikes_stay() {
         .max_count(1)
         .subnet_id(&subnets[0])
         .iam_instance_profile(
-            sweeper_services::aws::sdk::ec2::types::IamInstanceProfileSpecification::builder()
+            sweeper_aws::sdk::ec2::types::IamInstanceProfileSpecification::builder()
                 .arn(&busy_arn)
                 .build(),
         )

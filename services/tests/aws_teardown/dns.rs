@@ -2,11 +2,11 @@
 //! only those external-dns owns that point at a load balancer of the cluster.
 
 use crate::fixtures::*;
-use sweeper_services::aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_services::aws::sdk::route53::types::{
+use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
+use sweeper_aws::sdk::route53::types::{
     AliasTarget, Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType,
 };
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, phase2_pass};
+use sweeper_aws::teardown::{AwsClients, TeardownRequest, phase2_pass};
 
 fn txt(owner: &str) -> String {
     format!(

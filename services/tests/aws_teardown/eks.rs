@@ -5,15 +5,15 @@
 use crate::fixtures::*;
 use aws_smithy_mocks::{MockResponse, RuleMode, mock, mock_client};
 use aws_smithy_types::error::ErrorMetadata;
-use sweeper_services::aws::sdk::eks::operation::describe_cluster::{
+use sweeper_aws::sdk::eks::operation::describe_cluster::{
     DescribeClusterError, DescribeClusterOutput,
 };
-use sweeper_services::aws::sdk::eks::operation::list_clusters::ListClustersOutput;
-use sweeper_services::aws::sdk::eks::types::{Cluster, ClusterStatus, Identity, Oidc};
-use sweeper_services::aws::teardown::{AwsClients, EksFacts, GcTask, TeardownRequest};
+use sweeper_aws::sdk::eks::operation::list_clusters::ListClustersOutput;
+use sweeper_aws::sdk::eks::types::{Cluster, ClusterStatus, Identity, Oidc};
+use sweeper_aws::teardown::{AwsClients, EksFacts, GcTask, TeardownRequest};
 
 /// An EKS where exactly `live` (name, issuer URL) exist.
-pub fn eks(live: Vec<(String, String)>) -> sweeper_services::aws::sdk::eks::Client {
+pub fn eks(live: Vec<(String, String)>) -> sweeper_aws::sdk::eks::Client {
     let names: Vec<String> = live.iter().map(|(n, _)| n.clone()).collect();
     let list = mock!(aws_sdk_eks::Client::list_clusters).then_output(move || {
         ListClustersOutput::builder()
@@ -62,7 +62,7 @@ async fn oidc_provider(c: &AwsClients, url: &str, tags: &[(&str, &str)]) -> Stri
         .thumbprint_list("9e99a48a9960b14926bb7f3b02e22da2b0ab7280");
     for (k, v) in tags {
         req = req.tags(
-            sweeper_services::aws::sdk::iam::types::Tag::builder()
+            sweeper_aws::sdk::iam::types::Tag::builder()
                 .key(*k)
                 .value(*v)
                 .build()
@@ -140,7 +140,7 @@ async fn the_irsa_provider_goes_and_its_look_alikes_stay() {
         "the recorded issuer's, without the cluster's tag: someone else's"
     );
 
-    let r = sweeper_services::aws::teardown::teardown_pass(&c, &only(&issuer("D"))).await;
+    let r = sweeper_aws::teardown::teardown_pass(&c, &only(&issuer("D"))).await;
     assert!(!r.done);
     assert!(
         r.phases[1]
@@ -240,7 +240,7 @@ async fn the_control_plane_log_group_goes_only_when_asked_and_its_look_alikes_st
 
     // EKS still reports the cluster: it waits.
     c.eks = eks(vec![(n.clone(), "https://oidc.example/id/1".into())]);
-    let r = sweeper_services::aws::teardown::teardown_pass(&c, &eks_req(&n)).await;
+    let r = sweeper_aws::teardown::teardown_pass(&c, &eks_req(&n)).await;
     assert!(
         r.phases[1]
             .remaining
@@ -299,12 +299,12 @@ async fn the_eks_cluster_security_group_goes_once_eks_says_the_cluster_is_gone()
         .authorize_security_group_ingress()
         .group_id(&users)
         .ip_permissions(
-            sweeper_services::aws::sdk::ec2::types::IpPermission::builder()
+            sweeper_aws::sdk::ec2::types::IpPermission::builder()
                 .ip_protocol("tcp")
                 .from_port(443)
                 .to_port(443)
                 .user_id_group_pairs(
-                    sweeper_services::aws::sdk::ec2::types::UserIdGroupPair::builder()
+                    sweeper_aws::sdk::ec2::types::UserIdGroupPair::builder()
                         .group_id(&ours)
                         .build(),
                 )
@@ -329,11 +329,11 @@ async fn the_eks_cluster_security_group_goes_once_eks_says_the_cluster_is_gone()
 
     // EKS still reports the cluster: EKS's to delete.
     c.eks = eks(vec![(n.clone(), "https://oidc.example/id/1".into())]);
-    let p = sweeper_services::aws::teardown::phase2_pass(&c, &req(true)).await;
+    let p = sweeper_aws::teardown::phase2_pass(&c, &req(true)).await;
     assert!(p.deleted.is_empty() && p.planned.is_empty(), "{p:#?}");
     // Gone, but an interface still uses it.
     c.eks = eks(Vec::new());
-    let p = sweeper_services::aws::teardown::phase2_pass(&c, &req(true)).await;
+    let p = sweeper_aws::teardown::phase2_pass(&c, &req(true)).await;
     assert!(p.deleted.is_empty(), "{p:#?}");
     assert!(sg_exists(&c, &ours).await);
     // An AWSCluster of the same name: never.
@@ -343,10 +343,10 @@ async fn the_eks_cluster_security_group_goes_once_eks_says_the_cluster_is_gone()
         .send()
         .await
         .unwrap();
-    let p = sweeper_services::aws::teardown::phase2_pass(&c, &req(false)).await;
+    let p = sweeper_aws::teardown::phase2_pass(&c, &req(false)).await;
     assert!(p.deleted.is_empty(), "{p:#?}");
 
-    let p = sweeper_services::aws::teardown::phase2_pass(&c, &req(true)).await;
+    let p = sweeper_aws::teardown::phase2_pass(&c, &req(true)).await;
     assert_eq!(
         p.deleted.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
         [ours.as_str()],

@@ -1,14 +1,14 @@
 //! LocalStack fixtures: the shared connection, builders and unique names from
-//! `sweeper_services::aws::testing`, plus what only these tests need: recorded clients and passes
+//! `sweeper_aws::testing`, plus what only these tests need: recorded clients and passes
 //! until done.
 
 use std::time::Duration;
-use sweeper_services::aws::teardown::{AwsClients, TeardownReport, TeardownRequest, teardown_pass};
-use sweeper_services::aws::testing::{Recorder, localstack};
+use sweeper_aws::teardown::{AwsClients, TeardownReport, TeardownRequest, teardown_pass};
+use sweeper_aws::testing::{Recorder, localstack};
 
-pub use sweeper_services::aws::testing::build::*;
-pub use sweeper_services::aws::testing::localstack::{sdk, unique_cluster as cluster};
-pub use sweeper_services::aws::testing::probe::*;
+pub use sweeper_aws::testing::build::*;
+pub use sweeper_aws::testing::localstack::{sdk, unique_cluster as cluster};
+pub use sweeper_aws::testing::probe::*;
 
 /// Clients that record every call (see `Recorder`), for LocalStack. When the test ends well,
 /// every call recorded (and not cleared) must be granted by the shipped IAM policy.
@@ -31,7 +31,7 @@ impl std::ops::Deref for Recorded {
 impl Drop for Recorded {
     fn drop(&mut self) {
         if !std::thread::panicking() {
-            sweeper_services::aws::testing::iam::assert_in_policy(&self.0.calls());
+            sweeper_aws::testing::iam::assert_in_policy(&self.0.calls());
         }
     }
 }

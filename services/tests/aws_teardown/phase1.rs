@@ -1,6 +1,6 @@
 use crate::fixtures::*;
-use sweeper_services::aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_services::aws::teardown::TeardownRequest;
+use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
+use sweeper_aws::teardown::TeardownRequest;
 
 #[tokio::test]
 #[ignore = "needs LocalStack: make env-up"]
@@ -63,7 +63,7 @@ async fn phase2_waits_while_phase1_has_work() {
     let (v, subnets) = byo_network(&c).await;
     instance(&c, &subnets[0], &[capa(&n)]).await;
     let ext = sg(&c, &v, &format!("{n}-ext"), &[cloud(&n, "owned")]).await;
-    let first = sweeper_services::aws::teardown::teardown_pass(&c, &TeardownRequest::new(&n)).await;
+    let first = sweeper_aws::teardown::teardown_pass(&c, &TeardownRequest::new(&n)).await;
     // TerminateInstances answers `shutting-down`: the instance is reported waiting, and phase 2
     // (and 3) must not start in the same pass.
     let p1 = &first.phases[0];

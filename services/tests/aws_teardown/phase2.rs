@@ -1,6 +1,6 @@
 use crate::fixtures::*;
-use sweeper_services::aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_services::aws::teardown::{GcTask, TeardownRequest, teardown_pass};
+use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
+use sweeper_aws::teardown::{GcTask, TeardownRequest, teardown_pass};
 
 /// Everything the cloud provider would tag for `n` in `v`, plus survivors. Returns
 /// (classic name, alb, nlb, tg, sg, survivors sg ids, volume).
@@ -22,7 +22,7 @@ struct World {
     subnets: Vec<String>,
 }
 
-async fn world(c: &sweeper_services::aws::teardown::AwsClients, n: &str) -> World {
+async fn world(c: &sweeper_aws::teardown::AwsClients, n: &str) -> World {
     let other = format!("{n}-b");
     let (v, subnets) = byo_network(c).await;
     let owned = [cloud(n, "owned")];
@@ -86,7 +86,7 @@ async fn world(c: &sweeper_services::aws::teardown::AwsClients, n: &str) -> Worl
     }
 }
 
-async fn assert_survivors(c: &sweeper_services::aws::teardown::AwsClients, w: &World) {
+async fn assert_survivors(c: &sweeper_aws::teardown::AwsClients, w: &World) {
     for s in &w.keep_sgs {
         assert!(sg_exists(c, s).await, "{s} must survive");
     }
@@ -220,10 +220,10 @@ async fn security_group_cross_references_are_revoked_before_delete() {
     let (v, _subnets) = byo_network(&c).await;
     let target = sg(&c, &v, &format!("{n}-sg"), &[cloud(&n, "owned")]).await;
     let holder = sg(&c, &v, &format!("{n}-holder"), &[]).await;
-    let pair = sweeper_services::aws::sdk::ec2::types::UserIdGroupPair::builder()
+    let pair = sweeper_aws::sdk::ec2::types::UserIdGroupPair::builder()
         .group_id(&target)
         .build();
-    let perm = sweeper_services::aws::sdk::ec2::types::IpPermission::builder()
+    let perm = sweeper_aws::sdk::ec2::types::IpPermission::builder()
         .ip_protocol("tcp")
         .from_port(443)
         .to_port(443)
@@ -281,7 +281,7 @@ async fn paginates_over_160_security_groups() {
         .collect()
         .await;
     let keep = sg(&c, &v, &format!("{n}-shared"), &[cloud(&n, "shared")]).await;
-    let found = sweeper_services::aws::discovery::tagging::resources_with_tag(
+    let found = sweeper_aws::discovery::tagging::resources_with_tag(
         &c.tagging,
         &format!("kubernetes.io/cluster/{n}"),
         &["owned"],

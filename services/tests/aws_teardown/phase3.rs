@@ -1,5 +1,5 @@
 use crate::fixtures::*;
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 
 /// A CAPA-managed network for `n`, every part carrying CAPA's ownership tag as CAPA tags it:
 /// VPC, two subnets, IGW, route table, NAT gateway + EIP, and CAPA's node security group.

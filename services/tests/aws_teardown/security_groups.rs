@@ -5,8 +5,8 @@
 //! cluster's VPC is described once, at the cleaner's turn.
 
 use crate::fixtures::*;
-use sweeper_services::aws::sdk::ec2::types::{IpPermission, UserIdGroupPair};
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, phase2_pass};
+use sweeper_aws::sdk::ec2::types::{IpPermission, UserIdGroupPair};
+use sweeper_aws::teardown::{AwsClients, TeardownRequest, phase2_pass};
 
 fn lbc(n: &str) -> Vec<(String, String)> {
     vec![("elbv2.k8s.aws/cluster".into(), n.into())]

@@ -5,9 +5,9 @@
 use crate::fixtures::*;
 use std::sync::Arc;
 use std::time::Instant;
-use sweeper_services::aws::session::{Principal, SessionCache, SessionSpec, StaticKeys};
-use sweeper_services::aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
-use sweeper_services::aws::testing::AccountThrottle;
+use sweeper_aws::session::{Principal, SessionCache, SessionSpec, StaticKeys};
+use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_aws::testing::AccountThrottle;
 
 const THROTTLED: &str = "444444444444";
 const CALM: &str = "555555555555";
@@ -26,7 +26,7 @@ fn spec(account: &str, label: &str) -> SessionSpec {
 
 /// Fixture clients acting as `account` in the default region.
 async fn fixtures_as(account: &str) -> AwsClients {
-    use sweeper_services::aws::testing::localstack;
+    use sweeper_aws::testing::localstack;
     let base = sdk().await;
     let region = base.region().map(|r| r.to_string()).unwrap_or_default();
     localstack::retrying_clients(&localstack::sdk_as(&base, &region, account))

@@ -9,7 +9,7 @@ use crate::testing::MockApi;
 use http::Method;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use sweeper_services::aws::testing::{AwsCallCount, refusing_config};
+use sweeper_aws::testing::{AwsCallCount, refusing_config};
 
 const OBJ: &str = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/ns/awsclusters/c1";
 const CAPI_CLUSTER: &str = "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/clusters/c1";

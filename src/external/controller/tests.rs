@@ -1,7 +1,7 @@
 //! The external collector's Kubernetes side against a scripted API server, driven through the
 //! engine's reconcile as in production: the GC switches, bad input, finalizer handling and a
 //! refused identity. None of these paths reach AWS (a pass that does needs a session; the AWS
-//! teardown itself is tested in the services crate against LocalStack).
+//! teardown itself is tested in sweeper-aws (services/) against LocalStack).
 
 use super::*;
 use crate::engine::finalizer::Stage;
@@ -14,7 +14,7 @@ const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
 
 fn ctx(client: &Client) -> ExternalCtx {
     // An empty SDK config (no environment, no IMDS): no test here reaches a session.
-    let base = sweeper_services::aws::sdk::aws_config::SdkConfig::builder().build();
+    let base = sweeper_aws::sdk::aws_config::SdkConfig::builder().build();
     let sessions = SessionCache::new(base, None);
     ExternalCtx::new(
         client.clone(),

@@ -1,0 +1,409 @@
+//! Phase 2 (task `instance-profile`): the IAM instance profiles Karpenter made for the cluster's
+//! EC2NodeClasses. Karpenter deletes them only while it runs, so a deleted cluster leaves them,
+//! and they count against the account's quota of 1,000 (karpenter-provider-aws#8838).
+//!
+//! IAM is global: a same-named cluster in another region of the account has look-alike profiles.
+//! A profile is a target only when every one of these holds:
+//! - its name is Karpenter's for the cluster, `<cluster>_<hash>`;
+//! - it carries `kubernetes.io/cluster/<cluster>=owned`, `karpenter.k8s.aws/ec2nodeclass` and
+//!   `topology.kubernetes.io/region=<the session's region>` (the region tag is what keeps the other
+//!   region's twin);
+//! - its path, when it has one, is the cluster's: `/karpenter/<region>/<cluster>/…`
+//!   (aws/karpenter-provider-aws#8249; older profiles have `/`);
+//! - no live instance runs with it (checked here: deleting it would cut a node's credentials).
+//!
+//! The delete removes the profile's roles from it, then the profile. The role is never deleted:
+//! it is the user's (Karpenter is given it, it does not make it).
+
+use super::instances;
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::discovery::{describe, tags};
+use crate::errors::call;
+use crate::model::GcTask;
+use async_trait::async_trait;
+
+/// Selects Karpenter's instance profiles (on by default, like its launch templates).
+pub const TASK: GcTask = GcTask::new("instance-profile");
+
+/// Karpenter's tag naming the EC2NodeClass a profile is for.
+pub const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// Karpenter's tag naming the region of the cluster a profile is for.
+pub const REGION_TAG: &str = "topology.kubernetes.io/region";
+
+pub struct InstanceProfiles;
+
+const KIND: &str = "instance-profile";
+
+/// What the delete needs: the profile's name (the target's id is its ARN) and its roles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Profile {
+    pub name: String,
+    pub roles: Vec<String>,
+}
+
+/// Karpenter's rule (see the module doc), pure: name, path and tags of one profile.
+pub fn is_karpenter_profile(
+    name: &str,
+    path: &str,
+    tag_pairs: &[(&str, &str)],
+    cluster: &str,
+    region: &str,
+) -> bool {
+    let tagged = |k: &str, v: &str| tag_pairs.iter().any(|(tk, tv)| *tk == k && *tv == v);
+    name.strip_prefix(cluster)
+        .and_then(|rest| rest.strip_prefix('_'))
+        .is_some_and(|hash| !hash.is_empty())
+        && tagged(&tags::cloud_key(cluster), tags::OWNED)
+        && tags::has_key(tag_pairs.iter().copied(), NODECLASS_TAG)
+        && tagged(REGION_TAG, region)
+        && (path == "/" || path.starts_with(&format!("/karpenter/{region}/{cluster}/")))
+}
+
+#[async_trait]
+impl Cleaner for InstanceProfiles {
+    type Detail = Profile;
+
+    fn service(&self) -> &'static str {
+        "iam"
+    }
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    /// After the nodes: a profile is free once the instances that ran with it are terminated.
+    fn order(&self) -> u32 {
+        30
+    }
+    fn task(&self) -> Option<GcTask> {
+        Some(TASK)
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Profile>>, CleanError> {
+        let Some(region) = ctx.clients.ec2.config().region().map(|r| r.to_string()) else {
+            // Without the session's region the region tag cannot be checked: nothing is ours.
+            return Ok(Vec::new());
+        };
+        let prefix = format!("{}_", ctx.cluster);
+        // IAM lists no tags: the listing narrows by name, a Get per candidate reads its tags.
+        // The listing is the account's, shared by its clusters' passes (`session::listings`).
+        let all = ctx
+            .clients
+            .listed("iam.ListInstanceProfiles", || {
+                describe::all_pages(|marker| async move {
+                    let page = call("iam.ListInstanceProfiles", || {
+                        ctx.clients
+                            .iam
+                            .list_instance_profiles()
+                            .set_marker(marker.clone())
+                            .send()
+                    })
+                    .await
+                    .map_err(CleanError::discover(KIND, "ListInstanceProfiles"))?;
+                    let names: Vec<String> = page
+                        .instance_profiles()
+                        .iter()
+                        .map(|p| p.instance_profile_name().to_string())
+                        .collect();
+                    let next = page
+                        .is_truncated()
+                        .then(|| page.marker().map(str::to_string));
+                    Ok((names, next.flatten()))
+                })
+            })
+            .await?;
+        let names = all
+            .iter()
+            .filter(|n| n.starts_with(prefix.as_str()))
+            .cloned();
+        let mut found = Vec::new();
+        for name in names {
+            let got = call("iam.GetInstanceProfile", || {
+                ctx.clients
+                    .iam
+                    .get_instance_profile()
+                    .instance_profile_name(&name)
+                    .send()
+            })
+            .await;
+            let p = match got {
+                Ok(out) => match out.instance_profile {
+                    Some(p) => p,
+                    None => continue,
+                },
+                // Gone since the listing.
+                Err(f) if f.class == crate::errors::ErrorClass::NotFound => continue,
+                Err(f) => return Err(CleanError::discover(KIND, "GetInstanceProfile")(f)),
+            };
+            let pairs: Vec<(&str, &str)> = p.tags().iter().map(|t| (t.key(), t.value())).collect();
+            if !is_karpenter_profile(&name, p.path(), &pairs, ctx.cluster, &region) {
+                continue;
+            }
+            let detail = Profile {
+                name: name.clone(),
+                roles: p
+                    .roles()
+                    .iter()
+                    .map(|r| r.role_name().to_string())
+                    .collect(),
+            };
+            found.push(Target::new(p.arn(), detail).with_tags(pairs.iter().copied()));
+        }
+        if found.is_empty() {
+            return Ok(found);
+        }
+        // One region-wide look at the live instances, only when there is a candidate: a profile
+        // a node still runs with stays until the node is gone.
+        let live = instances::live_instances(ctx.clients, Vec::new()).await?;
+        for t in &mut found {
+            if let Some(i) = live
+                .iter()
+                .find(|i| i.profile.as_deref() == Some(t.id.as_str()))
+            {
+                t.blocked = Some(format!("instance {} still runs with it", i.id));
+            }
+        }
+        Ok(found)
+    }
+
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Profile>) -> Result<Outcome, CleanError> {
+        for role in &t.detail.roles {
+            let res = call("iam.RemoveRoleFromInstanceProfile", || {
+                ctx.clients
+                    .iam
+                    .remove_role_from_instance_profile()
+                    .instance_profile_name(&t.detail.name)
+                    .role_name(role)
+                    .send()
+            })
+            .await;
+            match settle(res, KIND, &t.id, "RemoveRoleFromInstanceProfile")? {
+                // The role already left the profile (or the profile is gone): go on.
+                Outcome::Deleted | Outcome::Gone | Outcome::DeletedWith(_) => {}
+                left @ Outcome::Remaining(_) => return Ok(left),
+            }
+        }
+        let res = call("iam.DeleteInstanceProfile", || {
+            ctx.clients
+                .iam
+                .delete_instance_profile()
+                .instance_profile_name(&t.detail.name)
+                .send()
+        })
+        .await;
+        settle(res, KIND, &t.id, "DeleteInstanceProfile")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OWNED: (&str, &str) = ("kubernetes.io/cluster/c1", "owned");
+    const CLASS: (&str, &str) = (NODECLASS_TAG, "default");
+    const REGION: (&str, &str) = (REGION_TAG, "us-east-1");
+
+    fn ours(name: &str, path: &str, t: &[(&str, &str)]) -> bool {
+        is_karpenter_profile(name, path, t, "c1", "us-east-1")
+    }
+
+    #[test]
+    fn karpenters_profile_of_the_cluster_in_its_region_is_a_target() {
+        assert!(ours("c1_123456", "/", &[OWNED, CLASS, REGION]));
+        assert!(ours(
+            "c1_123456",
+            "/karpenter/us-east-1/c1/uid-1/",
+            &[OWNED, CLASS, REGION]
+        ));
+    }
+
+    #[test]
+    fn look_alikes_are_not() {
+        let all = [OWNED, CLASS, REGION];
+        assert!(
+            !ours("c1_123456", "/", &[OWNED, CLASS, (REGION_TAG, "eu-west-1")]),
+            "the same cluster name in another region"
+        );
+        assert!(!ours("c1_123456", "/", &[OWNED, CLASS]), "no region tag");
+        assert!(
+            !ours("c1_123456", "/", &[OWNED, REGION]),
+            "no EC2NodeClass tag"
+        );
+        assert!(
+            !ours(
+                "c1_123456",
+                "/",
+                &[("kubernetes.io/cluster/c1", "shared"), CLASS, REGION]
+            ),
+            "shared is not owned"
+        );
+        assert!(!ours("c1-b_123456", "/", &all), "another cluster's name");
+        assert!(!ours("c1", "/", &all), "no hash");
+        assert!(!ours("c1_", "/", &all), "no hash");
+        assert!(
+            !ours("my-c1_123", "/", &all),
+            "the name must start with the cluster's"
+        );
+        assert!(
+            !ours("c1_123456", "/karpenter/eu-west-1/c1/uid/", &all),
+            "the path names another region"
+        );
+        assert!(
+            !ours("c1_123456", "/karpenter/us-east-1/c1-b/uid/", &all),
+            "the path names another cluster"
+        );
+        assert!(
+            !ours("c1_123456", "/team/", &all),
+            "a path of someone else's"
+        );
+    }
+}
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::discovery::inventory::Inventory;
+    use crate::mocked::{self, CLOUD_KEY, assert_calls, code, ctx, mock};
+    use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
+    use aws_sdk_ec2::types::{
+        IamInstanceProfile, Instance, InstanceState, InstanceStateName, Reservation,
+    };
+    use aws_sdk_iam::Client;
+    use aws_sdk_iam::operation::delete_instance_profile::DeleteInstanceProfileOutput;
+    use aws_sdk_iam::operation::get_instance_profile::{
+        GetInstanceProfileError, GetInstanceProfileOutput,
+    };
+    use aws_sdk_iam::operation::list_instance_profiles::ListInstanceProfilesOutput;
+    use aws_sdk_iam::operation::remove_role_from_instance_profile::RemoveRoleFromInstanceProfileOutput;
+    use aws_sdk_iam::primitives::DateTime;
+    use aws_sdk_iam::types::{InstanceProfile, Role, Tag};
+
+    fn arn(name: &str) -> String {
+        format!("arn:aws:iam::000000000000:instance-profile/{name}")
+    }
+
+    fn profile(name: &str, region: &str) -> InstanceProfile {
+        let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build().unwrap();
+        InstanceProfile::builder()
+            .path("/")
+            .instance_profile_name(name)
+            .instance_profile_id("AIPA")
+            .arn(arn(name))
+            .create_date(DateTime::from_secs(0))
+            .roles(
+                Role::builder()
+                    .path("/")
+                    .role_name("KarpenterNodeRole")
+                    .role_id("AROA")
+                    .arn("arn:aws:iam::000000000000:role/KarpenterNodeRole")
+                    .create_date(DateTime::from_secs(0))
+                    .build()
+                    .unwrap(),
+            )
+            .tags(tag(CLOUD_KEY, "owned"))
+            .tags(tag(NODECLASS_TAG, "default"))
+            .tags(tag(REGION_TAG, region))
+            .build()
+            .unwrap()
+    }
+
+    fn listed(names: &[&str]) -> ListInstanceProfilesOutput {
+        let mut b = ListInstanceProfilesOutput::builder();
+        for n in names {
+            b = b.instance_profiles(profile(n, "us-east-1"));
+        }
+        b.build().unwrap()
+    }
+
+    #[tokio::test]
+    async fn only_the_clusters_profiles_in_its_region_are_read_and_one_in_use_waits() {
+        let list = mock!(Client::list_instance_profiles)
+            .then_output(|| listed(&["c1_inuse", "c1_twin", "c1-b_other", "unrelated", "c1_gone"]));
+        // Only names with the cluster's prefix are read; `c1-b_…` is another cluster's.
+        let get_inuse = mock!(Client::get_instance_profile)
+            .match_requests(|r| r.instance_profile_name() == Some("c1_inuse"))
+            .then_output(|| {
+                GetInstanceProfileOutput::builder()
+                    .instance_profile(profile("c1_inuse", "us-east-1"))
+                    .build()
+            });
+        let get_twin = mock!(Client::get_instance_profile)
+            .match_requests(|r| r.instance_profile_name() == Some("c1_twin"))
+            .then_output(|| {
+                GetInstanceProfileOutput::builder()
+                    .instance_profile(profile("c1_twin", "eu-west-1"))
+                    .build()
+            });
+        let get_gone = mock!(Client::get_instance_profile)
+            .match_requests(|r| r.instance_profile_name() == Some("c1_gone"))
+            .then_error(|| GetInstanceProfileError::generic(code("NoSuchEntity.NotFound")));
+        let instances = mock!(aws_sdk_ec2::Client::describe_instances).then_output(|| {
+            DescribeInstancesOutput::builder()
+                .reservations(
+                    Reservation::builder()
+                        .instances(
+                            Instance::builder()
+                                .instance_id("i-node")
+                                .state(
+                                    InstanceState::builder()
+                                        .name(InstanceStateName::Running)
+                                        .build(),
+                                )
+                                .iam_instance_profile(
+                                    IamInstanceProfile::builder().arn(arn("c1_inuse")).build(),
+                                )
+                                .build(),
+                        )
+                        .build(),
+                )
+                .build()
+        });
+        let c = mocked::in_order(&[&list, &get_inuse, &get_twin, &get_gone, &instances]);
+        let inv = Inventory::default();
+        let found = InstanceProfiles.discover(&ctx(&c, &inv)).await.unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].id, arn("c1_inuse"));
+        assert_eq!(found[0].detail.roles, ["KarpenterNodeRole"]);
+        assert_eq!(
+            found[0].blocked.as_deref(),
+            Some("instance i-node still runs with it")
+        );
+        assert_calls(&instances, 1, "DescribeInstances");
+    }
+
+    #[tokio::test]
+    async fn no_candidate_means_no_look_at_the_instances() {
+        let list = mock!(Client::list_instance_profiles).then_output(|| listed(&["c1-b_other"]));
+        let c = mocked::in_order(&[&list]);
+        let inv = Inventory::default();
+        assert!(
+            InstanceProfiles
+                .discover(&ctx(&c, &inv))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_role_leaves_the_profile_then_the_profile_is_deleted_never_the_role() {
+        let remove = mock!(Client::remove_role_from_instance_profile)
+            .match_requests(|r| {
+                r.instance_profile_name() == Some("c1_x") && r.role_name() == Some("R")
+            })
+            .then_output(|| RemoveRoleFromInstanceProfileOutput::builder().build());
+        let delete = mock!(Client::delete_instance_profile)
+            .match_requests(|r| r.instance_profile_name() == Some("c1_x"))
+            .then_output(|| DeleteInstanceProfileOutput::builder().build());
+        let c = mocked::in_order(&[&remove, &delete]);
+        let inv = Inventory::default();
+        let t = Target::new(
+            arn("c1_x"),
+            Profile {
+                name: "c1_x".into(),
+                roles: vec!["R".into()],
+            },
+        );
+        let out = InstanceProfiles.delete(&ctx(&c, &inv), &t).await.unwrap();
+        assert_eq!(out, Outcome::Deleted);
+        assert_calls(&delete, 1, "DeleteInstanceProfile");
+    }
+}

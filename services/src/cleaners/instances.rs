@@ -1,0 +1,379 @@
+//! EC2 instances. Phase 1: those carrying the CAPA-owned tag. Phase 2 (task `instance`): those the
+//! cluster owns (`kubernetes.io/cluster/<name>=owned`) that CAPA does not, i.e. Karpenter's and
+//! other node provisioners' nodes, which hold their network interfaces and security groups.
+//! Termination is asynchronous, so a pass terminates and reports "waiting" until a later pass no
+//! longer finds them (terminated instances are not discovered); meanwhile the later cleaners of
+//! the phase wait (`gates_later`), so groups are deleted only after the instances are gone.
+
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
+use crate::discovery::describe;
+use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::tagging::TaggedResource;
+use crate::discovery::tags;
+use crate::errors::call;
+use crate::model::{AwsClients, GcTask};
+use async_trait::async_trait;
+
+/// Selects phase 2's instances (nodes not CAPA's).
+pub const TASK: GcTask = GcTask::new("instance");
+
+/// Which instances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Phase 1: carrying `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned`.
+    CapaOwned,
+    /// Phase 2: the inventory's (the cluster tag, not CAPA's).
+    External,
+}
+
+pub struct Instances(pub Scope);
+
+const KIND: &str = "instance";
+const LIVE_STATES: [&str; 5] = ["pending", "running", "stopping", "stopped", "shutting-down"];
+
+/// EC2 filters take at most 200 values.
+const FILTER_CHUNK: usize = 200;
+
+/// Phase 2's instance ids.
+#[derive(Debug, Default)]
+struct ExternalShare(Vec<String>);
+
+/// Members of an Auto Scaling group (self-managed or an EKS managed node group) belong to their
+/// group: terminating one only makes the group start another, and the group goes with its own
+/// owner (CAPA's machine pools, EKS). Phase 2 takes only free-standing nodes, as Karpenter makes.
+fn group_managed<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> bool {
+    pairs
+        .into_iter()
+        .any(|(k, _)| k == "aws:autoscaling:groupName" || k == "eks:nodegroup-name")
+}
+
+/// A live instance as discovery sees it.
+pub struct Seen {
+    pub id: String,
+    pub state: String,
+    pub vpc: Option<String>,
+    pub tags: Vec<(String, String)>,
+    /// The ARN of the IAM instance profile it runs with.
+    pub profile: Option<String>,
+}
+
+/// Live instances (pending to shutting-down: terminated ones hold nothing) matching `filters`,
+/// all pages. Phase 3's blocker check asks the same question.
+pub async fn live_instances(
+    c: &AwsClients,
+    mut filters: Vec<aws_sdk_ec2::types::Filter>,
+) -> Result<Vec<Seen>, CleanError> {
+    let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
+    filters.push(tags::ec2_filter("instance-state-name", &states));
+    let filters = &filters;
+    describe::all_pages(|token| async move {
+        let page = call("ec2.DescribeInstances", || {
+            c.ec2
+                .describe_instances()
+                .set_filters(Some(filters.clone()))
+                .max_results(1000)
+                .set_next_token(token.clone())
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(KIND, "DescribeInstances"))?;
+        let seen = page
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(|i| {
+                let state = i.state().and_then(|s| s.name()).map(|n| n.as_str());
+                Some(Seen {
+                    id: i.instance_id()?.to_string(),
+                    state: state.unwrap_or_default().to_string(),
+                    vpc: i.vpc_id().map(str::to_string),
+                    profile: i
+                        .iam_instance_profile()
+                        .and_then(|p| p.arn())
+                        .map(str::to_string),
+                    tags: tags::ec2_pairs(i.tags())
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                })
+            })
+            .collect();
+        Ok((seen, page.next_token().map(str::to_string)))
+    })
+    .await
+}
+
+#[async_trait]
+impl Cleaner for Instances {
+    type Detail = ();
+
+    fn service(&self) -> &'static str {
+        "ec2"
+    }
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    fn order(&self) -> u32 {
+        match self.0 {
+            Scope::CapaOwned => 10,
+            // After the load balancers and target groups, before interfaces and groups.
+            Scope::External => 25,
+        }
+    }
+    fn task(&self) -> Option<GcTask> {
+        match self.0 {
+            Scope::CapaOwned => None,
+            Scope::External => Some(TASK),
+        }
+    }
+    /// Groups and interfaces (later in the phase) cannot go while instances use them.
+    fn gates_later(&self) -> bool {
+        true
+    }
+
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        self.0 == Scope::External
+            && claim_into(r, inv, ("ec2", "instance"), |s: &mut ExternalShare, r| {
+                let pairs = r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                if group_managed(pairs) {
+                    tracing::debug!(arn = %r.arn, "an Auto Scaling group's instance: left to its group");
+                } else {
+                    s.0.push(r.arn.resource_id().to_string())
+                }
+            })
+    }
+
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        if self.0 != Scope::External {
+            return Ok(());
+        }
+        let filters = vec![tags::ec2_tag_filter(own.cloud_key(), tags::OWNED)];
+        let found: Vec<String> = live_instances(c, filters)
+            .await?
+            .into_iter()
+            .filter(|i| {
+                let pairs = || i.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                own.ours(pairs()) && !group_managed(pairs())
+            })
+            .map(|i| i.id)
+            .collect();
+        inv.share_mut::<ExternalShare>().0.extend(found);
+        Ok(())
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
+        let found = match self.0 {
+            Scope::CapaOwned => {
+                let capa = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
+                live_instances(ctx.clients, vec![capa]).await?
+            }
+            Scope::External => {
+                let ids = ctx
+                    .inventory
+                    .get::<ExternalShare>()
+                    .map_or(&[][..], |s| &s.0[..]);
+                let mut out = Vec::new();
+                for chunk in ids.chunks(FILTER_CHUNK) {
+                    let filters = vec![tags::ec2_filter("instance-id", chunk)];
+                    out.extend(live_instances(ctx.clients, filters).await?);
+                }
+                out
+            }
+        };
+        Ok(found
+            .into_iter()
+            .map(|i| {
+                let pairs = i.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                let mut t = Target::plain(i.id.clone()).with_tags(pairs);
+                if i.state == "shutting-down" {
+                    t.blocked = Some("waiting for termination (shutting-down)".into());
+                }
+                t
+            })
+            .collect())
+    }
+
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+        let res = call("ec2.TerminateInstances", || {
+            ctx.clients
+                .ec2
+                .terminate_instances()
+                .instance_ids(&t.id)
+                .send()
+        })
+        .await;
+        let terminated = res.as_ref().ok().map(|o| {
+            o.terminating_instances().iter().all(|i| {
+                i.current_state().and_then(|s| s.name()).map(|n| n.as_str()) == Some("terminated")
+            })
+        });
+        match (settle(res, KIND, &t.id, "TerminateInstances")?, terminated) {
+            (Outcome::Deleted, Some(false)) => Ok(Outcome::Remaining(
+                "terminating; waiting until terminated".into(),
+            )),
+            (o, _) => Ok(o),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn tagged(id: &str, tags: &[(&str, &str)]) -> TaggedResource {
+        TaggedResource {
+            arn: format!("arn:aws:ec2:us-east-1:0:instance/{id}")
+                .parse()
+                .unwrap(),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    #[test]
+    fn free_standing_nodes_are_taken_and_group_members_left_to_their_group() {
+        let owned = ("kubernetes.io/cluster/c1", "owned");
+        let mut inv = Inventory::default();
+        let external = Instances(Scope::External);
+        for r in [
+            tagged(
+                "i-karpenter",
+                &[owned, ("karpenter.sh/nodepool", "default")],
+            ),
+            tagged("i-asg", &[owned, ("aws:autoscaling:groupName", "ng-1")]),
+            tagged("i-eks", &[owned, ("eks:nodegroup-name", "ng-2")]),
+        ] {
+            assert!(external.claim(&r, &mut inv), "an instance is this kind's");
+        }
+        let ids = &inv.get::<ExternalShare>().unwrap().0;
+        assert_eq!(ids, &vec!["i-karpenter".to_string()]);
+        assert!(!Instances(Scope::CapaOwned).claim(&tagged("i-x", &[owned]), &mut inv));
+    }
+}
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
+    use aws_sdk_ec2::operation::terminate_instances::TerminateInstancesOutput;
+    use aws_sdk_ec2::types::{
+        Instance, InstanceState, InstanceStateChange, InstanceStateName, Reservation,
+    };
+
+    fn running(id: &str, state: InstanceStateName) -> Reservation {
+        Reservation::builder()
+            .instances(
+                Instance::builder()
+                    .instance_id(id)
+                    .state(InstanceState::builder().name(state).build())
+                    .tags(tag(CAPA_KEY, "owned"))
+                    .build(),
+            )
+            .build()
+    }
+
+    fn live_states(f: &[aws_sdk_ec2::types::Filter]) -> bool {
+        filter_is(
+            f,
+            "instance-state-name",
+            &["pending", "running", "stopping", "stopped", "shutting-down"],
+        )
+    }
+
+    #[tokio::test]
+    async fn phase_one_asks_for_capas_live_instances_and_waits_for_shutting_down_ones() {
+        let describe = mock!(Client::describe_instances)
+            .match_requests(|r| {
+                filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
+                    && live_states(r.filters())
+                    && r.filters().len() == 2
+            })
+            .then_output(|| {
+                DescribeInstancesOutput::builder()
+                    .reservations(running("i-1", InstanceStateName::Running))
+                    .reservations(running("i-2", InstanceStateName::ShuttingDown))
+                    .build()
+            });
+        let c = mocked::in_order(&[&describe]);
+        let inv = Inventory::default();
+        let found = Instances(Scope::CapaOwned)
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        let seen: Vec<(&str, bool)> = found
+            .iter()
+            .map(|t| (t.id.as_str(), t.blocked.is_some()))
+            .collect();
+        assert_eq!(seen, [("i-1", false), ("i-2", true)]);
+    }
+
+    #[tokio::test]
+    async fn phase_two_asks_only_for_the_inventorys_instances_by_id() {
+        let mut inv = Inventory::default();
+        inv.share_mut::<ExternalShare>()
+            .0
+            .push("i-karpenter".into());
+        let describe = mock!(Client::describe_instances)
+            .match_requests(|r| {
+                filter_is(r.filters(), "instance-id", &["i-karpenter"])
+                    && live_states(r.filters())
+                    && r.filters().len() == 2
+            })
+            .then_output(|| {
+                DescribeInstancesOutput::builder()
+                    .reservations(running("i-karpenter", InstanceStateName::Running))
+                    .build()
+            });
+        let c = mocked::in_order(&[&describe]);
+        let found = Instances(Scope::External)
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
+        // Nothing in the inventory: nothing asked.
+        let empty = Inventory::default();
+        let none = mocked::no_calls();
+        let found = Instances(Scope::External)
+            .discover(&ctx(&none, &empty))
+            .await
+            .unwrap();
+        assert!(found.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_termination_under_way_keeps_the_instance_remaining() {
+        let change = |state| {
+            TerminateInstancesOutput::builder()
+                .terminating_instances(
+                    InstanceStateChange::builder()
+                        .instance_id("i-1")
+                        .current_state(InstanceState::builder().name(state).build())
+                        .build(),
+                )
+                .build()
+        };
+        let terminating = mock!(Client::terminate_instances)
+            .match_requests(|r| r.instance_ids() == ["i-1"])
+            .then_output(move || change(InstanceStateName::ShuttingDown));
+        let terminated = mock!(Client::terminate_instances)
+            .then_output(move || change(InstanceStateName::Terminated));
+        let c = mocked::in_order(&[&terminating, &terminated]);
+        let inv = Inventory::default();
+        let t = Target::plain("i-1");
+        let cleaner = Instances(Scope::CapaOwned);
+        let first = cleaner.delete(&ctx(&c, &inv), &t).await.unwrap();
+        assert!(matches!(first, Outcome::Remaining(_)), "{first:?}");
+        let second = cleaner.delete(&ctx(&c, &inv), &t).await.unwrap();
+        assert_eq!(second, Outcome::Deleted);
+        assert_calls(&terminated, 1, "TerminateInstances");
+    }
+}

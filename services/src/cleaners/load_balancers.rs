@@ -1,0 +1,400 @@
+//! Load balancers, classic and v2. Phase 1 deletes the CAPA API-server load balancer (CAPA tag);
+//! phase 2 deletes the ones the cloud provider and the AWS Load Balancer Controller created (from
+//! the inventory; the controller's only in the cluster's VPC).
+//! The API is chosen from what discovery recorded (ARN shape or the API it came from), so a delete
+//! is one call with no Describe first.
+
+use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::arn::Arn;
+use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::tagging::TaggedResource;
+use crate::discovery::{describe, tags};
+use crate::errors::call;
+use crate::model::{AwsClients, GcTask};
+use async_trait::async_trait;
+
+/// Selects phase 2's load balancers.
+pub const TASK: GcTask = GcTask::new("load-balancer");
+
+/// Where the load balancers to delete come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Phase 1: carrying `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned`.
+    CapaOwned,
+    /// Phase 2: the inventory.
+    External,
+}
+
+pub struct LoadBalancers(pub Source);
+
+const KIND: &str = "load-balancer";
+
+/// Which API deletes a load balancer, and by what.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Api {
+    /// The classic ELB API, by name.
+    Classic { name: String },
+    /// The elbv2 API (application, network, gateway), by ARN.
+    V2 { arn: String },
+}
+
+/// Phase 2's load balancers in the inventory.
+#[derive(Debug, Default)]
+struct ExternalShare(Vec<Target<Api>>);
+
+/// The load balancers phase 2's discovery found.
+pub fn external(inv: &Inventory) -> &[Target<Api>] {
+    inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
+}
+
+/// What a load balancer ARN says about the API that deletes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LbKind {
+    /// `loadbalancer/<name>`: the classic ELB API, by name.
+    Classic { name: String },
+    /// `loadbalancer/app|net|gwy/<name>/<id>`: the elbv2 API, by ARN. The type segment is not
+    /// trusted beyond that (LocalStack reports NLBs as `app/`), elbv2 deletes all three alike.
+    V2,
+}
+
+/// Decides classic vs v2 from a parsed ARN; `None` when it is not a load balancer ARN we know.
+pub fn lb_kind(arn: &Arn) -> Option<LbKind> {
+    if arn.service != "elasticloadbalancing" || arn.resource_type() != "loadbalancer" {
+        return None;
+    }
+    let rest = arn.resource_id();
+    match rest.split_once('/') {
+        None if !rest.is_empty() => Some(LbKind::Classic {
+            name: rest.to_string(),
+        }),
+        Some(("app" | "net" | "gwy", tail)) if !tail.is_empty() => Some(LbKind::V2),
+        _ => None,
+    }
+}
+
+fn classic(name: String) -> Target<Api> {
+    Target::new(name.clone(), Api::Classic { name })
+}
+
+fn v2(arn: String) -> Target<Api> {
+    Target::new(arn.clone(), Api::V2 { arn })
+}
+
+#[async_trait]
+impl Cleaner for LoadBalancers {
+    type Detail = Api;
+
+    fn service(&self) -> &'static str {
+        "elasticloadbalancing"
+    }
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    fn order(&self) -> u32 {
+        10
+    }
+    fn task(&self) -> Option<GcTask> {
+        match self.0 {
+            Source::CapaOwned => None,
+            Source::External => Some(TASK),
+        }
+    }
+
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        if self.0 != Source::External
+            || r.arn.service != "elasticloadbalancing"
+            || r.arn.resource_type() != "loadbalancer"
+        {
+            return false;
+        }
+        let arn = r.arn.to_string();
+        let target = match lb_kind(&r.arn) {
+            Some(LbKind::Classic { name }) => Target::new(arn, Api::Classic { name }),
+            Some(LbKind::V2) => v2(arn),
+            None => {
+                inv.errors.push(format!(
+                    "unrecognised load balancer ARN {arn:?}; not touched"
+                ));
+                return true;
+            }
+        };
+        inv.share_mut::<ExternalShare>().0.push(target);
+        true
+    }
+
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        if self.0 != Source::External {
+            return Ok(());
+        }
+        let mut found = Vec::new();
+        // The cluster tag, or the LB controller's in the cluster's VPC.
+        for lb in describe::classic_load_balancers(c).await? {
+            if own.accepts(lb.pairs(), lb.vpc.as_deref()) {
+                found.push(classic(lb.id));
+            }
+        }
+        for lb in describe::v2_load_balancers(c).await? {
+            if own.accepts(lb.pairs(), lb.vpc.as_deref()) {
+                found.push(v2(lb.id));
+            }
+        }
+        inv.share_mut::<ExternalShare>().0.extend(found);
+        Ok(())
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Api>>, CleanError> {
+        if self.0 == Source::External {
+            return Ok(external(ctx.inventory).to_vec());
+        }
+        let capa = ctx.capa_key();
+        let mut out = Vec::new();
+        for lb in describe::classic_load_balancers(ctx.clients).await? {
+            if tags::is_owned(lb.pairs(), &capa) {
+                out.push(classic(lb.id.clone()).with_tags(lb.pairs()));
+            }
+        }
+        for lb in describe::v2_load_balancers(ctx.clients).await? {
+            if tags::is_owned(lb.pairs(), &capa) {
+                out.push(v2(lb.id.clone()).with_tags(lb.pairs()));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Api>) -> Result<Outcome, CleanError> {
+        match &t.detail {
+            Api::Classic { name } => {
+                let res = call("elb.DeleteLoadBalancer", || {
+                    ctx.clients
+                        .elb
+                        .delete_load_balancer()
+                        .load_balancer_name(name)
+                        .send()
+                })
+                .await;
+                settle(res, KIND, &t.id, "DeleteLoadBalancer")
+            }
+            Api::V2 { arn } => {
+                let res = call("elbv2.DeleteLoadBalancer", || {
+                    ctx.clients
+                        .elbv2
+                        .delete_load_balancer()
+                        .load_balancer_arn(arn)
+                        .send()
+                })
+                .await;
+                settle(res, KIND, &t.id, "DeleteLoadBalancer")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arn(s: &str) -> Arn {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn load_balancer_type_comes_from_the_arn() {
+        let p = "arn:aws:elasticloadbalancing:us-east-1:000000000000:loadbalancer/";
+        assert_eq!(
+            lb_kind(&arn(&format!("{p}a1b2"))),
+            Some(LbKind::Classic {
+                name: "a1b2".into()
+            })
+        );
+        for t in ["app", "net", "gwy"] {
+            assert_eq!(
+                lb_kind(&arn(&format!("{p}{t}/x/50dc6c495c0c9188"))),
+                Some(LbKind::V2)
+            );
+        }
+        assert_eq!(lb_kind(&arn(&format!("{p}weird/x/1"))), None);
+        assert_eq!(
+            lb_kind(&arn(
+                "arn:aws:elasticloadbalancing:us-east-1:0:targetgroup/tg/1"
+            )),
+            None
+        );
+        assert_eq!(
+            lb_kind(&arn("arn:aws:ec2:us-east-1:0:security-group/sg-1")),
+            None
+        );
+    }
+}
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, Rule, assert_calls, code, ctx, mock};
+    use aws_sdk_elasticloadbalancing as elb;
+    use aws_sdk_elasticloadbalancingv2 as elbv2;
+    use elb::operation::delete_load_balancer::DeleteLoadBalancerOutput as ClassicDeleted;
+    use elb::operation::describe_load_balancers::DescribeLoadBalancersOutput as ClassicOut;
+    use elb::operation::describe_tags::DescribeTagsOutput as ClassicTags;
+    use elb::types::{LoadBalancerDescription, TagDescription as ClassicTagDescription};
+    use elbv2::operation::delete_load_balancer::DeleteLoadBalancerError as V2DeleteError;
+    use elbv2::operation::describe_load_balancers::DescribeLoadBalancersOutput as V2Out;
+    use elbv2::operation::describe_tags::DescribeTagsOutput as V2Tags;
+    use elbv2::types::{LoadBalancer, TagDescription};
+
+    const V2_OURS: &str = "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/app/c1-api/1";
+    const V2_OTHER: &str = "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/app/c2-api/2";
+
+    fn classic_tag(k: &str, v: &str) -> elb::types::Tag {
+        elb::types::Tag::builder().key(k).value(v).build().unwrap()
+    }
+
+    fn v2_tag(k: &str, v: &str) -> elbv2::types::Tag {
+        elbv2::types::Tag::builder().key(k).value(v).build()
+    }
+
+    /// The region's load balancers: ours (CAPA-owned) and another cluster's, of both APIs.
+    fn region_rules() -> [Rule; 4] {
+        let classic = mock!(elb::Client::describe_load_balancers).then_output(|| {
+            ClassicOut::builder()
+                .load_balancer_descriptions(
+                    LoadBalancerDescription::builder()
+                        .load_balancer_name("c1-apiserver")
+                        .build(),
+                )
+                .load_balancer_descriptions(
+                    LoadBalancerDescription::builder()
+                        .load_balancer_name("c2-apiserver")
+                        .build(),
+                )
+                .build()
+        });
+        let classic_tags = mock!(elb::Client::describe_tags)
+            .match_requests(|r| r.load_balancer_names() == ["c1-apiserver", "c2-apiserver"])
+            .then_output(|| {
+                ClassicTags::builder()
+                    .tag_descriptions(
+                        ClassicTagDescription::builder()
+                            .load_balancer_name("c1-apiserver")
+                            .tags(classic_tag(CAPA_KEY, "owned"))
+                            .build(),
+                    )
+                    .tag_descriptions(
+                        ClassicTagDescription::builder()
+                            .load_balancer_name("c2-apiserver")
+                            .tags(classic_tag(
+                                "sigs.k8s.io/cluster-api-provider-aws/cluster/c2",
+                                "owned",
+                            ))
+                            .build(),
+                    )
+                    .build()
+            });
+        let v2 = mock!(elbv2::Client::describe_load_balancers).then_output(|| {
+            V2Out::builder()
+                .load_balancers(LoadBalancer::builder().load_balancer_arn(V2_OURS).build())
+                .load_balancers(LoadBalancer::builder().load_balancer_arn(V2_OTHER).build())
+                .build()
+        });
+        let v2_tags = mock!(elbv2::Client::describe_tags).then_output(|| {
+            V2Tags::builder()
+                .tag_descriptions(
+                    TagDescription::builder()
+                        .resource_arn(V2_OURS)
+                        .tags(v2_tag(CAPA_KEY, "owned"))
+                        .build(),
+                )
+                // A `shared` cluster tag is not ownership.
+                .tag_descriptions(
+                    TagDescription::builder()
+                        .resource_arn(V2_OTHER)
+                        .tags(v2_tag(CAPA_KEY, "shared"))
+                        .build(),
+                )
+                .build()
+        });
+        [classic, classic_tags, v2, v2_tags]
+    }
+
+    #[tokio::test]
+    async fn phase_one_takes_capas_load_balancers_of_both_apis_and_nobody_elses() {
+        let rules = region_rules();
+        let c = mocked::in_order(&rules.iter().collect::<Vec<_>>());
+        let inv = Inventory::default();
+        let found = LoadBalancers(Source::CapaOwned)
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        assert_eq!(
+            found.iter().map(|t| &t.detail).collect::<Vec<_>>(),
+            [
+                &Api::Classic {
+                    name: "c1-apiserver".into()
+                },
+                &Api::V2 {
+                    arn: V2_OURS.into()
+                }
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn phase_two_reads_the_inventory_and_asks_nothing() {
+        let mut inv = Inventory::default();
+        let lb = LoadBalancers(Source::External);
+        let tagged = TaggedResource {
+            arn: V2_OURS.parse().unwrap(),
+            tags: [(CLOUD_KEY.to_string(), "owned".to_string())].into(),
+        };
+        assert!(lb.claim(&tagged, &mut inv));
+        let c = mocked::no_calls();
+        let found = lb.discover(&ctx(&c, &inv)).await.unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].detail,
+            Api::V2 {
+                arn: V2_OURS.into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn alternative_discovery_keeps_only_what_ownership_accepts() {
+        let rules = region_rules();
+        let c = mocked::in_order(&rules.iter().collect::<Vec<_>>());
+        let mut inv = Inventory::default();
+        // Phase 2's rule for c1: `kubernetes.io/cluster/c1=owned`, never CAPA's; none qualifies.
+        let own = Ownership::of("c1");
+        LoadBalancers(Source::External)
+            .describe_owned(&c, &own, &mut inv)
+            .await
+            .unwrap();
+        assert!(
+            external(&inv).is_empty(),
+            "CAPA's and `shared` are not phase 2's"
+        );
+    }
+
+    #[tokio::test]
+    async fn each_api_deletes_its_own_kind_and_gone_is_done() {
+        let by_name = mock!(elb::Client::delete_load_balancer)
+            .match_requests(|r| r.load_balancer_name() == Some("c1-apiserver"))
+            .then_output(|| ClassicDeleted::builder().build());
+        let by_arn = mock!(elbv2::Client::delete_load_balancer)
+            .match_requests(|r| r.load_balancer_arn() == Some(V2_OURS))
+            .then_error(|| V2DeleteError::generic(code("LoadBalancerNotFound")));
+        let c = mocked::in_order(&[&by_name, &by_arn]);
+        let inv = Inventory::default();
+        let cx = ctx(&c, &inv);
+        let lb = LoadBalancers(Source::CapaOwned);
+        let t = classic("c1-apiserver".into());
+        assert_eq!(lb.delete(&cx, &t).await.unwrap(), Outcome::Deleted);
+        let t = v2(V2_OURS.into());
+        assert_eq!(lb.delete(&cx, &t).await.unwrap(), Outcome::Gone);
+        assert_calls(&by_arn, 1, "elbv2 DeleteLoadBalancer");
+    }
+}

@@ -1,0 +1,264 @@
+//! The cleaners: every resource kind is one module implementing [`Cleaner`], owning everything
+//! about its kind (how to find it, what its delete needs, which task selects it). Which cleaners
+//! run in which phase, and in what order, is the phase runner's one list (`teardown::registry`).
+
+pub mod addresses;
+pub mod dns_records;
+pub mod instance_profiles;
+pub mod instances;
+pub mod internet_gateways;
+pub mod launch_templates;
+pub mod load_balancers;
+pub mod log_groups;
+pub mod nat_gateways;
+pub mod network_interfaces;
+pub mod oidc_providers;
+pub mod route_tables;
+pub mod security_groups;
+pub mod snapshots;
+pub mod subnets;
+pub mod target_groups;
+pub mod volumes;
+pub mod vpc_endpoints;
+pub mod vpc_owned;
+pub mod vpcs;
+
+pub use crate::errors::CleanError;
+
+use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::tagging::TaggedResource;
+use crate::errors::{ApiFailure, ErrorClass};
+use crate::model::{AwsClients, GcTask};
+use async_trait::async_trait;
+use std::fmt;
+
+/// What every cleaner may look at during a pass.
+pub struct CleanCtx<'a> {
+    pub clients: &'a AwsClients,
+    /// The name the cloud provider and the cluster's controllers tag with
+    /// (`kubernetes.io/cluster/<name>`, the LB controller's, the VPC CNI's, the EBS CSI driver's):
+    /// the EKS cluster name on EKS, the Cluster API Cluster's name otherwise.
+    pub cluster: &'a str,
+    /// The Cluster API Cluster's name: CAPA tags everything it creates for the cluster
+    /// `sigs.k8s.io/cluster-api-provider-aws/cluster/<name>` with it, on EKS too.
+    pub capa_cluster: &'a str,
+    /// Phase 2's one discovery (tagging API or describe calls); empty in phases 1 and 3.
+    pub inventory: &'a Inventory,
+    /// Phase 3: the CAPA-managed VPCs of the cluster. Empty means nothing of the network is ours.
+    pub vpc_ids: &'a [String],
+    /// Phase 2: the VPCs the cluster lives in (its object's, the CAPA-tagged ones), where its
+    /// resources are looked for first. Nothing is deleted for being in one of them.
+    pub cluster_vpcs: &'a [String],
+    /// Snapshot EBS volumes before deleting them (`--external-ebs-snapshot`).
+    pub snapshot_volumes: bool,
+    /// EKS clusters only: what the control plane recorded (see `TeardownRequest::eks`).
+    pub eks: Option<&'a crate::model::EksFacts>,
+}
+
+impl CleanCtx<'_> {
+    /// The tag key CAPA marks the cluster's own resources with.
+    pub fn capa_key(&self) -> String {
+        crate::discovery::tags::capa_key(self.capa_cluster)
+    }
+}
+
+/// One resource a cleaner found, with `detail`: the facts discovery gathered so `delete` needs
+/// no extra Describe call. Each cleaner chooses its own detail type (`()` when the id is all the
+/// delete call needs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target<D = ()> {
+    /// What the report shows: the ARN when there is one, else the AWS id.
+    pub id: String,
+    /// Set when discovery already knows it cannot be deleted yet (e.g. a target group still
+    /// attached to a load balancer): reported as remaining without calling AWS.
+    pub blocked: Option<String>,
+    pub detail: D,
+    /// The tags the cleaner's own Describe call read, for the audit trail (phase 2's come from
+    /// the inventory instead).
+    pub tags: Option<std::collections::BTreeMap<String, String>>,
+    /// Report only: found, never deleted, and never holding the phase (the reason is reported
+    /// in the phase's `kept`). For kinds sweeper reports before it may delete them.
+    pub kept: Option<String>,
+}
+
+impl<D> Target<D> {
+    pub fn new(id: impl Into<String>, detail: D) -> Self {
+        Target {
+            id: id.into(),
+            blocked: None,
+            detail,
+            tags: None,
+            kept: None,
+        }
+    }
+
+    /// Marks the target report-only (see [`Target::kept`]).
+    pub fn kept(mut self, why: impl Into<String>) -> Self {
+        self.kept = Some(why.into());
+        self
+    }
+
+    /// The tags a Describe call returned with the resource.
+    pub fn with_tags<'a>(mut self, tags: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        self.tags = Some(
+            tags.into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        self
+    }
+}
+
+impl Target {
+    /// A target whose id is all its delete needs.
+    pub fn plain(id: impl Into<String>) -> Self {
+        Target::new(id, ())
+    }
+}
+
+/// What happened to one target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Deleted,
+    /// Deleted, with something the user must be told (e.g. the snapshot taken first): reported in
+    /// the phase's `notes` and as an Event.
+    DeletedWith(String),
+    /// Already gone (NotFound): as good as deleted.
+    Gone,
+    /// Deletion started or still blocked; the reason says what we wait for. Keeps the phase open.
+    Remaining(String),
+}
+
+/// Maps the result of a delete call: NotFound is done, transient errors that outlived the retries
+/// leave the resource remaining with the reason, anything else is an error naming the resource.
+pub fn settle<T>(
+    res: Result<T, ApiFailure>,
+    kind: &'static str,
+    id: &str,
+    op: &'static str,
+) -> Result<Outcome, CleanError> {
+    match res {
+        Ok(_) => Ok(Outcome::Deleted),
+        Err(f) => match f.class {
+            ErrorClass::NotFound => Ok(Outcome::Gone),
+            ErrorClass::Transient => Ok(Outcome::Remaining(format!("{op}: {f}"))),
+            ErrorClass::Fatal => Err(CleanError::Api {
+                kind,
+                id: id.to_string(),
+                op,
+                source: f,
+            }),
+        },
+    }
+}
+
+/// For kinds whose delete is only accepted, not finished (NAT gateways, VPC endpoints): a request
+/// that went through leaves the resource remaining, so what depends on it waits for a later pass
+/// to see it gone.
+pub(crate) fn requested(o: Outcome) -> Outcome {
+    match o {
+        Outcome::Deleted => Outcome::Remaining("deletion requested; waiting until deleted".into()),
+        o => o,
+    }
+}
+
+/// For [`Cleaner::claim`]: whether `r` is a `service`/`resource type` ARN; if so, `keep` records
+/// it in the kind's own share `S` of the inventory.
+pub(crate) fn claim_into<S: std::any::Any + Send + Sync + Default>(
+    r: &TaggedResource,
+    inv: &mut Inventory,
+    (service, ty): (&str, &str),
+    keep: impl FnOnce(&mut S, &TaggedResource),
+) -> bool {
+    if (r.arn.service.as_str(), r.arn.resource_type()) != (service, ty) {
+        return false;
+    }
+    keep(inv.share_mut::<S>(), r);
+    true
+}
+
+#[async_trait]
+pub trait Cleaner: Send + Sync {
+    /// What discovery records per target for `delete` (see [`Target`]).
+    type Detail: Clone + fmt::Debug + Send + Sync;
+
+    /// The AWS service in ARNs: `elasticloadbalancing`, `ec2`.
+    fn service(&self) -> &'static str;
+    /// The resource kind: `load-balancer`, `target-group`, `security-group`, ...
+    fn kind(&self) -> &'static str;
+    /// Cleaners run in ascending order; equal orders run concurrently.
+    fn order(&self) -> u32;
+    /// The phase-2 task selection entry that enables this cleaner (`None`: always runs).
+    fn task(&self) -> Option<GcTask> {
+        None
+    }
+    /// True for "delete, then wait until deleted" kinds: while such a cleaner leaves anything
+    /// remaining, the later cleaners of its phase wait for the next pass (AWS would refuse them
+    /// anyway, and an emulator that doesn't could orphan what depends on this kind).
+    fn gates_later(&self) -> bool {
+        false
+    }
+    /// False for a kind whose leftovers must not hold up the next phase, because what keeps
+    /// them alive may be the next phase's to delete (CAPA's security groups, held by the
+    /// cloud provider's network interfaces). They still hold the phase after it, and `done`.
+    fn holds_next_phase(&self) -> bool {
+        true
+    }
+
+    /// Phase 2, tagging-API discovery: if `r` (owned by the cluster, not by CAPA) is of this
+    /// kind, record it in the inventory (or an error there for one this kind cannot handle) and
+    /// return true. Phases 1 and 3 never call it.
+    fn claim(&self, _r: &TaggedResource, _inv: &mut Inventory) -> bool {
+        false
+    }
+    /// Phase 2, alternative discovery: record this kind's resources that `own` accepts, found
+    /// through Describe calls instead of the tagging API. A failure fails the whole discovery.
+    async fn describe_owned(
+        &self,
+        _c: &AwsClients,
+        _own: &Ownership,
+        _inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        Ok(())
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError>;
+    async fn delete(
+        &self,
+        ctx: &CleanCtx<'_>,
+        t: &Target<Self::Detail>,
+    ) -> Result<Outcome, CleanError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(class: ErrorClass) -> Result<(), ApiFailure> {
+        Err(ApiFailure {
+            class,
+            code: Some("X".into()),
+            message: "mocked".into(),
+            throttling: false,
+        })
+    }
+
+    #[test]
+    fn settle_maps_not_found_to_gone_transient_to_remaining_and_fatal_to_a_named_error() {
+        let s = |r| settle(r, "vpc", "vpc-1", "DeleteVpc");
+        assert_eq!(s(Ok(())).unwrap(), Outcome::Deleted);
+        assert_eq!(s(failed(ErrorClass::NotFound)).unwrap(), Outcome::Gone);
+        assert!(matches!(
+            s(failed(ErrorClass::Transient)).unwrap(),
+            Outcome::Remaining(_)
+        ));
+        let err = s(failed(ErrorClass::Fatal)).unwrap_err();
+        assert!(err.to_string().contains("vpc vpc-1: DeleteVpc"), "{err}");
+    }
+
+    #[test]
+    fn an_accepted_asynchronous_delete_stays_remaining() {
+        assert!(matches!(requested(Outcome::Deleted), Outcome::Remaining(_)));
+        assert_eq!(requested(Outcome::Gone), Outcome::Gone);
+    }
+}

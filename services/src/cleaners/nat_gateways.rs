@@ -1,0 +1,127 @@
+//! Phase 3: NAT gateways of the CAPA-managed VPC carrying CAPA's ownership tag. Deletion is asynchronous: a pass requests it and
+//! reports "waiting" while the gateway is `deleting`; a `deleted` gateway is no longer a target.
+
+use super::vpc_owned::{InVpcs, VpcOwned};
+use super::{CleanError, Outcome, Target, requested, settle};
+use crate::discovery::tags;
+use crate::errors::call;
+use async_trait::async_trait;
+
+pub struct NatGateways;
+
+const KIND: &str = "natgateway";
+
+#[async_trait]
+impl VpcOwned for NatGateways {
+    type Detail = ();
+    const KIND: &'static str = KIND;
+    const ORDER: u32 = 10;
+    const GATES_LATER: bool = true;
+
+    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target>, CleanError> {
+        let out = call("ec2.DescribeNatGateways", || {
+            at.ec2
+                .describe_nat_gateways()
+                .set_filter(Some(at.owned("vpc-id")))
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(KIND, "DescribeNatGateways"))?;
+        let mut targets = Vec::new();
+        for n in out.nat_gateways() {
+            let Some(id) = n.nat_gateway_id() else {
+                continue;
+            };
+            let state = n.state().map(|s| s.as_str()).unwrap_or_default();
+            if state == "deleted" {
+                continue;
+            }
+            let mut t = Target::plain(id).with_tags(tags::ec2_pairs(n.tags()));
+            if state == "deleting" {
+                t.blocked = Some("waiting for the NAT gateway to be deleted".into());
+            }
+            targets.push(t);
+        }
+        Ok(targets)
+    }
+
+    async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
+        let res = call("ec2.DeleteNatGateway", || {
+            ec2.delete_nat_gateway().nat_gateway_id(&t.id).send()
+        })
+        .await;
+        // Accepted, not finished: the EIP and subnets wait for the next pass to see `deleted`.
+        Ok(requested(settle(res, KIND, &t.id, "DeleteNatGateway")?))
+    }
+}
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::cleaners::{CleanCtx, Cleaner};
+    use crate::discovery::inventory::Inventory;
+    use crate::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::delete_nat_gateway::DeleteNatGatewayOutput;
+    use aws_sdk_ec2::operation::describe_nat_gateways::DescribeNatGatewaysOutput;
+    use aws_sdk_ec2::types::{NatGateway, NatGatewayState};
+
+    fn nat(id: &str, state: &str) -> NatGateway {
+        NatGateway::builder()
+            .nat_gateway_id(id)
+            .vpc_id("vpc-1")
+            .state(NatGatewayState::from(state))
+            .tags(tag(CAPA_KEY, "owned"))
+            .build()
+    }
+
+    #[tokio::test]
+    async fn without_a_capa_managed_vpc_nothing_is_asked() {
+        let c = mocked::no_calls();
+        let inv = Inventory::default();
+        assert!(
+            NatGateways
+                .discover(&ctx(&c, &inv))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn deleted_gateways_are_skipped_deleting_ones_waited_for_and_a_delete_only_requested() {
+        let describe = mock!(Client::describe_nat_gateways)
+            .match_requests(|r| {
+                filter_is(r.filter(), "vpc-id", &["vpc-1"])
+                    && filter_is(r.filter(), &format!("tag:{CAPA_KEY}"), &["owned"])
+                    && r.filter().len() == 2
+            })
+            .then_output(|| {
+                DescribeNatGatewaysOutput::builder()
+                    .nat_gateways(nat("nat-live", "available"))
+                    .nat_gateways(nat("nat-deleting", "deleting"))
+                    .nat_gateways(nat("nat-deleted", "deleted"))
+                    .build()
+            });
+        let delete = mock!(Client::delete_nat_gateway)
+            .match_requests(|r| r.nat_gateway_id() == Some("nat-live"))
+            .then_output(|| DeleteNatGatewayOutput::builder().build());
+        let c = mocked::in_order(&[&describe, &delete]);
+        let inv = Inventory::default();
+        let vpcs = ["vpc-1".to_string()];
+        let cx = CleanCtx {
+            vpc_ids: &vpcs,
+            ..ctx(&c, &inv)
+        };
+        let found = NatGateways.discover(&cx).await.unwrap();
+        let seen: Vec<(&str, bool)> = found
+            .iter()
+            .map(|t| (t.id.as_str(), t.blocked.is_some()))
+            .collect();
+        assert_eq!(seen, [("nat-live", false), ("nat-deleting", true)]);
+        // Accepted is not finished: the EIPs and subnets wait for `deleted`.
+        let out = NatGateways.delete(&cx, &found[0]).await.unwrap();
+        assert!(matches!(out, Outcome::Remaining(_)), "{out:?}");
+        assert_calls(&delete, 1, "DeleteNatGateway");
+    }
+}

@@ -1,0 +1,197 @@
+//! Phase 2 (task `eks-security-group`, EKS only): the cluster security group EKS made for the
+//! cluster (tagged `aws:eks:cluster-name=<eksName>`). EKS deletes it with the cluster, but it
+//! sometimes outlives it (eksctl#5135), and then the cluster's network waits forever behind it.
+//!
+//! It is a target only when every one of these holds; until then it is left alone and phase 3
+//! lists it as a blocker of the VPC, as it always did:
+//! - the cluster is an EKS cluster (`TeardownRequest::eks`);
+//! - the group is tagged `aws:eks:cluster-name=<eksName>` and lives in one of the cluster's own
+//!   VPCs (its object's `spec.network.vpc.id`, the CAPA-tagged ones; none known, nothing found);
+//! - no network interface uses it (attached or not: EKS's control-plane interfaces go with the
+//!   cluster);
+//! - `eks:DescribeCluster` says the cluster does not exist. Any other answer, an error included,
+//!   keeps it (fail closed; the reason is logged, and the blocker shows it in the condition).
+//!
+//! Rules in other groups of its VPC that reference it are revoked first, as for every group.
+
+use super::{Group, plan_targets};
+use crate::cleaners::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::discovery::eks::{self, EksCluster};
+use crate::discovery::{describe, tags};
+use crate::errors::call;
+use crate::model::GcTask;
+use async_trait::async_trait;
+use std::collections::{HashMap, HashSet};
+
+/// Selects EKS's cluster security group (on by default: without it, the network waits for EKS).
+pub const TASK: GcTask = GcTask::new("eks-security-group");
+
+pub struct EksClusterSecurityGroup;
+
+const KIND: &str = "security-group";
+
+/// The candidate rule for one described group, pure: EKS's tag naming the cluster, in one of
+/// the cluster's VPCs (EKS's other checks need AWS calls).
+pub fn is_clusters_eks_group(
+    tag_pairs: &[(&str, &str)],
+    vpc: Option<&str>,
+    eks_name: &str,
+    cluster_vpcs: &[String],
+) -> bool {
+    tag_pairs
+        .iter()
+        .any(|(k, v)| *k == tags::EKS_CLUSTER_TAG && *v == eks_name)
+        && vpc.is_some_and(|v| cluster_vpcs.iter().any(|c| c == v))
+}
+
+#[async_trait]
+impl Cleaner for EksClusterSecurityGroup {
+    type Detail = Group;
+
+    fn service(&self) -> &'static str {
+        "ec2"
+    }
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+    /// After the other groups of phase 2, whose rules may reference it.
+    fn order(&self) -> u32 {
+        45
+    }
+    fn task(&self) -> Option<GcTask> {
+        Some(TASK)
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Group>>, CleanError> {
+        if ctx.eks.is_none() || ctx.cluster_vpcs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let filters = vec![
+            tags::ec2_tag_filter(tags::EKS_CLUSTER_TAG, ctx.cluster),
+            tags::ec2_filter("vpc-id", ctx.cluster_vpcs),
+        ];
+        let candidates: Vec<(String, String)> = describe::security_groups(ctx.clients, filters)
+            .await?
+            .iter()
+            .filter(|g| {
+                let pairs: Vec<(&str, &str)> = tags::ec2_pairs(g.tags()).collect();
+                is_clusters_eks_group(&pairs, g.vpc_id(), ctx.cluster, ctx.cluster_vpcs)
+            })
+            .filter_map(|g| Some((g.group_id()?.to_string(), g.vpc_id()?.to_string())))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        match eks::describe(ctx.clients, ctx.cluster).await {
+            Ok(EksCluster::Gone) => {}
+            Ok(EksCluster::Live(l)) => {
+                tracing::debug!(cluster = %l.name, status = %l.status, "EKS still reports the cluster: its security group is EKS's to delete");
+                return Ok(Vec::new());
+            }
+            Err(f) => {
+                tracing::warn!(cluster = %ctx.cluster, error = %f, "EKS cannot be asked whether the cluster is gone: its security group is kept (a blocker of the VPC)");
+                return Ok(Vec::new());
+            }
+        }
+        let mut ours = HashMap::new();
+        let mut vpcs = HashSet::new();
+        for (id, vpc) in candidates {
+            let used = call("ec2.DescribeNetworkInterfaces", || {
+                ctx.clients
+                    .ec2
+                    .describe_network_interfaces()
+                    .filters(tags::ec2_filter("group-id", std::slice::from_ref(&id)))
+                    .max_results(5)
+                    .send()
+            })
+            .await
+            .map_err(CleanError::discover(KIND, "DescribeNetworkInterfaces"))?;
+            if let Some(eni) = used.network_interfaces().first() {
+                tracing::info!(group = %id, eni = ?eni.network_interface_id(), "EKS's cluster security group is still used by a network interface: kept");
+                continue;
+            }
+            ours.insert(id.clone(), id);
+            vpcs.insert(vpc);
+        }
+        if ours.is_empty() {
+            return Ok(Vec::new());
+        }
+        let vpcs: Vec<String> = vpcs.into_iter().collect();
+        let all =
+            describe::security_groups(ctx.clients, vec![tags::ec2_filter("vpc-id", &vpcs)]).await?;
+        Ok(plan_targets(ours, &all))
+    }
+
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Group>) -> Result<Outcome, CleanError> {
+        let Group { group_id, revokes } = &t.detail;
+        if let Some(o) = super::refs::revoke(ctx.clients, &t.id, revokes).await? {
+            return Ok(o);
+        }
+        let res = call("ec2.DeleteSecurityGroup", || {
+            ctx.clients
+                .ec2
+                .delete_security_group()
+                .group_id(group_id)
+                .send()
+        })
+        .await;
+        settle(res, KIND, &t.id, "DeleteSecurityGroup")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eks_tag_naming_the_cluster_in_its_vpc_is_a_candidate() {
+        let vpcs = ["vpc-1".to_string()];
+        let tag = [(tags::EKS_CLUSTER_TAG, "ns_ek1")];
+        assert!(is_clusters_eks_group(&tag, Some("vpc-1"), "ns_ek1", &vpcs));
+    }
+
+    #[test]
+    fn look_alikes_are_not() {
+        let vpcs = ["vpc-1".to_string()];
+        assert!(
+            !is_clusters_eks_group(
+                &[(tags::EKS_CLUSTER_TAG, "ns_ek1")],
+                Some("vpc-2"),
+                "ns_ek1",
+                &vpcs
+            ),
+            "the same EKS name in another VPC"
+        );
+        assert!(
+            !is_clusters_eks_group(
+                &[(tags::EKS_CLUSTER_TAG, "ns_ek1-b")],
+                Some("vpc-1"),
+                "ns_ek1",
+                &vpcs
+            ),
+            "another EKS cluster's"
+        );
+        assert!(
+            !is_clusters_eks_group(
+                &[("kubernetes.io/cluster/ns_ek1", "owned")],
+                Some("vpc-1"),
+                "ns_ek1",
+                &vpcs
+            ),
+            "not EKS's"
+        );
+        assert!(
+            !is_clusters_eks_group(&[(tags::EKS_CLUSTER_TAG, "ns_ek1")], None, "ns_ek1", &vpcs),
+            "no VPC"
+        );
+        assert!(
+            !is_clusters_eks_group(
+                &[(tags::EKS_CLUSTER_TAG, "ns_ek1")],
+                Some("vpc-1"),
+                "ns_ek1",
+                &[]
+            ),
+            "the cluster's VPC unknown"
+        );
+    }
+}

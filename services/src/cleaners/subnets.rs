@@ -1,0 +1,122 @@
+//! Phase 3: the subnets of the CAPA-managed VPC that carry CAPA's ownership tag.
+
+use super::vpc_owned::{InVpcs, VpcOwned};
+use super::{CleanError, Outcome, Target, settle};
+use crate::discovery::tags;
+use crate::errors::call;
+use async_trait::async_trait;
+
+pub struct Subnets;
+
+const KIND: &str = "subnet";
+
+#[async_trait]
+impl VpcOwned for Subnets {
+    type Detail = ();
+    const KIND: &'static str = KIND;
+    const ORDER: u32 = 50;
+
+    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target>, CleanError> {
+        let out = call("ec2.DescribeSubnets", || {
+            at.ec2
+                .describe_subnets()
+                .set_filters(Some(at.owned("vpc-id")))
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(KIND, "DescribeSubnets"))?;
+        Ok(out
+            .subnets()
+            .iter()
+            .filter_map(|s| {
+                Some(Target::plain(s.subnet_id()?).with_tags(tags::ec2_pairs(s.tags())))
+            })
+            .collect())
+    }
+
+    async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
+        let res = call("ec2.DeleteSubnet", || {
+            ec2.delete_subnet().subnet_id(&t.id).send()
+        })
+        .await;
+        settle(res, KIND, &t.id, "DeleteSubnet")
+    }
+}
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::cleaners::{CleanCtx, Cleaner};
+    use crate::discovery::inventory::Inventory;
+    use crate::mocked::{self, CAPA_KEY, assert_calls, code, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::delete_subnet::{DeleteSubnetError, DeleteSubnetOutput};
+    use aws_sdk_ec2::operation::describe_subnets::DescribeSubnetsOutput;
+    use aws_sdk_ec2::types::Subnet;
+
+    #[tokio::test]
+    async fn without_a_capa_managed_vpc_nothing_is_asked() {
+        let c = mocked::no_calls();
+        let inv = Inventory::default();
+        assert!(Subnets.discover(&ctx(&c, &inv)).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn asks_for_capa_owned_subnets_of_the_vpc_only_and_deletes_each() {
+        let describe = mock!(Client::describe_subnets)
+            .match_requests(|r| {
+                filter_is(r.filters(), "vpc-id", &["vpc-1"])
+                    && filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
+                    && r.filters().len() == 2
+            })
+            .then_output(|| {
+                DescribeSubnetsOutput::builder()
+                    .subnets(
+                        Subnet::builder()
+                            .subnet_id("subnet-a")
+                            .vpc_id("vpc-1")
+                            .tags(tag(CAPA_KEY, "owned"))
+                            .build(),
+                    )
+                    .build()
+            });
+        let delete = mock!(Client::delete_subnet)
+            .match_requests(|r| r.subnet_id() == Some("subnet-a"))
+            .then_output(|| DeleteSubnetOutput::builder().build());
+        let c = mocked::in_order(&[&describe, &delete]);
+        let inv = Inventory::default();
+        let vpcs = ["vpc-1".to_string()];
+        let cx = CleanCtx {
+            vpc_ids: &vpcs,
+            ..ctx(&c, &inv)
+        };
+        let targets = Subnets.discover(&cx).await.unwrap();
+        assert_eq!(
+            targets.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["subnet-a"]
+        );
+        assert_eq!(
+            Subnets.delete(&cx, &targets[0]).await.unwrap(),
+            Outcome::Deleted
+        );
+        assert_calls(&describe, 1, "DescribeSubnets");
+        assert_calls(&delete, 1, "DeleteSubnet");
+    }
+
+    #[tokio::test]
+    async fn a_subnet_already_gone_is_done_and_a_refusal_names_it() {
+        let gone = mock!(Client::delete_subnet)
+            .then_error(|| DeleteSubnetError::generic(code("InvalidSubnetID.NotFound")));
+        let denied = mock!(Client::delete_subnet)
+            .then_error(|| DeleteSubnetError::generic(code("UnauthorizedOperation")));
+        let c = mocked::in_order(&[&gone, &denied]);
+        let inv = Inventory::default();
+        let t = Target::plain("subnet-a");
+        assert_eq!(
+            Subnets.delete(&ctx(&c, &inv), &t).await.unwrap(),
+            Outcome::Gone
+        );
+        let err = Subnets.delete(&ctx(&c, &inv), &t).await.unwrap_err();
+        assert!(err.to_string().contains("subnet subnet-a"), "{err}");
+    }
+}

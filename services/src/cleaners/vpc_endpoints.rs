@@ -1,0 +1,204 @@
+//! Phase 3: VPC endpoints CAPA created in the cluster's CAPA-managed VPC (CAPA's ownership tag),
+//! before the route tables, subnets and VPC they hold (CAPA#4426: an endpoint left behind keeps
+//! the VPC from being deleted). Any other endpoint in the VPC is someone else's: it is named as a
+//! blocker of the VPC (`vpcs::blockers`) and never deleted. Deletion is asynchronous, as for NAT
+//! gateways: a pass requests it and reports "waiting" while the endpoint is `deleting`.
+
+use super::vpc_owned::{InVpcs, VpcOwned};
+use super::{CleanError, Outcome, Target, requested, settle};
+use crate::discovery::tags;
+use crate::errors::{ApiFailure, call, classify};
+use async_trait::async_trait;
+
+pub struct VpcEndpoints;
+
+const KIND: &str = "vpc-endpoint";
+
+/// Endpoint states that no longer hold anything.
+pub(crate) fn is_gone(state: Option<&str>) -> bool {
+    matches!(
+        state.map(str::to_ascii_lowercase).as_deref(),
+        Some("deleted" | "rejected" | "failed" | "expired")
+    )
+}
+
+#[async_trait]
+impl VpcOwned for VpcEndpoints {
+    type Detail = ();
+    const KIND: &'static str = KIND;
+    /// With the NAT gateways: nothing of the network depends on an endpoint, and an endpoint
+    /// holds route tables (gateway endpoints) and subnets (interface endpoints' ENIs).
+    const ORDER: u32 = 10;
+    const GATES_LATER: bool = true;
+
+    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target>, CleanError> {
+        let out = call("ec2.DescribeVpcEndpoints", || {
+            at.ec2
+                .describe_vpc_endpoints()
+                .set_filters(Some(at.owned("vpc-id")))
+                .send()
+        })
+        .await
+        .map_err(CleanError::discover(KIND, "DescribeVpcEndpoints"))?;
+        let mut targets = Vec::new();
+        for e in out.vpc_endpoints() {
+            let Some(id) = e.vpc_endpoint_id() else {
+                continue;
+            };
+            let state = e.state().map(|s| s.as_str());
+            if is_gone(state) {
+                continue;
+            }
+            let mut t = Target::plain(id).with_tags(tags::ec2_pairs(e.tags()));
+            if state.is_some_and(|s| s.eq_ignore_ascii_case("deleting")) {
+                t.blocked = Some("waiting for the VPC endpoint to be deleted".into());
+            }
+            targets.push(t);
+        }
+        Ok(targets)
+    }
+
+    async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
+        let res = call("ec2.DeleteVpcEndpoints", || {
+            ec2.delete_vpc_endpoints().vpc_endpoint_ids(&t.id).send()
+        })
+        .await;
+        // A batch API: the call succeeds and names the endpoints it could not delete.
+        let res = res.and_then(|out| {
+            match out
+                .unsuccessful()
+                .iter()
+                .find(|u| u.resource_id() == Some(t.id.as_str()))
+                .and_then(|u| u.error())
+            {
+                None => Ok(()),
+                Some(e) => Err(ApiFailure {
+                    class: classify(e.code(), None),
+                    code: e.code().map(str::to_string),
+                    message: e.message().unwrap_or_default().to_string(),
+                    throttling: false,
+                }),
+            }
+        });
+        // Accepted, not finished: the route tables and subnets wait until it is deleted.
+        Ok(requested(settle(res, KIND, &t.id, "DeleteVpcEndpoints")?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_live_endpoints_are_targets_or_blockers() {
+        for gone in ["deleted", "Deleted", "rejected", "failed", "expired"] {
+            assert!(is_gone(Some(gone)), "{gone}");
+        }
+        for live in ["available", "pendingAcceptance", "pending", "deleting"] {
+            assert!(!is_gone(Some(live)), "{live}");
+        }
+        assert!(
+            !is_gone(None),
+            "an endpoint of unknown state is kept in view"
+        );
+    }
+}
+
+#[cfg(test)]
+mod calls {
+    use super::*;
+    use crate::cleaners::{CleanCtx, Cleaner};
+    use crate::discovery::inventory::Inventory;
+    use crate::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::operation::delete_vpc_endpoints::DeleteVpcEndpointsOutput;
+    use aws_sdk_ec2::operation::describe_vpc_endpoints::DescribeVpcEndpointsOutput;
+    use aws_sdk_ec2::types::{State, UnsuccessfulItem, UnsuccessfulItemError, VpcEndpoint};
+
+    fn endpoint(id: &str, state: &str) -> VpcEndpoint {
+        VpcEndpoint::builder()
+            .vpc_endpoint_id(id)
+            .vpc_id("vpc-1")
+            .state(State::from(state))
+            .tags(tag(CAPA_KEY, "owned"))
+            .build()
+    }
+
+    #[tokio::test]
+    async fn without_a_capa_managed_vpc_nothing_is_asked() {
+        let c = mocked::no_calls();
+        let inv = Inventory::default();
+        assert!(
+            VpcEndpoints
+                .discover(&ctx(&c, &inv))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn capa_owned_live_endpoints_of_the_vpc_are_requested_deleted() {
+        let describe = mock!(Client::describe_vpc_endpoints)
+            .match_requests(|r| {
+                filter_is(r.filters(), "vpc-id", &["vpc-1"])
+                    && filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
+                    && r.filters().len() == 2
+            })
+            .then_output(|| {
+                DescribeVpcEndpointsOutput::builder()
+                    .vpc_endpoints(endpoint("vpce-live", "available"))
+                    .vpc_endpoints(endpoint("vpce-deleting", "deleting"))
+                    .vpc_endpoints(endpoint("vpce-gone", "deleted"))
+                    .build()
+            });
+        let delete = mock!(Client::delete_vpc_endpoints)
+            .match_requests(|r| r.vpc_endpoint_ids() == ["vpce-live"])
+            .then_output(|| DeleteVpcEndpointsOutput::builder().build());
+        let c = mocked::in_order(&[&describe, &delete]);
+        let inv = Inventory::default();
+        let vpcs = ["vpc-1".to_string()];
+        let cx = CleanCtx {
+            vpc_ids: &vpcs,
+            ..ctx(&c, &inv)
+        };
+        let found = VpcEndpoints.discover(&cx).await.unwrap();
+        let seen: Vec<(&str, bool)> = found
+            .iter()
+            .map(|t| (t.id.as_str(), t.blocked.is_some()))
+            .collect();
+        assert_eq!(seen, [("vpce-live", false), ("vpce-deleting", true)]);
+        let out = VpcEndpoints.delete(&cx, &found[0]).await.unwrap();
+        assert!(
+            matches!(out, Outcome::Remaining(_)),
+            "requested, not finished: {out:?}"
+        );
+        assert_calls(&delete, 1, "DeleteVpcEndpoints");
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_the_batch_reports_unsuccessful_is_a_named_error() {
+        let delete = mock!(Client::delete_vpc_endpoints).then_output(|| {
+            DeleteVpcEndpointsOutput::builder()
+                .unsuccessful(
+                    UnsuccessfulItem::builder()
+                        .resource_id("vpce-1")
+                        .error(
+                            UnsuccessfulItemError::builder()
+                                .code("UnauthorizedOperation")
+                                .message("no")
+                                .build(),
+                        )
+                        .build(),
+                )
+                .build()
+        });
+        let c = mocked::in_order(&[&delete]);
+        let inv = Inventory::default();
+        let err = VpcEndpoints
+            .delete(&ctx(&c, &inv), &Target::plain("vpce-1"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("vpc-endpoint vpce-1"), "{err}");
+    }
+}

@@ -1,0 +1,113 @@
+//! Account-wide listings shared by the teardowns of one account. IAM is global: every cluster's
+//! pass in an account would list the same instance profiles and OIDC providers, so a fleet of
+//! clusters torn down together (concurrent passes, `--external-concurrency`) would list the
+//! account once per cluster. Instead, one listing per account is made and shared for [`FRESH`]:
+//! about one pass. Concurrent passes wait for the listing in flight rather than making their own.
+//!
+//! Why this is safe: a listing only narrows what each pass then reads itself with its own
+//! session (`GetInstanceProfile`, `GetOpenIDConnectProvider`, whose answers decide). A name
+//! listed but gone since is NotFound there and skipped; one created since the listing waits for
+//! the next pass. The listing is made with the credentials of the first pass that asks; sessions
+//! of one account see the same IAM, whatever their identity.
+
+use crate::errors::CleanError;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long one listing serves the account's passes.
+pub const FRESH: Duration = Duration::from_secs(5);
+
+type Slot = Arc<tokio::sync::Mutex<Option<(Instant, Arc<Vec<String>>)>>>;
+
+/// One account's listings, by name (`iam.ListInstanceProfiles`, ...).
+#[derive(Debug, Default)]
+pub struct Listings {
+    slots: Mutex<HashMap<&'static str, Slot>>,
+}
+
+impl Listings {
+    /// The listing `what`, made by `fetch` unless one made less than [`FRESH`] ago is at hand.
+    pub async fn get<F, Fut>(
+        &self,
+        what: &'static str,
+        fetch: F,
+    ) -> Result<Arc<Vec<String>>, CleanError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<String>, CleanError>>,
+    {
+        let slot = self
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(what)
+            .or_default()
+            .clone();
+        // Held across the fetch: the passes asking meanwhile wait for this one listing.
+        let mut held = slot.lock().await;
+        if let Some((at, listed)) = held.as_ref()
+            && at.elapsed() < FRESH
+        {
+            return Ok(listed.clone());
+        }
+        // A failure is not kept: the next pass asks again.
+        let listed = Arc::new(fetch().await?);
+        *held = Some((Instant::now(), listed.clone()));
+        Ok(listed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn concurrent_passes_share_one_listing_and_a_failure_is_not_kept() {
+        let l = Listings::default();
+        let calls = AtomicUsize::new(0);
+        let fetch = || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok(vec!["c1_1".to_string()])
+        };
+        let (a, b, c) = tokio::join!(
+            l.get("iam.ListInstanceProfiles", fetch),
+            l.get("iam.ListInstanceProfiles", fetch),
+            l.get("iam.ListInstanceProfiles", fetch)
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "one listing for the three");
+        assert_eq!(*a.unwrap(), ["c1_1"]);
+        assert!(b.is_ok() && c.is_ok());
+
+        let other = l
+            .get("iam.ListOpenIDConnectProviders", || async {
+                Err(CleanError::Discover {
+                    kind: "oidc-provider",
+                    op: "ListOpenIDConnectProviders",
+                    source: crate::errors::ApiFailure {
+                        class: crate::errors::ErrorClass::Transient,
+                        code: Some("Throttling".into()),
+                        message: "slow down".into(),
+                        throttling: true,
+                    },
+                })
+            })
+            .await;
+        assert!(other.is_err());
+        let again = l
+            .get("iam.ListOpenIDConnectProviders", || async {
+                Ok(vec!["arn".into()])
+            })
+            .await
+            .unwrap();
+        assert_eq!(*again, ["arn"], "the failure was not kept");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "another listing, its own slot"
+        );
+    }
+}

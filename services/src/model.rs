@@ -1,0 +1,303 @@
+//! The vocabulary every layer shares: the clients, the phase-2 task names, how a resource and a
+//! phase's outcome are reported. Depends on nothing above it, so discovery, the cleaners and the
+//! phase runner can all use it without importing each other.
+
+use crate::fence::Fence;
+use aws_config::SdkConfig;
+use std::fmt;
+
+/// One client per AWS service the teardown talks to.
+#[derive(Clone, Debug)]
+pub struct AwsClients {
+    pub ec2: aws_sdk_ec2::Client,
+    pub elb: aws_sdk_elasticloadbalancing::Client,
+    pub elbv2: aws_sdk_elasticloadbalancingv2::Client,
+    pub tagging: aws_sdk_resourcegroupstagging::Client,
+    /// IAM is global, but a session's client acts in its account (Karpenter's instance profiles).
+    pub iam: aws_sdk_iam::Client,
+    /// EKS is asked, never changed: whether a cluster is gone and which OIDC issuer a live one
+    /// reports (the EKS-made kinds are deleted only once EKS says so).
+    pub eks: aws_sdk_eks::Client,
+    /// The EKS control-plane log group (opt-in task `eks-log-group`).
+    pub logs: aws_sdk_cloudwatchlogs::Client,
+    /// external-dns records pointing at the cluster's load balancers (reported).
+    pub route53: aws_sdk_route53::Client,
+    /// Where a cluster's session acts: phase 2 ignores (and reports) anything discovered whose
+    /// ARN names another partition, region or account. `None` for clients not built for a
+    /// cluster (tests' fixtures).
+    pub scope: Option<crate::scope::Scope>,
+    /// The session's account and region throttle (see `throttle`).
+    pub throttle: Option<std::sync::Arc<crate::throttle::Throttle>>,
+    /// The account's shared IAM listings (see `listings`); `None`: every pass lists.
+    pub listings: Option<std::sync::Arc<crate::listings::Listings>>,
+}
+
+impl AwsClients {
+    /// Clients with the SDK's own retries turned off: every call already goes through
+    /// `errors::call` (short backoff, then "remaining" and the next pass), and stacking the SDK's
+    /// standard retry (up to 20 s backoff) under it would hold a pass for minutes when throttled.
+    pub fn new(sdk: &SdkConfig) -> Self {
+        Self::build(sdk, None)
+    }
+
+    /// Like [`AwsClients::new`], with every operation refused while `fence` is closed (leader
+    /// election: a replica that lost its lease makes no AWS call).
+    pub fn fenced(sdk: &SdkConfig, fence: Fence) -> Self {
+        Self::build(sdk, Some(fence))
+    }
+
+    /// A cluster session's clients: fenced by `fence`, backing off with its account and region.
+    pub fn for_session(
+        sdk: &SdkConfig,
+        fence: Option<Fence>,
+        throttle: std::sync::Arc<crate::throttle::Throttle>,
+    ) -> Self {
+        AwsClients {
+            throttle: Some(throttle),
+            ..Self::build(sdk, fence)
+        }
+    }
+
+    /// The same clients, sharing the account's IAM listings with its other sessions.
+    pub fn with_listings(mut self, listings: std::sync::Arc<crate::listings::Listings>) -> Self {
+        self.listings = Some(listings);
+        self
+    }
+
+    /// The account-wide listing `what`: the account's shared one when the session has them,
+    /// else made by `fetch` now.
+    pub async fn listed<F, Fut>(
+        &self,
+        what: &'static str,
+        fetch: F,
+    ) -> Result<std::sync::Arc<Vec<String>>, crate::errors::CleanError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<String>, crate::errors::CleanError>>,
+    {
+        match &self.listings {
+            Some(l) => l.get(what, fetch).await,
+            None => fetch().await.map(std::sync::Arc::new),
+        }
+    }
+
+    /// The same clients, checking discovered ARNs against `scope`.
+    pub fn with_scope(mut self, scope: crate::scope::Scope) -> Self {
+        self.scope = Some(scope);
+        self
+    }
+
+    fn build(sdk: &SdkConfig, fence: Option<Fence>) -> Self {
+        let retry = aws_config::retry::RetryConfig::disabled();
+        // Each service has its own config builder type, hence the macro rather than a function.
+        macro_rules! client {
+            ($sdk_crate:ident) => {{
+                let mut b = $sdk_crate::config::Builder::from(sdk).retry_config(retry.clone());
+                if let Some(g) = &fence {
+                    b = b.interceptor(g.clone());
+                }
+                $sdk_crate::Client::from_conf(b.build())
+            }};
+        }
+        AwsClients {
+            ec2: client!(aws_sdk_ec2),
+            elb: client!(aws_sdk_elasticloadbalancing),
+            elbv2: client!(aws_sdk_elasticloadbalancingv2),
+            tagging: client!(aws_sdk_resourcegroupstagging),
+            iam: client!(aws_sdk_iam),
+            eks: client!(aws_sdk_eks),
+            logs: client!(aws_sdk_cloudwatchlogs),
+            route53: client!(aws_sdk_route53),
+            scope: None,
+            throttle: None,
+            listings: None,
+        }
+    }
+}
+
+/// What the controller read from an AWSManagedControlPlane before the teardown started, for
+/// the EKS-made kinds (the EKS cluster's name is `cluster_name`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EksFacts {
+    /// The IRSA OIDC issuer CAPA recorded for the cluster (from `status.oidcProvider`), without
+    /// its scheme: `oidc.eks.<region>.amazonaws.com/id/<ID>`. `None`: CAPA recorded none
+    /// (`associateOIDCProvider` off, or the status was lost), and no provider is deleted.
+    pub oidc_issuer: Option<String>,
+}
+
+/// A phase-2 cleaner family a cluster may select, by the name its annotation uses. Not a closed
+/// enum: each phase-2 cleaner declares its own (`GcTask::new`), and parsing accepts exactly the
+/// names the registered cleaners declare (see `teardown::registry`), so a new kind brings its task
+/// with it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct GcTask(&'static str);
+
+impl GcTask {
+    /// Only cleaners name tasks; everyone else parses one, so an unknown name is always an error.
+    pub(crate) const fn new(name: &'static str) -> Self {
+        GcTask(name)
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.0
+    }
+}
+
+impl fmt::Display for GcTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("unknown GC task {given:?}: expected one of {expected}")]
+pub struct UnknownGcTask {
+    pub given: String,
+    /// The known task names, comma-separated.
+    pub expected: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceRef {
+    pub service: String,
+    pub kind: String,
+    /// ARN, or the AWS id where the resource has no ARN at hand.
+    pub id: String,
+}
+
+impl fmt::Display for ResourceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{} {}", self.service, self.kind, self.id)
+    }
+}
+
+/// The three phases of an external teardown, in the order they run (DESIGN.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// 1: what CAPA owns that is not network: instances, the API-server load balancer, CAPA's
+    /// security groups. (The default only so a `PhaseReport` has one.)
+    #[default]
+    CapaOwned,
+    /// 2: what the cloud provider, the controllers and node provisioners created.
+    External,
+    /// 3: the CAPA-managed network, only when the VPC is CAPA's.
+    Network,
+}
+
+impl Phase {
+    /// Its number, 1 to 3, as reports, logs and audit records show it.
+    pub fn number(self) -> u8 {
+        match self {
+            Phase::CapaOwned => 1,
+            Phase::External => 2,
+            Phase::Network => 3,
+        }
+    }
+
+    /// What it deletes, in a few words (`sweeper status`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::CapaOwned => "CAPA-owned non-network",
+            Phase::External => "external resources",
+            Phase::Network => "CAPA-owned network",
+        }
+    }
+}
+
+/// The number: "phase 2".
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.number())
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PhaseReport {
+    pub phase: Phase,
+    /// False when an earlier phase still had work, so this one was not run.
+    pub started: bool,
+    pub deleted: Vec<ResourceRef>,
+    pub remaining: Vec<(ResourceRef, String)>,
+    pub errors: Vec<String>,
+    /// Dry run: what would be deleted.
+    pub planned: Vec<ResourceRef>,
+    /// Phase 3: resources the cluster does not own that keep its VPC from being deleted, with
+    /// the VPC each one blocks. Never deleted; the phase waits until they are gone.
+    pub blockers: Vec<(ResourceRef, String)>,
+    /// What deletes left the user to know about (e.g. the snapshot a volume was kept in).
+    pub notes: Vec<String>,
+    /// Every resource deleted, with what discovery knew of it: the audit trail the service writes.
+    pub audit: Vec<Audited>,
+    /// Resources discovery returned whose ARN names another partition, region or account than
+    /// the session's, with why: never the cluster's, so ignored (never deleted) and counted.
+    pub foreign: Vec<String>,
+    /// Found and left alone, with why: what the user must know of but sweeper does not delete
+    /// (external-dns records of the cluster's load balancers). Never holds the phase.
+    pub kept: Vec<(ResourceRef, String)>,
+}
+
+/// One deleted resource as the audit trail records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Audited {
+    pub resource: ResourceRef,
+    /// The cleaner's describe facts (`Debug` of its target detail), and any note of the delete.
+    pub detail: String,
+    /// Its tags, as discovery read them (the tagging API's, or the Describe call's). `None`: the
+    /// discovery that found it did not read tags (e.g. a VPC id taken from the cluster object).
+    pub tags: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl PhaseReport {
+    pub fn started(phase: Phase) -> Self {
+        PhaseReport {
+            phase,
+            started: true,
+            ..Default::default()
+        }
+    }
+
+    pub fn not_started(phase: Phase) -> Self {
+        PhaseReport {
+            phase,
+            ..Default::default()
+        }
+    }
+
+    /// Nothing left and nothing failed: the next phase may start.
+    pub fn is_clear(&self) -> bool {
+        self.started
+            && self.remaining.is_empty()
+            && self.errors.is_empty()
+            && self.blockers.is_empty()
+    }
+
+    pub fn merge(&mut self, other: PhaseReport) {
+        self.deleted.extend(other.deleted);
+        self.remaining.extend(other.remaining);
+        self.errors.extend(other.errors);
+        self.planned.extend(other.planned);
+        self.blockers.extend(other.blockers);
+        self.notes.extend(other.notes);
+        self.audit.extend(other.audit);
+        self.foreign.extend(other.foreign);
+        self.kept.extend(other.kept);
+    }
+}
+
+#[cfg(test)]
+impl AwsClients {
+    /// Clients for unit tests: IAM and EKS as given (aws-smithy-mocks clients); every other
+    /// client points at a closed port and must not be called.
+    pub(crate) fn mocked(iam: aws_sdk_iam::Client, eks: aws_sdk_eks::Client) -> Self {
+        let sdk = SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
+            .endpoint_url("http://127.0.0.1:9")
+            .build();
+        AwsClients {
+            iam,
+            eks,
+            ..AwsClients::new(&sdk)
+        }
+    }
+}

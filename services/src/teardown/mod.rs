@@ -1,0 +1,164 @@
+//! One idempotent teardown pass for a deleted CAPA `AWSCluster`: phase 1 (CAPA-owned instances and
+//! API-server load balancer), phase 2 (what the cloud provider created, opt-out), phase 3 (the
+//! CAPA-managed network). Everything is re-discovered from AWS on every pass, so the controller
+//! just calls again until `done`.
+
+mod phase;
+pub(crate) mod phase2;
+pub mod registry;
+mod request;
+
+// The model's types are part of a pass's interface (the controller builds clients and selects
+// tasks), so they are reachable from here too.
+pub use crate::model::{
+    AwsClients, EksFacts, GcTask, Phase, PhaseReport, ResourceRef, UnknownGcTask,
+};
+pub use phase::Step;
+pub use phase2::phase2_pass;
+pub use request::{TeardownReport, TeardownRequest};
+
+use crate::cleaners::{CleanCtx, CleanError, vpcs};
+use crate::discovery::inventory::Inventory;
+use phase::run_phase;
+use tracing::Instrument;
+
+/// Runs one pass. Phase k+1 starts only when phase k left nothing and reported no error; later
+/// phases are reported as not started. A dry run discovers all three phases and deletes nothing.
+pub async fn teardown_pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
+    let span = tracing::info_span!("teardown_pass", cluster = %req.cluster_name, capa_cluster = %req.capa_name, dry_run = req.dry_run);
+    match &clients.throttle {
+        // Every call of the pass backs off with the session's account and region.
+        Some(t) => {
+            crate::throttle::scope(t.clone(), pass(clients, req))
+                .instrument(span)
+                .await
+        }
+        None => pass(clients, req).instrument(span).await,
+    }
+}
+
+async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
+    let cluster = req.cluster_name.as_str();
+    let capa = req.capa_name.as_str();
+    let empty = Inventory::default();
+    let mut phases = Vec::with_capacity(3);
+
+    let ctx = CleanCtx {
+        clients,
+        cluster,
+        capa_cluster: capa,
+        inventory: &empty,
+        vpc_ids: &[],
+        cluster_vpcs: &[],
+        snapshot_volumes: req.ebs_snapshot,
+        eks: req.eks.as_ref(),
+    };
+    let p1 = run_phase(Phase::CapaOwned, &registry::phase1(), &ctx, req.dry_run).await;
+    // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
+    // security groups, used by the cloud provider's network interfaces); phase 3 waits for all.
+    let go_on = req.dry_run || (p1.report.started && !p1.holds_next);
+    phases.push(p1.report);
+    // The CAPA-tagged VPCs, looked up once for phases 2 and 3 (phase 2 deletes no VPC). Neither
+    // runs unless phase 1 lets phase 2 start.
+    let capa_vpcs = if go_on {
+        vpcs::capa_vpcs(clients, capa).await
+    } else {
+        Ok(Vec::new())
+    };
+
+    if !go_on {
+        phases.push(PhaseReport::not_started(Phase::External));
+    } else if !req.external_gc {
+        // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
+        phases.push(PhaseReport::started(Phase::External));
+    } else {
+        phases.push(phase2::phase2_in(clients, req, &capa_vpcs).await);
+    }
+
+    let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
+    if !go_on {
+        phases.push(PhaseReport::not_started(Phase::Network));
+    } else {
+        let mut p3 = phase3(clients, req, &capa_vpcs).await;
+        if req.dry_run {
+            // Nothing was deleted: what phases 1 and 2 would delete is no blocker.
+            let planned: Vec<&str> = phases
+                .iter()
+                .flat_map(|p| p.planned.iter().map(|r| r.id.as_str()))
+                .collect();
+            p3.blockers.retain(|(r, _)| {
+                !planned
+                    .iter()
+                    .any(|p| *p == r.id || p.ends_with(&format!("/{}", r.id)))
+            });
+        }
+        phases.push(p3);
+    }
+
+    // Done only when a pass found nothing at all: the pass that deletes the last resources is not
+    // done yet, the next one verifies. This catches resources a discovery missed (an eventually
+    // consistent tagging API; LocalStack's tagging pagination dropping items under load).
+    let done = phases
+        .iter()
+        .all(|p| p.is_clear() && p.planned.is_empty() && p.deleted.is_empty());
+    tracing::info!(
+        done,
+        deleted = phases.iter().map(|p| p.deleted.len()).sum::<usize>(),
+        remaining = phases.iter().map(|p| p.remaining.len()).sum::<usize>(),
+        errors = phases.iter().map(|p| p.errors.len()).sum::<usize>(),
+        "teardown pass finished"
+    );
+    TeardownReport { done, phases }
+}
+
+/// Phase 3: the CAPA-managed VPCs, unless something in them that is not ours would keep them
+/// from being deleted. Then nothing of the network is touched: the report lists those
+/// resources as `blockers`, none of them is deleted, and the next pass looks again. A dry run
+/// plans the phase and lists the blockers too.
+async fn phase3(
+    clients: &AwsClients,
+    req: &TeardownRequest,
+    capa_vpcs: &Result<Vec<String>, CleanError>,
+) -> PhaseReport {
+    let dry_run = req.dry_run;
+    let empty = Inventory::default();
+    let mut p3 = PhaseReport::started(Phase::Network);
+    let vpc_ids: &[String] = match capa_vpcs {
+        Ok(v) => v,
+        Err(e) => {
+            p3.errors.push(e.to_string());
+            return p3;
+        }
+    };
+    let blockers = if vpc_ids.is_empty() {
+        Vec::new()
+    } else {
+        match vpcs::blockers(clients, &req.capa_name, vpc_ids).await {
+            Ok(b) => b,
+            Err(e) => {
+                p3.errors.push(e.to_string());
+                return p3;
+            }
+        }
+    };
+    if !blockers.is_empty() {
+        tracing::warn!(blockers = ?blockers.iter().map(|(r, _)| r.to_string()).collect::<Vec<_>>(), "the CAPA-managed VPC holds resources the cluster does not own: phase 3 waits");
+    }
+    if dry_run || blockers.is_empty() {
+        let ctx = CleanCtx {
+            clients,
+            cluster: &req.cluster_name,
+            capa_cluster: &req.capa_name,
+            inventory: &empty,
+            vpc_ids,
+            cluster_vpcs: &[],
+            snapshot_volumes: false,
+            eks: req.eks.as_ref(),
+        };
+        p3 = run_phase(Phase::Network, &registry::phase3(), &ctx, dry_run)
+            .await
+            .report;
+    }
+    p3.blockers = blockers;
+    p3
+}

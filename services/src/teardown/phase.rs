@@ -1,0 +1,209 @@
+//! Running one phase: its cleaners in ascending `order`; cleaners sharing an order value are
+//! independent and run concurrently; within a cleaner, deletes run with bounded concurrency. One
+//! cleaner's failure never stops the others.
+
+use crate::cleaners::{CleanCtx, CleanError, Cleaner, Outcome, Target};
+use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::tagging::TaggedResource;
+use crate::model::{Audited, AwsClients, GcTask, Phase, PhaseReport, ResourceRef};
+use async_trait::async_trait;
+use futures::StreamExt;
+use std::collections::BTreeMap;
+use tracing::Instrument;
+
+/// How many deletes of one cleaner are in flight at once: enough to hide API latency, few enough
+/// to stay clear of the account's API rate limits.
+pub const DELETE_CONCURRENCY: usize = 16;
+
+/// A [`Cleaner`] with its detail type erased, so one phase can list different kinds. Every
+/// cleaner is a `Step` through the blanket impl below; nobody implements it by hand.
+#[async_trait]
+pub trait Step: Send + Sync {
+    fn kind(&self) -> &'static str;
+    fn order(&self) -> u32;
+    fn task(&self) -> Option<GcTask>;
+    fn gates_later(&self) -> bool;
+    fn holds_next_phase(&self) -> bool;
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool;
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError>;
+    /// Discover, then delete everything found (or only plan it in a dry run).
+    async fn run(&self, ctx: &CleanCtx<'_>, phase: Phase, dry_run: bool) -> PhaseReport;
+}
+
+#[async_trait]
+impl<C: Cleaner> Step for C {
+    fn kind(&self) -> &'static str {
+        Cleaner::kind(self)
+    }
+    fn order(&self) -> u32 {
+        Cleaner::order(self)
+    }
+    fn task(&self) -> Option<GcTask> {
+        Cleaner::task(self)
+    }
+    fn gates_later(&self) -> bool {
+        Cleaner::gates_later(self)
+    }
+    fn holds_next_phase(&self) -> bool {
+        Cleaner::holds_next_phase(self)
+    }
+    fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        Cleaner::claim(self, r, inv)
+    }
+    async fn describe_owned(
+        &self,
+        c: &AwsClients,
+        own: &Ownership,
+        inv: &mut Inventory,
+    ) -> Result<(), CleanError> {
+        Cleaner::describe_owned(self, c, own, inv).await
+    }
+    async fn run(&self, ctx: &CleanCtx<'_>, phase: Phase, dry_run: bool) -> PhaseReport {
+        run_cleaner(self, ctx, phase, dry_run).await
+    }
+}
+
+async fn run_cleaner<C: Cleaner>(
+    cleaner: &C,
+    ctx: &CleanCtx<'_>,
+    phase: Phase,
+    dry_run: bool,
+) -> PhaseReport {
+    let mut report = PhaseReport::started(phase);
+    let rref = |id: &str| ResourceRef {
+        service: cleaner.service().to_string(),
+        kind: cleaner.kind().to_string(),
+        id: id.to_string(),
+    };
+    let span = tracing::info_span!(
+        "cleaner",
+        phase = phase.number(),
+        service = cleaner.service(),
+        kind = cleaner.kind()
+    );
+    let targets = match cleaner.discover(ctx).instrument(span.clone()).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(parent: &span, error = %e, "discovery failed");
+            report.errors.push(e.to_string());
+            return report;
+        }
+    };
+    // Report-only targets are reported, dry run or not, and go no further.
+    let (kept, targets): (Vec<_>, Vec<_>) = targets.into_iter().partition(|t| t.kept.is_some());
+    for t in kept {
+        let why = t.kept.unwrap_or_default();
+        tracing::info!(parent: &span, id = %t.id, %why, "reported, not deleted");
+        report.kept.push((rref(&t.id), why));
+    }
+    if dry_run {
+        report.planned = targets.iter().map(|t| rref(&t.id)).collect();
+        return report;
+    }
+    type Done<D> = (Target<D>, Result<Outcome, CleanError>);
+    let results: Vec<Done<C::Detail>> = futures::stream::iter(targets)
+        .map(|t| {
+            let span = tracing::info_span!(parent: &span, "delete", arn = %t.id);
+            async move {
+                let res = match &t.blocked {
+                    Some(reason) => Ok(Outcome::Remaining(reason.clone())),
+                    None => cleaner.delete(ctx, &t).await,
+                };
+                (t, res)
+            }
+            .instrument(span)
+        })
+        .buffer_unordered(DELETE_CONCURRENCY)
+        .collect()
+        .await;
+    for (t, res) in results {
+        match res {
+            Ok(Outcome::Deleted) => {
+                report.deleted.push(rref(&t.id));
+                report
+                    .audit
+                    .push(audited(rref(&t.id), &t, format!("{:?}", t.detail), ctx));
+            }
+            Ok(Outcome::DeletedWith(note)) => {
+                tracing::info!(arn = %t.id, %note, "deleted");
+                report.deleted.push(rref(&t.id));
+                let detail = format!("{:?}; {note}", t.detail);
+                report.audit.push(audited(rref(&t.id), &t, detail, ctx));
+                report.notes.push(note);
+            }
+            // Not deleted by this pass, so not reported: a discovery that keeps listing a gone
+            // resource (eventual consistency) must not keep the teardown from being done.
+            Ok(Outcome::Gone) => tracing::debug!(arn = %t.id, "already gone"),
+            Ok(Outcome::Remaining(reason)) => {
+                tracing::info!(arn = %t.id, %reason, "not deleted yet");
+                report.remaining.push((rref(&t.id), reason));
+            }
+            Err(e) => {
+                tracing::warn!(arn = %t.id, error = %e, "delete failed");
+                report.errors.push(e.to_string());
+            }
+        }
+    }
+    report
+}
+
+/// The audit entry of a deleted target: its own Describe tags, else the inventory's.
+fn audited<D>(resource: ResourceRef, t: &Target<D>, detail: String, ctx: &CleanCtx<'_>) -> Audited {
+    Audited {
+        resource,
+        detail,
+        tags: t
+            .tags
+            .clone()
+            .or_else(|| ctx.inventory.tags_of(&t.id).cloned()),
+    }
+}
+
+/// A phase's report, and whether what it left holds up the next phase (see
+/// [`Cleaner::holds_next_phase`]).
+pub struct PhaseRun {
+    pub report: PhaseReport,
+    pub holds_next: bool,
+}
+
+/// Runs a phase's cleaners: ascending `order`, equal orders concurrently.
+pub async fn run_phase(
+    phase: Phase,
+    cleaners: &[Box<dyn Step>],
+    ctx: &CleanCtx<'_>,
+    dry_run: bool,
+) -> PhaseRun {
+    let mut groups: BTreeMap<u32, Vec<&dyn Step>> = BTreeMap::new();
+    for c in cleaners {
+        groups.entry(c.order()).or_default().push(c.as_ref());
+    }
+    let mut report = PhaseReport::started(phase);
+    let mut holds_next = false;
+    for group in groups.values() {
+        let parts =
+            futures::future::join_all(group.iter().map(|c| c.run(ctx, phase, dry_run))).await;
+        let left = |p: &PhaseReport| !p.remaining.is_empty() || !p.errors.is_empty();
+        let gated = group
+            .iter()
+            .zip(&parts)
+            .any(|(c, p)| c.gates_later() && !dry_run && left(p));
+        holds_next |= group
+            .iter()
+            .zip(&parts)
+            .any(|(c, p)| c.holds_next_phase() && left(p));
+        for p in parts {
+            report.merge(p);
+        }
+        if gated {
+            // The cleaners not run yet may have work: the next phase waits for them.
+            holds_next = true;
+            break;
+        }
+    }
+    PhaseRun { report, holds_next }
+}
