@@ -8,8 +8,15 @@
 //! (`cluster.k8s.amazonaws.com/name`), 340 in all; and the same fixed latency per AWS call
 //! (`BENCH_LATENCY_MS`, default 80). Zero-latency figures are printed too. The baseline, like
 //! CAPA, knows only the cluster tag: it leaves the last 40 behind, which its line shows.
-//! Karpenter-style instances are not in the inventory: their termination is waited for across
-//! passes by design, and this measures one pass.
+//!
+//! Issue #34's leftovers are in the inventory too, with their opt-in tasks turned on (sweeper's
+//! request names every task): 10 Karpenter instance profiles (path, cluster, EC2NodeClass and
+//! region tags, each holding the run's node role, which stays), 10 `available` EBS CSI volumes
+//! (deleted without the snapshot-first option, which would add a snapshot each) and 10 EBS CSI
+//! snapshots: 370 resources. CAPA's gc deletes none of them, so the baseline leaves 70.
+//! Not in it: Karpenter's instances (their termination is waited for across passes by design,
+//! and this measures one pass); EKS's leftovers (OIDC provider, log group, cluster security
+//! group), which need EKS, which LocalStack does not serve.
 //!
 //! Run: `source .state/env && cargo run --release -p sweeper-aws --example bench_external`
 
@@ -17,10 +24,11 @@ use futures::StreamExt;
 use std::time::{Duration, Instant};
 use sweeper_aws::sdk::aws_config::SdkConfig;
 use sweeper_aws::sdk::elbv2;
-use sweeper_aws::teardown::{AwsClients, PhaseReport, TeardownRequest, phase2_pass};
+use sweeper_aws::teardown::{AwsClients, PhaseReport, TeardownRequest, phase2_pass, registry};
 use sweeper_aws::testing::build::{
     byo_network, classic_lb, cloud, eni, listener, sg, tag, tg, v2_lb,
 };
+use sweeper_aws::testing::leaks::{csi_snapshot, csi_volume, karpenter_profile, node_role};
 use sweeper_aws::testing::{Recorder, baseline_phase2, localstack};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -30,9 +38,13 @@ const CREATE_CONCURRENCY: usize = 16;
 /// The controller-tagged resources of each kind (LB controller: LB, TG, SG; VPC CNI: ENI).
 const M: usize = 10;
 
-/// Creates the cluster's 340 resources; returns how many, and its VPC. The shared builders panic
+/// Issue #34's leftovers of each kind (instance profile, EBS volume, EBS snapshot).
+const L: usize = 10;
+
+/// Creates the cluster's 370 resources; returns how many, and its VPC. The shared builders panic
 /// on a failed create: a half-built world would make the figures meaningless anyway.
 async fn world(c: &AwsClients, n: &str) -> (usize, String) {
+    let leftovers = leftovers(c, n).await;
     let owned = [cloud(n, "owned")];
     let (vpc, subnets) = byo_network(c).await;
     let lbc = [("elbv2.k8s.aws/cluster".to_string(), n.to_string())];
@@ -77,7 +89,24 @@ async fn world(c: &AwsClients, n: &str) -> (usize, String) {
             sg(c, vpc, &format!("{n}-s{i}"), owned).await;
         })
         .await;
-    (3 * N + 4 * M, vpc.clone())
+    (3 * N + 4 * M + leftovers, vpc.clone())
+}
+
+/// Issue #34's kinds: Karpenter's instance profiles, the EBS CSI driver's volumes and snapshots.
+async fn leftovers(c: &AwsClients, n: &str) -> usize {
+    let region = c.ec2.config().region().map(|r| r.to_string());
+    let region = region.as_deref().unwrap_or("us-east-1");
+    let role = format!("{n}-node-role");
+    node_role(c, &role).await;
+    let role = &role;
+    futures::stream::iter(0..L)
+        .for_each_concurrent(CREATE_CONCURRENCY, |i| async move {
+            karpenter_profile(c, n, &format!("{:04}", 1000 + i), region, role).await;
+            let vol = csi_volume(c, n, &format!("pvc-{n}-{i}")).await;
+            csi_snapshot(c, n, &vol, &format!("snapshot-{n}-{i}")).await;
+        })
+        .await;
+    3 * L
 }
 
 struct Run {
@@ -102,6 +131,9 @@ async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
         let req = TeardownRequest {
             // As the controller passes the AWSCluster's spec.network.vpc.id.
             vpc_ids: vec![vpc],
+            // Every task, the opt-in EBS ones included (the gc-tasks annotation naming them all).
+            tasks: Some(registry::tasks()),
+            ebs_snapshot: false,
             ..TeardownRequest::new(&cluster)
         };
         phase2_pass(&clients, &req).await
@@ -156,6 +188,8 @@ async fn warm_up(sdk: &SdkConfig) -> Res<()> {
         .await?;
     c.elb.describe_load_balancers().page_size(1).send().await?;
     c.elbv2.describe_target_groups().page_size(1).send().await?;
+    c.iam.list_instance_profiles().max_items(1).send().await?;
+    c.ec2.describe_volumes().max_results(5).send().await?;
     Ok(())
 }
 

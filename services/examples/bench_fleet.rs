@@ -8,21 +8,27 @@
 //!   list, one resource at a time: `baseline_phase2`), then the network (sweeper's phases 1 and
 //!   3, as CAPA's own reconcile deletes its network after its gc).
 //!
-//! Each cluster: a CAPA-managed VPC and subnet (tagged with CAPA's key) and 28 resources the cloud
+//! Each cluster: a CAPA-managed VPC and subnet (tagged with CAPA's key), 28 resources the cloud
 //! provider made (`kubernetes.io/cluster/<name>=owned`): 8 network load balancers, 8 target
-//! groups, 12 security groups. Every AWS call gets `BENCH_LATENCY_MS` (default 80) of added
-//! latency, as a real region has. Prints
-//! `BENCH external.fleet sweeper=<s> baseline=<s> ratio=<baseline/sweeper> unit=s`.
+//! groups, 12 security groups; and 2 Karpenter instance profiles (issue #34; IAM is global, so
+//! every pass of every cluster of an account needs the account's profile listing). Every AWS call
+//! gets `BENCH_LATENCY_MS` (default 80) of added latency, as a real region has. Prints
+//! `BENCH external.fleet sweeper=<s> baseline=<s> ratio=<baseline/sweeper> unit=s`, and
+//! `BENCH external.fleet.iam_listings made=<n> passes=<p> accounts=3 clusters=20 unit=listings`:
+//! the IAM listings sweeper's passes made, shared per account (`listings`), against the passes
+//! that needed one.
 //!
 //! Run: `source .state/env && cargo run --release -p sweeper-aws --example bench_fleet`
 
 use futures::StreamExt;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use sweeper_aws::sdk::aws_config::SdkConfig;
-use sweeper_aws::session::{Principal, SessionCache, SessionSpec, StaticKeys};
+use sweeper_aws::session::{Principal, SessionCache, SessionSpec, StaticKeys, listings::Listings};
 use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 use sweeper_aws::testing::build::{cloud, network_in, nlb, sg, tag, tg};
+use sweeper_aws::testing::leaks::{karpenter_profile, node_role};
 use sweeper_aws::testing::{baseline_phase2, localstack, with_latency};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -47,7 +53,7 @@ fn env_num(key: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Builds one cluster's 30 resources in its account and region.
+/// Builds one cluster's 32 resources in its account and region.
 async fn build(base: &SdkConfig, prefix: &str, i: usize) -> Cluster {
     let account = ACCOUNTS[i % ACCOUNTS.len()];
     let region = REGIONS[i % REGIONS.len()];
@@ -70,11 +76,16 @@ async fn build(base: &SdkConfig, prefix: &str, i: usize) -> Cluster {
             sg(c, &net.vpc, &format!("{name_ref}-s{k}"), owned).await;
         })
         .await;
+    let role = format!("{name}-node-role");
+    node_role(c, &role).await;
+    for k in 0..2 {
+        karpenter_profile(c, name_ref, &format!("{:04}", 1000 + k), region, &role).await;
+    }
     Cluster {
         name,
         account,
         region,
-        resources: 2 + 8 + 8 + 12,
+        resources: 2 + 8 + 8 + 12 + 2,
     }
 }
 
@@ -98,26 +109,51 @@ fn spec(c: &Cluster) -> SessionSpec {
     }
 }
 
-/// Passes until done; panics after `max` (a benchmark that did not finish measures nothing).
-async fn until_done(clients: &AwsClients, req: &TeardownRequest, max: usize) {
-    for _ in 0..max {
+/// Passes until done, returning how many; panics after `max` (a benchmark that did not finish
+/// measures nothing).
+async fn until_done(clients: &AwsClients, req: &TeardownRequest, max: usize) -> usize {
+    for pass in 1..=max {
         if teardown_pass(clients, req).await.done {
-            return;
+            return pass;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     panic!("{} not torn down after {max} passes", req.cluster_name);
 }
 
-async fn sweeper_mode(sessions: &SessionCache, fleet: &[Cluster], concurrency: usize) -> f64 {
+/// What sweeper's mode measured: its time, its passes, and the IAM listings its passes made.
+struct Measured {
+    secs: f64,
+    passes: usize,
+    listings_made: usize,
+}
+
+async fn sweeper_mode(sessions: &SessionCache, fleet: &[Cluster], concurrency: usize) -> Measured {
     let start = Instant::now();
+    // Each account's shared listings, as its sessions hold them (one per account).
+    let shared: Mutex<Vec<Arc<Listings>>> = Mutex::default();
+    let passes = std::sync::atomic::AtomicUsize::new(0);
+    let (shared_ref, passes_ref) = (&shared, &passes);
     futures::stream::iter(fleet)
         .for_each_concurrent(concurrency, |c| async move {
             let s = sessions.session(&spec(c)).await.expect("session");
-            until_done(&s.clients, &TeardownRequest::new(&c.name), 30).await;
+            if let Some(l) = &s.clients.listings {
+                let mut all = shared_ref.lock().unwrap();
+                if !all.iter().any(|x| Arc::ptr_eq(x, l)) {
+                    all.push(l.clone());
+                }
+            }
+            let n = until_done(&s.clients, &TeardownRequest::new(&c.name), 30).await;
+            passes_ref.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         })
         .await;
-    start.elapsed().as_secs_f64()
+    let secs = start.elapsed().as_secs_f64();
+    let listings_made = shared.lock().unwrap().iter().map(|l| l.made()).sum();
+    Measured {
+        secs,
+        passes: passes.into_inner(),
+        listings_made,
+    }
 }
 
 async fn baseline_mode(sessions: &SessionCache, fleet: &[Cluster]) -> f64 {
@@ -154,7 +190,8 @@ async fn main() -> Res<()> {
         ACCOUNTS.len(),
         REGIONS.len()
     );
-    let s = sweeper_mode(&sessions, &a, concurrency).await;
+    let m = sweeper_mode(&sessions, &a, concurrency).await;
+    let s = m.secs;
     eprintln!("sweeper: {s:.2}s (concurrency {concurrency})");
     let b_fleet = fleet(&base, "flb").await;
     let b = baseline_mode(&sessions, &b_fleet).await;
@@ -162,6 +199,15 @@ async fn main() -> Res<()> {
     println!(
         "BENCH external.fleet sweeper={s:.2} baseline={b:.2} ratio={:.2} unit=s",
         b / s
+    );
+    // Every pass lists the account's instance profiles (a Karpenter cluster's profiles are found
+    // by name); without the sharing, `made` would equal `passes`.
+    println!(
+        "BENCH external.fleet.iam_listings made={} passes={} accounts={} clusters={} unit=listings",
+        m.listings_made,
+        m.passes,
+        ACCOUNTS.len(),
+        a.len()
     );
     Ok(())
 }

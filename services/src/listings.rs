@@ -13,6 +13,7 @@
 use crate::errors::CleanError;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -25,9 +26,16 @@ type Slot = Arc<tokio::sync::Mutex<Option<(Instant, Arc<Vec<String>>)>>>;
 #[derive(Debug, Default)]
 pub struct Listings {
     slots: Mutex<HashMap<&'static str, Slot>>,
+    /// Listings made (not served from a fresh one): what the fleet benchmark reports.
+    made: AtomicUsize,
 }
 
 impl Listings {
+    /// How many listings were made (each `fetch` run, failed ones included), of every kind.
+    pub fn made(&self) -> usize {
+        self.made.load(Ordering::Relaxed)
+    }
+
     /// The listing `what`, made by `fetch` unless one made less than [`FRESH`] ago is at hand.
     pub async fn get<F, Fut>(
         &self,
@@ -53,6 +61,7 @@ impl Listings {
             return Ok(listed.clone());
         }
         // A failure is not kept: the next pass asks again.
+        self.made.fetch_add(1, Ordering::Relaxed);
         let listed = Arc::new(fetch().await?);
         *held = Some((Instant::now(), listed.clone()));
         Ok(listed)
@@ -62,7 +71,6 @@ impl Listings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[tokio::test]
     async fn concurrent_passes_share_one_listing_and_a_failure_is_not_kept() {
@@ -109,5 +117,6 @@ mod tests {
             1,
             "another listing, its own slot"
         );
+        assert_eq!(l.made(), 3, "one shared, one failed, one after the failure");
     }
 }

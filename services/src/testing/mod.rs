@@ -7,6 +7,7 @@ mod account_throttle;
 mod baseline;
 pub mod build;
 pub mod iam;
+pub mod leaks;
 pub mod localstack;
 pub mod probe;
 mod recorder;
