@@ -37,27 +37,7 @@ pub(crate) fn clients(mode: RuleMode, rules: &[&Rule]) -> AwsClients {
         )))
         .http_client(create_mock_http_client())
         .build();
-    macro_rules! client {
-        ($sdk_crate:ident) => {{
-            let mut b = $sdk_crate::config::Builder::from(&sdk)
-                .retry_config(aws_config::retry::RetryConfig::disabled());
-            b.push_interceptor(shared.clone());
-            $sdk_crate::Client::from_conf(b.build())
-        }};
-    }
-    AwsClients {
-        ec2: client!(aws_sdk_ec2),
-        elb: client!(aws_sdk_elasticloadbalancing),
-        elbv2: client!(aws_sdk_elasticloadbalancingv2),
-        tagging: client!(aws_sdk_resourcegroupstagging),
-        iam: client!(aws_sdk_iam),
-        eks: client!(aws_sdk_eks),
-        logs: client!(aws_sdk_cloudwatchlogs),
-        route53: client!(aws_sdk_route53),
-        scope: None,
-        throttle: None,
-        listings: None,
-    }
+    AwsClients::assemble(&sdk, &[shared], None)
 }
 
 /// Clients that must see exactly `rules`, in order.

@@ -4,6 +4,8 @@
 
 use crate::fence::Fence;
 use aws_config::SdkConfig;
+use aws_smithy_runtime_api::client::http::SharedHttpClient;
+use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
 use std::fmt;
 
 /// One client per AWS service the teardown talks to.
@@ -88,13 +90,30 @@ impl AwsClients {
     }
 
     fn build(sdk: &SdkConfig, fence: Option<Fence>) -> Self {
+        let interceptors: Vec<SharedInterceptor> =
+            fence.into_iter().map(SharedInterceptor::new).collect();
+        Self::assemble(sdk, &interceptors, None)
+    }
+
+    /// One client per service from `sdk`, with the SDK's retries off (see [`AwsClients::new`]),
+    /// `interceptors` on every one of them, and `http` instead of `sdk`'s HTTP client when given.
+    /// The one place the clients are put together: production (the fence), the unit tests'
+    /// mocks and the test recorder all come through here, so a new service is one line.
+    pub fn assemble(
+        sdk: &SdkConfig,
+        interceptors: &[SharedInterceptor],
+        http: Option<SharedHttpClient>,
+    ) -> Self {
         let retry = aws_config::retry::RetryConfig::disabled();
         // Each service has its own config builder type, hence the macro rather than a function.
         macro_rules! client {
             ($sdk_crate:ident) => {{
                 let mut b = $sdk_crate::config::Builder::from(sdk).retry_config(retry.clone());
-                if let Some(g) = &fence {
-                    b = b.interceptor(g.clone());
+                for i in interceptors {
+                    b.push_interceptor(i.clone());
+                }
+                if let Some(h) = &http {
+                    b.set_http_client(Some(h.clone()));
                 }
                 $sdk_crate::Client::from_conf(b.build())
             }};

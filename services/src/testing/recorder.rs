@@ -9,14 +9,13 @@
 
 use crate::model::AwsClients;
 use aws_config::SdkConfig;
-use aws_config::retry::RetryConfig;
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
     SharedHttpConnector,
 };
-use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextMut;
+use aws_smithy_runtime_api::client::interceptors::{Intercept, SharedInterceptor};
 use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse, Metadata};
 use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
@@ -106,70 +105,11 @@ impl Recorder {
             latency: self.latency,
             timings: Some(self.timings.clone()),
         };
-        let retry = RetryConfig::disabled();
-        AwsClients {
-            ec2: aws_sdk_ec2::Client::from_conf(
-                aws_sdk_ec2::config::Builder::from(sdk)
-                    .interceptor(self.clone())
-                    .http_client(http.clone())
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            elb: aws_sdk_elasticloadbalancing::Client::from_conf(
-                aws_sdk_elasticloadbalancing::config::Builder::from(sdk)
-                    .interceptor(self.clone())
-                    .http_client(http.clone())
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            elbv2: aws_sdk_elasticloadbalancingv2::Client::from_conf(
-                aws_sdk_elasticloadbalancingv2::config::Builder::from(sdk)
-                    .interceptor(self.clone())
-                    .http_client(http.clone())
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            tagging: aws_sdk_resourcegroupstagging::Client::from_conf(
-                aws_sdk_resourcegroupstagging::config::Builder::from(sdk)
-                    .interceptor(self.clone())
-                    .http_client(http.clone())
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            iam: aws_sdk_iam::Client::from_conf(
-                aws_sdk_iam::config::Builder::from(sdk)
-                    .interceptor(self.clone())
-                    .http_client(http.clone())
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            // LocalStack community serves no EKS: tests that need it replace this client with a
-            // mocked one (aws-smithy-mocks).
-            eks: aws_sdk_eks::Client::from_conf(
-                aws_sdk_eks::config::Builder::from(sdk)
-                    .interceptor(self.clone())
-                    .http_client(http.clone())
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            logs: aws_sdk_cloudwatchlogs::Client::from_conf(
-                aws_sdk_cloudwatchlogs::config::Builder::from(sdk)
-                    .interceptor(self.clone())
-                    .http_client(http.clone())
-                    .retry_config(retry.clone())
-                    .build(),
-            ),
-            route53: aws_sdk_route53::Client::from_conf(
-                aws_sdk_route53::config::Builder::from(sdk)
-                    .interceptor(self.clone())
-                    .http_client(http)
-                    .retry_config(retry)
-                    .build(),
-            ),
-            scope: None,
-            throttle: None,
-            listings: None,
-        }
+        AwsClients::assemble(
+            sdk,
+            &[SharedInterceptor::new(self.clone())],
+            Some(SharedHttpClient::new(http)),
+        )
     }
 }
 
