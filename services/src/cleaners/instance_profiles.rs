@@ -21,6 +21,7 @@ use crate::discovery::{describe, tags};
 use crate::errors::call;
 use crate::model::GcTask;
 use async_trait::async_trait;
+use futures::StreamExt;
 
 /// Selects Karpenter's instance profiles (on by default, like its launch templates).
 pub const TASK: GcTask = GcTask::new("instance-profile");
@@ -110,12 +111,16 @@ impl Cleaner for InstanceProfiles {
                 })
             })
             .await?;
-        let names = all
+        // Collected, not a lazy filter: a closure over a borrow inside the stream below would not
+        // be `Send` for every lifetime, as `async_trait` needs.
+        let names: Vec<String> = all
             .iter()
             .filter(|n| n.starts_with(prefix.as_str()))
-            .cloned();
-        let mut found = Vec::new();
-        for name in names {
+            .cloned()
+            .collect();
+        // One Get per candidate, a few at once: at 80 ms a call, ten profiles read one after
+        // another held the pass 0.8 s (bench-external). `buffered` keeps the listing's order.
+        let read = |name: String| async move {
             let got = call("iam.GetInstanceProfile", || {
                 ctx.clients
                     .iam
@@ -124,15 +129,21 @@ impl Cleaner for InstanceProfiles {
                     .send()
             })
             .await;
-            let p = match got {
-                Ok(out) => match out.instance_profile {
-                    Some(p) => p,
-                    None => continue,
-                },
+            match got {
+                Ok(out) => Ok(out.instance_profile),
                 // Gone since the listing.
-                Err(f) if f.class == crate::errors::ErrorClass::NotFound => continue,
-                Err(f) => return Err(CleanError::discover(KIND, "GetInstanceProfile")(f)),
-            };
+                Err(f) if f.class == crate::errors::ErrorClass::NotFound => Ok(None),
+                Err(f) => Err(CleanError::discover(KIND, "GetInstanceProfile")(f)),
+            }
+        };
+        let read: Vec<_> = futures::stream::iter(names.into_iter().map(read))
+            .buffered(super::READ_CONCURRENCY)
+            .collect()
+            .await;
+        let mut found = Vec::new();
+        for p in read {
+            let Some(p) = p? else { continue };
+            let name = p.instance_profile_name().to_string();
             let pairs: Vec<(&str, &str)> = p.tags().iter().map(|t| (t.key(), t.value())).collect();
             if !is_karpenter_profile(&name, p.path(), &pairs, ctx.cluster, &region) {
                 continue;

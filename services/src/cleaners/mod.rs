@@ -32,6 +32,10 @@ use crate::model::{AwsClients, GcTask};
 use async_trait::async_trait;
 use std::fmt;
 
+/// How many per-candidate reads (a Get per IAM profile, ...) a cleaner's discovery keeps in
+/// flight: the reads of one pass are few and cheap, the round trips are what cost.
+pub(crate) const READ_CONCURRENCY: usize = 8;
+
 /// What every cleaner may look at during a pass.
 pub struct CleanCtx<'a> {
     pub clients: &'a AwsClients,
