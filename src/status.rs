@@ -1,9 +1,9 @@
 //! `sweeper status`: what each collector is doing, from the running service (GET /status).
 
-use crate::collectors::Registered;
 use crate::engine::leader::Role;
 use crate::engine::progress::{TeardownStatus, Teardowns};
 use crate::server::AppState;
+use crate::spec::Registered;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;

@@ -4,11 +4,11 @@
 //! module supplies validation, the live status and one pass.
 
 use super::id::{TenantId, TenantIdError};
-use super::inventory::Strategy;
 use super::metrics::TenantMetrics;
 use super::status::{self, StatusError, Warnings, condition, set_status, status_of};
 use super::teardown::{self, TeardownSettings};
 use crate::api::tenant::{Tenant, TenantStatus};
+use crate::config::TenantGcStrategy;
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{FinalizerError, Stage};
@@ -129,7 +129,7 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let ctx = &driver.teardown;
-    let index = (ctx.settings.strategy == Strategy::Index).then(|| {
+    let index = (ctx.settings.strategy == TenantGcStrategy::Index).then(|| {
         tokio::spawn(follow_discovery(
             IndexWatches::new(ctx.client.clone(), ctx.index.clone()),
             ctx.discovery.clone(),

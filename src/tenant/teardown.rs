@@ -8,8 +8,9 @@
 //! namespace controller empties them) and reported by name when stuck.
 
 use super::id::TenantId;
-use super::inventory::{self, Found, Inventory, Strategy};
+use super::inventory::{self, Found, Inventory};
 use super::metrics::TenantMetrics;
+use crate::config::TenantGcStrategy;
 use crate::engine::discovery::DeletableResource;
 use crate::engine::name_index::{self, NameIndex};
 use futures::StreamExt;
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 
 #[derive(Clone, Debug)]
 pub struct TeardownSettings {
-    pub strategy: Strategy,
+    pub strategy: TenantGcStrategy,
     pub scan_kinds: Vec<String>,
     pub dry_run: bool,
     /// Deletes in flight at once within a teardown stage.
@@ -78,7 +79,7 @@ pub async fn pass(
     since: Option<u64>,
 ) -> PassReport {
     let mut report = PassReport::default();
-    if settings.strategy == Strategy::Index {
+    if settings.strategy == TenantGcStrategy::Index {
         // Read before anything is found: whatever the tenant has at this revision is seen.
         report.since = match since {
             Some(s) => Some(s),
@@ -95,7 +96,7 @@ pub async fn pass(
     )
     .await;
     let mut done = delete_found(client, id, inv, settings, metrics, &mut report).await;
-    if done && settings.strategy == Strategy::Index {
+    if done && settings.strategy == TenantGcStrategy::Index {
         // The index said nothing is left (or everything went at once): one authoritative check
         // before the finalizer may go. What it finds is deleted now and checked again next pass.
         let check = inventory::confirm(

@@ -14,7 +14,7 @@ const NAMESPACES: &str = "/api/v1/namespaces";
 
 fn settings() -> TeardownSettings {
     TeardownSettings {
-        strategy: Strategy::Scan,
+        strategy: TenantGcStrategy::Scan,
         scan_kinds: Vec::new(),
         dry_run: false,
         delete_concurrency: 1,

@@ -44,7 +44,7 @@ fn resources() -> Vec<DeletableResource> {
 
 fn settings(dry_run: bool) -> TeardownSettings {
     TeardownSettings {
-        strategy: Strategy::Scan,
+        strategy: TenantGcStrategy::Scan,
         scan_kinds: Vec::new(),
         dry_run,
         delete_concurrency: 4,
