@@ -35,7 +35,7 @@ use sweeper::config::TenantGcStrategy;
 use sweeper::engine::name_index::{IndexWatches, NameIndex};
 use sweeper::tenant::id::TenantId;
 use sweeper::tenant::metrics::TenantMetrics;
-use sweeper::tenant::teardown::{TeardownSettings, pass};
+use sweeper::tenant::pass::{PassSettings, pass};
 
 const TENANTS: usize = 50;
 const PER_KIND: usize = 50; // x 4 kinds = 200 per tenant
@@ -152,7 +152,7 @@ async fn teardown(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(16);
-    let settings = TeardownSettings {
+    let settings = PassSettings {
         strategy,
         scan_kinds: vec![],
         dry_run: false,

@@ -267,7 +267,7 @@ pub enum GcCommand {
         /// instance-profile, oidc-provider, security-group, eks-security-group or the opt-ins
         /// ebs-volume, ebs-snapshot and eks-log-group; repeat for several.
         #[arg(long = "gc-task")]
-        tasks: Vec<sweeper_aws::teardown::GcTask>,
+        tasks: Vec<sweeper_aws::phases::GcTask>,
     },
 }
 

@@ -2,14 +2,14 @@
 //! leadership, lead (discovery plus every collector) until shut down or the lease is lost, then
 //! stop in order. What each collector does lives in its own module behind engine::collector.
 
-use crate::archive::hub::Archives;
+use crate::archive::hub::ArchiveHub;
 use crate::cli::RunArgs;
 use crate::engine::client::{self, ApiCallCounter, ClientSettings};
 use crate::engine::collector::{Collector, RunEnv};
 use crate::engine::discovery::{self, DiscoveryReport};
 use crate::engine::leader::{Elector, Fence, Role};
 use crate::engine::pause::Switch;
-use crate::engine::progress::Teardowns;
+use crate::engine::teardown_registry::TeardownRegistry;
 use crate::metrics::Metrics;
 use crate::server::{self, AppState};
 use crate::spec::{BuildEnv, Registered};
@@ -44,7 +44,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let api_calls = ApiCallCounter::default();
     let (registered, archive_metrics) = register_metrics(&mut metrics, api_calls.clone());
     let conn = connect(&args, &metrics, api_calls.clone()).await?;
-    let archives = Archives::new(
+    let archive_hub = ArchiveHub::new(
         crate::archive::Settings {
             mode: args.config.archive.clone(),
             ttl: args.config.archive_ttl,
@@ -53,7 +53,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         },
         archive_metrics,
     );
-    let teardowns = Teardowns::default();
+    let teardowns = TeardownRegistry::default();
     let (disc_tx, disc_rx) = watch::channel(None);
     let collectors = build_collectors(
         &registered,
@@ -62,7 +62,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         &teardowns,
         &disc_rx,
         &metrics,
-        &archives,
+        &archive_hub,
     )
     .await?;
     let state = AppState::new(metrics);
@@ -105,7 +105,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 &shutdown,
             );
             // The archive's background work (pending settles, retries, expiry) while leading.
-            running.extend(archives.start(&shutdown));
+            running.extend(archive_hub.start(&shutdown));
             running.push(tokio::spawn(report_oldest_teardowns(
                 ages,
                 state.metrics.clone(),
@@ -137,10 +137,10 @@ async fn build_collectors(
     registered: &RegisteredCollectors,
     args: &RunArgs,
     conn: &Connection,
-    teardowns: &Teardowns,
+    teardowns: &TeardownRegistry,
     discovery: &watch::Receiver<Option<Arc<DiscoveryReport>>>,
     metrics: &Metrics,
-    archives: &Archives,
+    archive_hub: &ArchiveHub,
 ) -> Result<Vec<Box<dyn Collector>>, RunError> {
     let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
     for (spec, reg) in registered {
@@ -157,7 +157,7 @@ async fn build_collectors(
                 teardowns,
                 discovery,
                 invalid_objects: &metrics.service.invalid_objects,
-                archives,
+                archive_hub,
             })
             .await,
         );
@@ -379,7 +379,7 @@ fn router(
     collectors: &[Box<dyn Collector>],
     registered: Vec<Arc<dyn Registered>>,
     election: &Election,
-    teardowns: Teardowns,
+    teardowns: TeardownRegistry,
     pause: Switch,
 ) -> axum::Router {
     let status = crate::status::StatusSources {
@@ -476,7 +476,7 @@ fn start_leading(
 /// Keeps `sweeper_teardown_oldest_seconds{collector}` current while leading (every 10 s: the
 /// alert on it counts in hours).
 async fn report_oldest_teardowns(
-    teardowns: Teardowns,
+    teardowns: TeardownRegistry,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {

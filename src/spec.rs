@@ -4,12 +4,12 @@
 //! The interface between the configuration below (crate::config) and the list of collectors
 //! above (crate::collectors): it names no collector.
 
-use crate::archive::hub::Archives;
+use crate::archive::hub::ArchiveHub;
 use crate::config::{FeatureGates, Gate, RunConfig};
 use crate::engine::collector::Collector;
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::leader::Fence;
-use crate::engine::progress::Teardowns;
+use crate::engine::teardown_registry::TeardownRegistry;
 use crate::metrics::InvalidObjectLabels;
 use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
@@ -58,17 +58,17 @@ pub struct BuildEnv<'a> {
     pub client: kube::Client,
     /// The same fence, for writes that do not go through the client (AWS calls).
     pub fence: Fence,
-    pub teardowns: &'a Teardowns,
+    pub teardowns: &'a TeardownRegistry,
     pub discovery: &'a watch::Receiver<Option<Arc<DiscoveryReport>>>,
     pub invalid_objects: &'a Family<InvalidObjectLabels, Counter>,
-    pub archives: &'a Archives,
+    pub archive_hub: &'a ArchiveHub,
 }
 
-/// What a teardown collector (one on the engine's teardown driver) shows: its teardowns in
+/// What a teardown collector (one on the engine's finalizer controller) shows: its teardowns in
 /// progress, as `<name>_teardowns_in_progress` in /status and `<name>: N teardowns in progress` in
 /// `sweeper status`.
 pub mod teardowns {
-    use crate::engine::teardown::TeardownMetrics;
+    use crate::engine::finalizer_controller::TeardownMetrics;
     use serde_json::{Map, Value};
 
     fn field(name: &str) -> String {

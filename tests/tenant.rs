@@ -371,7 +371,7 @@ async fn the_last_check_lists_only_what_the_index_cannot_vouch_for_and_misses_no
     use sweeper::tenant::id::TenantId;
     use sweeper::tenant::inventory::{confirm, find};
     use sweeper::tenant::metrics::TenantMetrics;
-    use sweeper::tenant::teardown::{TeardownSettings, pass};
+    use sweeper::tenant::pass::{PassSettings, pass};
     let scope = TestScope::new("tenant-check").await;
     let c = scope.client.clone();
     let (a, b) = ids();
@@ -403,7 +403,7 @@ async fn the_last_check_lists_only_what_the_index_cannot_vouch_for_and_misses_no
 
     // A teardown: its deletes move ClusterRoles and PriorityClasses past the starting revision,
     // so the last check lists only the kinds it never touched.
-    let settings = TeardownSettings {
+    let settings = PassSettings {
         strategy: TenantGcStrategy::Index,
         scan_kinds: vec![],
         dry_run: false,

@@ -15,9 +15,9 @@
 
 use futures::StreamExt;
 use std::time::{Duration, Instant};
+use sweeper_aws::phases::{AwsClients, PassRequest, PhaseReport, phase2_pass};
 use sweeper_aws::sdk::aws_config::SdkConfig;
 use sweeper_aws::sdk::elbv2;
-use sweeper_aws::teardown::{AwsClients, PhaseReport, TeardownRequest, phase2_pass};
 use sweeper_aws::testing::build::{
     byo_network, classic_lb, cloud, eni, listener, sg, tag, tg, v2_lb,
 };
@@ -99,10 +99,10 @@ async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
     let report: PhaseReport = if baseline {
         baseline_phase2(&clients, &cluster).await
     } else {
-        let req = TeardownRequest {
+        let req = PassRequest {
             // As the controller passes the AWSCluster's spec.network.vpc.id.
             vpc_ids: vec![vpc],
-            ..TeardownRequest::new(&cluster)
+            ..PassRequest::new(&cluster)
         };
         phase2_pass(&clients, &req).await
     };

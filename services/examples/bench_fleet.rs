@@ -19,9 +19,9 @@
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use sweeper_aws::phases::{AwsClients, PassRequest, teardown_pass};
 use sweeper_aws::sdk::aws_config::SdkConfig;
 use sweeper_aws::session::{Principal, SessionCache, SessionSpec, StaticKeys};
-use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 use sweeper_aws::testing::build::{cloud, network_in, nlb, sg, tag, tg};
 use sweeper_aws::testing::{baseline_phase2, localstack, with_latency};
 
@@ -99,7 +99,7 @@ fn spec(c: &Cluster) -> SessionSpec {
 }
 
 /// Passes until done; panics after `max` (a benchmark that did not finish measures nothing).
-async fn until_done(clients: &AwsClients, req: &TeardownRequest, max: usize) {
+async fn until_done(clients: &AwsClients, req: &PassRequest, max: usize) {
     for _ in 0..max {
         if teardown_pass(clients, req).await.done {
             return;
@@ -114,7 +114,7 @@ async fn sweeper_mode(sessions: &SessionCache, fleet: &[Cluster], concurrency: u
     futures::stream::iter(fleet)
         .for_each_concurrent(concurrency, |c| async move {
             let s = sessions.session(&spec(c)).await.expect("session");
-            until_done(&s.clients, &TeardownRequest::new(&c.name), 30).await;
+            until_done(&s.clients, &PassRequest::new(&c.name), 30).await;
         })
         .await;
     start.elapsed().as_secs_f64()
@@ -133,7 +133,7 @@ async fn baseline_mode(sessions: &SessionCache, fleet: &[Cluster]) -> f64 {
                 p2.errors.len()
             );
         }
-        until_done(&s.clients, &TeardownRequest::new(&c.name), 30).await;
+        until_done(&s.clients, &PassRequest::new(&c.name), 30).await;
     }
     start.elapsed().as_secs_f64()
 }

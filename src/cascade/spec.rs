@@ -1,4 +1,5 @@
-//! The cascade collector as sweeper's one list of collectors sees it (see crate::collectors; the interface is crate::spec).
+//! The cascade collector as sweeper's one list of collectors sees it (see crate::collectors): its
+//! implementation of the collector interface, crate::spec.
 
 use super::context::CascadeConfig;
 use super::metrics::{CascadeMetrics, QueueLabels};
@@ -86,7 +87,7 @@ impl Registered for CascadeMetrics {
             };
             // Workers share one group commit: one read and one record per batch of deletes.
             let batcher = env
-                .archives
+                .archive_hub
                 .archiver(&env.client, &env.fence, NAME)
                 .map(|a| {
                     use crate::archive::batch::{Batcher, gather_window};

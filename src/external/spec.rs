@@ -1,4 +1,5 @@
-//! The external collector as sweeper's one list of collectors sees it (see crate::collectors; the interface is crate::spec).
+//! The external collector as sweeper's one list of collectors sees it (see crate::collectors): its
+//! implementation of the collector interface, crate::spec.
 
 use super::metrics::ExternalMetrics;
 use crate::config::Gate;
@@ -78,7 +79,7 @@ impl Registered for ExternalMetrics {
             // Its audit records expire too, even when no collector archives. They are all
             // ConfigMaps: it lists no Secrets, so an external-only install needs no Secret access
             // outside CAPA's namespace (deploy/manifests/external-only).
-            env.archives.expire_records_of(
+            env.archive_hub.expire_records_of(
                 &env.client,
                 NAME,
                 &[crate::archive::record_kind::RecordKind::ConfigMap],
@@ -91,7 +92,7 @@ impl Registered for ExternalMetrics {
                 sweeper_aws::load_config().await,
                 Some(sweeper_aws::fence::Fence(Arc::new(move || gate.permits()))),
             ));
-            let ctx = super::controller::ExternalCtx::new(
+            let ctx = super::collector::ExternalCtx::new(
                 env.client,
                 sessions,
                 self.clone(),
@@ -104,7 +105,7 @@ impl Registered for ExternalMetrics {
             .with_audit_ttl(config.archive_ttl)
             .with_capa_namespace(config.capa_namespace.clone())
             .with_concurrency(config.external_concurrency);
-            Box::new(super::controller::ExternalCollector::new(
+            Box::new(super::collector::ExternalCollector::new(
                 ctx,
                 env.teardowns.clone(),
                 env.fence,

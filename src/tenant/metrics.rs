@@ -1,7 +1,7 @@
 //! `sweeper_tenant_*` metrics.
 
 use crate::config::TenantGcStrategy;
-use crate::engine::teardown::TeardownMetrics;
+use crate::engine::finalizer_controller::TeardownMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -1,7 +1,8 @@
-//! The tenant collector as sweeper's one list of collectors sees it (see crate::collectors; the interface is crate::spec).
+//! The tenant collector as sweeper's one list of collectors sees it (see crate::collectors): its
+//! implementation of the collector interface, crate::spec.
 
 use super::metrics::TenantMetrics;
-use super::teardown::TeardownSettings;
+use super::pass::PassSettings;
 use crate::config::Gate;
 use crate::engine::collector::Collector;
 use crate::spec::{BuildEnv, Registered, Spec};
@@ -47,14 +48,14 @@ impl Registered for TenantMetrics {
     fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {
         Box::pin(async move {
             let config = env.config;
-            let settings = TeardownSettings {
+            let settings = PassSettings {
                 strategy: config.tenant_gc_strategy,
                 scan_kinds: config.tenant_scan_kinds.clone(),
                 dry_run: config.tenant_dry_run,
                 delete_concurrency: config.tenant_delete_concurrency as usize,
-                archive: env.archives.archiver(&env.client, &env.fence, NAME),
+                archive: env.archive_hub.archiver(&env.client, &env.fence, NAME),
             };
-            Box::new(super::controller::TenantCollector::new(
+            Box::new(super::collector::TenantCollector::new(
                 env.client,
                 settings,
                 self.clone(),

@@ -19,7 +19,7 @@ use kube::{Api, Client};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug)]
-pub struct TeardownSettings {
+pub struct PassSettings {
     pub strategy: TenantGcStrategy,
     pub scan_kinds: Vec<String>,
     pub dry_run: bool,
@@ -31,7 +31,7 @@ pub struct TeardownSettings {
 }
 
 #[derive(Debug, thiserror::Error, Clone)]
-pub enum TeardownError {
+pub enum PassError {
     #[error("cannot delete {kind} {name}: {message}")]
     Delete {
         kind: String,
@@ -59,7 +59,7 @@ pub struct PassReport {
     pub listed: u64,
     /// Objects being deleted but held by finalizers: `Kind name [finalizers]`.
     pub stuck: Vec<String>,
-    pub errors: Vec<TeardownError>,
+    pub errors: Vec<PassError>,
     /// Dry run: what would be deleted.
     pub would_delete: Vec<String>,
     /// etcd's revision when the teardown began (`index` strategy): the caller hands it back to
@@ -73,7 +73,7 @@ pub async fn pass(
     client: &Client,
     id: &TenantId,
     resources: &[DeletableResource],
-    settings: &TeardownSettings,
+    settings: &PassSettings,
     metrics: &TenantMetrics,
     index: &NameIndex,
     since: Option<u64>,
@@ -131,7 +131,7 @@ async fn delete_found(
     client: &Client,
     id: &TenantId,
     inv: Inventory,
-    settings: &TeardownSettings,
+    settings: &PassSettings,
     metrics: &TenantMetrics,
     report: &mut PassReport,
 ) -> bool {
@@ -210,9 +210,9 @@ fn triage(stage: Vec<&Found>, dry_run: bool, report: &mut PassReport) -> Vec<Fou
 /// per object, whether it is gone at once (no finalizer held it) or the error naming it.
 async fn delete_stage(
     client: &Client,
-    settings: &TeardownSettings,
+    settings: &PassSettings,
     todo: Vec<(Found, Vec<crate::archive::store::Ticket>)>,
-) -> Vec<(Found, Result<bool, TeardownError>)> {
+) -> Vec<(Found, Result<bool, PassError>)> {
     // Owned items and client: the futures must not borrow (they run inside the controller).
     futures::stream::iter(todo)
         .map(|(f, tickets)| {
@@ -234,7 +234,7 @@ async fn delete_stage(
                     },
                 )
                 .await;
-                let r = r.map(|d| d.gone()).map_err(|e| TeardownError::Delete {
+                let r = r.map(|d| d.gone()).map_err(|e| PassError::Delete {
                     kind: f.kind_key(),
                     name: f.name.clone(),
                     message: e.to_string(),
@@ -292,7 +292,7 @@ async fn archive_stage(
                     }
                 }
                 Err(e) => {
-                    report.errors.push(TeardownError::Archive {
+                    report.errors.push(PassError::Archive {
                         kind: f.kind_key(),
                         name: f.name.clone(),
                         source: e.into(),
@@ -360,7 +360,7 @@ fn admitted(
     ready: &[(Found, Vec<crate::archive::store::Item>)],
     prepared: Vec<crate::archive::store::Prepared>,
     of: Vec<(usize, bool)>,
-) -> (Vec<Vec<Ticket>>, Vec<bool>, Vec<TeardownError>) {
+) -> (Vec<Vec<Ticket>>, Vec<bool>, Vec<PassError>) {
     use crate::archive::store::Prepared;
     let mut tickets: Vec<Vec<Ticket>> = vec![Vec::new(); ready.len()];
     let mut go = vec![true; ready.len()];
@@ -373,7 +373,7 @@ fn admitted(
             Prepared::Changed => {}
             Prepared::Failed(source) => {
                 go[i] = false;
-                errors.push(TeardownError::Archive {
+                errors.push(PassError::Archive {
                     kind: ready[i].0.kind_key(),
                     name: ready[i].0.name.clone(),
                     source,
