@@ -31,11 +31,11 @@ use kube::{Api, Client};
 use stats::{median, min_max};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use sweeper::config::TenantGcStrategy;
 use sweeper::engine::name_index::{IndexWatches, NameIndex};
 use sweeper::tenant::id::TenantId;
-use sweeper::tenant::inventory::Strategy;
 use sweeper::tenant::metrics::TenantMetrics;
-use sweeper::tenant::teardown::{TeardownSettings, pass};
+use sweeper::tenant::pass::{PassSettings, pass};
 
 const TENANTS: usize = 50;
 const PER_KIND: usize = 50; // x 4 kinds = 200 per tenant
@@ -141,13 +141,18 @@ async fn create_tenant_objects(c: &Client, id: &str) {
         .await;
 }
 
-async fn teardown(c: &Client, id: &str, strategy: Strategy, index: &NameIndex) -> (f64, u64) {
+async fn teardown(
+    c: &Client,
+    id: &str,
+    strategy: TenantGcStrategy,
+    index: &NameIndex,
+) -> (f64, u64) {
     let id = TenantId::parse(id, None).unwrap();
     let delete_concurrency = std::env::var("BENCH_DELETE_CONCURRENCY")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(16);
-    let settings = TeardownSettings {
+    let settings = PassSettings {
         strategy,
         scan_kinds: vec![],
         dry_run: false,
@@ -259,7 +264,7 @@ async fn base(c: &Client) -> Vec<String> {
             .await
             .unwrap()
             .resources;
-        for strategy in [Strategy::Index, Strategy::Scan] {
+        for strategy in [TenantGcStrategy::Index, TenantGcStrategy::Scan] {
             let t = Instant::now();
             let inv =
                 sweeper::tenant::inventory::find(&c, &id, &resources, strategy, &[], &index).await;
@@ -283,10 +288,10 @@ async fn base(c: &Client) -> Vec<String> {
             check.objects.len() + check.crds.len()
         );
     }
-    let (index_s, index_listed) = teardown(&c, &ids[0], Strategy::Index, &index).await;
+    let (index_s, index_listed) = teardown(&c, &ids[0], TenantGcStrategy::Index, &index).await;
     assert_eq!(count_left(&c, &ids[0]).await, 0, "index teardown complete");
     create_tenant_objects(&c, &ids[0]).await; // same population for the second run
-    let (scan_s, scan_listed) = teardown(&c, &ids[0], Strategy::Scan, &index).await;
+    let (scan_s, scan_listed) = teardown(&c, &ids[0], TenantGcStrategy::Scan, &index).await;
     assert_eq!(count_left(&c, &ids[0]).await, 0, "scan teardown complete");
     assert_eq!(
         count_left(&c, &ids[1]).await,
@@ -299,7 +304,7 @@ async fn base(c: &Client) -> Vec<String> {
 
     // Clean up the rest through the same code path.
     for id in &ids[1..] {
-        teardown(&c, id, Strategy::Index, &index).await;
+        teardown(&c, id, TenantGcStrategy::Index, &index).await;
     }
     vec![
         format!(
@@ -581,9 +586,9 @@ async fn scaled(c: &Client, name: &'static str, total: usize, runs: usize) -> Sc
     };
     for run in 0..runs {
         let order = if run % 2 == 0 {
-            [Strategy::Index, Strategy::Scan]
+            [TenantGcStrategy::Index, TenantGcStrategy::Scan]
         } else {
-            [Strategy::Scan, Strategy::Index]
+            [TenantGcStrategy::Scan, TenantGcStrategy::Index]
         };
         for strategy in order {
             create_tenant_objects(c, &id).await;
@@ -597,7 +602,7 @@ async fn scaled(c: &Client, name: &'static str, total: usize, runs: usize) -> Sc
             );
             eprintln!("{name} run {run}: {strategy:?} {s:.3}s, {listed} listed");
             let (t, l) = match strategy {
-                Strategy::Index => (&mut out.index, &mut out.index_listed),
+                TenantGcStrategy::Index => (&mut out.index, &mut out.index_listed),
                 _ => (&mut out.scan, &mut out.scan_listed),
             };
             t.push(s);

@@ -1,9 +1,8 @@
 //! Command-line interface: one typed struct per subcommand. Every `run` flag can also be set from
 //! an environment variable (`SWEEPER_*`), so the Deployment and the Helm chart need no args list.
 
-use crate::config::{FeatureGates, LogFormat};
+use crate::config::{FeatureGates, LogFormat, RunConfig};
 use clap::{Args, Parser, Subcommand};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
@@ -226,6 +225,9 @@ pub struct PauseArgs {
     pub switch: SwitchNamespace,
 }
 
+/// `sweeper run`'s flags: the feature gates, whose known names come from the list of collectors,
+/// then the rest of the configuration (crate::config, below the collectors, which are built
+/// from it).
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Feature gates, e.g. CascadeGC=true,TenantGC=true,ExternalResourceGC=true,AlternativeGCStrategy=false.
@@ -233,246 +235,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "", env = "SWEEPER_FEATURE_GATES", value_parser = parse_gates)]
     pub feature_gates: FeatureGates,
 
-    /// Address of the HTTP server (/healthz, /readyz, /metrics and the query API).
-    #[arg(long, default_value = "0.0.0.0:8080", env = "SWEEPER_HTTP_ADDR")]
-    pub http_addr: SocketAddr,
-
-    /// How often API discovery is refreshed, so new CRDs are collected without a restart.
-    #[arg(long, default_value = "30s", env = "SWEEPER_DISCOVERY_INTERVAL", value_parser = parse_duration)]
-    pub discovery_interval: Duration,
-
-    /// Client-side rate limit for API calls (queries per second; 0 = unlimited). Same meaning and
-    /// default as kube-controller-manager's --kube-api-qps.
-    #[arg(long, default_value_t = 20.0, env = "SWEEPER_KUBE_API_QPS")]
-    pub kube_api_qps: f64,
-
-    /// Burst allowed above --kube-api-qps (kube-controller-manager's --kube-api-burst).
-    #[arg(long, default_value_t = 30, env = "SWEEPER_KUBE_API_BURST")]
-    pub kube_api_burst: u32,
-
-    /// Workers per cascade queue (kube-controller-manager's --concurrent-gc-syncs, 20). Default: 40.
-    /// Unthrottled, the API server's own pace is the limit: on 2 cores it takes deletes fastest
-    /// with 32 to 64 in flight, and 20 workers keep about 18 in flight. Under --kube-api-qps the
-    /// limit is the rate, which 20 workers already fill; there the archive's group commit gathers
-    /// one batch of at most a worker each, so 40 halve its writes per delete. See
-    /// docs/benchmarks.md, `cascade.limit` and `cascade.archive.qps20`. [range: 1 to 1000]
-    #[arg(long, env = "SWEEPER_CASCADE_WORKERS", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub cascade_workers: Option<u32>,
-
-    /// Report what the cascade collector would delete or rewrite; change nothing.
-    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, env = "SWEEPER_CASCADE_DRY_RUN")]
-    pub cascade_dry_run: bool,
-
-    /// How the tenant collector finds a tenant's cluster-scoped objects: `index` (a name index kept
-    /// by watches, then one check before release that lists only the kinds the index cannot vouch
-    /// for; `label` is an alias) or `scan` (list everything every pass). Both find every object
-    /// named `<id>-…`, labelled or not.
-    #[arg(long, value_enum, default_value_t = crate::tenant::inventory::Strategy::Index, env = "SWEEPER_TENANT_GC_STRATEGY")]
-    pub tenant_gc_strategy: crate::tenant::inventory::Strategy,
-
-    /// Cluster-scoped kinds (plural resource names) listed and scanned by name prefix on every
-    /// pass even with the `index` strategy (an escape hatch; the index already covers every
-    /// kind). Empty by default.
-    #[arg(long, value_delimiter = ',', env = "SWEEPER_TENANT_SCAN_KINDS")]
-    pub tenant_scan_kinds: Vec<String>,
-
-    /// Deletes in flight at once during a tenant teardown (the client rate limit still applies). [range: 1 to 256]
-    #[arg(long, default_value_t = 16, env = "SWEEPER_TENANT_DELETE_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub tenant_delete_concurrency: u32,
-
-    /// Report what a tenant teardown would delete; delete nothing and add no finalizers.
-    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, env = "SWEEPER_TENANT_DRY_RUN")]
-    pub tenant_dry_run: bool,
-
-    /// Report what each external teardown would delete in AWS (the object's condition, an Event,
-    /// `sweeper status`, `sweeper_external_would_delete_total`); delete nothing and add no
-    /// finalizers.
-    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, env = "SWEEPER_EXTERNAL_DRY_RUN")]
-    pub external_dry_run: bool,
-
-    /// The external collector takes only the AWSClusters / AWSManagedControlPlanes this label
-    /// selector selects (`kubectl -l` syntax; empty: all). One not selected gets no finalizer, and
-    /// a finalizer already on it is released with nothing deleted.
-    #[arg(long, default_value = "", env = "SWEEPER_EXTERNAL_GC_SELECTOR", value_parser = crate::engine::selector::parse)]
-    pub external_gc_selector: crate::engine::selector::LabelFilter,
-
-    /// Snapshot each EBS volume before the opt-in `ebs-volume` task deletes it (the snapshot id is
-    /// in an Event on the cluster object). `false` deletes without.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SWEEPER_EXTERNAL_EBS_SNAPSHOT")]
-    pub external_ebs_snapshot: bool,
-
-    /// CAPA's own namespace: where the Secrets of `AWSClusterStaticIdentity` objects live (CAPA's
-    /// manager namespace). sweeper reads Secrets only there.
-    #[arg(long, default_value = "capa-system", env = "SWEEPER_CAPA_NAMESPACE")]
-    pub capa_namespace: String,
-
-    /// Cluster teardowns (AWSCluster / AWSManagedControlPlane) run at once. Each runs in its own
-    /// AWS session (region, account, identity), so a slow or throttled account holds up only
-    /// its own clusters. [range: 1 to 256]
-    #[arg(long, default_value_t = 8, env = "SWEEPER_EXTERNAL_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub external_concurrency: u16,
-
-    /// How long the cascade workers wait for every resource's first list before starting anyway.
-    #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
-    pub cascade_sync_timeout: Duration,
-
-    /// Which deleted objects are archived first (restorable with `sweeper restore`): `all`,
-    /// `none`, or `selector=<label selector>`. Cascade and tenant collectors.
-    #[arg(long, default_value = "all", env = "SWEEPER_ARCHIVE")]
-    pub archive: crate::archive::Mode,
-
-    /// How long archive records are kept before they are deleted.
-    #[arg(long, default_value = "72h", env = "SWEEPER_ARCHIVE_TTL", value_parser = parse_duration)]
-    pub archive_ttl: Duration,
-
-    /// An object larger than this (bytes, as JSON) is deleted without a record; a Warning Event
-    /// `NotArchived` says so. At most 900 KiB (a record is a ConfigMap or Secret).
-    #[arg(long, default_value_t = crate::archive::DEFAULT_MAX_OBJECT_BYTES, env = "SWEEPER_ARCHIVE_MAX_OBJECT_BYTES")]
-    pub archive_max_object_bytes: usize,
-
-    /// Sweeper's own namespace: where the pause switch (ConfigMap `sweeper-pause`) and the archive
-    /// records of cluster-scoped objects live. Empty = the pod's namespace, else the kubeconfig
-    /// context's.
-    #[arg(long, default_value = "", env = "SWEEPER_NAMESPACE")]
-    pub namespace: String,
-
-    /// Run as one of several replicas: only the holder of a coordination.k8s.io/v1 Lease collects;
-    /// the others stand by (kube-controller-manager's --leader-elect). Off by default for a single
-    /// local process; the Deployment and the Helm chart turn it on.
-    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, env = "SWEEPER_LEADER_ELECT")]
-    pub leader_elect: bool,
-
-    /// Name of the Lease.
-    #[arg(
-        long,
-        default_value = "sweeper",
-        env = "SWEEPER_LEADER_ELECT_LEASE_NAME"
-    )]
-    pub leader_elect_lease_name: String,
-
-    /// Namespace of the Lease; empty = the pod's own namespace (from the service account mount).
-    #[arg(long, default_value = "", env = "SWEEPER_LEADER_ELECT_NAMESPACE")]
-    pub leader_elect_namespace: String,
-
-    /// This replica's identity in the Lease; empty = `<hostname>_<random>`. The Deployment uses
-    /// the pod name.
-    #[arg(long, default_value = "", env = "SWEEPER_LEADER_ELECT_IDENTITY")]
-    pub leader_elect_identity: String,
-
-    /// How long a standby waits, after the Lease last changed, before taking it over.
-    #[arg(long, default_value = "15s", env = "SWEEPER_LEADER_ELECT_LEASE_DURATION", value_parser = parse_duration)]
-    pub leader_elect_lease_duration: Duration,
-
-    /// How long the leader keeps acting without a successful renewal; it stops (and exits) after.
-    /// Must be shorter than the lease duration.
-    #[arg(long, default_value = "10s", env = "SWEEPER_LEADER_ELECT_RENEW_DEADLINE", value_parser = parse_duration)]
-    pub leader_elect_renew_deadline: Duration,
-
-    /// How often the Lease is renewed or, standing by, tried. Must be shorter than the renew deadline.
-    #[arg(long, default_value = "2s", env = "SWEEPER_LEADER_ELECT_RETRY_PERIOD", value_parser = parse_duration)]
-    pub leader_elect_retry_period: Duration,
-}
-
-/// A `sweeper run` setting that parses but cannot work; the message names the flag.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ConfigError {
-    #[error("--kube-api-qps must be a finite number >= 0 (0 = unlimited), got {0}")]
-    Qps(f64),
-    #[error("--kube-api-burst must be at least 1")]
-    Burst,
-    #[error("--discovery-interval must be at least 1s, got {0:?}")]
-    DiscoveryInterval(Duration),
-    #[error("--cascade-sync-timeout must be more than 0s")]
-    SyncTimeout,
-    #[error(
-        "--tenant-scan-kinds: {0:?} is not a plural resource name (lowercase, e.g. namespaces)"
-    )]
-    ScanKind(String),
-    #[error("--archive-ttl must be at least 1m, got {0:?}")]
-    ArchiveTtl(Duration),
-    #[error("--archive-max-object-bytes must be between 1 and {max}, got {got}")]
-    ArchiveMaxObjectBytes { got: usize, max: usize },
-    #[error(transparent)]
-    Leader(#[from] crate::engine::leader::LeaderConfigError),
-}
-
-impl RunArgs {
-    /// Workers per cascade queue: as given, else 40 (see the flag).
-    pub fn cascade_workers(&self) -> u32 {
-        self.cascade_workers.unwrap_or(40)
-    }
-
-    /// Checks what clap's per-flag parsers cannot: ranges and relations between flags. `sweeper
-    /// run` calls it before connecting to anything, so bad configuration fails at once.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if !self.kube_api_qps.is_finite() || self.kube_api_qps < 0.0 {
-            return Err(ConfigError::Qps(self.kube_api_qps));
-        }
-        if self.kube_api_burst == 0 {
-            return Err(ConfigError::Burst);
-        }
-        if self.discovery_interval < Duration::from_secs(1) {
-            return Err(ConfigError::DiscoveryInterval(self.discovery_interval));
-        }
-        if self.cascade_sync_timeout.is_zero() {
-            return Err(ConfigError::SyncTimeout);
-        }
-        if let Some(bad) = self.tenant_scan_kinds.iter().find(|k| {
-            k.is_empty()
-                || !k
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        }) {
-            return Err(ConfigError::ScanKind(bad.clone()));
-        }
-        if self.archive_ttl < Duration::from_secs(60) {
-            return Err(ConfigError::ArchiveTtl(self.archive_ttl));
-        }
-        if self.archive_max_object_bytes == 0
-            || self.archive_max_object_bytes > crate::archive::RECORD_BYTES
-        {
-            return Err(ConfigError::ArchiveMaxObjectBytes {
-                got: self.archive_max_object_bytes,
-                max: crate::archive::RECORD_BYTES,
-            });
-        }
-        if self.leader_elect {
-            self.leader_config().validate()?;
-        }
-        Ok(())
-    }
-
-    /// Sweeper's own namespace: `--namespace`, else the pod's (from the service account mount),
-    /// else `kubeconfig_default` (the kubeconfig context's). `run` and `check` resolve it alike.
-    pub fn sweeper_namespace(&self, kubeconfig_default: &str) -> String {
-        if !self.namespace.is_empty() {
-            return self.namespace.clone();
-        }
-        crate::engine::leader::default_namespace().unwrap_or_else(|| kubeconfig_default.to_string())
-    }
-
-    /// The leader-election settings, with the empty defaults filled in.
-    pub fn leader_config(&self) -> crate::engine::leader::LeaderConfig {
-        use crate::engine::leader;
-        let namespace = if self.leader_elect_namespace.is_empty() {
-            leader::default_namespace().unwrap_or_default()
-        } else {
-            self.leader_elect_namespace.clone()
-        };
-        let identity = if self.leader_elect_identity.is_empty() {
-            leader::default_identity()
-        } else {
-            self.leader_elect_identity.clone()
-        };
-        leader::LeaderConfig {
-            namespace,
-            lease_name: self.leader_elect_lease_name.clone(),
-            identity,
-            lease_duration: self.leader_elect_lease_duration,
-            renew_deadline: self.leader_elect_renew_deadline,
-            retry_period: self.leader_elect_retry_period,
-        }
-    }
+    #[command(flatten)]
+    pub config: RunConfig,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -503,7 +267,7 @@ pub enum GcCommand {
         /// instance-profile, oidc-provider, security-group, eks-security-group or the opt-ins
         /// ebs-volume, ebs-snapshot and eks-log-group; repeat for several.
         #[arg(long = "gc-task")]
-        tasks: Vec<sweeper_aws::teardown::GcTask>,
+        tasks: Vec<sweeper_aws::phases::GcTask>,
     },
 }
 
@@ -569,9 +333,9 @@ impl ObjectArgs {
     }
 }
 
+/// `--feature-gates` over every gate the collectors declare.
 fn parse_gates(s: &str) -> Result<FeatureGates, String> {
-    s.parse()
-        .map_err(|e: crate::config::FeatureGateError| e.to_string())
+    FeatureGates::parse(s, &crate::collectors::gates()).map_err(|e| e.to_string())
 }
 
 /// Durations as flags take them (the engine's own parser: failpoints read the same syntax).
@@ -597,19 +361,19 @@ mod tests {
         Cli::command().debug_assert();
     }
 
-    fn run_args(args: &[&str]) -> RunArgs {
+    fn run_config(args: &[&str]) -> RunConfig {
         let mut argv = vec!["sweeper", "run"];
         argv.extend_from_slice(args);
         match Cli::try_parse_from(argv).unwrap().command {
-            Command::Run(a) => a,
+            Command::Run(a) => a.config,
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
     fn defaults_validate() {
-        assert_eq!(run_args(&[]).validate(), Ok(()));
-        let le = run_args(&["--leader-elect", "--leader-elect-namespace", "ns"]);
+        assert_eq!(run_config(&[]).validate(), Ok(()));
+        let le = run_config(&["--leader-elect", "--leader-elect-namespace", "ns"]);
         assert_eq!(le.validate(), Ok(()));
     }
 
@@ -623,16 +387,16 @@ mod tests {
             (&["--leader-elect=true"][..], true),
             (&["--leader-elect=false"][..], false),
         ] {
-            assert_eq!(run_args(args).leader_elect, want, "{args:?}");
+            assert_eq!(run_config(args).leader_elect, want, "{args:?}");
         }
-        let a = run_args(&[
+        let a = run_config(&[
             "--cascade-dry-run=true",
             "--tenant-dry-run",
             "--external-dry-run=false",
         ]);
         assert!(a.cascade_dry_run && a.tenant_dry_run && !a.external_dry_run);
         // A bare flag followed by another flag takes no value from it.
-        let a = run_args(&["--leader-elect", "--leader-elect-namespace", "ns"]);
+        let a = run_config(&["--leader-elect", "--leader-elect-namespace", "ns"]);
         assert!(a.leader_elect);
         assert_eq!(a.leader_elect_namespace, "ns");
         for bad in [
@@ -677,12 +441,12 @@ mod tests {
             ),
         ];
         for (args, flag) in cases {
-            let err = run_args(args).validate().unwrap_err().to_string();
+            let err = run_config(args).validate().unwrap_err().to_string();
             assert!(err.contains(flag), "{args:?}: {err}");
         }
         // Leader election settings are only checked when it is on.
         assert_eq!(
-            run_args(&["--leader-elect-renew-deadline", "20s"]).validate(),
+            run_config(&["--leader-elect-renew-deadline", "20s"]).validate(),
             Ok(())
         );
     }
@@ -815,17 +579,19 @@ mod tests {
 
     #[test]
     fn archive_flags_parse_and_validate() {
-        let a = run_args(&["--archive", "selector=app=web", "--archive-ttl", "24h"]);
+        let a = run_config(&["--archive", "selector=app=web", "--archive-ttl", "24h"]);
         assert!(matches!(a.archive, crate::archive::Mode::Selector(_)));
         assert_eq!(a.validate(), Ok(()));
-        assert_eq!(run_args(&[]).archive, crate::archive::Mode::All);
+        assert_eq!(run_config(&[]).archive, crate::archive::Mode::All);
         let err = Cli::try_parse_from(["sweeper", "run", "--archive", "some"])
             .unwrap_err()
             .to_string();
         assert!(err.contains("--archive"), "{err}");
-        let short = run_args(&["--archive-ttl", "30s"]).validate().unwrap_err();
+        let short = run_config(&["--archive-ttl", "30s"])
+            .validate()
+            .unwrap_err();
         assert!(short.to_string().contains("--archive-ttl"));
-        let big = run_args(&["--archive-max-object-bytes", "2000000"])
+        let big = run_config(&["--archive-max-object-bytes", "2000000"])
             .validate()
             .unwrap_err();
         assert!(big.to_string().contains("--archive-max-object-bytes"));
@@ -837,7 +603,10 @@ mod tests {
         let Command::Run(args) = cli.command else {
             panic!("expected run")
         };
-        assert_eq!(args.feature_gates, FeatureGates::default());
-        assert_eq!(args.discovery_interval, Duration::from_secs(30));
+        assert_eq!(
+            args.feature_gates,
+            FeatureGates::defaults(&crate::collectors::gates())
+        );
+        assert_eq!(args.config.discovery_interval, Duration::from_secs(30));
     }
 }

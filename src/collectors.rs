@@ -2,23 +2,12 @@
 //!
 //! `run` (building and starting), `/status` and `sweeper status`, the pause switch and the CLI's
 //! `--collector` and `--feature-gates` all iterate [`ALL`]. Adding a collector is a folder with
-//! its code and a [`Spec`], and one line in [`ALL`]; nothing else names collectors.
+//! its code and a [`Spec`] (crate::spec), and one line in [`ALL`]; nothing else names
+//! collectors.
 
-use crate::archive::hub::Archives;
-use crate::cli::RunArgs;
-use crate::engine::collector::Collector;
-use crate::engine::discovery::DiscoveryReport;
-use crate::engine::leader::Fence;
-use crate::engine::progress::Teardowns;
+use crate::config::Gate;
 use crate::engine::served::{Needs, ServedKind};
-use crate::metrics::InvalidObjectLabels;
-use futures::future::BoxFuture;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
-use serde_json::{Map, Value};
-use std::sync::Arc;
-use tokio::sync::watch;
+use crate::spec::Spec;
 
 /// Every collector, in the order they are built, started and shown.
 pub static ALL: [&dyn Spec; 3] = [
@@ -77,81 +66,41 @@ pub fn names() -> Vec<&'static str> {
     ALL.iter().map(|s| s.name()).collect()
 }
 
-/// A feature gate: its `--feature-gates` name and whether it is on when not given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Gate {
-    pub name: &'static str,
-    pub default: bool,
-}
-
-/// What a collector tells sweeper about itself before anything runs.
-pub trait Spec: Sync {
-    /// Its name: metric prefix, pause key, `--collector` value, status key.
-    fn name(&self) -> &'static str;
-
-    /// The feature gate that enables it.
-    fn gate(&self) -> Gate;
-
-    /// Further gates that change how it works (not whether it runs).
-    fn further_gates(&self) -> &'static [Gate] {
-        &[]
-    }
-
-    /// Registers its metrics (always, enabled or not: dashboards see zeros, not gaps) and returns
-    /// the collector as registered: its status, and how to build it.
-    fn register(&self, registry: &mut Registry) -> Arc<dyn Registered>;
-
-    /// Its lines of `sweeper status`, from what [`Registered::status`] put into /status (read back
-    /// by the CLI, so from JSON). None when the answer lacks them (an older server).
-    fn render(&self, status: &Map<String, Value>) -> Option<String>;
-}
-
-/// A collector whose metrics are registered.
-pub trait Registered: Send + Sync {
-    /// Its fields of /status (merged into the top level of the answer).
-    fn status(&self) -> Map<String, Value>;
-
-    /// Builds the collector (not started) on its own client and fence.
-    fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>>;
-}
-
-/// What `run` hands a collector to build it.
-pub struct BuildEnv<'a> {
-    pub args: &'a RunArgs,
-    /// The collector's own client: the shared rate limit, the lease, and its pause flag.
-    pub client: kube::Client,
-    /// The same fence, for writes that do not go through the client (AWS calls).
-    pub fence: Fence,
-    pub teardowns: &'a Teardowns,
-    pub discovery: &'a watch::Receiver<Option<Arc<DiscoveryReport>>>,
-    pub invalid_objects: &'a Family<InvalidObjectLabels, Counter>,
-    pub archives: &'a Archives,
-}
-
-/// What a teardown collector (one on the engine's teardown driver) shows: its teardowns in
-/// progress, as `<name>_teardowns_in_progress` in /status and `<name>: N teardowns in progress` in
-/// `sweeper status`.
-pub mod teardowns {
-    use crate::engine::teardown::TeardownMetrics;
-    use serde_json::{Map, Value};
-
-    fn field(name: &str) -> String {
-        format!("{name}_teardowns_in_progress")
-    }
-
-    pub fn status(name: &str, m: &TeardownMetrics) -> Map<String, Value> {
-        Map::from_iter([(field(name), Value::from(m.in_progress.get()))])
-    }
-
-    pub fn render(name: &str, status: &Map<String, Value>) -> Option<String> {
-        let n = status.get(&field(name))?.as_i64()?;
-        Some(format!("{name}: {n} teardowns in progress"))
-    }
+/// Every feature gate, in the list's order: each collector's own, then the further ones it
+/// declares. What `--feature-gates` accepts (crate::config knows no gate by name).
+pub fn gates() -> Vec<Gate> {
+    ALL.iter()
+        .flat_map(|s| std::iter::once(s.gate()).chain(s.further_gates().iter().copied()))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::FeatureGates;
+    use prometheus_client::registry::Registry;
+
+    #[test]
+    fn every_gate_is_known_with_its_default() {
+        let g = FeatureGates::defaults(&gates());
+        assert_eq!(
+            g.to_string(),
+            "CascadeGC=true,TenantGC=false,ExternalResourceGC=false,AlternativeGCStrategy=false"
+        );
+        let g = FeatureGates::parse(
+            "CascadeGC=false,TenantGC=true,ExternalResourceGC=TRUE,AlternativeGCStrategy=true",
+            &gates(),
+        )
+        .unwrap();
+        assert!(
+            !g.enabled("CascadeGC")
+                && g.enabled("TenantGC")
+                && g.enabled("ExternalResourceGC")
+                && g.enabled("AlternativeGCStrategy")
+        );
+        let err = FeatureGates::parse("CascadeGc=true", &gates()).unwrap_err();
+        assert!(err.to_string().contains("ExternalResourceGC"), "{err}");
+    }
 
     #[test]
     fn names_and_gates_are_unique() {

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod metrics;
 pub mod run;
 pub mod server;
+pub mod spec;
 pub mod telemetry;
 
 /// Picks rustls' crypto provider once per process. kube and the AWS SDK both link rustls; with

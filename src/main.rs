@@ -112,7 +112,7 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
     if let Some(user) = &args.as_user {
         config.auth_info.impersonate = Some(user.clone());
     }
-    let namespace = args.run.sweeper_namespace(&config.default_namespace);
+    let namespace = args.run.config.sweeper_namespace(&config.default_namespace);
     let client = match kube::Client::try_from(config) {
         Ok(c) => c,
         Err(e) => {
@@ -120,8 +120,8 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let lease = args.run.leader_elect.then(|| {
-        let l = args.run.leader_config();
+    let lease = args.run.config.leader_elect.then(|| {
+        let l = args.run.config.leader_config();
         let ns = if l.namespace.is_empty() {
             namespace.clone()
         } else {
@@ -132,13 +132,13 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
     let cfg = check::Config {
         gates: args.run.feature_gates.clone(),
         namespace,
-        capa_namespace: args.run.capa_namespace.clone(),
+        capa_namespace: args.run.config.capa_namespace.clone(),
         lease,
-        archive: args.run.archive.is_on(),
+        archive: args.run.config.archive.is_on(),
         archive_budget_bytes: args.archive_budget,
         control_plane_namespace: args.control_plane_namespace.clone(),
         cluster_namespace: args.cluster_namespace.clone(),
-        external_selector: args.run.external_gc_selector.clone(),
+        external_selector: args.run.config.external_gc_selector.clone(),
     };
     let sessions = if cfg.enabled("external") && !args.skip_aws {
         Some(sweeper_aws::session::SessionCache::new(

@@ -2,17 +2,17 @@
 //! leadership, lead (discovery plus every collector) until shut down or the lease is lost, then
 //! stop in order. What each collector does lives in its own module behind engine::collector.
 
-use crate::archive::hub::Archives;
+use crate::archive::hub::ArchiveHub;
 use crate::cli::RunArgs;
-use crate::collectors::{BuildEnv, Registered};
 use crate::engine::client::{self, ApiCallCounter, ClientSettings};
 use crate::engine::collector::{Collector, RunEnv};
 use crate::engine::discovery::{self, DiscoveryReport};
 use crate::engine::leader::{Elector, Fence, Role};
 use crate::engine::pause::Switch;
-use crate::engine::progress::Teardowns;
+use crate::engine::teardown_registry::TeardownRegistry;
 use crate::metrics::Metrics;
 use crate::server::{self, AppState};
+use crate::spec::{BuildEnv, Registered};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("invalid configuration: {0}")]
-    Config(#[from] crate::cli::ConfigError),
+    Config(#[from] crate::config::ConfigError),
     #[error("cannot build a Kubernetes client from kubeconfig or in-cluster config: {0}")]
     Client(#[source] kube::Error),
     #[error("cannot reach the API server: {0}")]
@@ -38,22 +38,22 @@ pub enum RunError {
 
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     // Bad configuration fails before anything connects or starts.
-    args.validate()?;
-    tracing::info!(feature_gates = %args.feature_gates, leader_elect = args.leader_elect, "starting sweeper {}", env!("CARGO_PKG_VERSION"));
+    args.config.validate()?;
+    tracing::info!(feature_gates = %args.feature_gates, leader_elect = args.config.leader_elect, "starting sweeper {}", env!("CARGO_PKG_VERSION"));
     let mut metrics = Metrics::new();
     let api_calls = ApiCallCounter::default();
     let (registered, archive_metrics) = register_metrics(&mut metrics, api_calls.clone());
     let conn = connect(&args, &metrics, api_calls.clone()).await?;
-    let archives = Archives::new(
+    let archive_hub = ArchiveHub::new(
         crate::archive::Settings {
-            mode: args.archive.clone(),
-            ttl: args.archive_ttl,
-            max_object_bytes: args.archive_max_object_bytes,
+            mode: args.config.archive.clone(),
+            ttl: args.config.archive_ttl,
+            max_object_bytes: args.config.archive_max_object_bytes,
             namespace: conn.namespace.clone(),
         },
         archive_metrics,
     );
-    let teardowns = Teardowns::default();
+    let teardowns = TeardownRegistry::default();
     let (disc_tx, disc_rx) = watch::channel(None);
     let collectors = build_collectors(
         &registered,
@@ -62,7 +62,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         &teardowns,
         &disc_rx,
         &metrics,
-        &archives,
+        &archive_hub,
     )
     .await?;
     let state = AppState::new(metrics);
@@ -86,7 +86,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         // A server that cannot bind (or fails) stops the process.
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let r = server::serve(args.http_addr, app, shutdown.clone()).await;
+            let r = server::serve(args.config.http_addr, app, shutdown.clone()).await;
             shutdown.cancel();
             r
         })
@@ -105,7 +105,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 &shutdown,
             );
             // The archive's background work (pending settles, retries, expiry) while leading.
-            running.extend(archives.start(&shutdown));
+            running.extend(archive_hub.start(&shutdown));
             running.push(tokio::spawn(report_oldest_teardowns(
                 ages,
                 state.metrics.clone(),
@@ -137,10 +137,10 @@ async fn build_collectors(
     registered: &RegisteredCollectors,
     args: &RunArgs,
     conn: &Connection,
-    teardowns: &Teardowns,
+    teardowns: &TeardownRegistry,
     discovery: &watch::Receiver<Option<Arc<DiscoveryReport>>>,
     metrics: &Metrics,
-    archives: &Archives,
+    archive_hub: &ArchiveHub,
 ) -> Result<Vec<Box<dyn Collector>>, RunError> {
     let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
     for (spec, reg) in registered {
@@ -150,13 +150,14 @@ async fn build_collectors(
         let (client, fence) = conn.for_collector(spec.name())?;
         collectors.push(
             reg.build(BuildEnv {
-                args,
+                config: &args.config,
+                gates: &args.feature_gates,
                 client,
                 fence,
                 teardowns,
                 discovery,
                 invalid_objects: &metrics.service.invalid_objects,
-                archives,
+                archive_hub,
             })
             .await,
         );
@@ -196,7 +197,7 @@ async fn stop_server(
 }
 
 /// Every collector with its metrics registered, in the list's order.
-pub type RegisteredCollectors = Vec<(&'static dyn crate::collectors::Spec, Arc<dyn Registered>)>;
+pub type RegisteredCollectors = Vec<(&'static dyn crate::spec::Spec, Arc<dyn Registered>)>;
 
 /// Registers every metric family sweeper exports beyond the service's own (which
 /// [`Metrics::new`] holds): the API call counter, every collector's (enabled or not: dashboards
@@ -271,12 +272,12 @@ async fn connect(
         .await
         .map_err(|e| RunError::Client(kube::Error::InferConfig(e)))?;
     let settings = ClientSettings {
-        qps: args.kube_api_qps,
-        burst: args.kube_api_burst,
+        qps: args.config.kube_api_qps,
+        burst: args.config.kube_api_burst,
     };
     // Without leader election this process is the only writer by configuration: the fence stays
     // open. With it, the fence opens only while the lease is held (see engine::leader).
-    let fence = if args.leader_elect {
+    let fence = if args.config.leader_elect {
         Fence::closed()
     } else {
         Fence::open()
@@ -289,7 +290,7 @@ async fn connect(
     no_retry.default_retry = false;
     let discovery = client::build_client_with(no_retry, &limit, fence.clone(), refused.clone())
         .map_err(RunError::Client)?;
-    let namespace = args.sweeper_namespace(&config.default_namespace);
+    let namespace = args.config.sweeper_namespace(&config.default_namespace);
     let version = client
         .apiserver_version()
         .await
@@ -328,7 +329,7 @@ impl Election {
         api_calls: ApiCallCounter,
         state: &AppState,
     ) -> Result<Election, RunError> {
-        let (role_tx, role) = watch::channel(if args.leader_elect {
+        let (role_tx, role) = watch::channel(if args.config.leader_elect {
             Role::Starting
         } else {
             Role::Leading
@@ -339,14 +340,14 @@ impl Election {
             _fixed_role: None,
             task: None,
             stop: stop.clone(),
-            enabled: args.leader_elect,
+            enabled: args.config.leader_elect,
             identity: None,
         };
-        if !args.leader_elect {
+        if !args.config.leader_elect {
             election._fixed_role = Some(role_tx);
             return Ok(election);
         }
-        let cfg = args.leader_config();
+        let cfg = args.config.leader_config();
         let le_client = client::build_client(
             conn.config.clone(),
             &ClientSettings { qps: 0.0, burst: 1 },
@@ -378,7 +379,7 @@ fn router(
     collectors: &[Box<dyn Collector>],
     registered: Vec<Arc<dyn Registered>>,
     election: &Election,
-    teardowns: Teardowns,
+    teardowns: TeardownRegistry,
     pause: Switch,
 ) -> axum::Router {
     let status = crate::status::StatusSources {
@@ -430,7 +431,7 @@ fn start_leading(
     shutdown: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     state.metrics.service.leader_is_leader.set(1);
-    if args.leader_elect {
+    if args.config.leader_elect {
         state.set_ready("leader-election", true);
     }
     state.expect("discovery");
@@ -438,7 +439,7 @@ fn start_leading(
         conn.discovery.clone(),
         state.health.clone(),
         state.metrics.clone(),
-        args.discovery_interval,
+        args.config.discovery_interval,
         disc_tx,
         shutdown.clone(),
     ))];
@@ -475,7 +476,7 @@ fn start_leading(
 /// Keeps `sweeper_teardown_oldest_seconds{collector}` current while leading (every 10 s: the
 /// alert on it counts in hours).
 async fn report_oldest_teardowns(
-    teardowns: Teardowns,
+    teardowns: TeardownRegistry,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {

@@ -1,9 +1,9 @@
 //! `sweeper status`: what each collector is doing, from the running service (GET /status).
 
-use crate::collectors::Registered;
 use crate::engine::leader::Role;
-use crate::engine::progress::{TeardownStatus, Teardowns};
+use crate::engine::teardown_registry::{TeardownRegistry, TeardownStatus};
 use crate::server::AppState;
+use crate::spec::Registered;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -18,7 +18,7 @@ pub struct StatusSources {
     /// Every collector (enabled or not), in the collectors' list's order.
     pub collectors: Vec<Arc<dyn Registered>>,
     pub leader: LeaderSource,
-    pub teardowns: Teardowns,
+    pub teardowns: TeardownRegistry,
     pub pause: crate::engine::pause::Switch,
 }
 
@@ -176,7 +176,7 @@ mod tests {
                 })
                 .1,
             },
-            teardowns: Teardowns::default(),
+            teardowns: TeardownRegistry::default(),
             pause: crate::engine::pause::Switch::new(
                 &crate::collectors::names(),
                 Default::default(),

@@ -23,7 +23,7 @@ use serde_json::json;
 /// The prefix of every finalizer sweeper defines.
 pub const OWN_PREFIX: &str = "sweeper.dev/";
 /// The tenant collector's finalizer (KubeZoo's name, kept for compatibility).
-pub const TENANT_FINALIZER: &str = crate::tenant::controller::FINALIZER;
+pub const TENANT_FINALIZER: &str = crate::tenant::collector::FINALIZER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UninstallError {

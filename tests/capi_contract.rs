@@ -26,7 +26,7 @@ use support::capa::{
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
 use support::{EnvFacts, TestScope, unique_name};
-use sweeper_aws::teardown::AwsClients;
+use sweeper_aws::phases::AwsClients;
 
 const T: Duration = Duration::from_secs(90);
 /// "Nothing changes for a while": several of sweeper's reconciles and Cluster-watch events.

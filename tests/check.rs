@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use support::TestScope;
 use sweeper::check::{self, Config, Line, Status, crds};
+use sweeper::config::FeatureGates;
 
 const SA_USER: &str = "system:serviceaccount:sweeper-system:sweeper";
 const EXTERNAL_SA_USER: &str = "system:serviceaccount:sweeper-system:sweeper-external";
@@ -28,7 +29,7 @@ fn micro(t: Timestamp) -> Value {
 
 fn cfg(gates: &str, ns: &str) -> Config {
     Config {
-        gates: gates.parse().unwrap(),
+        gates: FeatureGates::parse(gates, &sweeper::collectors::gates()).unwrap(),
         namespace: ns.to_string(),
         capa_namespace: ns.to_string(),
         lease: None,
@@ -168,9 +169,11 @@ async fn the_shipped_roles_grant_what_their_collectors_need_and_no_more() {
 
     // The external-only role with the cascade collector turned on: cascade's wildcard is denied,
     // the external collector's own permissions are all there.
-    c.gates = "CascadeGC=true,TenantGC=false,ExternalResourceGC=true"
-        .parse()
-        .unwrap();
+    c.gates = FeatureGates::parse(
+        "CascadeGC=true,TenantGC=false,ExternalResourceGC=true",
+        &sweeper::collectors::gates(),
+    )
+    .unwrap();
     let narrow = check::rbac::check(&as_user(EXTERNAL_SA_USER).await, &c).await;
     let cascade = narrow
         .iter()

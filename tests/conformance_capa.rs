@@ -20,7 +20,7 @@ use support::capa::{
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
 use support::{EnvFacts, TestScope, unique_name};
-use sweeper_aws::teardown::AwsClients;
+use sweeper_aws::phases::AwsClients;
 
 const T: Duration = Duration::from_secs(90);
 const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];

@@ -24,7 +24,7 @@ use support::capa::{
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
 use support::{EnvFacts, TestScope, unique_name};
-use sweeper_aws::teardown::AwsClients;
+use sweeper_aws::phases::AwsClients;
 use sweeper_aws::testing::probe::{v2_exists as lb_exists, vpc_exists};
 
 const T: Duration = Duration::from_secs(120);

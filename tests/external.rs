@@ -13,7 +13,7 @@ use support::aws::{
 use support::sweeper::{Sweeper, eventually};
 use support::{TestScope, unique_name};
 use sweeper::api::capa::{AWSCluster, Cluster, ClusterSpec, ObjectRef};
-use sweeper_aws::teardown::AwsClients;
+use sweeper_aws::phases::AwsClients;
 
 const T: Duration = Duration::from_secs(60);
 const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];

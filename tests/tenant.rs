@@ -366,11 +366,12 @@ async fn a_group_failing_discovery_holds_the_finalizer_but_not_the_deletes() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn the_last_check_lists_only_what_the_index_cannot_vouch_for_and_misses_nothing() {
+    use sweeper::config::TenantGcStrategy;
     use sweeper::engine::name_index::{IndexWatches, NameIndex, current_revision};
     use sweeper::tenant::id::TenantId;
-    use sweeper::tenant::inventory::{Strategy, confirm, find};
+    use sweeper::tenant::inventory::{confirm, find};
     use sweeper::tenant::metrics::TenantMetrics;
-    use sweeper::tenant::teardown::{TeardownSettings, pass};
+    use sweeper::tenant::pass::{PassSettings, pass};
     let scope = TestScope::new("tenant-check").await;
     let c = scope.client.clone();
     let (a, b) = ids();
@@ -388,7 +389,7 @@ async fn the_last_check_lists_only_what_the_index_cannot_vouch_for_and_misses_no
     watches.reconcile(&resources);
     let id = TenantId::parse(&a, None).unwrap();
     let seen_all = eventually(T, || async {
-        find(&c, &id, &resources, Strategy::Index, &[], &index)
+        find(&c, &id, &resources, TenantGcStrategy::Index, &[], &index)
             .await
             .objects
             .len()
@@ -396,14 +397,14 @@ async fn the_last_check_lists_only_what_the_index_cannot_vouch_for_and_misses_no
     })
     .await;
     assert!(seen_all, "the index holds the tenant's four objects");
-    let everything = find(&c, &id, &resources, Strategy::Scan, &[], &index)
+    let everything = find(&c, &id, &resources, TenantGcStrategy::Scan, &[], &index)
         .await
         .listed;
 
     // A teardown: its deletes move ClusterRoles and PriorityClasses past the starting revision,
     // so the last check lists only the kinds it never touched.
-    let settings = TeardownSettings {
-        strategy: Strategy::Index,
+    let settings = PassSettings {
+        strategy: TenantGcStrategy::Index,
         scan_kinds: vec![],
         dry_run: false,
         delete_concurrency: 4,

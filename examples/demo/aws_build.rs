@@ -4,9 +4,9 @@
 
 use crate::aws_world::{AwsRes, Kind};
 use crate::kube_util::Res;
+use sweeper_aws::phases::AwsClients;
 use sweeper_aws::sdk::ec2;
 use sweeper_aws::sdk::elbv2::types::{LoadBalancerTypeEnum, ProtocolEnum};
-use sweeper_aws::teardown::AwsClients;
 use sweeper_aws::testing::build::fallible as build;
 
 /// Tag key/value pairs.

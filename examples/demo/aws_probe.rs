@@ -3,9 +3,9 @@
 
 use crate::aws_world::{AwsRes, Kind};
 use std::collections::BTreeSet;
+use sweeper_aws::phases::AwsClients;
 use sweeper_aws::sdk::ec2::error::ProvideErrorMetadata;
 use sweeper_aws::sdk::ec2::types::Filter;
-use sweeper_aws::teardown::AwsClients;
 
 fn id_filter(name: &str, ids: &[String]) -> Filter {
     Filter::builder()

@@ -12,8 +12,8 @@
 use crate::aws_build::{Builder, Tags};
 use crate::kube_util::Res;
 use crate::step::Item;
+use sweeper_aws::phases::AwsClients;
 use sweeper_aws::sdk::elbv2::types::{LoadBalancerTypeEnum, ProtocolEnum};
-use sweeper_aws::teardown::AwsClients;
 
 pub const CLUSTER: &str = "demo-wl";
 pub const OTHER: &str = "demo-wl-b";

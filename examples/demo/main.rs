@@ -31,7 +31,7 @@ use live::{Board, Replica, Shared, lock};
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_aws::phases::{AwsClients, PassRequest, teardown_pass};
 
 const FINALIZER_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -142,7 +142,7 @@ async fn clean() -> Res<()> {
 
 /// Teardown passes (sweeper's own library) until nothing of `cluster` is left in LocalStack.
 async fn clean_aws(aws: &AwsClients, cluster: &str) -> Res<usize> {
-    let req = TeardownRequest::new(cluster);
+    let req = PassRequest::new(cluster);
     let mut removed = 0;
     for _ in 0..60 {
         let r = teardown_pass(aws, &req).await;

@@ -7,7 +7,7 @@ use crate::step::Observation;
 use crate::{aws_world, tenant, trees, workload};
 use kube::Client;
 use std::time::Duration;
-use sweeper_aws::teardown::AwsClients;
+use sweeper_aws::phases::AwsClients;
 
 /// When `--failover` stops the leader, counted from the deletes.
 const FAILOVER_AT: Duration = Duration::from_secs(3);

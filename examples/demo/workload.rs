@@ -13,7 +13,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use sweeper::api::capa::{
     AWSCluster, AWSClusterSpec, Cluster, ClusterSpec, NetworkSpec, ObjectRef, VpcSpec,
 };
-use sweeper_aws::teardown::AwsClients;
+use sweeper_aws::phases::AwsClients;
 
 pub const NS: &str = "sweeper-demo";
 const FINALIZER: &str = "sweeper.dev/external-resource-gc";

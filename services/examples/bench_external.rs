@@ -22,9 +22,9 @@
 
 use futures::StreamExt;
 use std::time::{Duration, Instant};
+use sweeper_aws::phases::{AwsClients, PassRequest, PhaseReport, phase2_pass, registry};
 use sweeper_aws::sdk::aws_config::SdkConfig;
 use sweeper_aws::sdk::elbv2;
-use sweeper_aws::teardown::{AwsClients, PhaseReport, TeardownRequest, phase2_pass, registry};
 use sweeper_aws::testing::build::{
     byo_network, classic_lb, cloud, eni, listener, sg, tag, tg, v2_lb,
 };
@@ -128,13 +128,13 @@ async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
     let report: PhaseReport = if baseline {
         baseline_phase2(&clients, &cluster).await
     } else {
-        let req = TeardownRequest {
+        let req = PassRequest {
             // As the controller passes the AWSCluster's spec.network.vpc.id.
             vpc_ids: vec![vpc],
             // Every task, the opt-in EBS ones included (the gc-tasks annotation naming them all).
             tasks: Some(registry::tasks()),
             ebs_snapshot: false,
-            ..TeardownRequest::new(&cluster)
+            ..PassRequest::new(&cluster)
         };
         phase2_pass(&clients, &req).await
     };

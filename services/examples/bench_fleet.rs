@@ -24,9 +24,9 @@ use futures::StreamExt;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use sweeper_aws::phases::{AwsClients, PassRequest, teardown_pass};
 use sweeper_aws::sdk::aws_config::SdkConfig;
 use sweeper_aws::session::{Principal, SessionCache, SessionSpec, StaticKeys, listings::Listings};
-use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 use sweeper_aws::testing::build::{cloud, network_in, nlb, sg, tag, tg};
 use sweeper_aws::testing::leaks::{karpenter_profile, node_role};
 use sweeper_aws::testing::{baseline_phase2, localstack, with_latency};
@@ -111,7 +111,7 @@ fn spec(c: &Cluster) -> SessionSpec {
 
 /// Passes until done, returning how many; panics after `max` (a benchmark that did not finish
 /// measures nothing).
-async fn until_done(clients: &AwsClients, req: &TeardownRequest, max: usize) -> usize {
+async fn until_done(clients: &AwsClients, req: &PassRequest, max: usize) -> usize {
     for pass in 1..=max {
         if teardown_pass(clients, req).await.done {
             return pass;
@@ -143,7 +143,7 @@ async fn sweeper_mode(sessions: &SessionCache, fleet: &[Cluster], concurrency: u
                     all.push(l.clone());
                 }
             }
-            let n = until_done(&s.clients, &TeardownRequest::new(&c.name), 30).await;
+            let n = until_done(&s.clients, &PassRequest::new(&c.name), 30).await;
             passes_ref.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         })
         .await;
@@ -169,7 +169,7 @@ async fn baseline_mode(sessions: &SessionCache, fleet: &[Cluster]) -> f64 {
                 p2.errors.len()
             );
         }
-        until_done(&s.clients, &TeardownRequest::new(&c.name), 30).await;
+        until_done(&s.clients, &PassRequest::new(&c.name), 30).await;
     }
     start.elapsed().as_secs_f64()
 }

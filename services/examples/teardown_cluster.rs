@@ -1,7 +1,7 @@
 //! Runs teardown passes for one cluster until done (or 20 passes), printing each report.
 //! `cargo run -p sweeper-aws --example teardown_cluster -- <cluster-name> [--dry-run]`
 
-use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_aws::phases::{AwsClients, PassRequest, teardown_pass};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -11,9 +11,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("usage: teardown_cluster <cluster-name> [--dry-run]")?;
     let dry_run = args.any(|a| a == "--dry-run");
     let clients = AwsClients::new(&sweeper_aws::load_config().await);
-    let req = TeardownRequest {
+    let req = PassRequest {
         dry_run,
-        ..TeardownRequest::new(name)
+        ..PassRequest::new(name)
     };
     for pass in 1..=20 {
         let r = teardown_pass(&clients, &req).await;

@@ -7,7 +7,8 @@
 // session acts), throttle (its per-account back-off) and listings (IAM listings an account
 // shares) are plain helpers;
 // model is the shared vocabulary; discovery finds what a cluster owns; cleaners delete one kind
-// each; teardown runs the phases; testing (a feature) drives it all for tests and benchmarks.
+// each; phases runs a teardown pass, phase by phase; testing (a feature) drives it all for tests
+// and benchmarks.
 pub mod arn;
 pub mod errors;
 pub mod fence;
@@ -22,7 +23,7 @@ pub mod discovery;
 
 pub mod cleaners;
 
-pub mod teardown;
+pub mod phases;
 
 #[cfg(feature = "testing")]
 pub mod testing;

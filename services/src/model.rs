@@ -146,7 +146,7 @@ pub struct EksFacts {
 
 /// A phase-2 cleaner family a cluster may select, by the name its annotation uses. Not a closed
 /// enum: each phase-2 cleaner declares its own (`GcTask::new`), and parsing accepts exactly the
-/// names the registered cleaners declare (see `teardown::registry`), so a new kind brings its task
+/// names the registered cleaners declare (see `phases::registry`), so a new kind brings its task
 /// with it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct GcTask(&'static str);

@@ -17,8 +17,9 @@ use tokio_util::sync::CancellationToken;
 /// only before the next batch, which may never come.
 const SETTLE_RETRY: Duration = Duration::from_secs(5);
 
-/// Every archiver of this process.
-pub struct Archives {
+/// The archive in `sweeper run`: hands each collector its [`Archiver`] (the writer and settler of
+/// its records) and runs all of the archive's background work. One per process.
+pub struct ArchiveHub {
     settings: Settings,
     metrics: ArchiveMetrics,
     /// Archivers of collectors that archive what they delete, with their collector's fence.
@@ -28,9 +29,9 @@ pub struct Archives {
     expiry_only: Mutex<Option<Arc<Archiver>>>,
 }
 
-impl Archives {
+impl ArchiveHub {
     pub fn new(settings: Settings, metrics: ArchiveMetrics) -> Self {
-        Archives {
+        ArchiveHub {
             settings,
             metrics,
             archiving: Mutex::new(Vec::new()),

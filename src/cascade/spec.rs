@@ -1,9 +1,11 @@
-//! The cascade collector as sweeper's one list of collectors sees it (see crate::collectors).
+//! The cascade collector as sweeper's one list of collectors sees it (see crate::collectors): its
+//! implementation of the collector interface, crate::spec.
 
 use super::context::CascadeConfig;
 use super::metrics::{CascadeMetrics, QueueLabels};
-use crate::collectors::{BuildEnv, Gate, Registered, Spec};
+use crate::config::Gate;
 use crate::engine::collector::Collector;
+use crate::spec::{BuildEnv, Registered, Spec};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
@@ -76,23 +78,23 @@ impl Registered for CascadeMetrics {
 
     fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {
         Box::pin(async move {
-            let args = env.args;
+            let config = env.config;
             let cfg = CascadeConfig {
-                workers: args.cascade_workers() as usize,
-                dry_run: args.cascade_dry_run,
-                sync_timeout: args.cascade_sync_timeout,
+                workers: config.cascade_workers() as usize,
+                dry_run: config.cascade_dry_run,
+                sync_timeout: config.cascade_sync_timeout,
                 fence: env.fence.clone(),
             };
             // Workers share one group commit: one read and one record per batch of deletes.
             let batcher = env
-                .archives
+                .archive_hub
                 .archiver(&env.client, &env.fence, NAME)
                 .map(|a| {
                     use crate::archive::batch::{Batcher, gather_window};
                     Batcher::start(
                         a,
-                        args.cascade_workers() as usize,
-                        gather_window(args.kube_api_qps),
+                        config.cascade_workers() as usize,
+                        gather_window(config.kube_api_qps),
                     )
                 });
             Box::new(super::collector::CascadeCollector::new(

@@ -9,7 +9,7 @@
 
 use super::{Config, Line, kube_message};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane, IdentityRef};
-use crate::external::controller::GcKind;
+use crate::external::collector::GcKind;
 use crate::external::identity::{self, Placement};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};

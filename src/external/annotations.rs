@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use sweeper_aws::teardown::{GcTask, UnknownGcTask};
+use sweeper_aws::phases::{GcTask, UnknownGcTask};
 
 pub const GC_ANNOTATION: &str = "aws.cluster.x-k8s.io/external-resource-gc";
 pub const TASKS_ANNOTATION: &str = "aws.cluster.x-k8s.io/external-resource-tasks-gc";

@@ -1,6 +1,6 @@
 //! `sweeper_external_*` metrics.
 
-use crate::engine::teardown::TeardownMetrics;
+use crate::engine::finalizer_controller::TeardownMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -1,12 +1,12 @@
 //! What one teardown pass's report means for the cluster object, decided without I/O: the
 //! condition to set, the Events to emit, and when to look again ([`of`]); the dry run's one-line
-//! plan; the phase `sweeper status` shows. The controller (`controller.rs`) makes the calls.
+//! summary; the phase `sweeper status` shows. The collector (`collector.rs`) makes the calls.
 
 use super::conditions::Severity;
 use super::metrics::ExternalMetrics;
-use crate::engine::teardown::Pass;
+use crate::engine::finalizer_controller::Pass;
 use std::time::Duration;
-use sweeper_aws::teardown::TeardownReport;
+use sweeper_aws::phases::PassReport;
 
 /// The decision for a pass that deleted (not a dry run).
 pub struct Outcome {
@@ -31,7 +31,7 @@ pub struct Outcome {
 }
 
 /// The decision for `report`, the pass of cluster `cluster_name` in session `place`.
-pub fn of(report: &TeardownReport, cluster_name: &str, place: &str) -> Outcome {
+pub fn of(report: &PassReport, cluster_name: &str, place: &str) -> Outcome {
     let tally = Tally::of(report);
     let notes = report
         .phases
@@ -93,7 +93,7 @@ pub fn of(report: &TeardownReport, cluster_name: &str, place: &str) -> Outcome {
 
 /// The `ExternalDnsRecordsLeft` Warning: once per pass that deletes something (the load
 /// balancers such records point at go in such a pass), not on every pass of a long teardown.
-fn records_left(report: &TeardownReport) -> Option<(&'static str, String)> {
+fn records_left(report: &PassReport) -> Option<(&'static str, String)> {
     let kept: Vec<&str> = report
         .phases
         .iter()
@@ -118,7 +118,7 @@ fn records_left(report: &TeardownReport) -> Option<(&'static str, String)> {
 
 /// Counts what a pass did into the metrics: deleted and left by service and kind, resources of
 /// another partition, region or account ignored.
-pub fn count(report: &TeardownReport, m: &ExternalMetrics) {
+pub fn count(report: &PassReport, m: &ExternalMetrics) {
     for p in &report.phases {
         for d in &p.deleted {
             m.deleted
@@ -134,9 +134,10 @@ pub fn count(report: &TeardownReport, m: &ExternalMetrics) {
     }
 }
 
-/// A dry run's plan in one line: how many resources each phase would delete, then the first of
-/// them (a condition message must stay readable), and what blocks the network.
-pub fn dry_run_plan(report: &TeardownReport) -> String {
+/// A dry run's summary in one line (the condition's message, the `DryRunPlan` Event's note): how
+/// many resources each phase would delete, then the first of them (a condition message must stay
+/// readable), and what blocks the network.
+pub fn dry_run_summary(report: &PassReport) -> String {
     const SHOWN: usize = 20;
     let planned: Vec<String> = report
         .phases
@@ -186,7 +187,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn of(report: &TeardownReport) -> Tally {
+    fn of(report: &PassReport) -> Tally {
         let mut t = Tally {
             deleted: 0,
             remaining: Vec::new(),
@@ -254,7 +255,7 @@ impl Tally {
 }
 
 /// The phase a pass stopped in (the last one started), for `sweeper status`.
-pub fn phase_of(report: &TeardownReport) -> (String, String) {
+pub fn phase_of(report: &PassReport) -> (String, String) {
     if report.done {
         return ("done".into(), "every phase finished".into());
     }
@@ -275,7 +276,7 @@ pub fn phase_of(report: &TeardownReport) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sweeper_aws::teardown::{Phase, PhaseReport, ResourceRef};
+    use sweeper_aws::phases::{Phase, PhaseReport, ResourceRef};
 
     fn r(kind: &str, id: &str) -> ResourceRef {
         ResourceRef {
@@ -285,10 +286,10 @@ mod tests {
         }
     }
 
-    fn report(done: bool, phase2: PhaseReport) -> TeardownReport {
+    fn report(done: bool, phase2: PhaseReport) -> PassReport {
         let mut p1 = PhaseReport::started(Phase::CapaOwned);
         p1.deleted.push(r("instance", "i-1"));
-        TeardownReport {
+        PassReport {
             done,
             phases: vec![p1, phase2],
         }
@@ -355,7 +356,7 @@ mod tests {
         let mut p3 = PhaseReport::started(Phase::Network);
         p3.blockers
             .push((r("instance", "i-theirs"), "vpc-1".into()));
-        let rep = TeardownReport {
+        let rep = PassReport {
             done: false,
             phases: vec![
                 PhaseReport::started(Phase::CapaOwned),

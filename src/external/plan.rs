@@ -3,14 +3,14 @@
 
 use super::annotations;
 use super::cluster;
+use super::collector::GcKind;
 use super::contract::{self, ClusterState, Decision, Subject};
-use super::controller::GcKind;
 use super::identity::{self, Placement};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
 use sweeper_aws::discovery::tags::{capa_key, cloud_key};
+use sweeper_aws::phases::{PassReport, PassRequest, teardown_pass};
 use sweeper_aws::session::SessionCache;
-use sweeper_aws::teardown::{TeardownReport, TeardownRequest, teardown_pass};
 
 /// What the plan reads of the cluster's CAPA object, whatever its kind.
 struct Target {
@@ -20,7 +20,7 @@ struct Target {
     identity_ref: Option<crate::api::capa::IdentityRef>,
     annotations: std::collections::BTreeMap<String, String>,
     linked: Option<cluster::LinkedAnnotations>,
-    eks: Option<sweeper_aws::teardown::EksFacts>,
+    eks: Option<sweeper_aws::phases::EksFacts>,
     /// The owning Cluster, for Cluster API's contract (paused or not).
     cluster: ClusterState,
 }
@@ -89,7 +89,7 @@ pub async fn plan(
     };
     let settings = annotations::settings_of(&ann, linked.as_ref())
         .map_err(|e| format!("{} {target}: {e}", ar.kind))?;
-    let req = TeardownRequest {
+    let req = PassRequest {
         cluster_name: names.tag.clone(),
         capa_name: names.capi.clone(),
         external_gc: settings.external_gc,
@@ -162,7 +162,7 @@ async fn read_target(
 
 /// Each phase's plan: what it would delete, what blocks the network (kept), errors, and what
 /// was ignored as outside the session. Pure.
-fn render_phases(out: &mut String, report: &TeardownReport) {
+fn render_phases(out: &mut String, report: &PassReport) {
     for p in &report.phases {
         out.push_str(&format!(
             "phase {}: {} resource(s)\n",

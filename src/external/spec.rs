@@ -1,8 +1,10 @@
-//! The external collector as sweeper's one list of collectors sees it (see crate::collectors).
+//! The external collector as sweeper's one list of collectors sees it (see crate::collectors): its
+//! implementation of the collector interface, crate::spec.
 
 use super::metrics::ExternalMetrics;
-use crate::collectors::{BuildEnv, Gate, Registered, Spec};
+use crate::config::Gate;
 use crate::engine::collector::Collector;
+use crate::spec::{BuildEnv, Registered, Spec};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value};
@@ -46,7 +48,7 @@ impl Spec for ExternalSpec {
 
     /// The teardowns line, then one line per cluster left alone under Cluster API's contract.
     fn render(&self, status: &Map<String, Value>) -> Option<String> {
-        let mut out = crate::collectors::teardowns::render(NAME, status)?;
+        let mut out = crate::spec::teardowns::render(NAME, status)?;
         let held: Vec<super::held::HeldStatus> = status
             .get(HELD)
             .and_then(|v| serde_json::from_value(v.clone()).ok())
@@ -63,7 +65,7 @@ impl Spec for ExternalSpec {
 
 impl Registered for ExternalMetrics {
     fn status(&self) -> Map<String, Value> {
-        let mut status = crate::collectors::teardowns::status(NAME, &self.teardown);
+        let mut status = crate::spec::teardowns::status(NAME, &self.teardown);
         status.insert(
             HELD.into(),
             serde_json::to_value(self.held.list()).unwrap_or_default(),
@@ -73,11 +75,11 @@ impl Registered for ExternalMetrics {
 
     fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {
         Box::pin(async move {
-            let args = env.args;
+            let config = env.config;
             // Its audit records expire too, even when no collector archives. They are all
             // ConfigMaps: it lists no Secrets, so an external-only install needs no Secret access
             // outside CAPA's namespace (deploy/manifests/external-only).
-            env.archives.expire_records_of(
+            env.archive_hub.expire_records_of(
                 &env.client,
                 NAME,
                 &[crate::archive::record_kind::RecordKind::ConfigMap],
@@ -90,20 +92,20 @@ impl Registered for ExternalMetrics {
                 sweeper_aws::load_config().await,
                 Some(sweeper_aws::fence::Fence(Arc::new(move || gate.permits()))),
             ));
-            let ctx = super::controller::ExternalCtx::new(
+            let ctx = super::collector::ExternalCtx::new(
                 env.client,
                 sessions,
                 self.clone(),
-                args.feature_gates.enabled(ALTERNATIVE_GC_STRATEGY),
+                env.gates.enabled(ALTERNATIVE_GC_STRATEGY),
                 env.invalid_objects.clone(),
             )
-            .with_selector(args.external_gc_selector.clone())
-            .with_ebs_snapshot(args.external_ebs_snapshot)
-            .with_dry_run(args.external_dry_run)
-            .with_audit_ttl(args.archive_ttl)
-            .with_capa_namespace(args.capa_namespace.clone())
-            .with_concurrency(args.external_concurrency);
-            Box::new(super::controller::ExternalCollector::new(
+            .with_selector(config.external_gc_selector.clone())
+            .with_ebs_snapshot(config.external_ebs_snapshot)
+            .with_dry_run(config.external_dry_run)
+            .with_audit_ttl(config.archive_ttl)
+            .with_capa_namespace(config.capa_namespace.clone())
+            .with_concurrency(config.external_concurrency);
+            Box::new(super::collector::ExternalCollector::new(
                 ctx,
                 env.teardowns.clone(),
                 env.fence,

@@ -14,6 +14,7 @@
 //! labels. A kind that can't be listed (Forbidden, a failing API group) is reported and skipped; the rest is still found.
 
 use super::id::TenantId;
+use crate::config::TenantGcStrategy;
 use crate::engine::discovery::DeletableResource;
 use crate::engine::name_index::{Entry, NameIndex, NotIndexed};
 use futures::StreamExt;
@@ -24,16 +25,6 @@ use std::time::Duration;
 
 /// Kinds listed at once.
 const LIST_CONCURRENCY: usize = 8;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Default)]
-pub enum Strategy {
-    /// The watch-fed name index, a list of what it cannot answer, and a freshness-proved last check.
-    #[default]
-    #[value(alias = "label")]
-    Index,
-    /// List every cluster-scoped object and match names (slow; needs no index).
-    Scan,
-}
 
 /// One object to delete (or wait for).
 #[derive(Clone, Debug)]
@@ -136,12 +127,12 @@ pub async fn find(
     client: &Client,
     id: &TenantId,
     resources: &[DeletableResource],
-    strategy: Strategy,
+    strategy: TenantGcStrategy,
     scan_kinds: &[String],
     index: &NameIndex,
 ) -> Inventory {
     gather(client, id, resources, |r, prefix| {
-        (strategy == Strategy::Index && !scan_kinds.contains(&r.resource.plural))
+        (strategy == TenantGcStrategy::Index && !scan_kinds.contains(&r.resource.plural))
             .then(|| index.with_prefix(r, prefix))
     })
     .await

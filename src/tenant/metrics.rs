@@ -1,7 +1,7 @@
 //! `sweeper_tenant_*` metrics.
 
-use super::inventory::Strategy;
-use crate::engine::teardown::TeardownMetrics;
+use crate::config::TenantGcStrategy;
+use crate::engine::finalizer_controller::TeardownMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -65,7 +65,7 @@ impl TenantMetrics {
         );
     }
 
-    pub fn listed(&self, s: Strategy, n: u64) {
+    pub fn listed(&self, s: TenantGcStrategy, n: u64) {
         let strategy = format!("{s:?}").to_lowercase();
         self.listed_objects
             .get_or_create(&StrategyLabels { strategy })

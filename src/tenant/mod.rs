@@ -1,10 +1,10 @@
 //! The tenant collector: when a KubeZoo `Tenant` is deleted, remove every CRD, cluster-scoped
 //! object and namespace of that tenant, then release the `kubezoo.io/tenant` finalizer.
 
-pub mod controller;
+pub mod collector;
 pub mod id;
 pub mod inventory;
 pub mod metrics;
+pub mod pass;
 pub mod spec;
 pub mod status;
-pub mod teardown;

@@ -1,9 +1,11 @@
-//! The tenant collector as sweeper's one list of collectors sees it (see crate::collectors).
+//! The tenant collector as sweeper's one list of collectors sees it (see crate::collectors): its
+//! implementation of the collector interface, crate::spec.
 
 use super::metrics::TenantMetrics;
-use super::teardown::TeardownSettings;
-use crate::collectors::{BuildEnv, Gate, Registered, Spec};
+use super::pass::PassSettings;
+use crate::config::Gate;
 use crate::engine::collector::Collector;
+use crate::spec::{BuildEnv, Registered, Spec};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value};
@@ -34,26 +36,26 @@ impl Spec for TenantSpec {
     }
 
     fn render(&self, status: &Map<String, Value>) -> Option<String> {
-        crate::collectors::teardowns::render(NAME, status)
+        crate::spec::teardowns::render(NAME, status)
     }
 }
 
 impl Registered for TenantMetrics {
     fn status(&self) -> Map<String, Value> {
-        crate::collectors::teardowns::status(NAME, &self.teardown)
+        crate::spec::teardowns::status(NAME, &self.teardown)
     }
 
     fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {
         Box::pin(async move {
-            let args = env.args;
-            let settings = TeardownSettings {
-                strategy: args.tenant_gc_strategy,
-                scan_kinds: args.tenant_scan_kinds.clone(),
-                dry_run: args.tenant_dry_run,
-                delete_concurrency: args.tenant_delete_concurrency as usize,
-                archive: env.archives.archiver(&env.client, &env.fence, NAME),
+            let config = env.config;
+            let settings = PassSettings {
+                strategy: config.tenant_gc_strategy,
+                scan_kinds: config.tenant_scan_kinds.clone(),
+                dry_run: config.tenant_dry_run,
+                delete_concurrency: config.tenant_delete_concurrency as usize,
+                archive: env.archive_hub.archiver(&env.client, &env.fence, NAME),
             };
-            Box::new(super::controller::TenantCollector::new(
+            Box::new(super::collector::TenantCollector::new(
                 env.client,
                 settings,
                 self.clone(),

@@ -3,7 +3,7 @@
 //! (the status write answers 404 and the Events stand alone), so repeats are suppressed in memory,
 //! not by comparing with a status that may not exist.
 
-use super::teardown::PassReport;
+use super::pass::PassReport;
 use crate::api::tenant::{Condition, Tenant, TenantStatus};
 use crate::engine::events::Publisher;
 use kube::api::{Patch, PatchParams};

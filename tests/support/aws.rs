@@ -4,7 +4,7 @@
 
 #![allow(unused_imports)] // each test binary uses a different part of the re-exports
 
-use sweeper_aws::teardown::AwsClients;
+use sweeper_aws::phases::AwsClients;
 pub use sweeper_aws::testing::build::{Net, held_target_group, network, network_in, nlb, sg, tag};
 pub use sweeper_aws::testing::probe::{sg_exists, tg_exists, v2_exists as lb_exists, vpc_exists};
 

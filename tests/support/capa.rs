@@ -77,7 +77,7 @@ pub fn owned_by_cluster(v: &mut Value, cluster: &DynamicObject) {
 
 /// A network CAPA made for cluster `name`: VPC and subnet tagged as CAPA tags what it owns, the
 /// VPC with CAPA's `common` role.
-pub async fn capa_network(aws: &sweeper_aws::teardown::AwsClients, name: &str) -> super::aws::Net {
+pub async fn capa_network(aws: &sweeper_aws::phases::AwsClients, name: &str) -> super::aws::Net {
     use super::aws::{network, tag};
     let capa_key = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{name}");
     let net = network(aws).await;

@@ -4,7 +4,7 @@
 //! cluster names it.
 //!
 //! A log group is a target only when every one of these holds:
-//! - the cluster is an EKS cluster (`TeardownRequest::eks`);
+//! - the cluster is an EKS cluster (`PassRequest::eks`);
 //! - its name is exactly `/aws/eks/<eksName>/cluster`, in the region of the cluster's session
 //!   (CloudWatch Logs is regional: the session's client only sees that region's groups);
 //! - it has no retention policy and no deletion protection: either means someone set it up to

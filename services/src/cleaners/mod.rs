@@ -1,6 +1,6 @@
 //! The cleaners: every resource kind is one module implementing [`Cleaner`], owning everything
 //! about its kind (how to find it, what its delete needs, which task selects it). Which cleaners
-//! run in which phase, and in what order, is the phase runner's one list (`teardown::registry`).
+//! run in which phase, and in what order, is the phase runner's one list (`phases::registry`).
 
 pub mod addresses;
 pub mod dns_records;
@@ -55,7 +55,7 @@ pub struct CleanCtx<'a> {
     pub cluster_vpcs: &'a [String],
     /// Snapshot EBS volumes before deleting them (`--external-ebs-snapshot`).
     pub snapshot_volumes: bool,
-    /// EKS clusters only: what the control plane recorded (see `TeardownRequest::eks`).
+    /// EKS clusters only: what the control plane recorded (see `PassRequest::eks`).
     pub eks: Option<&'a crate::model::EksFacts>,
 }
 

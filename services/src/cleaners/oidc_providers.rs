@@ -6,7 +6,7 @@
 //! IAM is global and the provider carries only the tags CAPA copied from the cluster, so the rule
 //! is strict. A provider is a target only when every one of these holds:
 //! - the cluster is an EKS cluster and CAPA recorded its issuer (`status.oidcProvider`, read by
-//!   the controller before the teardown starts, `TeardownRequest::eks`); no recorded issuer, no
+//!   the controller before the teardown starts, `PassRequest::eks`); no recorded issuer, no
 //!   target: sweeper never guesses which provider was the cluster's;
 //! - the provider's URL is that issuer;
 //! - it carries `kubernetes.io/cluster/<eksName>=owned`;
@@ -179,7 +179,7 @@ mod tests {
     use super::*;
     use crate::discovery::inventory::Inventory;
     use crate::model::{AwsClients, EksFacts, PhaseReport};
-    use crate::teardown::Step;
+    use crate::phases::Step;
     use aws_sdk_eks::operation::describe_cluster::{DescribeClusterError, DescribeClusterOutput};
     use aws_sdk_eks::operation::list_clusters::ListClustersOutput;
     use aws_sdk_eks::types::{Cluster, ClusterStatus, Identity, Oidc};

@@ -6,7 +6,7 @@ use crate::cleaners::load_balancers::{self, Api};
 use crate::cleaners::{CleanError, Outcome, security_groups, settle, target_groups};
 use crate::errors::call;
 use crate::model::{AwsClients, PhaseReport, ResourceRef};
-use crate::teardown::phase2;
+use crate::phases::external;
 
 /// Phase 2, sequentially. Same retry policy and reporting as sweeper's mode, so only the
 /// scheduling differs. Kept as one straight function on purpose (it is over the ~80-line
@@ -14,7 +14,7 @@ use crate::teardown::phase2;
 /// is what makes the comparison checkable.
 pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseReport {
     let own = crate::discovery::inventory::Ownership::of(cluster_name);
-    let inv = phase2::discover(clients, &own, false).await;
+    let inv = external::discover(clients, &own, false).await;
     let mut report = PhaseReport::started(crate::model::Phase::External);
     report.errors.extend(inv.errors.iter().cloned());
     let rref = |kind: &str, id: &str| ResourceRef {

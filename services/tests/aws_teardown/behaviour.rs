@@ -1,6 +1,6 @@
 use crate::fixtures::*;
+use sweeper_aws::phases::{PassRequest, teardown_pass};
 use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_aws::teardown::{TeardownRequest, teardown_pass};
 
 #[tokio::test]
 #[ignore = "needs LocalStack: make env-up"]
@@ -22,7 +22,7 @@ async fn injected_throttling_is_retried_and_the_pass_completes() {
     rec.throttle_first("ResourceGroupsTaggingAPI.GetResources", 1);
     rec.throttle_first("ElasticLoadBalancingv2.DeleteLoadBalancer", 2);
     rec.throttle_first("EC2.DeleteSecurityGroup", 3);
-    let report = teardown_pass(&c, &TeardownRequest::new(&n)).await;
+    let report = teardown_pass(&c, &PassRequest::new(&n)).await;
     assert!(report.phases.iter().all(|p| p.is_clear()), "{report:#?}");
     assert!(!v2_exists(&c, &lb).await);
     assert!(!sg_exists(&c, &s).await);
@@ -48,7 +48,7 @@ async fn throttling_beyond_the_retries_leaves_the_resource_remaining() {
     let (v, _subnets) = byo_network(&c).await;
     let s = sg(&c, &v, &format!("{n}-sg"), &[cloud(&n, "owned")]).await;
     rec.throttle_first("EC2.DeleteSecurityGroup", 10);
-    let report = teardown_pass(&c, &TeardownRequest::new(&n)).await;
+    let report = teardown_pass(&c, &PassRequest::new(&n)).await;
     assert!(!report.done);
     let p2 = &report.phases[1];
     assert_eq!(p2.remaining.len(), 1, "{p2:#?}");
@@ -59,7 +59,7 @@ async fn throttling_beyond_the_retries_leaves_the_resource_remaining() {
     assert!(!report.phases[2].started);
     assert!(sg_exists(&c, &s).await);
     rec.throttle_first("EC2.DeleteSecurityGroup", 0);
-    until_done(&c, &TeardownRequest::new(&n), 5).await;
+    until_done(&c, &PassRequest::new(&n), 5).await;
     assert!(!sg_exists(&c, &s).await);
 }
 
@@ -88,9 +88,9 @@ async fn dry_run_plans_every_phase_and_deletes_nothing() {
     let t = tg(&c, &format!("{n}-tg"), &v, &owned).await;
     let s = sg(&c, &v, &format!("{n}-sg"), &owned).await;
     rec.clear();
-    let req = TeardownRequest {
+    let req = PassRequest {
         dry_run: true,
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     let report = teardown_pass(&c, &req).await;
     assert!(!report.done);
@@ -142,8 +142,8 @@ async fn production_clients_finish_a_cluster() {
     let n = cluster("prod");
     let (v, _subnets) = byo_network(&setup).await;
     let s = sg(&setup, &v, &format!("{n}-sg"), &[cloud(&n, "owned")]).await;
-    let c = sweeper_aws::teardown::AwsClients::new(&sdk);
-    let reports = until_done(&c, &TeardownRequest::new(&n), 5).await;
+    let c = sweeper_aws::phases::AwsClients::new(&sdk);
+    let reports = until_done(&c, &PassRequest::new(&n), 5).await;
     assert_eq!(
         reports.len(),
         2,
@@ -161,7 +161,7 @@ async fn a_closed_leader_gate_sends_no_aws_call() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use sweeper_aws::fence::Fence;
-    use sweeper_aws::teardown::AwsClients;
+    use sweeper_aws::phases::AwsClients;
 
     let (c, _rec) = env().await;
     let n = cluster("gate");
@@ -174,7 +174,7 @@ async fn a_closed_leader_gate_sends_no_aws_call() {
         &sdk().await,
         Fence(Arc::new(move || flag.load(Ordering::SeqCst))),
     );
-    let report = teardown_pass(&gated, &TeardownRequest::new(&n)).await;
+    let report = teardown_pass(&gated, &PassRequest::new(&n)).await;
     assert!(!report.done, "a fenced pass cannot finish: {report:#?}");
     let errors: Vec<&String> = report.phases.iter().flat_map(|p| &p.errors).collect();
     assert!(
@@ -184,7 +184,7 @@ async fn a_closed_leader_gate_sends_no_aws_call() {
     assert!(sg_exists(&c, &s).await, "nothing deleted while fenced");
 
     open.store(true, Ordering::SeqCst);
-    let report = teardown_pass(&gated, &TeardownRequest::new(&n)).await;
+    let report = teardown_pass(&gated, &PassRequest::new(&n)).await;
     assert!(
         report.phases.iter().all(|p| p.errors.is_empty()),
         "{report:#?}"

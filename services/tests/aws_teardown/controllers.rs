@@ -2,11 +2,11 @@
 //! CNI leave behind (../shared/conformance/aws-tags.md), each beside the twin it must not touch.
 
 use crate::fixtures::*;
+use sweeper_aws::phases::{AwsClients, GcTask, PassRequest, teardown_pass};
 use sweeper_aws::sdk::ec2::types::{
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
 };
 use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_aws::teardown::{AwsClients, GcTask, TeardownRequest, teardown_pass};
 
 fn lbc(n: &str) -> Vec<(String, String)> {
     vec![
@@ -42,10 +42,10 @@ async fn check_lbc(alternative: bool) {
     let mine = lbc_set(&c, &n, &v, &subnets, &format!("{short}a")).await;
     // A cluster of the same name in another VPC: tagged alike, not ours.
     let twin = lbc_set(&c, &n, &elsewhere, &other_subnets, &format!("{short}b")).await;
-    let req = TeardownRequest {
+    let req = PassRequest {
         alternative_discovery: alternative,
         vpc_ids: vec![v.clone()],
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     until_done(&c, &req, 20).await;
     assert!(!v2_exists(&c, &mine[0]).await, "the cluster's ALB");
@@ -62,9 +62,9 @@ async fn check_lbc(alternative: bool) {
     assert!(sg_exists(&c, &twin[2]).await, "the twin's group is kept");
 
     // Without a known VPC, nothing found by the controller's tag is touched.
-    let unknown = TeardownRequest {
+    let unknown = PassRequest {
         alternative_discovery: alternative,
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     until_done(&c, &unknown, 5).await;
     assert!(v2_exists(&c, &twin[0]).await);
@@ -196,9 +196,9 @@ async fn karpenter_nodes_are_terminated_before_their_group_and_templates_go() {
     .await;
 
     // Only the `instance` task: the node goes, the template stays.
-    let only_instances = TeardownRequest {
+    let only_instances = PassRequest {
         tasks: Some(vec!["instance".parse::<GcTask>().unwrap()]),
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     until_done(&c, &only_instances, 20).await;
     assert_eq!(instance_state(&c, &node).await, "terminated");
@@ -209,7 +209,7 @@ async fn karpenter_nodes_are_terminated_before_their_group_and_templates_go() {
     let node2 = fallible::instance(&c, &subnets[0], &[&node_sg], None, &node_tags)
         .await
         .unwrap();
-    until_done(&c, &TeardownRequest::new(&n), 20).await;
+    until_done(&c, &PassRequest::new(&n), 20).await;
     assert_eq!(instance_state(&c, &node2).await, "terminated");
     assert!(!template_exists(&c, &lt).await, "the cluster's template");
     assert!(!sg_exists(&c, &node_sg).await);
@@ -247,10 +247,10 @@ async fn vpc_cni_interfaces_in_the_clusters_vpc_are_deleted() {
         tag(&c, id, "eks:eni:owner", "amazon-vpc-cni").await;
     }
     for alternative in [false, true] {
-        let req = TeardownRequest {
+        let req = PassRequest {
             alternative_discovery: alternative,
             vpc_ids: vec![v.clone()],
-            ..TeardownRequest::new(&n)
+            ..PassRequest::new(&n)
         };
         until_done(&c, &req, 20).await;
         assert!(!eni_exists(&c, &mine).await, "alternative={alternative}");
@@ -322,7 +322,7 @@ async fn ebs_volumes_only_with_their_task_snapshot_first_and_never_in_use() {
         .unwrap();
     let other = volume(&c, &csi_volume(&format!("{n}-b"))).await;
 
-    until_done(&c, &TeardownRequest::new(&n), 10).await;
+    until_done(&c, &PassRequest::new(&n), 10).await;
     for v in [&owned, &csi, &in_use, &other] {
         assert!(
             volume_exists(&c, v).await,
@@ -330,9 +330,9 @@ async fn ebs_volumes_only_with_their_task_snapshot_first_and_never_in_use() {
         );
     }
 
-    let with_task = TeardownRequest {
+    let with_task = PassRequest {
         tasks: Some(vec!["ebs-volume".parse::<GcTask>().unwrap()]),
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     let reports = until_done(&c, &with_task, 10).await;
     assert!(!volume_exists(&c, &owned).await);
@@ -359,7 +359,7 @@ async fn ebs_volumes_only_with_their_task_snapshot_first_and_never_in_use() {
     }
 
     let bare = volume(&c, &csi_volume(&n)).await;
-    let no_snapshot = TeardownRequest {
+    let no_snapshot = PassRequest {
         ebs_snapshot: false,
         ..with_task
     };
@@ -417,7 +417,7 @@ async fn ebs_snapshots_only_with_their_own_task_and_only_the_csi_drivers() {
     let other = snapshot(csi_tags(&format!("{n}-b"))).await;
     let vol = volume(&c, &csi_volume(&n)).await;
 
-    until_done(&c, &TeardownRequest::new(&n), 10).await;
+    until_done(&c, &PassRequest::new(&n), 10).await;
     let exists = |id: String| {
         let c = &c;
         async move {
@@ -438,9 +438,9 @@ async fn ebs_snapshots_only_with_their_own_task_and_only_the_csi_drivers() {
     };
     assert!(exists(ours.clone()).await, "no task: kept");
 
-    let volumes_only = TeardownRequest {
+    let volumes_only = PassRequest {
         tasks: Some(vec!["ebs-volume".parse::<GcTask>().unwrap()]),
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     until_done(&c, &volumes_only, 10).await;
     assert!(!volume_exists(&c, &vol).await);
@@ -451,9 +451,9 @@ async fn ebs_snapshots_only_with_their_own_task_and_only_the_csi_drivers() {
     let taken = snapshots_of(&c, &vol).await;
     assert_eq!(taken.len(), 1, "sweeper snapshotted the volume first");
 
-    let with_task = TeardownRequest {
+    let with_task = PassRequest {
         tasks: Some(vec!["ebs-snapshot".parse::<GcTask>().unwrap()]),
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     until_done(&c, &with_task, 10).await;
     assert!(!exists(ours).await, "the cluster's CSI snapshot goes");
@@ -607,9 +607,9 @@ async fn karpenters_instance_profiles_go_and_their_look_alikes_stay() {
         .unwrap()
         .to_string();
 
-    let req = TeardownRequest {
+    let req = PassRequest {
         tasks: Some(vec!["instance-profile".parse::<GcTask>().unwrap()]),
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     let mut last = None;
     for _ in 0..3 {

@@ -2,11 +2,11 @@
 //! only those external-dns owns that point at a load balancer of the cluster.
 
 use crate::fixtures::*;
+use sweeper_aws::phases::{AwsClients, PassRequest, phase2_pass};
 use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
 use sweeper_aws::sdk::route53::types::{
     AliasTarget, Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType,
 };
-use sweeper_aws::teardown::{AwsClients, TeardownRequest, phase2_pass};
 
 fn txt(owner: &str) -> String {
     format!(
@@ -147,9 +147,9 @@ async fn external_dns_records_of_the_clusters_load_balancers_are_reported_not_de
     let before = names_in(&plain, &zone).await;
 
     for dry_run in [true, false] {
-        let req = TeardownRequest {
+        let req = PassRequest {
             dry_run,
-            ..TeardownRequest::new(&n)
+            ..PassRequest::new(&n)
         };
         let p = phase2_pass(&c, &req).await;
         let kept: Vec<_> = p

@@ -5,12 +5,12 @@
 use crate::fixtures::*;
 use aws_smithy_mocks::{MockResponse, RuleMode, mock, mock_client};
 use aws_smithy_types::error::ErrorMetadata;
+use sweeper_aws::phases::{AwsClients, EksFacts, GcTask, PassRequest};
 use sweeper_aws::sdk::eks::operation::describe_cluster::{
     DescribeClusterError, DescribeClusterOutput,
 };
 use sweeper_aws::sdk::eks::operation::list_clusters::ListClustersOutput;
 use sweeper_aws::sdk::eks::types::{Cluster, ClusterStatus, Identity, Oidc};
-use sweeper_aws::teardown::{AwsClients, EksFacts, GcTask, TeardownRequest};
 
 /// An EKS where exactly `live` (name, issuer URL) exist.
 pub fn eks(live: Vec<(String, String)>) -> sweeper_aws::sdk::eks::Client {
@@ -111,9 +111,9 @@ async fn the_irsa_provider_goes_and_its_look_alikes_stay() {
     let untagged = oidc_provider(&c, &issuer("C"), &[("team", "x")]).await;
     let in_use = oidc_provider(&c, &issuer("D"), &[(owned.as_str(), "owned")]).await;
     c.eks = eks(vec![(format!("{n}-live"), issuer("D"))]);
-    let only = |recorded: &str| TeardownRequest {
+    let only = |recorded: &str| PassRequest {
         tasks: Some(vec!["oidc-provider".parse::<GcTask>().unwrap()]),
-        ..TeardownRequest::new(&n).with_eks(EksFacts {
+        ..PassRequest::new(&n).with_eks(EksFacts {
             oidc_issuer: Some(recorded.trim_start_matches("https://").to_string()),
         })
     };
@@ -140,7 +140,7 @@ async fn the_irsa_provider_goes_and_its_look_alikes_stay() {
         "the recorded issuer's, without the cluster's tag: someone else's"
     );
 
-    let r = sweeper_aws::teardown::teardown_pass(&c, &only(&issuer("D"))).await;
+    let r = sweeper_aws::phases::teardown_pass(&c, &only(&issuer("D"))).await;
     assert!(!r.done);
     assert!(
         r.phases[1]
@@ -152,9 +152,9 @@ async fn the_irsa_provider_goes_and_its_look_alikes_stay() {
     assert!(provider_exists(&c, &in_use).await, "a live cluster uses it");
 
     // Without a recorded issuer (an AWSCluster, or CAPA recorded none) nothing is looked at.
-    let none = TeardownRequest {
+    let none = PassRequest {
         tasks: Some(vec!["oidc-provider".parse::<GcTask>().unwrap()]),
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     until_done(&c, &none, 2).await;
     for kept in [&other_issuer, &untagged, &in_use] {
@@ -214,24 +214,19 @@ async fn the_control_plane_log_group_goes_only_when_asked_and_its_look_alikes_st
     log_group(&plain, &other, None).await;
     log_group(&plain, &retained, Some(30)).await;
     let task = || Some(vec!["eks-log-group".parse::<GcTask>().unwrap()]);
-    let eks_req = |name: &str| TeardownRequest {
+    let eks_req = |name: &str| PassRequest {
         tasks: task(),
-        ..TeardownRequest::new(name).with_eks(EksFacts::default())
+        ..PassRequest::new(name).with_eks(EksFacts::default())
     };
 
     // The default tasks leave it (opt-in), an AWSCluster of the same name too.
     c.eks = eks(Vec::new());
+    until_done(&c, &PassRequest::new(&n).with_eks(EksFacts::default()), 3).await;
     until_done(
         &c,
-        &TeardownRequest::new(&n).with_eks(EksFacts::default()),
-        3,
-    )
-    .await;
-    until_done(
-        &c,
-        &TeardownRequest {
+        &PassRequest {
             tasks: task(),
-            ..TeardownRequest::new(&n)
+            ..PassRequest::new(&n)
         },
         3,
     )
@@ -240,7 +235,7 @@ async fn the_control_plane_log_group_goes_only_when_asked_and_its_look_alikes_st
 
     // EKS still reports the cluster: it waits.
     c.eks = eks(vec![(n.clone(), "https://oidc.example/id/1".into())]);
-    let r = sweeper_aws::teardown::teardown_pass(&c, &eks_req(&n)).await;
+    let r = sweeper_aws::phases::teardown_pass(&c, &eks_req(&n)).await;
     assert!(
         r.phases[1]
             .remaining
@@ -315,10 +310,10 @@ async fn the_eks_cluster_security_group_goes_once_eks_says_the_cluster_is_gone()
         .unwrap();
     let eni = eni(&c, &subnets[0], &ours).await;
     let req = |eks_facts: bool| {
-        let r = TeardownRequest {
+        let r = PassRequest {
             tasks: Some(vec!["eks-security-group".parse::<GcTask>().unwrap()]),
             vpc_ids: vec![vpc.clone()],
-            ..TeardownRequest::new(&n)
+            ..PassRequest::new(&n)
         };
         if eks_facts {
             r.with_eks(EksFacts::default())
@@ -329,11 +324,11 @@ async fn the_eks_cluster_security_group_goes_once_eks_says_the_cluster_is_gone()
 
     // EKS still reports the cluster: EKS's to delete.
     c.eks = eks(vec![(n.clone(), "https://oidc.example/id/1".into())]);
-    let p = sweeper_aws::teardown::phase2_pass(&c, &req(true)).await;
+    let p = sweeper_aws::phases::phase2_pass(&c, &req(true)).await;
     assert!(p.deleted.is_empty() && p.planned.is_empty(), "{p:#?}");
     // Gone, but an interface still uses it.
     c.eks = eks(Vec::new());
-    let p = sweeper_aws::teardown::phase2_pass(&c, &req(true)).await;
+    let p = sweeper_aws::phases::phase2_pass(&c, &req(true)).await;
     assert!(p.deleted.is_empty(), "{p:#?}");
     assert!(sg_exists(&c, &ours).await);
     // An AWSCluster of the same name: never.
@@ -343,10 +338,10 @@ async fn the_eks_cluster_security_group_goes_once_eks_says_the_cluster_is_gone()
         .send()
         .await
         .unwrap();
-    let p = sweeper_aws::teardown::phase2_pass(&c, &req(false)).await;
+    let p = sweeper_aws::phases::phase2_pass(&c, &req(false)).await;
     assert!(p.deleted.is_empty(), "{p:#?}");
 
-    let p = sweeper_aws::teardown::phase2_pass(&c, &req(true)).await;
+    let p = sweeper_aws::phases::phase2_pass(&c, &req(true)).await;
     assert_eq!(
         p.deleted.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
         [ours.as_str()],

@@ -3,7 +3,7 @@
 //! until done.
 
 use std::time::Duration;
-use sweeper_aws::teardown::{AwsClients, TeardownReport, TeardownRequest, teardown_pass};
+use sweeper_aws::phases::{AwsClients, PassReport, PassRequest, teardown_pass};
 use sweeper_aws::testing::{Recorder, localstack};
 
 pub use sweeper_aws::testing::build::*;
@@ -42,7 +42,7 @@ pub async fn retrying_clients() -> AwsClients {
 }
 
 /// Passes until done (at most `max`), returning the reports.
-pub async fn until_done(c: &AwsClients, req: &TeardownRequest, max: usize) -> Vec<TeardownReport> {
+pub async fn until_done(c: &AwsClients, req: &PassRequest, max: usize) -> Vec<PassReport> {
     let mut out = Vec::new();
     for _ in 0..max {
         let r = teardown_pass(c, req).await;

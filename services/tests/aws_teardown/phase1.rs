@@ -1,6 +1,6 @@
 use crate::fixtures::*;
+use sweeper_aws::phases::PassRequest;
 use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_aws::teardown::TeardownRequest;
 
 #[tokio::test]
 #[ignore = "needs LocalStack: make env-up"]
@@ -28,7 +28,7 @@ async fn phase1_terminates_capa_instances_and_the_api_server_lb() {
     classic_lb(&c, &other_lb, &subnets[0], &[capa(&other)]).await;
     let vol = volume(&c, &[capa(&n), cloud(&n, "owned")]).await;
 
-    let reports = until_done(&c, &TeardownRequest::new(&n), 20).await;
+    let reports = until_done(&c, &PassRequest::new(&n), 20).await;
     let p1_deleted: Vec<_> = reports
         .iter()
         .flat_map(|r| r.phases[0].deleted.iter().map(|d| d.id.clone()))
@@ -63,7 +63,7 @@ async fn phase2_waits_while_phase1_has_work() {
     let (v, subnets) = byo_network(&c).await;
     instance(&c, &subnets[0], &[capa(&n)]).await;
     let ext = sg(&c, &v, &format!("{n}-ext"), &[cloud(&n, "owned")]).await;
-    let first = sweeper_aws::teardown::teardown_pass(&c, &TeardownRequest::new(&n)).await;
+    let first = sweeper_aws::phases::teardown_pass(&c, &PassRequest::new(&n)).await;
     // TerminateInstances answers `shutting-down`: the instance is reported waiting, and phase 2
     // (and 3) must not start in the same pass.
     let p1 = &first.phases[0];
@@ -75,6 +75,6 @@ async fn phase2_waits_while_phase1_has_work() {
         "{first:#?}"
     );
     assert!(sg_exists(&c, &ext).await);
-    until_done(&c, &TeardownRequest::new(&n), 20).await;
+    until_done(&c, &PassRequest::new(&n), 20).await;
     assert!(!sg_exists(&c, &ext).await);
 }

@@ -1,6 +1,6 @@
 use crate::fixtures::*;
+use sweeper_aws::phases::{GcTask, PassRequest, teardown_pass};
 use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
-use sweeper_aws::teardown::{GcTask, TeardownRequest, teardown_pass};
 
 /// Everything the cloud provider would tag for `n` in `v`, plus survivors. Returns
 /// (classic name, alb, nlb, tg, sg, survivors sg ids, volume).
@@ -22,7 +22,7 @@ struct World {
     subnets: Vec<String>,
 }
 
-async fn world(c: &sweeper_aws::teardown::AwsClients, n: &str) -> World {
+async fn world(c: &sweeper_aws::phases::AwsClients, n: &str) -> World {
     let other = format!("{n}-b");
     let (v, subnets) = byo_network(c).await;
     let owned = [cloud(n, "owned")];
@@ -86,7 +86,7 @@ async fn world(c: &sweeper_aws::teardown::AwsClients, n: &str) -> World {
     }
 }
 
-async fn assert_survivors(c: &sweeper_aws::teardown::AwsClients, w: &World) {
+async fn assert_survivors(c: &sweeper_aws::phases::AwsClients, w: &World) {
     for s in &w.keep_sgs {
         assert!(sg_exists(c, s).await, "{s} must survive");
     }
@@ -104,9 +104,9 @@ async fn check_external(alternative: bool) {
     let (c, rec) = env().await;
     let n = cluster(if alternative { "p2alt" } else { "p2" });
     let w = world(&c, &n).await;
-    let req = TeardownRequest {
+    let req = PassRequest {
         alternative_discovery: alternative,
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     until_done(&c, &req, 20).await;
     assert!(!classic_exists(&c, &w.classic).await);
@@ -152,9 +152,9 @@ async fn phase2_opted_out_keeps_external_resources() {
     let n = cluster("p2off");
     let w = world(&c, &n).await;
     let inst = instance(&c, &w.subnets[0], &[capa(&n)]).await;
-    let req = TeardownRequest {
+    let req = PassRequest {
         external_gc: false,
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     until_done(&c, &req, 20).await;
     assert_eq!(
@@ -193,9 +193,9 @@ async fn task_selection_limits_phase2() {
     let used = tg(&c, &format!("{n}-used"), &v, &owned).await;
     listener(&c, &lb, &used).await;
     let s = sg(&c, &v, &format!("{n}-sg"), &owned).await;
-    let req = TeardownRequest {
+    let req = PassRequest {
         tasks: Some(vec!["target-group".parse::<GcTask>().unwrap()]),
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     let report = teardown_pass(&c, &req).await;
     let p2 = &report.phases[1];
@@ -243,7 +243,7 @@ async fn security_group_cross_references_are_revoked_before_delete() {
         .send()
         .await
         .unwrap();
-    until_done(&c, &TeardownRequest::new(&n), 10).await;
+    until_done(&c, &PassRequest::new(&n), 10).await;
     assert!(!sg_exists(&c, &target).await);
     assert!(
         sg_exists(&c, &holder).await,
@@ -303,7 +303,7 @@ async fn paginates_over_160_security_groups() {
         found.pages
     );
     rec.clear();
-    let reports = until_done(&c, &TeardownRequest::new(&n), 10).await;
+    let reports = until_done(&c, &PassRequest::new(&n), 10).await;
     // Pages of the service's largest size: the first discovery reads the cluster tag's 160 in
     // two, one per controller tag.
     let calls = rec.calls();
@@ -320,5 +320,5 @@ async fn paginates_over_160_security_groups() {
     }
     assert!(sg_exists(&c, &keep).await);
     // A later pass finds nothing and stays done.
-    assert!(teardown_pass(&c, &TeardownRequest::new(&n)).await.done);
+    assert!(teardown_pass(&c, &PassRequest::new(&n)).await.done);
 }

@@ -1,5 +1,5 @@
 use crate::fixtures::*;
-use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
+use sweeper_aws::phases::{AwsClients, PassRequest, teardown_pass};
 
 /// A CAPA-managed network for `n`, every part carrying CAPA's ownership tag as CAPA tags it:
 /// VPC, two subnets, IGW, route table, NAT gateway + EIP, and CAPA's node security group.
@@ -36,7 +36,7 @@ async fn phase3_deletes_a_capa_managed_network_only() {
     let other_vpc = vpc(&c, &[capa(&format!("{n}-b"))]).await;
     let other_subnet = subnet(&c, &other_vpc, "10.0.3.0/24", AZ).await;
 
-    until_done(&c, &TeardownRequest::new(&n), 20).await;
+    until_done(&c, &PassRequest::new(&n), 20).await;
     assert!(!vpc_exists(&c, &v).await);
     for s in &subnets {
         assert!(!subnet_exists(&c, s).await);
@@ -86,7 +86,7 @@ async fn phase3_deletes_capas_vpc_endpoints_first_and_names_anothers_as_a_blocke
     let (w, _, _) = capa_network(&c, &m).await;
     let foreign = vpc_endpoint(&c, &w, &[]).await;
 
-    until_done(&c, &TeardownRequest::new(&n), 20).await;
+    until_done(&c, &PassRequest::new(&n), 20).await;
     assert!(!vpc_endpoint_exists(&c, &ours).await);
     assert!(!vpc_exists(&c, &v).await);
     let calls = rec.calls();
@@ -102,7 +102,7 @@ async fn phase3_deletes_capas_vpc_endpoints_first_and_names_anothers_as_a_blocke
         "another cluster's endpoint is untouched"
     );
 
-    let req = TeardownRequest::new(&m);
+    let req = PassRequest::new(&m);
     let mut last = None;
     for _ in 0..4 {
         last = Some(teardown_pass(&c, &req).await);
@@ -156,9 +156,9 @@ async fn phase3_waits_for_what_the_cluster_does_not_own_and_deletes_none_of_it()
     )
     .await;
     let foreign_subnet = subnet(&c, &v, "10.0.9.0/24", AZ).await;
-    let req = TeardownRequest {
+    let req = PassRequest {
         external_gc: false,
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     let mut last = None;
     for _ in 0..4 {

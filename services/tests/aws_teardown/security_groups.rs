@@ -5,8 +5,8 @@
 //! cluster's VPC is described once, at the cleaner's turn.
 
 use crate::fixtures::*;
+use sweeper_aws::phases::{AwsClients, PassRequest, phase2_pass};
 use sweeper_aws::sdk::ec2::types::{IpPermission, UserIdGroupPair};
-use sweeper_aws::teardown::{AwsClients, TeardownRequest, phase2_pass};
 
 fn lbc(n: &str) -> Vec<(String, String)> {
     vec![("elbv2.k8s.aws/cluster".into(), n.into())]
@@ -76,9 +76,9 @@ async fn security_groups_are_planned_from_the_confirmations_description() {
     allow_from(&c, &shared, &[&owned]).await;
     // The same controller tag in another VPC: a twin cluster's.
     let twin = sg(&c, &elsewhere, &format!("{n}-twin"), &lbc(&n)).await;
-    let req = TeardownRequest {
+    let req = PassRequest {
         vpc_ids: vec![v.clone()],
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     rec.clear();
     let p2 = phase2_pass(&c, &req).await;
@@ -121,9 +121,9 @@ async fn a_cluster_group_outside_the_described_vpcs_is_looked_up() {
     let holder = sg(&c, &elsewhere, &format!("{n}-holder"), &[]).await;
     let untagged = sg(&c, &elsewhere, &format!("{n}-untagged"), &[]).await;
     allow_from(&c, &holder, &[&far, &untagged]).await;
-    let req = TeardownRequest {
+    let req = PassRequest {
         vpc_ids: vec![v.clone()],
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     rec.clear();
     let p2 = phase2_pass(&c, &req).await;
@@ -151,9 +151,9 @@ async fn the_cluster_groups_are_looked_for_in_its_vpc_first() {
     let other = format!("{n}-b");
     let theirs = sg(&c, &v, &format!("{other}-sg"), &[cloud(&other, "owned")]).await;
     allow_from(&c, &holder, &[&owned, &theirs]).await;
-    let req = TeardownRequest {
+    let req = PassRequest {
         vpc_ids: vec![v.clone()],
-        ..TeardownRequest::new(&n)
+        ..PassRequest::new(&n)
     };
     rec.clear();
     let p2 = phase2_pass(&c, &req).await;
@@ -167,7 +167,7 @@ async fn the_cluster_groups_are_looked_for_in_its_vpc_first() {
     let unplaced = sg(&c, &v, &format!("{n}-unplaced"), &[cloud(&n, "owned")]).await;
     allow_from(&c, &holder, &[&unplaced]).await;
     rec.clear();
-    let p2 = phase2_pass(&c, &TeardownRequest::new(&n)).await;
+    let p2 = phase2_pass(&c, &PassRequest::new(&n)).await;
     assert!(p2.is_clear(), "{p2:#?}");
     assert_eq!(describes(&rec.calls()), 2, "{:?}", rec.calls());
     assert!(!sg_exists(&c, &unplaced).await);

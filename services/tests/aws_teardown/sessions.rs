@@ -5,8 +5,8 @@
 use crate::fixtures::*;
 use std::sync::Arc;
 use std::time::Instant;
+use sweeper_aws::phases::{AwsClients, PassRequest, teardown_pass};
 use sweeper_aws::session::{Principal, SessionCache, SessionSpec, StaticKeys};
-use sweeper_aws::teardown::{AwsClients, TeardownRequest, teardown_pass};
 use sweeper_aws::testing::AccountThrottle;
 
 const THROTTLED: &str = "444444444444";
@@ -70,7 +70,7 @@ async fn a_throttled_account_does_not_slow_another() {
     // Every EC2 call of the throttled account is refused for a while.
     throttle.throttle(THROTTLED, "ec2", 5);
     let calm_before = throttle.sent(CALM);
-    let (req_a, req_b) = (TeardownRequest::new(&slow), TeardownRequest::new(&fast));
+    let (req_a, req_b) = (PassRequest::new(&slow), PassRequest::new(&fast));
     let (ra, rb) = futures::join!(
         teardown_pass(&a.clients, &req_a),
         teardown_pass(&b.clients, &req_b),
@@ -96,7 +96,7 @@ async fn a_throttled_account_does_not_slow_another() {
     );
 
     // The throttled account gets there once AWS lets it.
-    until_done(&a.clients, &TeardownRequest::new(&slow), 10).await;
+    until_done(&a.clients, &PassRequest::new(&slow), 10).await;
     for g in &slow_groups {
         assert!(!sg_exists(&slow_fixtures, g).await, "{g} deleted");
     }

@@ -4,7 +4,7 @@
 //!
 //! It is a target only when every one of these holds; until then it is left alone and phase 3
 //! lists it as a blocker of the VPC, as it always did:
-//! - the cluster is an EKS cluster (`TeardownRequest::eks`);
+//! - the cluster is an EKS cluster (`PassRequest::eks`);
 //! - the group is tagged `aws:eks:cluster-name=<eksName>` and lives in one of the cluster's own
 //!   VPCs (its object's `spec.network.vpc.id`, the CAPA-tagged ones; none known, nothing found);
 //! - no network interface uses it (attached or not: EKS's control-plane interfaces go with the

@@ -42,9 +42,9 @@ fn resources() -> Vec<DeletableResource> {
     ]
 }
 
-fn settings(dry_run: bool) -> TeardownSettings {
-    TeardownSettings {
-        strategy: Strategy::Scan,
+fn settings(dry_run: bool) -> PassSettings {
+    PassSettings {
+        strategy: TenantGcStrategy::Scan,
         scan_kinds: Vec::new(),
         dry_run,
         delete_concurrency: 4,
@@ -270,7 +270,7 @@ async fn a_failed_delete_keeps_the_finalizer() {
     server.finish();
     assert_eq!(report.deleted, 0);
     assert!(
-        matches!(report.errors.as_slice(), [TeardownError::Delete { name, .. }] if name == "abc123-app")
+        matches!(report.errors.as_slice(), [PassError::Delete { name, .. }] if name == "abc123-app")
     );
     assert!(!report.done);
 }

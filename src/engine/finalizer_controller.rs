@@ -9,7 +9,7 @@ use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, FinalizerError, Stage};
 use crate::engine::guard::{self, Guarded, Invalid, WatchHealth};
 use crate::engine::health::Health;
-use crate::engine::progress::Teardowns;
+use crate::engine::teardown_registry::TeardownRegistry;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use kube::runtime::controller::Action;
@@ -158,10 +158,12 @@ impl<K> TeardownObject for K where
 {
 }
 
-/// What a teardown collector supplies.
-pub trait Teardown: Send + Sync + 'static {
+/// What a teardown collector supplies to the [`FinalizerController`]: kube-runtime's reconciler,
+/// split by what the object's finalizer says (validate, live, pass, undecodable).
+pub trait Reconciler: Send + Sync + 'static {
     type Object: TeardownObject;
-    type Plan: Send;
+    /// What validation makes of a good object: what `live` and `pass` need.
+    type Input: Send;
     type Error: std::error::Error + From<FinalizerError> + ErrorLabel + Send + Sync + 'static;
 
     /// The finalizer this collector holds while it may still have to tear down.
@@ -205,20 +207,20 @@ pub trait Teardown: Send + Sync + 'static {
         &self,
         obj: &Self::Object,
         stage: Stage,
-    ) -> impl Future<Output = Result<Checked<Self::Plan>, Self::Error>> + Send;
+    ) -> impl Future<Output = Result<Checked<Self::Input>, Self::Error>> + Send;
 
     /// A valid object that is not being deleted (e.g. write its status).
     fn live(
         &self,
         obj: &Self::Object,
-        plan: Self::Plan,
+        input: Self::Input,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
     /// One idempotent teardown pass, re-deriving what is left from the world.
     fn pass(
         &self,
         obj: &Self::Object,
-        plan: Self::Plan,
+        input: Self::Input,
     ) -> impl Future<Output = Result<Pass, Self::Error>> + Send;
 
     /// An object that does not decode as `Object`: report it; nothing is deleted for it.
@@ -233,12 +235,13 @@ pub trait Teardown: Send + Sync + 'static {
     fn released(&self, _obj: &Self::Object) {}
 }
 
-/// The engine's side of a teardown collector.
-pub struct Driver<T> {
+/// The engine's side of a teardown collector: the kube-runtime controller that holds the
+/// collector's finalizer and drives its [`Reconciler`].
+pub struct FinalizerController<T> {
     pub collector: &'static str,
-    pub teardown: T,
+    pub reconciler: T,
     pub metrics: TeardownMetrics,
-    pub registry: Teardowns,
+    pub registry: TeardownRegistry,
     /// The Normal Event's reason when a teardown completes.
     pub done_reason: &'static str,
     /// How long after a failed reconcile to try again.
@@ -250,7 +253,7 @@ pub struct Driver<T> {
     pub concurrency: u16,
 }
 
-impl<T: Teardown> Driver<T>
+impl<T: Reconciler> FinalizerController<T>
 where
     <T::Object as Resource>::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
 {
@@ -275,7 +278,7 @@ where
             let driver = self.clone();
             move |g: &Guarded<T::Object>| {
                 if let Ok(obj) = &g.0 {
-                    driver.teardown.forget(obj);
+                    driver.reconciler.forget(obj);
                 }
             }
         };
@@ -340,7 +343,7 @@ where
     /// longer selected, one released by `admit`): a teardown it had begun is no longer in progress
     /// (neither completed). Returns whether there was a finalizer to release.
     async fn let_go(&self, obj: &T::Object) -> Result<bool, FinalizerError> {
-        let t = &self.teardown;
+        let t = &self.reconciler;
         if !obj.finalizers().iter().any(|f| f == t.finalizer()) {
             return Ok(false);
         }
@@ -356,9 +359,9 @@ where
         Ok(true)
     }
 
-    async fn cleanup(&self, obj: &T::Object, plan: T::Plan) -> Result<Action, T::Error> {
+    async fn cleanup(&self, obj: &T::Object, input: T::Input) -> Result<Action, T::Error> {
         let label = self.begin(obj);
-        match self.teardown.pass(obj, plan).await? {
+        match self.reconciler.pass(obj, input).await? {
             Pass::Left {
                 phase,
                 detail,
@@ -368,8 +371,9 @@ where
                 Ok(Action::requeue(after))
             }
             Pass::Done { note } => {
-                finalizer::remove(&self.teardown.api(obj), obj, self.teardown.finalizer()).await?;
-                self.teardown.released(obj);
+                finalizer::remove(&self.reconciler.api(obj), obj, self.reconciler.finalizer())
+                    .await?;
+                self.reconciler.released(obj);
                 let secs = self
                     .registry
                     .finish(self.collector, &label)
@@ -393,10 +397,10 @@ where
     }
 }
 
-fn error_policy<T: Teardown>(
+fn error_policy<T: Reconciler>(
     _obj: Arc<Guarded<T::Object>>,
     e: &T::Error,
-    driver: Arc<Driver<T>>,
+    driver: Arc<FinalizerController<T>>,
 ) -> Action {
     driver
         .metrics
@@ -410,15 +414,15 @@ fn error_policy<T: Teardown>(
 }
 
 /// `pub(crate)`: collectors' unit tests drive their teardown through it, as production does.
-#[tracing::instrument(skip_all, fields(collector = driver.collector, object = %Driver::<T>::label(&*g)))]
-pub(crate) async fn reconcile<T: Teardown>(
+#[tracing::instrument(skip_all, fields(collector = driver.collector, object = %FinalizerController::<T>::label(&*g)))]
+pub(crate) async fn reconcile<T: Reconciler>(
     g: Arc<Guarded<T::Object>>,
-    driver: Arc<Driver<T>>,
+    driver: Arc<FinalizerController<T>>,
 ) -> Result<Action, T::Error>
 where
     <T::Object as Resource>::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
 {
-    let t = &driver.teardown;
+    let t = &driver.reconciler;
     let obj = match &g.0 {
         Ok(obj) => obj,
         Err(bad) => {
@@ -470,8 +474,8 @@ where
         finalizer::add(&t.api(obj), obj, t.finalizer()).await?;
         return Ok(Action::await_change());
     }
-    let plan = match t.validate(obj, stage).await? {
-        Checked::Valid(plan) => plan,
+    let input = match t.validate(obj, stage).await? {
+        Checked::Valid(input) => input,
         Checked::Invalid { release, retry } => {
             if release && stage == Stage::Cleanup {
                 driver.let_go(obj).await?;
@@ -490,10 +494,10 @@ where
             Ok(Action::await_change())
         }
         Stage::Live => {
-            t.live(obj, plan).await?;
+            t.live(obj, input).await?;
             Ok(Action::await_change())
         }
-        Stage::Cleanup => driver.cleanup(obj, plan).await,
+        Stage::Cleanup => driver.cleanup(obj, input).await,
         Stage::NotOurs => Ok(Action::await_change()),
     }
 }

@@ -1,7 +1,7 @@
 //! The one list of cleaners per phase, and so the one list of phase-2 task names. Adding a
 //! resource kind: write its cleaner module, add one line here (see services/README.md).
 
-use super::phase::Step;
+use super::runner::Step;
 use crate::cleaners::dns_records::DnsRecords;
 use crate::cleaners::instance_profiles::InstanceProfiles;
 use crate::cleaners::instances::{self, Instances};

@@ -1,25 +1,28 @@
-//! The external controller, one instance per kind (AWSCluster, AWSManagedControlPlane): our
-//! finalizer while the object lives; on deletion, teardown passes (services/src) until every
-//! phase is empty, then the finalizer goes (FR5: the cluster cannot finish deleting first).
+//! The external collector, one finalizer controller per kind (AWSCluster,
+//! AWSManagedControlPlane): our finalizer while the object lives; on deletion, teardown passes
+//! (sweeper_aws::phases) until every phase is empty, then the finalizer goes (FR5: the cluster
+//! cannot finish deleting first).
 //! Bad input (annotation, cluster name) is an Event + condition and blocks deletion until fixed.
 //! The finalizer dispatch, registry, metrics and completion Event are the engine's
-//! (engine::teardown); this module supplies validation and one pass.
+//! (engine::finalizer_controller); this module supplies validation and one pass.
 
 use super::annotations;
 use super::cluster::{self, ClusterNameError, ClusterNames, LinkedAnnotations, ResolveError};
 use super::conditions::{self, Desired, Severity};
 use super::identity::{self, Placement};
 use super::metrics::ExternalMetrics;
-use super::outcome::{self, dry_run_plan};
+use super::outcome::{self, dry_run_summary};
 use crate::api::capa::IdentityRef;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
+use crate::engine::finalizer_controller::{
+    Admission, Checked, FinalizerController, Pass, Pick, Reconciler,
+};
 use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::leader::Fence;
-use crate::engine::progress::Teardowns;
 use crate::engine::selector::LabelFilter;
-use crate::engine::teardown::{Admission, Checked, Driver, Pass, Pick, Teardown};
+use crate::engine::teardown_registry::TeardownRegistry;
 use crate::metrics::InvalidObjectLabels;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject};
@@ -33,8 +36,8 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
+use sweeper_aws::phases::{EksFacts, PassReport, PassRequest, teardown_pass};
 use sweeper_aws::session::SessionCache;
-use sweeper_aws::teardown::{EksFacts, TeardownReport, TeardownRequest, teardown_pass};
 use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
@@ -291,7 +294,7 @@ pub enum ExternalError {
     },
 }
 
-impl crate::engine::teardown::ErrorLabel for ExternalError {
+impl crate::engine::finalizer_controller::ErrorLabel for ExternalError {
     fn metric_label(&self) -> &'static str {
         match self {
             ExternalError::Finalizer(e) => e.metric_label(),
@@ -302,35 +305,39 @@ impl crate::engine::teardown::ErrorLabel for ExternalError {
 }
 
 /// One kind's teardown (the engine drives one controller per kind).
-pub struct KindTeardown<K> {
+pub struct KindReconciler<K> {
     ctx: Arc<ExternalCtx>,
     _kind: std::marker::PhantomData<fn() -> K>,
 }
 
-/// The external collector as `run` sees it: the engine's teardown driver for each kind, on one
+/// The external collector as `run` sees it: the engine's finalizer controller for each kind, on one
 /// shared context.
 pub struct ExternalCollector {
-    clusters: Arc<Driver<KindTeardown<AWSCluster>>>,
-    control_planes: Arc<Driver<KindTeardown<AWSManagedControlPlane>>>,
+    clusters: Arc<FinalizerController<KindReconciler<AWSCluster>>>,
+    control_planes: Arc<FinalizerController<KindReconciler<AWSManagedControlPlane>>>,
 }
 
 impl ExternalCollector {
-    pub fn new(ctx: ExternalCtx, registry: Teardowns, fence: Fence) -> Self {
+    pub fn new(ctx: ExternalCtx, registry: TeardownRegistry, fence: Fence) -> Self {
         let ctx = Arc::new(ctx);
         ExternalCollector {
-            clusters: Arc::new(driver(ctx.clone(), registry.clone(), fence.clone())),
-            control_planes: Arc::new(driver(ctx, registry, fence)),
+            clusters: Arc::new(finalizer_controller(
+                ctx.clone(),
+                registry.clone(),
+                fence.clone(),
+            )),
+            control_planes: Arc::new(finalizer_controller(ctx, registry, fence)),
         }
     }
 }
 
-fn driver<K: GcKind>(
+fn finalizer_controller<K: GcKind>(
     ctx: Arc<ExternalCtx>,
-    registry: Teardowns,
+    registry: TeardownRegistry,
     fence: Fence,
-) -> Driver<KindTeardown<K>> {
+) -> FinalizerController<KindReconciler<K>> {
     let m = &ctx.metrics;
-    Driver {
+    FinalizerController {
         collector: COLLECTOR,
         metrics: m.teardown.clone(),
         registry,
@@ -339,7 +346,7 @@ fn driver<K: GcKind>(
         events: ctx.events.clone(),
         fence,
         concurrency: ctx.concurrency,
-        teardown: KindTeardown {
+        reconciler: KindReconciler {
             ctx,
             _kind: std::marker::PhantomData,
         },
@@ -359,8 +366,8 @@ impl crate::engine::collector::Collector for ExternalCollector {
         self: Box<Self>,
         env: crate::engine::collector::RunEnv,
     ) -> futures::future::BoxFuture<'static, ()> {
-        let client = self.clusters.teardown.ctx.client.clone();
-        let pauses = self.clusters.teardown.ctx.pauses.clone();
+        let client = self.clusters.reconciler.ctx.client.clone();
+        let pauses = self.clusters.reconciler.ctx.pauses.clone();
         // A Cluster's pause changing reconciles its objects of both kinds at once.
         let (changes, _) = tokio::sync::broadcast::channel(256);
         let clusters = self.clusters.run(
@@ -406,12 +413,12 @@ fn picks<K: GcKind>(
 }
 
 /// What a valid object's teardown needs.
-pub struct Plan {
+pub struct ClusterInput {
     settings: annotations::GcSettings,
     names: ClusterNames,
 }
 
-impl<K: GcKind> KindTeardown<K> {
+impl<K: GcKind> KindReconciler<K> {
     fn dynamic(&self, obj: &impl Resource<DynamicType = ()>) -> Api<DynamicObject> {
         let ns = obj.meta().namespace.clone().unwrap_or_default();
         Api::namespaced_with(self.ctx.client.clone(), &ns, &ApiResource::erase::<K>(&()))
@@ -482,9 +489,9 @@ impl<K: GcKind> KindTeardown<K> {
         o: &K,
         cluster_name: &str,
         place: &str,
-        report: &TeardownReport,
+        report: &PassReport,
     ) -> Result<Pass, ExternalError> {
-        let message = format!("{} ({place})", dry_run_plan(report));
+        let message = format!("{} ({place})", dry_run_summary(report));
         tracing::info!(cluster = %cluster_name, plan = %message, "dry run: external teardown plan");
         let changed = self
             .condition(o, Desired::not_done(Severity::Info, "DryRun", &message))
@@ -522,7 +529,7 @@ impl<K: GcKind> KindTeardown<K> {
         namespace: &str,
         names: &ClusterNames,
         session: &sweeper_aws::session::Session,
-        report: &TeardownReport,
+        report: &PassReport,
     ) {
         let deleted: Vec<_> = report
             .phases
@@ -563,9 +570,9 @@ impl<K: GcKind> KindTeardown<K> {
     }
 }
 
-impl<K: GcKind> Teardown for KindTeardown<K> {
+impl<K: GcKind> Reconciler for KindReconciler<K> {
     type Object = K;
-    type Plan = Plan;
+    type Input = ClusterInput;
     type Error = ExternalError;
 
     fn finalizer(&self) -> &'static str {
@@ -605,7 +612,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
     }
 
     /// Validates before anything is deleted; bad input is reported while the object lives, too.
-    async fn validate(&self, o: &K, stage: Stage) -> Result<Checked<Plan>, ExternalError> {
+    async fn validate(&self, o: &K, stage: Stage) -> Result<Checked<ClusterInput>, ExternalError> {
         let linked = match o.linked_switches(&self.ctx.client).await {
             Ok(linked) => linked,
             // Nothing is at stake while the object lives; it is checked again at deletion.
@@ -636,7 +643,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         };
         let parsed = annotations::settings_of(o.annotations(), linked.as_ref());
         match (parsed, o.names().map_err(|e| e.to_string())) {
-            (Ok(settings), Ok(names)) => Ok(Checked::Valid(Plan { settings, names })),
+            (Ok(settings), Ok(names)) => Ok(Checked::Valid(ClusterInput { settings, names })),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(error = %e, "invalid GC configuration: nothing is deleted until it is fixed");
                 let want = Desired::not_done(Severity::Error, "InvalidConfiguration", &e);
@@ -658,7 +665,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
     /// one write per issuer, none in dry run (which changes nothing), and none while Cluster
     /// API's contract says to leave the cluster alone: its object paused, moving or handed over,
     /// or its Cluster paused as the Cluster watch last saw it (no read for this).
-    async fn live(&self, o: &K, _plan: Plan) -> Result<(), ExternalError> {
+    async fn live(&self, o: &K, _input: ClusterInput) -> Result<(), ExternalError> {
         let Some(issuer) = o.issuer_to_keep().filter(|_| !self.ctx.dry_run) else {
             return Ok(());
         };
@@ -700,8 +707,8 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         self.ctx.accepted(&o.uid().unwrap_or_default());
     }
 
-    async fn pass(&self, o: &K, plan: Plan) -> Result<Pass, ExternalError> {
-        let Plan { settings, names } = plan;
+    async fn pass(&self, o: &K, input: ClusterInput) -> Result<Pass, ExternalError> {
+        let ClusterInput { settings, names } = input;
         let cluster_name = names.describe();
         let uid = o.uid().unwrap_or_default();
         let namespace = o.namespace().unwrap_or_default();
@@ -727,7 +734,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
         };
         self.ctx.accepted(&uid);
         let place = session.describe();
-        let req = TeardownRequest {
+        let req = PassRequest {
             cluster_name: names.tag.clone(),
             capa_name: names.capi.clone(),
             external_gc: settings.external_gc,

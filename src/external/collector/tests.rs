@@ -65,18 +65,18 @@ async fn run(
     ctx: ExternalCtx,
     obj: Arc<Guarded<AWSCluster>>,
 ) -> Result<kube::runtime::controller::Action, ExternalError> {
-    let d = Arc::new(driver::<AWSCluster>(
+    let d = Arc::new(finalizer_controller::<AWSCluster>(
         Arc::new(ctx),
-        Teardowns::default(),
+        TeardownRegistry::default(),
         Fence::open(),
     ));
-    crate::engine::teardown::reconcile(obj, d).await
+    crate::engine::finalizer_controller::reconcile(obj, d).await
 }
 
 #[tokio::test]
 async fn the_opt_out_annotation_is_valid_and_turns_external_gc_off_without_a_call() {
     let (client, server) = MockApi::new();
-    let t = KindTeardown::<AWSCluster> {
+    let t = KindReconciler::<AWSCluster> {
         ctx: Arc::new(ctx(&client)),
         _kind: std::marker::PhantomData,
     };
@@ -88,14 +88,14 @@ async fn the_opt_out_annotation_is_valid_and_turns_external_gc_off_without_a_cal
 
     let checked = t.validate(&c, Stage::Cleanup).await.unwrap();
 
-    let Checked::Valid(plan) = checked else {
+    let Checked::Valid(input) = checked else {
         panic!("the opt-out is valid input")
     };
     assert!(
-        !plan.settings.external_gc,
+        !input.settings.external_gc,
         "phase 2 (external resources) is off"
     );
-    assert_eq!(plan.names.capi, "c1");
+    assert_eq!(input.names.capi, "c1");
     assert!(server.finish().is_empty());
 }
 
@@ -168,7 +168,7 @@ async fn a_malformed_switch_on_a_deleting_cluster_is_an_error_condition_and_even
 #[tokio::test]
 async fn a_malformed_switch_already_reported_is_not_reported_again() {
     let (client, server) = MockApi::new();
-    let t = KindTeardown::<AWSCluster> {
+    let t = KindReconciler::<AWSCluster> {
         ctx: Arc::new(ctx(&client)),
         _kind: std::marker::PhantomData,
     };
@@ -364,15 +364,15 @@ async fn a_live_control_plane_keeps_its_irsa_issuer_in_an_annotation_once() {
     server
         .expect(Method::PATCH, CP)
         .respond(200, serde_json::to_value(&cp).unwrap());
-    let t = KindTeardown::<AWSManagedControlPlane> {
+    let t = KindReconciler::<AWSManagedControlPlane> {
         ctx: Arc::new(ctx(&client)),
         _kind: std::marker::PhantomData,
     };
-    let plan = Plan {
+    let input = ClusterInput {
         settings: annotations::settings_of(cp.annotations(), None).unwrap(),
         names: cp.names().unwrap(),
     };
-    t.live(&cp, plan).await.unwrap();
+    t.live(&cp, input).await.unwrap();
     let calls = server.finish();
     assert_eq!(
         calls[0].body["metadata"]["annotations"][OIDC_ISSUER_ANNOTATION],
@@ -411,15 +411,15 @@ async fn a_paused_or_moving_control_plane_gets_no_issuer_write() {
         let ctx = ctx(&client);
         // The last case: unmarked, but its Cluster (ns/ek1) is paused.
         ctx.pauses.set("ns", "ek1", true);
-        let t = KindTeardown::<AWSManagedControlPlane> {
+        let t = KindReconciler::<AWSManagedControlPlane> {
             ctx: Arc::new(ctx),
             _kind: std::marker::PhantomData,
         };
-        let plan = Plan {
+        let input = ClusterInput {
             settings: annotations::settings_of(cp.annotations(), None).unwrap(),
             names: cp.names().unwrap(),
         };
-        t.live(&cp, plan).await.unwrap();
+        t.live(&cp, input).await.unwrap();
         assert!(server.finish().is_empty(), "{annotations}: no write");
     }
 }

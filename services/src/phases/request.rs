@@ -3,7 +3,7 @@
 use crate::model::{EksFacts, GcTask, PhaseReport};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TeardownRequest {
+pub struct PassRequest {
     /// The name the cloud provider tags the cluster's resources with
     /// (`kubernetes.io/cluster/<name>`): phase 2. On EKS this is `spec.eksClusterName`.
     pub cluster_name: String,
@@ -33,11 +33,11 @@ pub struct TeardownRequest {
     pub eks: Option<EksFacts>,
 }
 
-impl TeardownRequest {
+impl PassRequest {
     /// All phases, all tasks, tagging-API discovery, for real.
     pub fn new(cluster_name: impl Into<String>) -> Self {
         let cluster_name = cluster_name.into();
-        TeardownRequest {
+        PassRequest {
             capa_name: cluster_name.clone(),
             cluster_name,
             external_gc: true,
@@ -64,7 +64,7 @@ impl TeardownRequest {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TeardownReport {
+pub struct PassReport {
     /// All three phases ran, left nothing and reported no error.
     pub done: bool,
     pub phases: Vec<PhaseReport>,

@@ -8,8 +8,9 @@
 //! namespace controller empties them) and reported by name when stuck.
 
 use super::id::TenantId;
-use super::inventory::{self, Found, Inventory, Strategy};
+use super::inventory::{self, Found, Inventory};
 use super::metrics::TenantMetrics;
+use crate::config::TenantGcStrategy;
 use crate::engine::discovery::DeletableResource;
 use crate::engine::name_index::{self, NameIndex};
 use futures::StreamExt;
@@ -18,8 +19,8 @@ use kube::{Api, Client};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug)]
-pub struct TeardownSettings {
-    pub strategy: Strategy,
+pub struct PassSettings {
+    pub strategy: TenantGcStrategy,
     pub scan_kinds: Vec<String>,
     pub dry_run: bool,
     /// Deletes in flight at once within a teardown stage.
@@ -30,7 +31,7 @@ pub struct TeardownSettings {
 }
 
 #[derive(Debug, thiserror::Error, Clone)]
-pub enum TeardownError {
+pub enum PassError {
     #[error("cannot delete {kind} {name}: {message}")]
     Delete {
         kind: String,
@@ -58,7 +59,7 @@ pub struct PassReport {
     pub listed: u64,
     /// Objects being deleted but held by finalizers: `Kind name [finalizers]`.
     pub stuck: Vec<String>,
-    pub errors: Vec<TeardownError>,
+    pub errors: Vec<PassError>,
     /// Dry run: what would be deleted.
     pub would_delete: Vec<String>,
     /// etcd's revision when the teardown began (`index` strategy): the caller hands it back to
@@ -72,13 +73,13 @@ pub async fn pass(
     client: &Client,
     id: &TenantId,
     resources: &[DeletableResource],
-    settings: &TeardownSettings,
+    settings: &PassSettings,
     metrics: &TenantMetrics,
     index: &NameIndex,
     since: Option<u64>,
 ) -> PassReport {
     let mut report = PassReport::default();
-    if settings.strategy == Strategy::Index {
+    if settings.strategy == TenantGcStrategy::Index {
         // Read before anything is found: whatever the tenant has at this revision is seen.
         report.since = match since {
             Some(s) => Some(s),
@@ -95,7 +96,7 @@ pub async fn pass(
     )
     .await;
     let mut done = delete_found(client, id, inv, settings, metrics, &mut report).await;
-    if done && settings.strategy == Strategy::Index {
+    if done && settings.strategy == TenantGcStrategy::Index {
         // The index said nothing is left (or everything went at once): one authoritative check
         // before the finalizer may go. What it finds is deleted now and checked again next pass.
         let check = inventory::confirm(
@@ -130,7 +131,7 @@ async fn delete_found(
     client: &Client,
     id: &TenantId,
     inv: Inventory,
-    settings: &TeardownSettings,
+    settings: &PassSettings,
     metrics: &TenantMetrics,
     report: &mut PassReport,
 ) -> bool {
@@ -209,9 +210,9 @@ fn triage(stage: Vec<&Found>, dry_run: bool, report: &mut PassReport) -> Vec<Fou
 /// per object, whether it is gone at once (no finalizer held it) or the error naming it.
 async fn delete_stage(
     client: &Client,
-    settings: &TeardownSettings,
+    settings: &PassSettings,
     todo: Vec<(Found, Vec<crate::archive::store::Ticket>)>,
-) -> Vec<(Found, Result<bool, TeardownError>)> {
+) -> Vec<(Found, Result<bool, PassError>)> {
     // Owned items and client: the futures must not borrow (they run inside the controller).
     futures::stream::iter(todo)
         .map(|(f, tickets)| {
@@ -233,7 +234,7 @@ async fn delete_stage(
                     },
                 )
                 .await;
-                let r = r.map(|d| d.gone()).map_err(|e| TeardownError::Delete {
+                let r = r.map(|d| d.gone()).map_err(|e| PassError::Delete {
                     kind: f.kind_key(),
                     name: f.name.clone(),
                     message: e.to_string(),
@@ -291,7 +292,7 @@ async fn archive_stage(
                     }
                 }
                 Err(e) => {
-                    report.errors.push(TeardownError::Archive {
+                    report.errors.push(PassError::Archive {
                         kind: f.kind_key(),
                         name: f.name.clone(),
                         source: e.into(),
@@ -359,7 +360,7 @@ fn admitted(
     ready: &[(Found, Vec<crate::archive::store::Item>)],
     prepared: Vec<crate::archive::store::Prepared>,
     of: Vec<(usize, bool)>,
-) -> (Vec<Vec<Ticket>>, Vec<bool>, Vec<TeardownError>) {
+) -> (Vec<Vec<Ticket>>, Vec<bool>, Vec<PassError>) {
     use crate::archive::store::Prepared;
     let mut tickets: Vec<Vec<Ticket>> = vec![Vec::new(); ready.len()];
     let mut go = vec![true; ready.len()];
@@ -372,7 +373,7 @@ fn admitted(
             Prepared::Changed => {}
             Prepared::Failed(source) => {
                 go[i] = false;
-                errors.push(TeardownError::Archive {
+                errors.push(PassError::Archive {
                     kind: ready[i].0.kind_key(),
                     name: ready[i].0.name.clone(),
                     source,

@@ -3,9 +3,9 @@
 //! AWSManagedCluster, only when something is at stake; report a wait on the object; record what is
 //! left alone for `sweeper status`.
 
-use super::{ExternalError, FINALIZER, GcKind, KindTeardown};
+use super::{ExternalError, FINALIZER, GcKind, KindReconciler};
 use crate::engine::finalizer::Stage;
-use crate::engine::teardown::Admission;
+use crate::engine::finalizer_controller::Admission;
 use crate::external::cluster;
 use crate::external::conditions::{Desired, Severity};
 use crate::external::contract::{self, ClusterState, Decision, Hold, Subject};
@@ -22,7 +22,7 @@ const UNREADABLE_RETRY: Duration = Duration::from_secs(10);
 /// A live object of a paused cluster, without our finalizer, looks again this often.
 const LIVE_PAUSED_RETRY: Duration = Duration::from_secs(300);
 
-impl<K: GcKind> KindTeardown<K> {
+impl<K: GcKind> KindReconciler<K> {
     pub(super) async fn admission(&self, o: &K, stage: Stage) -> Result<Admission, ExternalError> {
         let label = Self::label(o);
         let deleting = o.meta().deletion_timestamp.is_some();

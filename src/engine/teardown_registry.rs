@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Default)]
-pub struct Teardowns {
+pub struct TeardownRegistry {
     inner: Arc<Mutex<BTreeMap<(&'static str, String), Entry>>>,
 }
 
@@ -32,7 +32,7 @@ pub struct TeardownStatus {
     pub running_seconds: f64,
 }
 
-impl Teardowns {
+impl TeardownRegistry {
     /// Records the start of a teardown (idempotent: a later pass keeps the first start time).
     /// Returns when it started and whether this call started it.
     pub fn begin(&self, collector: &'static str, object: &str) -> (Instant, bool) {
@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn a_teardown_begun_since_its_deletion_reports_its_whole_age() {
-        let t = Teardowns::default();
+        let t = TeardownRegistry::default();
         t.begin_since("external", "AWSCluster ns/a", Duration::from_secs(3600));
         assert!(t.oldest("external") >= Duration::from_secs(3600));
         assert!(t.list()[0].running_seconds >= 3600.0);
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn begin_is_idempotent_and_finish_removes() {
-        let t = Teardowns::default();
+        let t = TeardownRegistry::default();
         let (at, fresh) = t.begin("tenant", "Tenant a");
         assert!(fresh);
         let (again, fresh) = t.begin("tenant", "Tenant a");
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn the_oldest_teardown_is_per_collector_and_a_finished_one_leaves_it() {
-        let t = Teardowns::default();
+        let t = TeardownRegistry::default();
         assert_eq!(t.oldest("external"), Duration::ZERO);
         t.begin("external", "AWSCluster ns/old");
         std::thread::sleep(Duration::from_millis(30));

@@ -3,28 +3,28 @@
 //! CAPA-managed network). Everything is re-discovered from AWS on every pass, so the controller
 //! just calls again until `done`.
 
-mod phase;
-pub(crate) mod phase2;
+pub(crate) mod external;
 pub mod registry;
 mod request;
+mod runner;
 
 // The model's types are part of a pass's interface (the controller builds clients and selects
 // tasks), so they are reachable from here too.
 pub use crate::model::{
     AwsClients, EksFacts, GcTask, Phase, PhaseReport, ResourceRef, UnknownGcTask,
 };
-pub use phase::Step;
-pub use phase2::phase2_pass;
-pub use request::{TeardownReport, TeardownRequest};
+pub use external::phase2_pass;
+pub use request::{PassReport, PassRequest};
+pub use runner::Step;
 
 use crate::cleaners::{CleanCtx, CleanError, vpcs};
 use crate::discovery::inventory::Inventory;
-use phase::run_phase;
+use runner::run_phase;
 use tracing::Instrument;
 
 /// Runs one pass. Phase k+1 starts only when phase k left nothing and reported no error; later
 /// phases are reported as not started. A dry run discovers all three phases and deletes nothing.
-pub async fn teardown_pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
+pub async fn teardown_pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
     let span = tracing::info_span!("teardown_pass", cluster = %req.cluster_name, capa_cluster = %req.capa_name, dry_run = req.dry_run);
     match &clients.throttle {
         // Every call of the pass backs off with the session's account and region.
@@ -37,7 +37,7 @@ pub async fn teardown_pass(clients: &AwsClients, req: &TeardownRequest) -> Teard
     }
 }
 
-async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
+async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
     let cluster = req.cluster_name.as_str();
     let capa = req.capa_name.as_str();
     let empty = Inventory::default();
@@ -72,7 +72,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
         phases.push(PhaseReport::started(Phase::External));
     } else {
-        phases.push(phase2::phase2_in(clients, req, &capa_vpcs).await);
+        phases.push(external::phase2_in(clients, req, &capa_vpcs).await);
     }
 
     let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
@@ -108,7 +108,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
         errors = phases.iter().map(|p| p.errors.len()).sum::<usize>(),
         "teardown pass finished"
     );
-    TeardownReport { done, phases }
+    PassReport { done, phases }
 }
 
 /// Phase 3: the CAPA-managed VPCs, unless something in them that is not ours would keep them
@@ -117,7 +117,7 @@ async fn pass(clients: &AwsClients, req: &TeardownRequest) -> TeardownReport {
 /// plans the phase and lists the blockers too.
 async fn phase3(
     clients: &AwsClients,
-    req: &TeardownRequest,
+    req: &PassRequest,
     capa_vpcs: &Result<Vec<String>, CleanError>,
 ) -> PhaseReport {
     let dry_run = req.dry_run;

@@ -90,15 +90,15 @@ fn capi_cluster(paused: bool) -> Value {
            "spec": {"paused": paused}})
 }
 
-async fn reconcile(ctx: ExternalCtx, obj: Value) -> (Action, Teardowns) {
-    let registry = Teardowns::default();
-    let d = Arc::new(driver::<AWSCluster>(
+async fn reconcile(ctx: ExternalCtx, obj: Value) -> (Action, TeardownRegistry) {
+    let registry = TeardownRegistry::default();
+    let d = Arc::new(finalizer_controller::<AWSCluster>(
         Arc::new(ctx),
         registry.clone(),
         Fence::open(),
     ));
     let c: AWSCluster = serde_json::from_value(obj).unwrap();
-    let action = crate::engine::teardown::reconcile(Arc::new(Guarded(Ok(c))), d)
+    let action = crate::engine::finalizer_controller::reconcile(Arc::new(Guarded(Ok(c))), d)
         .await
         .unwrap();
     (action, registry)

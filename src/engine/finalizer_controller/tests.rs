@@ -36,9 +36,9 @@ impl Scripted {
     }
 }
 
-impl Teardown for Scripted {
+impl Reconciler for Scripted {
     type Object = ConfigMap;
-    type Plan = ();
+    type Input = ();
     type Error = FinalizerError;
 
     fn finalizer(&self) -> &'static str {
@@ -97,17 +97,17 @@ fn scripted(client: &Client) -> Scripted {
     }
 }
 
-fn driver(client: &Client, t: Scripted) -> Arc<Driver<Scripted>> {
-    Arc::new(Driver {
+fn driver(client: &Client, t: Scripted) -> Arc<FinalizerController<Scripted>> {
+    Arc::new(FinalizerController {
         collector: "test",
-        teardown: t,
+        reconciler: t,
         metrics: TeardownMetrics {
             in_progress: Gauge::default(),
             seconds: Histogram::new([1.0]),
             completed: Counter::default(),
             reconcile_failures: Family::default(),
         },
-        registry: Teardowns::default(),
+        registry: TeardownRegistry::default(),
         done_reason: "TestTeardownDone",
         retry_after: Duration::from_secs(10),
         events: Publisher::new(client.clone(), "sweeper-test", "Test"),
@@ -151,7 +151,7 @@ async fn a_new_object_gets_the_finalizer_by_a_json_patch_that_tests_the_list_fir
             {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
         ])
     );
-    assert_eq!(d.teardown.hooks(), vec!["validate"]);
+    assert_eq!(d.reconciler.hooks(), vec!["validate"]);
 }
 
 #[tokio::test]
@@ -190,7 +190,7 @@ async fn a_collector_that_guards_first_adds_the_finalizer_before_validating() {
         1,
         "the finalizer, whatever the input"
     );
-    assert!(d.teardown.hooks().is_empty(), "not validated yet");
+    assert!(d.reconciler.hooks().is_empty(), "not validated yet");
 }
 
 #[tokio::test]
@@ -203,7 +203,7 @@ async fn a_live_object_holding_the_finalizer_costs_no_call() {
         .unwrap();
 
     assert!(server.finish().is_empty());
-    assert_eq!(d.teardown.hooks(), vec!["validate", "live"]);
+    assert_eq!(d.reconciler.hooks(), vec!["validate", "live"]);
 }
 
 #[tokio::test]
@@ -223,7 +223,7 @@ async fn nothing_is_released_while_the_teardown_has_work_left() {
 
     assert!(server.finish().is_empty(), "no finalizer patch, no Event");
     assert_eq!(action, Action::requeue(Duration::from_secs(7)));
-    assert_eq!(d.teardown.hooks(), vec!["validate", "pass"]);
+    assert_eq!(d.reconciler.hooks(), vec!["validate", "pass"]);
     assert_eq!(d.metrics.in_progress.get(), 1);
     let status = d.registry.list();
     assert_eq!(status.len(), 1);
@@ -269,7 +269,7 @@ async fn a_finished_teardown_removes_only_our_finalizer_and_reports_completion()
             .unwrap()
             .starts_with("all gone (")
     );
-    assert_eq!(d.teardown.hooks(), vec!["validate", "pass", "released"]);
+    assert_eq!(d.reconciler.hooks(), vec!["validate", "pass", "released"]);
     assert_eq!(d.metrics.completed.get(), 1);
 }
 
@@ -313,7 +313,7 @@ async fn a_failed_finalizer_removal_is_an_error_and_no_completion_is_reported() 
     assert_eq!(e.metric_label(), "finalizer_patch");
     assert_eq!(server.finish().len(), 1, "no Event");
     assert_eq!(d.metrics.completed.get(), 0);
-    assert!(!d.teardown.hooks().contains(&"released"));
+    assert!(!d.reconciler.hooks().contains(&"released"));
 }
 
 #[tokio::test]
@@ -329,7 +329,7 @@ async fn bad_input_during_deletion_keeps_the_finalizer_and_runs_no_pass() {
 
     assert!(server.finish().is_empty(), "no finalizer patch");
     assert_eq!(action, Action::requeue(Duration::from_secs(30)));
-    assert_eq!(d.teardown.hooks(), vec!["validate"]);
+    assert_eq!(d.reconciler.hooks(), vec!["validate"]);
 }
 
 #[tokio::test]
@@ -349,7 +349,7 @@ async fn bad_input_that_can_never_be_fixed_releases_the_finalizer_without_a_pass
         calls[0].body[1],
         json!({"op": "remove", "path": "/metadata/finalizers/0"})
     );
-    assert_eq!(d.teardown.hooks(), vec!["validate", "released"]);
+    assert_eq!(d.reconciler.hooks(), vec!["validate", "released"]);
 }
 
 #[tokio::test]
@@ -365,7 +365,11 @@ async fn an_object_no_longer_selected_is_released_with_nothing_torn_down() {
         .unwrap();
 
     assert_eq!(server.finish().len(), 1);
-    assert_eq!(d.teardown.hooks(), vec!["released"], "no validate, no pass");
+    assert_eq!(
+        d.reconciler.hooks(),
+        vec!["released"],
+        "no validate, no pass"
+    );
 }
 
 #[tokio::test]
@@ -378,7 +382,7 @@ async fn an_unselected_object_without_the_finalizer_is_never_touched() {
     reconcile(object(None, false), d.clone()).await.unwrap();
 
     assert!(server.finish().is_empty(), "no finalizer added");
-    assert!(d.teardown.hooks().is_empty());
+    assert!(d.reconciler.hooks().is_empty());
 }
 
 #[tokio::test]
@@ -391,7 +395,7 @@ async fn a_deletion_without_our_finalizer_is_not_ours_to_tear_down() {
         .unwrap();
 
     assert!(server.finish().is_empty());
-    assert!(d.teardown.hooks().is_empty());
+    assert!(d.reconciler.hooks().is_empty());
 }
 
 #[tokio::test]
@@ -407,5 +411,5 @@ async fn an_undecodable_object_is_reported_and_nothing_else_happens() {
     reconcile(bad, d.clone()).await.unwrap();
 
     assert!(server.finish().is_empty());
-    assert_eq!(d.teardown.hooks(), vec!["undecodable"]);
+    assert_eq!(d.reconciler.hooks(), vec!["undecodable"]);
 }

@@ -1,33 +1,33 @@
-//! Typed configuration shared by every collector: feature gates and the `run` flags.
+//! Feature gates: which collectors run, and the further switches a collector declares.
 //!
-//! One struct built by clap (flags + environment variables) and passed down; no global state.
+//! This module knows no gate by name: the caller passes the known gates in (the list of
+//! collectors, `crate::collectors::gates`), so configuration sits below the collectors and never
+//! walks their list.
 
-use crate::collectors::Gate;
 use std::fmt;
-use std::str::FromStr;
 
-/// The feature gates sweeper understands: each collector's own (see crate::collectors), and the
-/// further ones a collector declares. Names are fixed by the design
+/// A feature gate: its `--feature-gates` name and whether it is on when not given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gate {
+    pub name: &'static str,
+    pub default: bool,
+}
+
+/// Every known gate, given or defaulted. Names are fixed by the design
 /// (`--feature-gates=CascadeGC=true,...`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
-    /// Every known gate, given or defaulted.
     values: Vec<(&'static str, bool)>,
-}
-
-impl Default for FeatureGates {
-    fn default() -> Self {
-        Self {
-            values: Self::known().map(|g| (g.name, g.default)).collect(),
-        }
-    }
 }
 
 /// Why a `--feature-gates` value was refused. The message names the offending part.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FeatureGateError {
-    #[error("unknown feature gate {name:?} (known gates: {known})", known = FeatureGates::known().map(|g| g.name).collect::<Vec<_>>().join(", "))]
-    UnknownGate { name: String },
+    #[error("unknown feature gate {name:?} (known gates: {})", known.join(", "))]
+    UnknownGate {
+        name: String,
+        known: Vec<&'static str>,
+    },
     #[error("feature gate {name}: value {value:?} is not a boolean (use true or false)")]
     InvalidValue { name: String, value: String },
     #[error("feature gate entry {entry:?} is not of the form Name=true|false")]
@@ -37,11 +37,11 @@ pub enum FeatureGateError {
 }
 
 impl FeatureGates {
-    /// Every gate, in the order of the collectors' list.
-    pub fn known() -> impl Iterator<Item = Gate> {
-        crate::collectors::ALL
-            .iter()
-            .flat_map(|s| std::iter::once(s.gate()).chain(s.further_gates().iter().copied()))
+    /// Every known gate at its default.
+    pub fn defaults(known: &[Gate]) -> Self {
+        Self {
+            values: known.iter().map(|g| (g.name, g.default)).collect(),
+        }
     }
 
     /// Whether the gate `name` is on. A name no collector declares is off.
@@ -55,14 +55,11 @@ impl FeatureGates {
             .find(|(n, _)| *n == name)
             .map(|(_, on)| on)
     }
-}
 
-impl FromStr for FeatureGates {
-    type Err = FeatureGateError;
-
-    /// Parses `Name=bool,Name=bool`, starting from the defaults. An empty string means "defaults".
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut gates = FeatureGates::default();
+    /// Parses `Name=bool,Name=bool` over the `known` gates, starting from their defaults. An
+    /// empty string means "defaults".
+    pub fn parse(s: &str, known: &[Gate]) -> Result<Self, FeatureGateError> {
+        let mut gates = FeatureGates::defaults(known);
         let mut seen: Vec<&str> = Vec::new();
         for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let (name, value) = entry
@@ -90,6 +87,7 @@ impl FromStr for FeatureGates {
                 .slot(name)
                 .ok_or_else(|| FeatureGateError::UnknownGate {
                     name: name.to_string(),
+                    known: known.iter().map(|g| g.name).collect(),
                 })?;
             *slot = parsed;
             seen.push(name);
@@ -109,70 +107,77 @@ impl fmt::Display for FeatureGates {
     }
 }
 
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Default)]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Gates as the caller passes them (the collectors' own are checked in crate::collectors).
+    const KNOWN: [Gate; 3] = [
+        Gate {
+            name: "CascadeGC",
+            default: true,
+        },
+        Gate {
+            name: "TenantGC",
+            default: false,
+        },
+        Gate {
+            name: "AlternativeGCStrategy",
+            default: false,
+        },
+    ];
+
+    fn parse(s: &str) -> Result<FeatureGates, FeatureGateError> {
+        FeatureGates::parse(s, &KNOWN)
+    }
+
     #[test]
     fn empty_string_gives_defaults() {
-        let g = "".parse::<FeatureGates>().unwrap();
-        assert_eq!(g, FeatureGates::default());
+        let g = parse("").unwrap();
+        assert_eq!(g, FeatureGates::defaults(&KNOWN));
         assert_eq!(
             g.to_string(),
-            "CascadeGC=true,TenantGC=false,ExternalResourceGC=false,AlternativeGCStrategy=false"
+            "CascadeGC=true,TenantGC=false,AlternativeGCStrategy=false"
         );
     }
 
     #[test]
     fn parses_every_known_gate() {
-        let g: FeatureGates =
-            "CascadeGC=false,TenantGC=true,ExternalResourceGC=TRUE,AlternativeGCStrategy=true"
-                .parse()
-                .unwrap();
+        let g = parse("CascadeGC=false,TenantGC=TRUE,AlternativeGCStrategy=true").unwrap();
         assert!(
-            !g.enabled("CascadeGC")
-                && g.enabled("TenantGC")
-                && g.enabled("ExternalResourceGC")
-                && g.enabled("AlternativeGCStrategy")
+            !g.enabled("CascadeGC") && g.enabled("TenantGC") && g.enabled("AlternativeGCStrategy")
         );
     }
 
     #[test]
     fn display_round_trips() {
-        let g: FeatureGates = "TenantGC=true".parse().unwrap();
-        assert_eq!(g.to_string().parse::<FeatureGates>().unwrap(), g);
+        let g = parse("TenantGC=true").unwrap();
+        assert_eq!(parse(&g.to_string()).unwrap(), g);
     }
 
     #[test]
-    fn unknown_gate_is_named_in_the_error() {
-        let err = "CascadeGc=true".parse::<FeatureGates>().unwrap_err();
+    fn unknown_gate_is_named_in_the_error_with_the_known_ones() {
+        let err = parse("CascadeGc=true").unwrap_err();
         assert_eq!(
             err,
             FeatureGateError::UnknownGate {
-                name: "CascadeGc".into()
+                name: "CascadeGc".into(),
+                known: KNOWN.iter().map(|g| g.name).collect(),
             }
         );
-        assert!(err.to_string().contains("ExternalResourceGC"));
+        assert!(err.to_string().contains("AlternativeGCStrategy"));
     }
 
     #[test]
     fn non_boolean_value_is_refused() {
-        let err = "TenantGC=yes".parse::<FeatureGates>().unwrap_err();
+        let err = parse("TenantGC=yes").unwrap_err();
         assert!(err.to_string().contains("\"yes\""), "{err}");
     }
 
     #[test]
     fn entry_without_equals_is_refused() {
         assert!(matches!(
-            "TenantGC".parse::<FeatureGates>(),
+            parse("TenantGC"),
             Err(FeatureGateError::Malformed { .. })
         ));
     }
@@ -180,7 +185,7 @@ mod tests {
     #[test]
     fn duplicate_gate_is_refused() {
         assert!(matches!(
-            "TenantGC=true,TenantGC=false".parse::<FeatureGates>(),
+            parse("TenantGC=true,TenantGC=false"),
             Err(FeatureGateError::Duplicate { .. })
         ));
     }

@@ -1,21 +1,21 @@
 //! The tenant collector: the `kubezoo.io/tenant` finalizer on every valid Tenant; on deletion,
 //! teardown passes until nothing of the tenant is left, then the finalizer goes. The finalizer
-//! dispatch, registry, metrics and completion Event are the engine's (engine::teardown); this
-//! module supplies validation, the live status and one pass.
+//! dispatch, registry, metrics and completion Event are the engine's
+//! (engine::finalizer_controller); this module supplies validation, the live status and one pass.
 
 use super::id::{TenantId, TenantIdError};
-use super::inventory::Strategy;
 use super::metrics::TenantMetrics;
+use super::pass::{self, PassSettings};
 use super::status::{self, StatusError, Warnings, condition, set_status, status_of};
-use super::teardown::{self, TeardownSettings};
 use crate::api::tenant::{Tenant, TenantStatus};
+use crate::config::TenantGcStrategy;
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{FinalizerError, Stage};
+use crate::engine::finalizer_controller::{Checked, FinalizerController, Pass, Reconciler};
 use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::name_index::{IndexWatches, NameIndex};
-use crate::engine::progress::Teardowns;
-use crate::engine::teardown::{Checked, Driver, Pass, Teardown};
+use crate::engine::teardown_registry::TeardownRegistry;
 use crate::metrics::InvalidObjectLabels;
 use kube::{Api, Client, ResourceExt};
 use prometheus_client::metrics::counter::Counter;
@@ -36,7 +36,7 @@ pub const COMPONENT: &str = "tenant";
 
 pub struct TenantCtx {
     pub client: Client,
-    pub settings: TeardownSettings,
+    pub settings: PassSettings,
     pub metrics: TenantMetrics,
     pub discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
     /// `sweeper_invalid_objects_total`, shared with the other collectors.
@@ -57,7 +57,7 @@ pub enum TenantError {
     Status(#[from] StatusError),
 }
 
-impl crate::engine::teardown::ErrorLabel for TenantError {
+impl crate::engine::finalizer_controller::ErrorLabel for TenantError {
     fn metric_label(&self) -> &'static str {
         match self {
             TenantError::Finalizer(e) => e.metric_label(),
@@ -66,16 +66,16 @@ impl crate::engine::teardown::ErrorLabel for TenantError {
     }
 }
 
-/// The tenant collector as `run` sees it: the engine's teardown driver over [`TenantCtx`].
-pub struct TenantCollector(Arc<Driver<TenantCtx>>);
+/// The tenant collector as `run` sees it: the engine's finalizer controller over [`TenantCtx`].
+pub struct TenantCollector(Arc<FinalizerController<TenantCtx>>);
 
 impl TenantCollector {
     pub fn new(
         client: Client,
-        settings: TeardownSettings,
+        settings: PassSettings,
         metrics: TenantMetrics,
         discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
-        registry: Teardowns,
+        registry: TeardownRegistry,
         invalid_objects: Family<InvalidObjectLabels, Counter>,
         fence: crate::engine::leader::Fence,
     ) -> Self {
@@ -91,9 +91,9 @@ impl TenantCollector {
             index: NameIndex::default(),
             since: Default::default(),
         };
-        TenantCollector(Arc::new(Driver {
+        TenantCollector(Arc::new(FinalizerController {
             collector: COLLECTOR,
-            teardown: ctx,
+            reconciler: ctx,
             metrics: book,
             registry,
             done_reason: "TeardownComplete",
@@ -124,12 +124,12 @@ impl crate::engine::collector::Collector for TenantCollector {
 }
 
 async fn run(
-    driver: Arc<Driver<TenantCtx>>,
+    driver: Arc<FinalizerController<TenantCtx>>,
     state: crate::engine::health::Health,
     shutdown: CancellationToken,
 ) {
-    let ctx = &driver.teardown;
-    let index = (ctx.settings.strategy == Strategy::Index).then(|| {
+    let ctx = &driver.reconciler;
+    let index = (ctx.settings.strategy == TenantGcStrategy::Index).then(|| {
         tokio::spawn(follow_discovery(
             IndexWatches::new(ctx.client.clone(), ctx.index.clone()),
             ctx.discovery.clone(),
@@ -161,9 +161,9 @@ async fn follow_discovery(
     }
 }
 
-impl Teardown for TenantCtx {
+impl Reconciler for TenantCtx {
     type Object = Tenant;
-    type Plan = TenantId;
+    type Input = TenantId;
     type Error = TenantError;
 
     fn finalizer(&self) -> &'static str {
@@ -216,7 +216,7 @@ impl Teardown for TenantCtx {
         };
         let uid = t.metadata.uid.clone().unwrap_or_default();
         let since = self.since_of(&uid, None);
-        let mut report = teardown::pass(
+        let mut report = pass::pass(
             &self.client,
             &id,
             &discovery.resources,

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 const TENANT: &str = "/apis/tenant.kubezoo.io/v1alpha1/tenants/abc123";
 const NAMESPACES: &str = "/api/v1/namespaces";
 
-fn settings() -> TeardownSettings {
-    TeardownSettings {
-        strategy: Strategy::Scan,
+fn settings() -> PassSettings {
+    PassSettings {
+        strategy: TenantGcStrategy::Scan,
         scan_kinds: Vec::new(),
         dry_run: false,
         delete_concurrency: 1,
@@ -33,7 +33,7 @@ fn collector(client: &Client, failed: Vec<FailedGroup>) -> TenantCollector {
         settings(),
         TenantMetrics::default(),
         rx,
-        Teardowns::default(),
+        TeardownRegistry::default(),
         Family::default(),
         crate::engine::leader::Fence::open(),
     )
@@ -84,7 +84,7 @@ async fn the_finalizer_goes_when_nothing_of_the_tenant_is_left() {
     server.allow_events();
     let c = collector(&client, Vec::new());
 
-    crate::engine::teardown::reconcile(deleting_tenant(), c.0.clone())
+    crate::engine::finalizer_controller::reconcile(deleting_tenant(), c.0.clone())
         .await
         .unwrap();
 
@@ -121,7 +121,7 @@ async fn the_finalizer_stays_while_the_pass_found_objects_held_by_finalizers() {
         .respond(200, tenant_json());
     let c = collector(&client, Vec::new());
 
-    let action = crate::engine::teardown::reconcile(deleting_tenant(), c.0.clone())
+    let action = crate::engine::finalizer_controller::reconcile(deleting_tenant(), c.0.clone())
         .await
         .unwrap();
 
@@ -159,7 +159,7 @@ async fn the_finalizer_stays_while_an_api_group_failed_discovery() {
     }];
     let c = collector(&client, failed);
 
-    crate::engine::teardown::reconcile(deleting_tenant(), c.0.clone())
+    crate::engine::finalizer_controller::reconcile(deleting_tenant(), c.0.clone())
         .await
         .unwrap();
 

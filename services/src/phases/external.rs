@@ -1,10 +1,11 @@
-//! Phase 2: one discovery of what the cloud provider created for the cluster, then the selected
-//! cleaners. The discovery is kind-agnostic: the tagging-API scan (or, with alternative discovery,
-//! each cleaner's Describe scan) is sorted by asking every phase-2 cleaner to claim its own.
+//! Phase 2 (`Phase::External`): one discovery of what the cloud provider created for the cluster,
+//! then the selected cleaners. The discovery is kind-agnostic: the tagging-API scan (or, with
+//! alternative discovery, each cleaner's Describe scan) is sorted by asking every phase-2 cleaner
+//! to claim its own.
 
-use super::phase::{Step, run_phase};
 use super::registry;
-use super::request::TeardownRequest;
+use super::request::PassRequest;
+use super::runner::{Step, run_phase};
 use crate::cleaners::{CleanCtx, CleanError, vpcs};
 use crate::discovery::inventory::{Inventory, Ownership, owned_tagged};
 use crate::discovery::placement;
@@ -17,7 +18,7 @@ use std::collections::HashSet;
 
 /// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
 /// `teardown_pass` and by the benchmark.
-pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseReport {
+pub async fn phase2_pass(clients: &AwsClients, req: &PassRequest) -> PhaseReport {
     let capa_vpcs = vpcs::capa_vpcs(clients, &req.capa_name).await;
     phase2_in(clients, req, &capa_vpcs).await
 }
@@ -26,7 +27,7 @@ pub async fn phase2_pass(clients: &AwsClients, req: &TeardownRequest) -> PhaseRe
 /// for phases 2 and 3).
 pub(crate) async fn phase2_in(
     clients: &AwsClients,
-    req: &TeardownRequest,
+    req: &PassRequest,
     capa_vpcs: &Result<Vec<String>, CleanError>,
 ) -> PhaseReport {
     let cluster = req.cluster_name.as_str();
@@ -64,7 +65,7 @@ pub(crate) async fn phase2_in(
 
 /// Phase 2's ownership rule for the request's cluster, with its VPCs: those its object names
 /// and the CAPA-tagged ones.
-fn ownership(req: &TeardownRequest, capa_vpcs: &[String]) -> Ownership {
+fn ownership(req: &PassRequest, capa_vpcs: &[String]) -> Ownership {
     let mut vpcs = req.vpc_ids.clone();
     for v in capa_vpcs {
         if !vpcs.contains(v) {

@@ -1,0 +1,86 @@
+//! What every collector tells the rest of sweeper about itself: the [`Spec`] each collector's
+//! `spec.rs` implements, and what `run` hands it to build ([`BuildEnv`]).
+//!
+//! The interface between the configuration below (crate::config) and the list of collectors
+//! above (crate::collectors): it names no collector.
+
+use crate::archive::hub::ArchiveHub;
+use crate::config::{FeatureGates, Gate, RunConfig};
+use crate::engine::collector::Collector;
+use crate::engine::discovery::DiscoveryReport;
+use crate::engine::leader::Fence;
+use crate::engine::teardown_registry::TeardownRegistry;
+use crate::metrics::InvalidObjectLabels;
+use futures::future::BoxFuture;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// What a collector tells sweeper about itself before anything runs.
+pub trait Spec: Sync {
+    /// Its name: metric prefix, pause key, `--collector` value, status key.
+    fn name(&self) -> &'static str;
+
+    /// The feature gate that enables it.
+    fn gate(&self) -> Gate;
+
+    /// Further gates that change how it works (not whether it runs).
+    fn further_gates(&self) -> &'static [Gate] {
+        &[]
+    }
+
+    /// Registers its metrics (always, enabled or not: dashboards see zeros, not gaps) and returns
+    /// the collector as registered: its status, and how to build it.
+    fn register(&self, registry: &mut Registry) -> Arc<dyn Registered>;
+
+    /// Its lines of `sweeper status`, from what [`Registered::status`] put into /status (read back
+    /// by the CLI, so from JSON). None when the answer lacks them (an older server).
+    fn render(&self, status: &Map<String, Value>) -> Option<String>;
+}
+
+/// A collector whose metrics are registered.
+pub trait Registered: Send + Sync {
+    /// Its fields of /status (merged into the top level of the answer).
+    fn status(&self) -> Map<String, Value>;
+
+    /// Builds the collector (not started) on its own client and fence.
+    fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>>;
+}
+
+/// What `run` hands a collector to build it.
+pub struct BuildEnv<'a> {
+    pub config: &'a RunConfig,
+    pub gates: &'a FeatureGates,
+    /// The collector's own client: the shared rate limit, the lease, and its pause flag.
+    pub client: kube::Client,
+    /// The same fence, for writes that do not go through the client (AWS calls).
+    pub fence: Fence,
+    pub teardowns: &'a TeardownRegistry,
+    pub discovery: &'a watch::Receiver<Option<Arc<DiscoveryReport>>>,
+    pub invalid_objects: &'a Family<InvalidObjectLabels, Counter>,
+    pub archive_hub: &'a ArchiveHub,
+}
+
+/// What a teardown collector (one on the engine's finalizer controller) shows: its teardowns in
+/// progress, as `<name>_teardowns_in_progress` in /status and `<name>: N teardowns in progress` in
+/// `sweeper status`.
+pub mod teardowns {
+    use crate::engine::finalizer_controller::TeardownMetrics;
+    use serde_json::{Map, Value};
+
+    fn field(name: &str) -> String {
+        format!("{name}_teardowns_in_progress")
+    }
+
+    pub fn status(name: &str, m: &TeardownMetrics) -> Map<String, Value> {
+        Map::from_iter([(field(name), Value::from(m.in_progress.get()))])
+    }
+
+    pub fn render(name: &str, status: &Map<String, Value>) -> Option<String> {
+        let n = status.get(&field(name))?.as_i64()?;
+        Some(format!("{name}: {n} teardowns in progress"))
+    }
+}
