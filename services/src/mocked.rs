@@ -9,8 +9,6 @@
 //!
 //! Test-only and below nothing: it may use every layer, as `testing/` does.
 
-use crate::cleaners::CleanCtx;
-use crate::discovery::inventory::Inventory;
 use crate::model::AwsClients;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::Credentials;
@@ -82,21 +80,6 @@ pub(crate) const CLUSTER: &str = "c1";
 pub(crate) const CAPA_KEY: &str = "sigs.k8s.io/cluster-api-provider-aws/cluster/c1";
 /// The cloud provider's ownership tag key for [`CLUSTER`].
 pub(crate) const CLOUD_KEY: &str = "kubernetes.io/cluster/c1";
-
-/// A pass's context for [`CLUSTER`], nothing else set: tests override fields with
-/// `CleanCtx { vpc_ids: &vpcs, ..ctx(&c, &inv) }`.
-pub(crate) fn ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) -> CleanCtx<'a> {
-    CleanCtx {
-        clients,
-        cluster: CLUSTER,
-        capa_cluster: CLUSTER,
-        inventory,
-        vpc_ids: &[],
-        cluster_vpcs: &[],
-        snapshot_volumes: false,
-        eks: None,
-    }
-}
 
 /// Asserts `rule` answered `n` calls.
 #[track_caller]

@@ -6,8 +6,8 @@
 
 use super::actions::ActionError;
 use super::context::Ctx;
+use super::failure::{Failure, WorkError};
 use super::metrics::CascadeMetrics;
-use super::worker::WorkError;
 use crate::engine::graph::uid::Uid;
 use crate::engine::queue::WorkQueue;
 use std::sync::Arc;
@@ -43,14 +43,6 @@ impl Queue {
             Queue::Orphan => super::orphan::attempt_to_orphan(ctx, uid).await,
         }
     }
-}
-
-/// A failed attempt: what failed, and the resource (`group/version/kind`) of the object whose
-/// call or check failed, for the failure count.
-#[derive(Debug)]
-pub struct Failure {
-    pub resource: String,
-    pub error: WorkError,
 }
 
 /// What happens to an item after an attempt (kube-runtime's `Action`, for a work queue).

@@ -9,6 +9,7 @@ pub mod classify;
 pub mod collector;
 pub mod context;
 pub mod driver;
+pub mod failure;
 pub mod gone_kinds;
 pub mod metrics;
 pub mod orphan;

@@ -3,9 +3,8 @@
 
 use super::actions::{self, Target};
 use super::context::Ctx;
-use super::driver::Failure;
+use super::failure::{Failure, WorkError};
 use super::metrics::CascadeMetrics;
-use super::worker::WorkError;
 use crate::engine::graph::kinds::ResolvedKind;
 use crate::engine::graph::node::CLUSTER;
 use crate::engine::graph::uid::Uid;

@@ -4,65 +4,16 @@
 use super::actions::{self, ActionError, Outcome, Target};
 use super::classify::{Decision, OwnerStatus, Propagation, decide};
 use super::context::Ctx;
-use super::driver::Failure;
+use super::failure::{Failure, WorkError};
 use super::metrics::CascadeMetrics;
 use super::snapshot::Snapshot;
-use crate::archive::store::{ArchiveFailure, Archiver, Item, Prepared};
+use crate::archive::store::{Archiver, Item, Prepared};
 use crate::archive::{OwnerRef, Reason};
 use crate::engine::graph::node::{CLUSTER, flag};
 use crate::engine::graph::uid::Uid;
 use crate::engine::meta::{FINALIZER_CASCADE_COMPLETE, FINALIZER_FOREGROUND};
 use kube::runtime::events::EventType;
 use std::time::Instant;
-
-#[derive(Debug, thiserror::Error)]
-pub enum WorkError {
-    #[error("{object}: owner kind {kind} is not served by the API server (retrying)")]
-    UnknownOwnerKind { object: String, kind: String },
-    #[error("{object}: kind {kind} is not served by the API server (retrying)")]
-    UnknownKind { object: String, kind: String },
-    #[error(transparent)]
-    Action(#[from] ActionError),
-    /// The archive could not record the object, so it is not deleted now.
-    #[error("{object}: not deleted, the archive could not record it: {source}")]
-    Archive {
-        object: String,
-        #[source]
-        source: ArchiveFailure,
-    },
-    /// Read to be archived, the object was not the version the decision saw: look again.
-    #[error("{object}: changed since it was observed; re-classifying")]
-    Changed { object: String },
-}
-
-impl WorkError {
-    fn archive(snap: &Snapshot, source: ArchiveFailure) -> Self {
-        WorkError::Archive {
-            object: snap.label(),
-            source,
-        }
-    }
-
-    /// The failure's `reason` label in `sweeper_cascade_errors_total`: a short, bounded name.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            WorkError::UnknownOwnerKind { .. } => "unknown_owner_kind",
-            WorkError::UnknownKind { .. } => "unknown_kind",
-            WorkError::Action(a) => a.reason(),
-            WorkError::Archive { .. } => "archive",
-            WorkError::Changed { .. } => "changed",
-        }
-    }
-
-    /// Whether the collector's pause refused this work's write (see engine::pause).
-    pub fn paused(&self) -> bool {
-        match self {
-            WorkError::Action(a) => a.paused(),
-            WorkError::Archive { source, .. } => source.paused(),
-            _ => false,
-        }
-    }
-}
 
 #[tracing::instrument(skip(ctx, uid), fields(uid = %uid, object))]
 pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure> {

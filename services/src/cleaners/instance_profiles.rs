@@ -271,8 +271,9 @@ mod tests {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::cleaners::test_ctx as ctx;
     use crate::discovery::inventory::Inventory;
-    use crate::mocked::{self, CLOUD_KEY, assert_calls, code, ctx, mock};
+    use crate::mocked::{self, CLOUD_KEY, assert_calls, code, mock};
     use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
     use aws_sdk_ec2::types::{
         IamInstanceProfile, Instance, InstanceState, InstanceStateName, Reservation,

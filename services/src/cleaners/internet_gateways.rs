@@ -97,9 +97,10 @@ impl VpcOwned for InternetGateways {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::cleaners::test_ctx as ctx;
     use crate::cleaners::{CleanCtx, Cleaner};
     use crate::discovery::inventory::Inventory;
-    use crate::mocked::{self, CAPA_KEY, assert_calls, code, ctx, filter_is, mock, tag};
+    use crate::mocked::{self, CAPA_KEY, assert_calls, code, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_internet_gateway::DeleteInternetGatewayOutput;
     use aws_sdk_ec2::operation::describe_internet_gateways::DescribeInternetGatewaysOutput;

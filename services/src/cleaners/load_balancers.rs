@@ -234,7 +234,8 @@ mod tests {
 #[cfg(test)]
 mod calls {
     use super::*;
-    use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, Rule, assert_calls, code, ctx, mock};
+    use crate::cleaners::test_ctx as ctx;
+    use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, Rule, assert_calls, code, mock};
     use aws_sdk_elasticloadbalancing as elb;
     use aws_sdk_elasticloadbalancingv2 as elbv2;
     use elb::operation::delete_load_balancer::DeleteLoadBalancerOutput as ClassicDeleted;

@@ -235,6 +235,23 @@ pub trait Cleaner: Send + Sync {
 }
 
 #[cfg(test)]
+/// Unit tests' pass context for `mocked::CLUSTER` (here, not in `mocked`, which stays below the
+/// cleaners and discovery it serves), nothing else set: tests override fields with
+/// `CleanCtx { vpc_ids: &vpcs, ..test_ctx(&c, &inv) }`.
+pub(crate) fn test_ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) -> CleanCtx<'a> {
+    CleanCtx {
+        clients,
+        cluster: crate::mocked::CLUSTER,
+        capa_cluster: crate::mocked::CLUSTER,
+        inventory,
+        vpc_ids: &[],
+        cluster_vpcs: &[],
+        snapshot_volumes: false,
+        eks: None,
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

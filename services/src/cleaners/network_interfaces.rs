@@ -126,7 +126,8 @@ impl Cleaner for NetworkInterfaces {
 #[cfg(test)]
 mod calls {
     use super::*;
-    use crate::mocked::{self, CLUSTER, assert_calls, ctx, filter_is, mock};
+    use crate::cleaners::test_ctx as ctx;
+    use crate::mocked::{self, CLUSTER, assert_calls, filter_is, mock};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_network_interface::DeleteNetworkInterfaceOutput;
     use aws_sdk_ec2::operation::describe_network_interfaces::DescribeNetworkInterfacesOutput;

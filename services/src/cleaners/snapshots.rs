@@ -130,8 +130,9 @@ mod tests {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::cleaners::test_ctx as ctx;
     use crate::discovery::inventory::Inventory;
-    use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_snapshot::DeleteSnapshotOutput;
     use aws_sdk_ec2::operation::describe_snapshots::DescribeSnapshotsOutput;

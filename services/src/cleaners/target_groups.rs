@@ -129,7 +129,8 @@ impl Cleaner for TargetGroups {
 #[cfg(test)]
 mod calls {
     use super::*;
-    use crate::mocked::{self, assert_calls, ctx, mock};
+    use crate::cleaners::test_ctx as ctx;
+    use crate::mocked::{self, assert_calls, mock};
     use aws_sdk_elasticloadbalancingv2::Client;
     use aws_sdk_elasticloadbalancingv2::operation::delete_target_group::DeleteTargetGroupOutput;
     use aws_sdk_elasticloadbalancingv2::operation::describe_load_balancers::DescribeLoadBalancersOutput;

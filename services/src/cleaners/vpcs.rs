@@ -169,8 +169,9 @@ impl Cleaner for Vpcs {
 #[cfg(test)]
 mod calls {
     use super::*;
+    use crate::cleaners::test_ctx as ctx;
     use crate::discovery::inventory::Inventory;
-    use crate::mocked::{self, CAPA_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use crate::mocked::{self, CAPA_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_vpc::DeleteVpcOutput;
     use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;

@@ -400,7 +400,8 @@ mod tests {
 #[cfg(test)]
 mod calls {
     use super::*;
-    use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, ctx, filter_is, mock, tag};
+    use crate::cleaners::test_ctx as ctx;
+    use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_security_group::DeleteSecurityGroupOutput;
     use aws_sdk_ec2::operation::describe_security_groups::DescribeSecurityGroupsOutput;
