@@ -115,6 +115,8 @@ pub(crate) fn ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) -> Clea
         cluster_vpcs: &[],
         snapshot_volumes: false,
         eks: None,
+        tasks: &[],
+        external_dns_owner: None,
     }
 }
 

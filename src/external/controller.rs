@@ -737,6 +737,7 @@ impl<K: GcKind> Teardown for KindTeardown<K> {
             vpc_ids: o.vpc_ids(),
             ebs_snapshot: self.ctx.ebs_snapshot,
             eks: o.eks_facts(),
+            external_dns_owner: None,
         };
         let report = teardown_pass(&session.clients, &req)
             .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))

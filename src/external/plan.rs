@@ -99,6 +99,7 @@ pub async fn plan(
         vpc_ids,
         ebs_snapshot: true,
         eks,
+        external_dns_owner: None,
     };
     // The cluster's own session, as the teardown would use it; refused means no plan.
     let at = Placement {
