@@ -263,9 +263,10 @@ pub enum GcCommand {
     Configure {
         #[command(flatten)]
         cluster: GcCluster,
-        /// dns-record (report only), load-balancer, target-group, instance, launch-template,
-        /// instance-profile, oidc-provider, security-group, eks-security-group or the opt-ins
-        /// ebs-volume, ebs-snapshot and eks-log-group; repeat for several.
+        /// dns-record (external-dns records: reported, deleted only under the
+        /// sweeper.dev/external-dns-owner-id annotation), load-balancer, target-group, instance,
+        /// launch-template, instance-profile, oidc-provider, security-group, eks-security-group
+        /// or the opt-ins ebs-volume, ebs-snapshot and eks-log-group; repeat for several.
         #[arg(long = "gc-task")]
         tasks: Vec<sweeper_aws::phases::GcTask>,
     },

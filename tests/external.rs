@@ -296,6 +296,56 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
     assert!(!sg_exists(&aws, &owned_sg).await);
 }
 
+/// An invalid `sweeper.dev/external-dns-owner-id` (`default`) is said (`gc plan`, a Warning
+/// Event) but holds nothing: the teardown runs and the finalizer goes.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn a_bad_external_dns_owner_id_is_reported_and_holds_nothing() {
+    let World {
+        scope: _scope,
+        ns,
+        c,
+        aws,
+        cluster,
+        net: _,
+        owned_sg,
+        ..
+    } = world("extdns").await;
+    let _gc = Sweeper::start(&GATES).await;
+    let api = aws_cluster(
+        &c,
+        &ns,
+        &cluster,
+        &[("sweeper.dev/external-dns-owner-id", "default")],
+    )
+    .await;
+    let name = infra_name(&cluster);
+    assert!(eventually(T, || has_finalizer(&api, &name)).await);
+    let text = gc_plan(&cluster, &ns);
+    assert!(
+        text.contains("error: annotation sweeper.dev/external-dns-owner-id has value \"default\""),
+        "{text}"
+    );
+
+    api.delete(&name, &Default::default()).await.unwrap();
+    let evented = eventually(T, || {
+        support::objects::any_event(&c, &ns, |e| {
+            e.reason.as_deref() == Some("InvalidConfiguration")
+                && e.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("sweeper.dev/external-dns-owner-id"))
+        })
+    })
+    .await;
+    assert!(evented, "a Warning Event names the annotation");
+    let released = eventually(T, || gone(&api, &name)).await;
+    assert!(
+        released,
+        "the teardown ran to the end and the finalizer went"
+    );
+    assert!(!sg_exists(&aws, &owned_sg).await);
+}
+
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn an_opted_out_cluster_keeps_its_external_resources() {

@@ -490,8 +490,12 @@ impl<K: GcKind> KindReconciler<K> {
         cluster_name: &str,
         place: &str,
         report: &PassReport,
+        problem: Option<&str>,
     ) -> Result<Pass, ExternalError> {
-        let message = format!("{} ({place})", dry_run_summary(report));
+        let mut message = format!("{} ({place})", dry_run_summary(report));
+        if let Some(p) = problem {
+            message = format!("{p}; {message}");
+        }
         tracing::info!(cluster = %cluster_name, plan = %message, "dry run: external teardown plan");
         let changed = self
             .condition(o, Desired::not_done(Severity::Info, "DryRun", &message))
@@ -513,6 +517,9 @@ impl<K: GcKind> KindReconciler<K> {
                     message.clone(),
                 )
                 .await;
+            if let Some(p) = problem {
+                self.warn(o, "InvalidConfiguration", p.to_string()).await;
+            }
         }
         Ok(Pass::Left {
             phase: "DryRun".into(),
@@ -744,12 +751,21 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
             vpc_ids: o.vpc_ids(),
             ebs_snapshot: self.ctx.ebs_snapshot,
             eks: o.eks_facts(),
+            external_dns_owner: settings.dns_owner.id().map(str::to_string),
         };
+        // A bad owner id holds nothing: its records are only reported, and it is said with this
+        // pass's condition and a Warning Event (below), as other bad annotations are.
+        let problem = settings.dns_owner.problem().map(|e| e.to_string());
+        if let Some(p) = &problem {
+            tracing::warn!(error = %p, "invalid external-dns owner id: its records are reported, not deleted; the teardown goes on");
+        }
         let report = teardown_pass(&session.clients, &req)
             .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))
             .await;
         if self.ctx.dry_run {
-            return self.planned(o, &cluster_name, &place, &report).await;
+            return self
+                .planned(o, &cluster_name, &place, &report, problem.as_deref())
+                .await;
         }
         outcome::count(&report, &self.ctx.metrics);
         // Credentials revoked or expired mid-teardown (the identity objects unchanged): the
@@ -767,7 +783,10 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
                 .map(String::as_str),
         );
         self.audit(o, &namespace, &names, &session, &report).await;
-        let out = outcome::of(&report, &cluster_name, &place);
+        let mut out = outcome::of(&report, &cluster_name, &place);
+        if let Some(p) = &problem {
+            out = outcome::with_config_problem(out, p);
+        }
         for note in &out.notes {
             self.ctx
                 .events

@@ -91,6 +91,21 @@ pub fn of(report: &PassReport, cluster_name: &str, place: &str) -> Outcome {
     }
 }
 
+/// A setting that is wrong but holds nothing (an invalid `sweeper.dev/external-dns-owner-id`:
+/// records reported, not deleted): said first in the condition, as a Warning Event
+/// `InvalidConfiguration` (emitted when the condition changes, like the other warnings), and as
+/// the condition's reason while the teardown has nothing worse to say. Done stays done.
+pub fn with_config_problem(mut out: Outcome, problem: &str) -> Outcome {
+    out.message = format!("{problem}; {}", out.message);
+    out.warnings
+        .push(("InvalidConfiguration", problem.to_string()));
+    if !out.done && out.reason == "Deleting" {
+        out.severity = Severity::Warning;
+        out.reason = "InvalidConfiguration";
+    }
+    out
+}
+
 /// The `ExternalDnsRecordsLeft` Warning: once per pass that deletes something (the load
 /// balancers such records point at go in such a pass), not on every pass of a long teardown.
 fn records_left(report: &PassReport) -> Option<(&'static str, String)> {
@@ -385,5 +400,40 @@ mod tests {
             out.notes,
             ["EBS volume vol-1 deleted after snapshot snap-1"]
         );
+    }
+
+    #[test]
+    fn a_bad_owner_id_is_said_in_the_condition_and_a_warning_and_holds_nothing() {
+        let problem = "annotation sweeper.dev/external-dns-owner-id has value \"default\": …";
+        let out = with_config_problem(
+            of(
+                &report(true, PhaseReport::started(Phase::External)),
+                "c1",
+                "here",
+            ),
+            problem,
+        );
+        assert!(out.done, "the teardown still finishes");
+        assert!(matches!(out.pass, Pass::Done { .. }));
+        assert!(out.message.starts_with(problem), "{}", out.message);
+        assert_eq!(
+            out.warnings,
+            [("InvalidConfiguration", problem.to_string())]
+        );
+
+        let mut p2 = PhaseReport::started(Phase::External);
+        p2.remaining
+            .push((r("security-group", "sg-1"), "DependencyViolation".into()));
+        let out = with_config_problem(of(&report(false, p2.clone()), "c1", "here"), problem);
+        assert_eq!(
+            (out.severity, out.reason),
+            (Severity::Warning, "InvalidConfiguration")
+        );
+        assert!(matches!(out.pass, Pass::Left { .. }));
+        // A failing delete keeps its own reason; the problem is still said.
+        p2.errors.push("load-balancer lb-1: AccessDenied".into());
+        let out = with_config_problem(of(&report(false, p2), "c1", "here"), problem);
+        assert_eq!(out.reason, "DeletionFailed");
+        assert_eq!(out.warnings.len(), 2);
     }
 }

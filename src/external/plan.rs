@@ -99,6 +99,7 @@ pub async fn plan(
         vpc_ids,
         ebs_snapshot: true,
         eks,
+        external_dns_owner: settings.dns_owner.id().map(str::to_string),
     };
     // The cluster's own session, as the teardown would use it; refused means no plan.
     let at = Placement {
@@ -133,6 +134,16 @@ pub async fn plan(
     }
     if !settings.external_gc {
         out.push_str("external resource GC is disabled for this cluster: phase 2 is skipped\n");
+    }
+    match &settings.dns_owner {
+        annotations::DnsOwner::Unset => out.push_str(&format!(
+            "external-dns records: reported, not deleted (no {} annotation)\n",
+            annotations::DNS_OWNER_ANNOTATION
+        )),
+        annotations::DnsOwner::Id(id) => out.push_str(&format!(
+            "external-dns records of owner id {id:?} pointing at the load balancers deleted: deleted with them\n"
+        )),
+        annotations::DnsOwner::Invalid(e) => out.push_str(&format!("error: {e}\n")),
     }
     render_phases(&mut out, &report);
     Ok(out)

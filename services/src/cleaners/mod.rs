@@ -57,6 +57,12 @@ pub struct CleanCtx<'a> {
     pub snapshot_volumes: bool,
     /// EKS clusters only: what the control plane recorded (see `PassRequest::eks`).
     pub eks: Option<&'a crate::model::EksFacts>,
+    /// Phase 2: the tasks this pass runs, the selection resolved (opt-ins only when named), so
+    /// a cleaner can tell what another deletes in the same pass. Empty in phases 1 and 3.
+    pub tasks: &'a [GcTask],
+    /// Phase 2: the external-dns owner id the cluster names (see `PassRequest`); `None`
+    /// means external-dns records are only reported.
+    pub external_dns_owner: Option<&'a str>,
 }
 
 impl CleanCtx<'_> {
@@ -227,6 +233,17 @@ pub trait Cleaner: Send + Sync {
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError>;
+    /// For a kind whose targets must go together in one request (Route53's change batch: a
+    /// record and the TXT record that owns it): deletes every one of `targets` (none blocked)
+    /// and returns one outcome per target, in their order. `None`, the default: each target is
+    /// deleted on its own by [`Cleaner::delete`], concurrently.
+    async fn delete_together(
+        &self,
+        _ctx: &CleanCtx<'_>,
+        _targets: &[Target<Self::Detail>],
+    ) -> Option<Vec<Result<Outcome, CleanError>>> {
+        None
+    }
     async fn delete(
         &self,
         ctx: &CleanCtx<'_>,
@@ -248,6 +265,8 @@ pub(crate) fn test_ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) ->
         cluster_vpcs: &[],
         snapshot_volumes: false,
         eks: None,
+        tasks: &[],
+        external_dns_owner: None,
     }
 }
 

@@ -320,6 +320,8 @@ mod tests {
             cluster_vpcs: &[],
             snapshot_volumes: false,
             eks: Some(&facts),
+            tasks: &[],
+            external_dns_owner: None,
         };
         Step::run(&OidcProviders, &ctx, crate::model::Phase::External, false).await
     }

@@ -13,7 +13,7 @@ use crate::discovery::tagging::{
     MAX_PAGE, TaggedResource, resources_of_types_with_tag, resources_with_tag,
 };
 use crate::discovery::tags;
-use crate::model::{AwsClients, Phase, PhaseReport};
+use crate::model::{AwsClients, GcTask, Phase, PhaseReport};
 use std::collections::HashSet;
 
 /// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
@@ -40,6 +40,8 @@ pub(crate) async fn phase2_in(
         }
     };
     let inv = discover(clients, &own, req.alternative_discovery).await;
+    let steps = registry::phase2(req.tasks.as_deref());
+    let tasks: Vec<GcTask> = steps.iter().filter_map(|c| c.task()).collect();
     let ctx = CleanCtx {
         clients,
         cluster,
@@ -49,15 +51,12 @@ pub(crate) async fn phase2_in(
         cluster_vpcs: own.vpcs(),
         snapshot_volumes: req.ebs_snapshot,
         eks: req.eks.as_ref(),
+        tasks: &tasks,
+        external_dns_owner: req.external_dns_owner.as_deref(),
     };
-    let mut p2 = run_phase(
-        Phase::External,
-        &registry::phase2(req.tasks.as_deref()),
-        &ctx,
-        req.dry_run,
-    )
-    .await
-    .report;
+    let mut p2 = run_phase(Phase::External, &steps, &ctx, req.dry_run)
+        .await
+        .report;
     p2.errors.extend(inv.errors.iter().cloned());
     p2.foreign.extend(inv.foreign.iter().cloned());
     p2

@@ -52,6 +52,8 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
         cluster_vpcs: &[],
         snapshot_volumes: req.ebs_snapshot,
         eks: req.eks.as_ref(),
+        tasks: &[],
+        external_dns_owner: None,
     };
     let p1 = run_phase(Phase::CapaOwned, &registry::phase1(), &ctx, req.dry_run).await;
     // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
@@ -154,6 +156,8 @@ async fn phase3(
             cluster_vpcs: &[],
             snapshot_volumes: false,
             eks: req.eks.as_ref(),
+            tasks: &[],
+            external_dns_owner: None,
         };
         p3 = run_phase(Phase::Network, &registry::phase3(), &ctx, dry_run)
             .await

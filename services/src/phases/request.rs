@@ -31,6 +31,13 @@ pub struct PassRequest {
     /// EKS cluster has EKS's leftovers (IRSA provider, control-plane logs), and only then is
     /// EKS asked anything.
     pub eks: Option<EksFacts>,
+    /// The external-dns owner id the cluster names (annotation
+    /// `sweeper.dev/external-dns-owner-id`, validated by the controller). With it, the
+    /// `dns-record` task deletes the records external-dns made under exactly this id for the
+    /// load balancers this pass deletes, each with its TXT companion; without it (`None`), they
+    /// are only reported. An id external-dns could not have written, or `default`, deletes
+    /// nothing here either (checked again: see `cleaners::dns_records`).
+    pub external_dns_owner: Option<String>,
 }
 
 impl PassRequest {
@@ -47,6 +54,7 @@ impl PassRequest {
             vpc_ids: Vec::new(),
             ebs_snapshot: true,
             eks: None,
+            external_dns_owner: None,
         }
     }
 

@@ -106,21 +106,47 @@ async fn run_cleaner<C: Cleaner>(
         return report;
     }
     type Done<D> = (Target<D>, Result<Outcome, CleanError>);
-    let results: Vec<Done<C::Detail>> = futures::stream::iter(targets)
+    let (blocked, free): (Vec<_>, Vec<_>) = targets.into_iter().partition(|t| t.blocked.is_some());
+    let mut results: Vec<Done<C::Detail>> = blocked
+        .into_iter()
         .map(|t| {
-            let span = tracing::info_span!(parent: &span, "delete", arn = %t.id);
-            async move {
-                let res = match &t.blocked {
-                    Some(reason) => Ok(Outcome::Remaining(reason.clone())),
-                    None => cleaner.delete(ctx, &t).await,
-                };
-                (t, res)
-            }
-            .instrument(span)
+            let reason = t.blocked.clone().unwrap_or_default();
+            (t, Ok(Outcome::Remaining(reason)))
         })
-        .buffer_unordered(DELETE_CONCURRENCY)
-        .collect()
-        .await;
+        .collect();
+    match cleaner
+        .delete_together(ctx, &free)
+        .instrument(span.clone())
+        .await
+    {
+        Some(outcomes) => {
+            // One outcome per target; a cleaner that returned fewer left the rest undecided.
+            let mut outcomes = outcomes.into_iter();
+            for t in free {
+                let res = outcomes.next().unwrap_or_else(|| {
+                    Ok(Outcome::Remaining(
+                        "no outcome reported for it; retried next pass".into(),
+                    ))
+                });
+                results.push((t, res));
+            }
+        }
+        None => {
+            let each: Vec<Done<C::Detail>> = futures::stream::iter(free)
+                .map(|t| {
+                    let span = tracing::info_span!(parent: &span, "delete", arn = %t.id);
+                    async move {
+                        let res = cleaner.delete(ctx, &t).await;
+                        (t, res)
+                    }
+                    .instrument(span)
+                })
+                .buffer_unordered(DELETE_CONCURRENCY)
+                .collect()
+                .await;
+            results.extend(each);
+        }
+    }
     for (t, res) in results {
         match res {
             Ok(Outcome::Deleted) => {

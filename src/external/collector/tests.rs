@@ -305,6 +305,69 @@ async fn a_missing_identity_refuses_the_teardown_keeps_the_finalizer_and_says_wh
     );
 }
 
+/// A bad `sweeper.dev/external-dns-owner-id` is valid input for the rest: the teardown goes on
+/// (here as far as its identity, which is missing) and no owner id reaches AWS; the error itself
+/// is said with the pass's condition and Event (`outcome::with_config_problem`).
+#[tokio::test]
+async fn a_bad_external_dns_owner_id_holds_nothing_and_deletes_no_record() {
+    let (client, server) = MockApi::new();
+    let t = KindReconciler::<AWSCluster> {
+        ctx: Arc::new(ctx(&client)),
+        _kind: std::marker::PhantomData,
+    };
+    for bad in ["default", "", "a,b"] {
+        let c = cluster(
+            json!({annotations::DNS_OWNER_ANNOTATION: bad}),
+            &[FINALIZER],
+            true,
+        );
+        let Checked::Valid(input) = t.validate(&c, Stage::Cleanup).await.unwrap() else {
+            panic!("{bad:?}: a bad owner id must not block the teardown")
+        };
+        assert_eq!(
+            input.settings.dns_owner.id(),
+            None,
+            "{bad:?}: nothing deleted by it"
+        );
+        assert!(
+            input.settings.dns_owner.problem().is_some(),
+            "{bad:?}: reported"
+        );
+    }
+    assert!(server.finish().is_empty(), "validation writes nothing");
+
+    let (client, server) = MockApi::new();
+    let mut json = cluster_json(
+        json!({annotations::DNS_OWNER_ANNOTATION: "default"}),
+        &[FINALIZER],
+        true,
+    );
+    json["spec"]["identityRef"] = json!({"kind": "AWSClusterStaticIdentity", "name": "missing"});
+    no_capi(&server);
+    server
+        .expect(
+            Method::GET,
+            "/apis/infrastructure.cluster.x-k8s.io/v1beta2/awsclusterstaticidentities/missing",
+        )
+        .respond_status(404, "NotFound");
+    server
+        .expect(Method::GET, CLUSTER)
+        .respond(200, json.clone());
+    server
+        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
+        .respond(200, json.clone());
+    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    let c: AWSCluster = serde_json::from_value(json).unwrap();
+
+    run(ctx(&client), guarded(c)).await.unwrap();
+
+    let calls = server.finish();
+    assert_eq!(
+        calls[3].body["status"]["conditions"][0]["reason"], "IdentityNotFound",
+        "the teardown went on past the bad annotation: {calls:?}"
+    );
+}
+
 #[tokio::test]
 async fn an_undecodable_cluster_is_reported_and_keeps_its_finalizer() {
     let (client, server) = MockApi::new();

@@ -1,0 +1,467 @@
+//! The rule, without I/O: which record sets of a hosted zone external-dns made for one of the
+//! cluster's load balancers, whose they are, and which of them this pass may delete. Pure, so
+//! every "must not delete" case is unit-tested here.
+
+use std::collections::HashSet;
+
+/// The owner id every external-dns shares that kept the default (external-dns#1758): it never
+/// says whose a record is, so records it owns are never deleted, whatever the annotation says.
+pub const DEFAULT_OWNER: &str = "default";
+
+/// Longest owner id accepted: a DNS name's length, far beyond what anyone configures.
+pub const MAX_OWNER_ID: usize = 253;
+
+/// Why `id` cannot be an external-dns owner id to delete by, or `None` when it can. The owner
+/// id sits in a TXT value `heritage=external-dns,external-dns/owner=<id>,…` that external-dns
+/// writes and parses as comma-separated `key=value` pairs inside one quoted string: an id with a
+/// comma, `=`, quote, space or other control character could never be read back from that
+/// value, so such an id names no records and is refused rather than matched approximately.
+pub fn owner_id_problem(id: &str) -> Option<String> {
+    if id.is_empty() {
+        return Some("it is empty".into());
+    }
+    if id.eq_ignore_ascii_case(DEFAULT_OWNER) {
+        return Some(
+            "\"default\" is the owner id every external-dns shares that kept the default \
+             (external-dns#1758); its records are never deleted"
+                .into(),
+        );
+    }
+    if id.len() > MAX_OWNER_ID {
+        return Some(format!(
+            "it is {} characters long; at most {MAX_OWNER_ID}",
+            id.len()
+        ));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/')))
+    {
+        return Some(format!(
+            "it holds {c:?}: an owner id external-dns writes into its TXT records is made of \
+             letters, digits and - _ . : /"
+        ));
+    }
+    None
+}
+
+/// One record set as the rule needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rec {
+    pub name: String,
+    pub ty: String,
+    /// An alias record's target DNS name.
+    pub alias: Option<String>,
+    pub values: Vec<String>,
+    /// Weighted, latency, failover… records: one name and type, several sets.
+    pub set_id: Option<String>,
+}
+
+/// An external-dns record pointing at one of the load balancers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owned {
+    /// Its index in the zone's record sets.
+    pub record: usize,
+    pub name: String,
+    pub ty: String,
+    /// The name of its TXT companion (the one whose owner is reported).
+    pub txt: String,
+    pub owner: String,
+    /// The load balancer DNS name it points at.
+    pub target: String,
+}
+
+/// A DNS name made comparable: lower case, no trailing dot, no `dualstack.` prefix (Route53
+/// aliases to an ELB are written `dualstack.<lb dns name>.`).
+pub fn dns_key(name: &str) -> String {
+    let n = name.trim().trim_end_matches('.').to_ascii_lowercase();
+    n.strip_prefix("dualstack.")
+        .map(str::to_string)
+        .unwrap_or(n)
+}
+
+/// The owner id of an external-dns TXT value (`"heritage=external-dns,external-dns/owner=x,…"`),
+/// or `None` for any other TXT value.
+pub fn external_dns_owner(txt: &str) -> Option<String> {
+    let v = txt.trim().trim_matches('"');
+    let mut heritage = false;
+    let mut owner = None;
+    for part in v.split(',') {
+        match part.split_once('=') {
+            Some(("heritage", "external-dns")) => heritage = true,
+            Some(("external-dns/owner", o)) => owner = Some(o.to_string()),
+            _ => {}
+        }
+    }
+    owner.filter(|_| heritage)
+}
+
+/// The newer format's companion name of a record (`a-www.example.com.`), then the older one's
+/// (the record's own name).
+fn companion_names(r: &Rec) -> [String; 2] {
+    [
+        format!("{}-{}", r.ty.to_ascii_lowercase(), r.name),
+        r.name.clone(),
+    ]
+}
+
+/// The external-dns records among one zone's `sets` that point at one of `lbs` (DNS keys), with
+/// their TXT companion.
+pub fn owned_records(sets: &[Rec], lbs: &HashSet<String>) -> Vec<Owned> {
+    let txt_owner = |name: &str| {
+        sets.iter()
+            .filter(|s| s.ty == "TXT" && dns_key(&s.name) == dns_key(name))
+            .flat_map(|s| s.values.iter())
+            .find_map(|v| external_dns_owner(v))
+    };
+    let mut out = Vec::new();
+    for (i, s) in sets.iter().enumerate() {
+        let target = match s.ty.as_str() {
+            "A" | "AAAA" => s.alias.as_deref().map(dns_key),
+            "CNAME" => s.values.first().map(|v| dns_key(v)),
+            _ => None,
+        };
+        let Some(target) = target.filter(|t| lbs.contains(t)) else {
+            continue;
+        };
+        let found = companion_names(s)
+            .into_iter()
+            .find_map(|txt| txt_owner(&txt).map(|owner| (txt, owner)));
+        if let Some((txt, owner)) = found {
+            out.push(Owned {
+                record: i,
+                name: s.name.clone(),
+                ty: s.ty.clone(),
+                txt,
+                owner,
+                target,
+            });
+        }
+    }
+    out
+}
+
+/// What the cluster allows to be deleted in this pass.
+#[derive(Clone, Copy, Debug)]
+pub struct Allowed<'a> {
+    /// The owner id the cluster names (annotation `sweeper.dev/external-dns-owner-id`), valid.
+    pub owner: Option<&'a str>,
+    /// This pass deletes the load balancers `owned_records` was given (task `load-balancer`
+    /// selected). Without that, deleting a record would take a working name from a live load
+    /// balancer.
+    pub lbs_deleted: bool,
+}
+
+/// What becomes of one owned record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Deleted with these TXT companions (indices in the zone's sets), all in one change batch.
+    Delete { txts: Vec<usize> },
+    /// Reported, not deleted, for this reason.
+    Keep(String),
+}
+
+/// Decides each of `owned` (from [`owned_records`] on `sets`). A record is deleted only when all
+/// of these hold: its load balancer is deleted in this pass; the cluster names an owner id and
+/// the record's TXT companion says exactly that id (never `default`); it is a plain record (no
+/// routing policy's set identifier, whose pairing with a TXT record this rule does not follow);
+/// and each TXT record set that goes with it holds nothing but external-dns values of that owner
+/// (a DELETE removes a whole set, so a set holding anything else stays, and its record too).
+///
+/// The TXT sets deleted with it: its newer-format companion (`<type>-<name>`), and the
+/// older-format one at its own name, which owns every record type at that name and so goes only
+/// when every other record set at that name is deleted too (external-dns writes both formats
+/// while it migrates).
+pub fn fates(sets: &[Rec], owned: &[Owned], allowed: Allowed<'_>) -> Vec<Fate> {
+    let ours = |s: &Rec, owner: &str| {
+        s.ty == "TXT"
+            && !s.values.is_empty()
+            && s.values
+                .iter()
+                .all(|v| external_dns_owner(v).as_deref() == Some(owner))
+    };
+    // First each record on its own, then the older-format TXT sets shared by a name.
+    let mut out: Vec<Fate> = owned
+        .iter()
+        .map(|o| {
+            let Some(owner) = allowed.owner else {
+                return Fate::Keep(
+                    "the cluster names no external-dns owner id (annotation \
+                     sweeper.dev/external-dns-owner-id): reported, not deleted"
+                        .into(),
+                );
+            };
+            if !allowed.lbs_deleted {
+                return Fate::Keep(
+                    "its load balancer is not deleted by this teardown (task load-balancer not \
+                     selected): kept"
+                        .into(),
+                );
+            }
+            if o.owner.eq_ignore_ascii_case(DEFAULT_OWNER) {
+                return Fate::Keep(
+                    "owner id \"default\" is shared by every external-dns that kept the default: \
+                     never deleted"
+                        .into(),
+                );
+            }
+            if o.owner != owner {
+                return Fate::Keep(format!(
+                    "its owner id is not the cluster's ({owner:?}): kept"
+                ));
+            }
+            if sets[o.record].set_id.is_some() {
+                return Fate::Keep(
+                    "a routing-policy record (set identifier): reported, not deleted".into(),
+                );
+            }
+            let [newer, older] = companion_names(&sets[o.record]);
+            let companion = dns_key(if o.txt == newer { &newer } else { &older });
+            let txts: Vec<usize> = sets
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.ty == "TXT" && dns_key(&s.name) == companion)
+                .map(|(i, _)| i)
+                .collect();
+            if txts.iter().any(|&i| !ours(&sets[i], owner)) {
+                return Fate::Keep(format!(
+                    "its TXT record {} holds values other than external-dns's for {owner:?}: kept",
+                    o.txt
+                ));
+            }
+            // An older-format set is added below, once per name, where every record it owns goes.
+            let txts = if o.txt == newer { txts } else { Vec::new() };
+            Fate::Delete { txts }
+        })
+        .collect();
+    let Some(owner) = allowed.owner else {
+        return out;
+    };
+    let mut names: Vec<String> = owned.iter().map(|o| dns_key(&o.name)).collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        let here: Vec<usize> = (0..owned.len())
+            .filter(|&k| dns_key(&owned[k].name) == name && matches!(out[k], Fate::Delete { .. }))
+            .collect();
+        let deleted: HashSet<usize> = here.iter().map(|&k| owned[k].record).collect();
+        let all_go = sets
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.ty != "TXT" && dns_key(&s.name) == name)
+            .all(|(i, _)| deleted.contains(&i));
+        let older: Vec<usize> = sets
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.ty == "TXT" && dns_key(&s.name) == name)
+            .map(|(i, _)| i)
+            .collect();
+        let older_ours = !older.is_empty() && older.iter().all(|&i| ours(&sets[i], owner));
+        if all_go && older_ours {
+            // Once, with the first record at the name: the batch deletes it once.
+            if let Some(&k) = here.first()
+                && let Fate::Delete { txts } = &mut out[k]
+            {
+                txts.extend(older);
+            }
+            continue;
+        }
+        // The older-format set stays for the records that stay at its name: a record whose only
+        // companion it is stays too, rather than leaving the others unowned.
+        for k in here {
+            if matches!(&out[k], Fate::Delete { txts } if txts.is_empty()) {
+                out[k] = Fate::Keep(format!(
+                    "its TXT record {} also owns records at {} that stay: kept",
+                    owned[k].txt, owned[k].name
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const LB: &str = "k8s-web-abc-123.elb.us-east-1.amazonaws.com";
+
+    fn rec(name: &str, ty: &str, alias: Option<&str>, values: &[&str]) -> Rec {
+        Rec {
+            name: name.into(),
+            ty: ty.into(),
+            alias: alias.map(str::to_string),
+            values: values.iter().map(|v| v.to_string()).collect(),
+            set_id: None,
+        }
+    }
+
+    fn txt(owner: &str) -> String {
+        format!(
+            "\"heritage=external-dns,external-dns/owner={owner},external-dns/resource=service/default/web\""
+        )
+    }
+
+    fn lbs() -> HashSet<String> {
+        [LB.to_string()].into()
+    }
+
+    fn decide(sets: &[Rec], owner: Option<&str>, lbs_deleted: bool) -> Vec<Fate> {
+        fates(
+            sets,
+            &owned_records(sets, &lbs()),
+            Allowed { owner, lbs_deleted },
+        )
+    }
+
+    #[test]
+    fn an_external_dns_record_pointing_at_the_clusters_load_balancer_is_found() {
+        let alias = format!("dualstack.{LB}.");
+        let sets = [
+            rec("www.example.com.", "A", Some(&alias), &[]),
+            rec("a-www.example.com.", "TXT", None, &[&txt("c1")]),
+            rec("api.example.com.", "CNAME", None, &[LB]),
+            rec("api.example.com.", "TXT", None, &[&txt("default")]),
+        ];
+        let found = owned_records(&sets, &lbs());
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(
+            (
+                found[0].name.as_str(),
+                found[0].txt.as_str(),
+                found[0].owner.as_str()
+            ),
+            ("www.example.com.", "a-www.example.com.", "c1")
+        );
+        assert_eq!(
+            (found[1].txt.as_str(), found[1].owner.as_str()),
+            ("api.example.com.", "default")
+        );
+    }
+
+    #[test]
+    fn look_alikes_are_not() {
+        let sets = [
+            // Points elsewhere, with an external-dns TXT.
+            rec(
+                "other.example.com.",
+                "CNAME",
+                None,
+                &["lb-of-another.elb.amazonaws.com"],
+            ),
+            rec("other.example.com.", "TXT", None, &[&txt("c1")]),
+            // Points at the load balancer, but no external-dns TXT: someone's hand-made record.
+            rec("hand.example.com.", "CNAME", None, &[LB]),
+            rec("hand.example.com.", "TXT", None, &["\"v=spf1 -all\""]),
+        ];
+        assert!(owned_records(&sets, &lbs()).is_empty());
+        assert_eq!(
+            external_dns_owner("\"heritage=other,external-dns/owner=x\""),
+            None
+        );
+    }
+
+    #[test]
+    fn only_the_named_owners_records_of_deleted_load_balancers_are_deleted_with_their_txt() {
+        let alias = format!("dualstack.{LB}.");
+        let sets = [
+            rec("www.example.com.", "A", Some(&alias), &[]),
+            rec("a-www.example.com.", "TXT", None, &[&txt("c1")]),
+            rec("api.example.com.", "CNAME", None, &[LB]),
+            rec("api.example.com.", "TXT", None, &[&txt("default")]),
+            rec("web.example.com.", "CNAME", None, &[LB]),
+            rec("cname-web.example.com.", "TXT", None, &[&txt("c2")]),
+        ];
+        let f = decide(&sets, Some("c1"), true);
+        assert_eq!(f[0], Fate::Delete { txts: vec![1] });
+        assert!(
+            matches!(&f[1], Fate::Keep(why) if why.contains("\"default\"")),
+            "{f:?}"
+        );
+        assert!(
+            matches!(&f[2], Fate::Keep(why) if why.contains("not the cluster's")),
+            "{f:?}"
+        );
+        // No annotation, or load balancers not deleted: every record stays.
+        for (owner, lbs_deleted) in [(None, true), (Some("c1"), false)] {
+            assert!(
+                decide(&sets, owner, lbs_deleted)
+                    .iter()
+                    .all(|f| matches!(f, Fate::Keep(_))),
+                "{owner:?} {lbs_deleted}"
+            );
+        }
+        // An annotation naming `default` never reaches here (refused when parsed), and would
+        // still delete nothing: "default" records are never deleted.
+        assert!(matches!(
+            &decide(&sets, Some("default"), true)[1],
+            Fate::Keep(_)
+        ));
+    }
+
+    #[test]
+    fn an_older_format_txt_goes_only_with_every_record_it_owns() {
+        let alias = format!("dualstack.{LB}.");
+        // Both formats (external-dns migrating): A and AAAA at www, both ours.
+        let both = [
+            rec("www.example.com.", "A", Some(&alias), &[]),
+            rec("www.example.com.", "AAAA", Some(&alias), &[]),
+            rec("www.example.com.", "TXT", None, &[&txt("c1")]),
+            rec("a-www.example.com.", "TXT", None, &[&txt("c1")]),
+            rec("aaaa-www.example.com.", "TXT", None, &[&txt("c1")]),
+        ];
+        assert_eq!(
+            decide(&both, Some("c1"), true),
+            [
+                Fate::Delete { txts: vec![3, 2] },
+                Fate::Delete { txts: vec![4] }
+            ]
+        );
+        // Older format only, and an MX at the same name that is not ours: nothing goes.
+        let shared = [
+            rec("www.example.com.", "A", Some(&alias), &[]),
+            rec("www.example.com.", "TXT", None, &[&txt("c1")]),
+            rec("www.example.com.", "MX", None, &["10 mail.example.com."]),
+        ];
+        assert!(
+            matches!(&decide(&shared, Some("c1"), true)[0], Fate::Keep(why) if why.contains("stay"))
+        );
+        // A TXT set holding another value too stays, and its record with it.
+        let mixed = [
+            rec("www.example.com.", "A", Some(&alias), &[]),
+            rec(
+                "www.example.com.",
+                "TXT",
+                None,
+                &[&txt("c1"), "\"v=spf1 -all\""],
+            ),
+        ];
+        assert!(
+            matches!(&decide(&mixed, Some("c1"), true)[0], Fate::Keep(why) if why.contains("other than"))
+        );
+        // Routing-policy records are left to their owner.
+        let mut weighted = both.clone();
+        weighted[0].set_id = Some("blue".into());
+        assert!(
+            matches!(&decide(&weighted, Some("c1"), true)[0], Fate::Keep(why) if why.contains("set identifier"))
+        );
+    }
+
+    #[test]
+    fn owner_ids_are_what_external_dns_can_write_and_never_default() {
+        for ok in [
+            "c1",
+            "prod-eu_1",
+            "team.a:cluster/1",
+            &"x".repeat(MAX_OWNER_ID),
+        ] {
+            assert_eq!(owner_id_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "", "default", "Default", "DEFAULT", "a,b", "a=b", "a b", "\"a\"", "é",
+        ] {
+            assert!(owner_id_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(owner_id_problem(&"x".repeat(MAX_OWNER_ID + 1)).is_some());
+    }
+}
