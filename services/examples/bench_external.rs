@@ -13,7 +13,9 @@
 //! request names every task): 10 Karpenter instance profiles (path, cluster, EC2NodeClass and
 //! region tags, each holding the run's node role, which stays), 10 `available` EBS CSI volumes
 //! (deleted without the snapshot-first option, which would add a snapshot each) and 10 EBS CSI
-//! snapshots: 370 resources. CAPA's gc deletes none of them, so the baseline leaves 70.
+//! snapshots; and external-dns's records of 10 of the cluster's load balancers (an alias and its
+//! TXT companion each, under the owner id sweeper's request names: 10 targets, one Route53
+//! change batch): 380 resources. CAPA's gc deletes none of these, so the baseline leaves 80.
 //! Not in it: Karpenter's instances (their termination is waited for across passes by design,
 //! and this measures one pass); EKS's leftovers (OIDC provider, log group, cluster security
 //! group), which need EKS, which LocalStack does not serve.
@@ -28,7 +30,10 @@ use sweeper_aws::sdk::elbv2;
 use sweeper_aws::testing::build::{
     byo_network, classic_lb, cloud, eni, listener, sg, tag, tg, v2_lb,
 };
-use sweeper_aws::testing::leaks::{csi_snapshot, csi_volume, karpenter_profile, node_role};
+use sweeper_aws::testing::leaks::{
+    csi_snapshot, csi_volume, external_dns_pair, hosted_zone, karpenter_profile, lb_dns_names,
+    node_role,
+};
 use sweeper_aws::testing::{Recorder, baseline_phase2, localstack};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -41,7 +46,7 @@ const M: usize = 10;
 /// Issue #34's leftovers of each kind (instance profile, EBS volume, EBS snapshot).
 const L: usize = 10;
 
-/// Creates the cluster's 370 resources; returns how many, and its VPC. The shared builders panic
+/// Creates the cluster's 380 resources; returns how many, and its VPC. The shared builders panic
 /// on a failed create: a half-built world would make the figures meaningless anyway.
 async fn world(c: &AwsClients, n: &str) -> (usize, String) {
     let leftovers = leftovers(c, n).await;
@@ -64,10 +69,10 @@ async fn world(c: &AwsClients, n: &str) -> (usize, String) {
     }
     let (owned, vpc_ref, subnets) = (&owned, &vpc, &subnets);
     let vpc = vpc_ref;
-    futures::stream::iter(0..N)
-        .for_each_concurrent(CREATE_CONCURRENCY, |i| async move {
+    let v2: Vec<Option<String>> = futures::stream::iter(0..N)
+        .map(|i| async move {
             // Load balancer i: classic, application or network; target group i attached to ALBs.
-            let alb = match i % 3 {
+            let v2 = match i % 3 {
                 0 => {
                     classic_lb(c, &format!("{n}-c{i}"), &subnets[0], owned).await;
                     None
@@ -78,18 +83,37 @@ async fn world(c: &AwsClients, n: &str) -> (usize, String) {
                     } else {
                         elbv2::types::LoadBalancerTypeEnum::Network
                     };
-                    let arn = v2_lb(c, &format!("{n}-l{i}"), ty, subnets, owned).await;
-                    (m == 1).then_some(arn)
+                    Some((m, v2_lb(c, &format!("{n}-l{i}"), ty, subnets, owned).await))
                 }
             };
             let tg = tg(c, &format!("{n}-t{i}"), vpc, owned).await;
-            if let Some(lb) = alb {
-                listener(c, &lb, &tg).await;
+            if let Some((1, lb)) = &v2 {
+                listener(c, lb, &tg).await;
             }
             sg(c, vpc, &format!("{n}-s{i}"), owned).await;
+            v2.map(|(_, arn)| arn)
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .collect()
+        .await;
+    let v2: Vec<String> = v2.into_iter().flatten().take(L).collect();
+    let records = dns_records(c, n, &v2).await;
+    (3 * N + 4 * M + leftovers + records, vpc.clone())
+}
+
+/// external-dns's records for `lbs` (the cluster's own load balancers), owned by the owner id
+/// `n` that sweeper's request names: an alias and its TXT companion each, one target of the
+/// `dns-record` cleaner per pair.
+async fn dns_records(c: &AwsClients, n: &str, lbs: &[String]) -> usize {
+    let zone = hosted_zone(c, &format!("{n}.example.com")).await;
+    let names = lb_dns_names(c, lbs).await;
+    let zone = &zone;
+    futures::stream::iter(names.iter().enumerate())
+        .for_each_concurrent(CREATE_CONCURRENCY, |(i, dns)| async move {
+            external_dns_pair(c, zone, &format!("svc{i}.{n}.example.com."), dns, n).await;
         })
         .await;
-    (3 * N + 4 * M + leftovers, vpc.clone())
+    names.len()
 }
 
 /// Issue #34's kinds: Karpenter's instance profiles, the EBS CSI driver's volumes and snapshots.
@@ -134,6 +158,8 @@ async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
             // Every task, the opt-in EBS ones included (the gc-tasks annotation naming them all).
             tasks: Some(registry::tasks()),
             ebs_snapshot: false,
+            // The cluster names its external-dns owner id: its records go with their LBs.
+            external_dns_owner: Some(cluster.clone()),
             ..PassRequest::new(&cluster)
         };
         phase2_pass(&clients, &req).await
@@ -190,6 +216,7 @@ async fn warm_up(sdk: &SdkConfig) -> Res<()> {
     c.elbv2.describe_target_groups().page_size(1).send().await?;
     c.iam.list_instance_profiles().max_items(1).send().await?;
     c.ec2.describe_volumes().max_results(5).send().await?;
+    c.route53.list_hosted_zones().max_items(1).send().await?;
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! Builders for the leftovers issue #34 added to phase 2, as the benchmarks put them in their
-//! workloads: Karpenter's instance profiles and the EBS CSI driver's volumes and snapshots.
+//! workloads: Karpenter's instance profiles, the EBS CSI driver's volumes and snapshots, and
+//! external-dns records.
 //! Like `build`'s top level they panic on a failed call, naming it: a half-built world would make
 //! the figures meaningless.
 
@@ -101,4 +102,93 @@ pub async fn csi_snapshot(c: &AwsClients, cluster: &str, volume: &str, name: &st
         .snapshot_id()
         .unwrap_or_else(|| panic!("CreateSnapshot of {volume}: no id"))
         .to_string()
+}
+
+/// A public hosted zone `domain` (LocalStack: any name); its id without `/hostedzone/`.
+pub async fn hosted_zone(c: &AwsClients, domain: &str) -> String {
+    c.route53
+        .create_hosted_zone()
+        .name(domain)
+        .caller_reference(domain)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateHostedZone {domain}: {e:?}"))
+        .hosted_zone()
+        .unwrap_or_else(|| panic!("CreateHostedZone {domain}: no zone"))
+        .id()
+        .trim_start_matches("/hostedzone/")
+        .to_string()
+}
+
+/// The load balancers' DNS names, by ARN (v2 load balancers, 20 per call).
+pub async fn lb_dns_names(c: &AwsClients, arns: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for chunk in arns.chunks(20) {
+        let page = c
+            .elbv2
+            .describe_load_balancers()
+            .set_load_balancer_arns(Some(chunk.to_vec()))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("DescribeLoadBalancers: {e:?}"));
+        out.extend(
+            page.load_balancers()
+                .iter()
+                .filter_map(|l| l.dns_name().map(str::to_string)),
+        );
+    }
+    out
+}
+
+/// What external-dns makes for a Service of load balancer `lb_dns` in `zone`: an alias `A`
+/// record `name` and its TXT companion `a-<name>` (the newer format) saying
+/// `external-dns/owner=<owner>`; both in one change batch, as external-dns writes them.
+pub async fn external_dns_pair(c: &AwsClients, zone: &str, name: &str, lb_dns: &str, owner: &str) {
+    use aws_sdk_route53::types::{
+        AliasTarget, Change, ChangeAction, ChangeBatch, ResourceRecord, ResourceRecordSet, RrType,
+    };
+    let alias = ResourceRecordSet::builder()
+        .name(name)
+        .r#type(RrType::A)
+        .alias_target(
+            AliasTarget::builder()
+                .hosted_zone_id("Z35SXDOTRQ7X7K")
+                .dns_name(format!("dualstack.{lb_dns}."))
+                .evaluate_target_health(true)
+                .build()
+                .expect("alias target"),
+        )
+        .build()
+        .expect("alias record");
+    let value = format!(
+        "\"heritage=external-dns,external-dns/owner={owner},external-dns/resource=service/default/{}\"",
+        name.split('.').next().unwrap_or("svc")
+    );
+    let txt = ResourceRecordSet::builder()
+        .name(format!("a-{name}"))
+        .r#type(RrType::Txt)
+        .ttl(300)
+        .resource_records(ResourceRecord::builder().value(value).build().expect("txt"))
+        .build()
+        .expect("txt record");
+    let change = |set| {
+        Change::builder()
+            .action(ChangeAction::Create)
+            .resource_record_set(set)
+            .build()
+            .expect("change")
+    };
+    c.route53
+        .change_resource_record_sets()
+        .hosted_zone_id(zone)
+        .change_batch(
+            ChangeBatch::builder()
+                .changes(change(alias))
+                .changes(change(txt))
+                .build()
+                .expect("batch"),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("ChangeResourceRecordSets {name}: {e:?}"));
 }

@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::cleaners::load_balancers::{LoadBalancers, Source};
+use crate::cleaners::test_ctx as ctx;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
-use crate::cleaners::test_ctx as ctx;
 use crate::mocked::{self, CLOUD_KEY, Rule, assert_calls, code, mock};
 use crate::model::{Phase, PhaseReport};
 use crate::phases::Step;
