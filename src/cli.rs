@@ -269,7 +269,22 @@ pub enum GcCommand {
         /// or the opt-ins ebs-volume, ebs-snapshot and eks-log-group; repeat for several.
         #[arg(long = "gc-task")]
         tasks: Vec<sweeper_aws::phases::GcTask>,
+        /// The cluster's external-dns owner id (its --txt-owner-id): the dns-record task then
+        /// deletes the records external-dns owns under exactly this id that point at a load
+        /// balancer the teardown deletes. "" removes it (records only reported). Not given: left
+        /// as it is; unlike --gc-task, a delete permission is never changed by omission.
+        /// `default` is refused: every external-dns that kept the default shares it.
+        #[arg(long, value_name = "ID", value_parser = parse_dns_owner)]
+        external_dns_owner_id: Option<String>,
     },
+}
+
+/// An owner id `gc configure` may write: one the teardown would accept, or "" to remove it.
+fn parse_dns_owner(s: &str) -> Result<String, String> {
+    match sweeper_aws::cleaners::dns_records::owner_id_problem(s) {
+        Some(why) if !s.is_empty() => Err(why),
+        _ => Ok(s.to_string()),
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -527,9 +542,15 @@ mod tests {
             "target-group",
         ])
         .unwrap();
-        let Command::Gc(GcCommand::Configure { cluster, tasks }) = cli.command else {
+        let Command::Gc(GcCommand::Configure {
+            cluster,
+            tasks,
+            external_dns_owner_id,
+        }) = cli.command
+        else {
             panic!("expected gc configure")
         };
+        assert_eq!(external_dns_owner_id, None, "not given: left as it is");
         assert_eq!(
             (cluster.cluster_name.as_str(), cluster.namespace.as_str()),
             ("c1", "default")
@@ -546,6 +567,30 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.to_string().contains("nat"), "{err}");
+        let owner = |id: &str| {
+            Cli::try_parse_from([
+                "sweeper",
+                "gc",
+                "configure",
+                "--cluster-name",
+                "c1",
+                "--external-dns-owner-id",
+                id,
+            ])
+            .map(|c| match c.command {
+                Command::Gc(GcCommand::Configure {
+                    external_dns_owner_id,
+                    ..
+                }) => external_dns_owner_id,
+                other => panic!("{other:?}"),
+            })
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(owner("prod-eu-1"), Ok(Some("prod-eu-1".into())));
+        assert_eq!(owner(""), Ok(Some(String::new())), "\"\" removes it");
+        for bad in ["default", "Default", "a,b"] {
+            assert!(owner(bad).is_err(), "{bad} must be refused");
+        }
     }
 
     #[test]

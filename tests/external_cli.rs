@@ -98,6 +98,51 @@ async fn enable_disable_configure_annotate_the_aws_cluster() {
         None,
         "no task removes the annotation"
     );
+    let owner = || ann("sweeper.dev/external-dns-owner-id");
+    let (ok, out) = sweeper_gc(&[
+        "configure",
+        "--cluster-name",
+        "c1",
+        "-n",
+        &ns,
+        "--external-dns-owner-id",
+        "prod-eu-1",
+    ]);
+    assert!(ok && out.contains("prod-eu-1"), "{out}");
+    assert_eq!(owner().await.as_deref(), Some("prod-eu-1"));
+    let (ok, out) = sweeper_gc(&["configure", "--cluster-name", "c1", "-n", &ns]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        owner().await.as_deref(),
+        Some("prod-eu-1"),
+        "not given: the owner id is left as it is"
+    );
+    let (ok, out) = sweeper_gc(&[
+        "configure",
+        "--cluster-name",
+        "c1",
+        "-n",
+        &ns,
+        "--external-dns-owner-id",
+        "default",
+    ]);
+    assert!(!ok && out.contains("default"), "{out}");
+    assert_eq!(
+        owner().await.as_deref(),
+        Some("prod-eu-1"),
+        "refused: unchanged"
+    );
+    let (ok, out) = sweeper_gc(&[
+        "configure",
+        "--cluster-name",
+        "c1",
+        "-n",
+        &ns,
+        "--external-dns-owner-id",
+        "",
+    ]);
+    assert!(ok, "{out}");
+    assert_eq!(owner().await, None, "\"\" removes it");
     let kept = infra.get("c1-infra").await.unwrap();
     assert_eq!(kept.spec.region.as_deref(), Some("us-east-1"));
 
