@@ -6,6 +6,7 @@ use super::ownership::dns_key;
 use crate::cleaners::load_balancers::{self, Api};
 use crate::cleaners::{CleanCtx, CleanError};
 use crate::errors::{ErrorClass, call};
+use futures::StreamExt;
 use std::collections::HashSet;
 
 /// Load balancers described per call (both ELB APIs take at most 20 names or ARNs).
@@ -23,94 +24,97 @@ pub async fn lb_dns_names(ctx: &CleanCtx<'_>) -> Result<HashSet<String>, CleanEr
             Api::V2 { arn } => v2.push(arn.clone()),
         }
     }
+    // The chunks are described a few at once: this cleaner runs before the load balancers go,
+    // so every round trip here delays the whole phase (bench-external, 110 load balancers).
+    let chunks: Vec<(bool, Vec<String>)> = classic
+        .chunks(LB_CHUNK)
+        .map(|c| (true, c.to_vec()))
+        .chain(v2.chunks(LB_CHUNK).map(|c| (false, c.to_vec())))
+        .collect();
+    let described: Vec<Result<Vec<String>, CleanError>> = futures::stream::iter(chunks)
+        .map(|(is_classic, chunk)| async move {
+            if is_classic {
+                classic_names(ctx, &chunk).await
+            } else {
+                v2_names(ctx, &chunk).await
+            }
+        })
+        .buffered(crate::cleaners::READ_CONCURRENCY)
+        .collect()
+        .await;
     let mut out = HashSet::new();
-    // One missing name fails a whole batch (LoadBalancerNotFound): then one at a time. A load
-    // balancer gone since discovery is skipped.
-    for chunk in classic.chunks(LB_CHUNK) {
-        let res = call("elb.DescribeLoadBalancers", || {
+    for names in described {
+        out.extend(names?.iter().map(|n| dns_key(n)));
+    }
+    Ok(out)
+}
+
+/// The DNS names of one chunk of classic load balancers. One missing name fails a whole batch
+/// (LoadBalancerNotFound): then one at a time. A load balancer gone since discovery is skipped.
+async fn classic_names(ctx: &CleanCtx<'_>, chunk: &[String]) -> Result<Vec<String>, CleanError> {
+    let describe = |names: Vec<String>| {
+        call("elb.DescribeLoadBalancers", move || {
             ctx.clients
                 .elb
                 .describe_load_balancers()
-                .set_load_balancer_names(Some(chunk.to_vec()))
+                .set_load_balancer_names(Some(names.clone()))
                 .send()
         })
-        .await;
-        match res {
-            Ok(page) => out.extend(
-                page.load_balancer_descriptions()
-                    .iter()
-                    .filter_map(|d| d.dns_name())
-                    .map(dns_key),
-            ),
-            Err(f) if f.class == ErrorClass::NotFound && chunk.len() > 1 => {
-                for name in chunk {
-                    let one = call("elb.DescribeLoadBalancers", || {
-                        ctx.clients
-                            .elb
-                            .describe_load_balancers()
-                            .load_balancer_names(name)
-                            .send()
-                    })
-                    .await;
-                    match one {
-                        Ok(page) => out.extend(
-                            page.load_balancer_descriptions()
-                                .iter()
-                                .filter_map(|d| d.dns_name())
-                                .map(dns_key),
-                        ),
-                        Err(f) if f.class == ErrorClass::NotFound => {}
-                        Err(f) => {
-                            return Err(CleanError::discover(KIND, "DescribeLoadBalancers")(f));
-                        }
-                    }
+    };
+    let names_of = |page: &aws_sdk_elasticloadbalancing::operation::describe_load_balancers::DescribeLoadBalancersOutput| {
+        page.load_balancer_descriptions()
+            .iter()
+            .filter_map(|d| d.dns_name().map(str::to_string))
+            .collect::<Vec<_>>()
+    };
+    match describe(chunk.to_vec()).await {
+        Ok(page) => Ok(names_of(&page)),
+        Err(f) if f.class == ErrorClass::NotFound && chunk.len() > 1 => {
+            let mut out = Vec::new();
+            for name in chunk {
+                match describe(vec![name.clone()]).await {
+                    Ok(page) => out.extend(names_of(&page)),
+                    Err(f) if f.class == ErrorClass::NotFound => {}
+                    Err(f) => return Err(CleanError::discover(KIND, "DescribeLoadBalancers")(f)),
                 }
             }
-            Err(f) if f.class == ErrorClass::NotFound => {}
-            Err(f) => return Err(CleanError::discover(KIND, "DescribeLoadBalancers")(f)),
+            Ok(out)
         }
+        Err(f) if f.class == ErrorClass::NotFound => Ok(Vec::new()),
+        Err(f) => Err(CleanError::discover(KIND, "DescribeLoadBalancers")(f)),
     }
-    for chunk in v2.chunks(LB_CHUNK) {
-        let res = call("elbv2.DescribeLoadBalancers", || {
+}
+
+/// The DNS names of one chunk of v2 load balancers, as [`classic_names`] for classic ones.
+async fn v2_names(ctx: &CleanCtx<'_>, chunk: &[String]) -> Result<Vec<String>, CleanError> {
+    let describe = |arns: Vec<String>| {
+        call("elbv2.DescribeLoadBalancers", move || {
             ctx.clients
                 .elbv2
                 .describe_load_balancers()
-                .set_load_balancer_arns(Some(chunk.to_vec()))
+                .set_load_balancer_arns(Some(arns.clone()))
                 .send()
         })
-        .await;
-        let pages = match res {
-            Ok(page) => vec![page],
-            Err(f) if f.class == ErrorClass::NotFound => {
-                let mut pages = Vec::new();
-                for arn in chunk {
-                    let one = call("elbv2.DescribeLoadBalancers", || {
-                        ctx.clients
-                            .elbv2
-                            .describe_load_balancers()
-                            .load_balancer_arns(arn)
-                            .send()
-                    })
-                    .await;
-                    match one {
-                        Ok(page) => pages.push(page),
-                        Err(f) if f.class == ErrorClass::NotFound => {}
-                        Err(f) => {
-                            return Err(CleanError::discover(KIND, "DescribeLoadBalancers")(f));
-                        }
-                    }
+    };
+    let names_of = |page: &aws_sdk_elasticloadbalancingv2::operation::describe_load_balancers::DescribeLoadBalancersOutput| {
+        page.load_balancers()
+            .iter()
+            .filter_map(|l| l.dns_name().map(str::to_string))
+            .collect::<Vec<_>>()
+    };
+    match describe(chunk.to_vec()).await {
+        Ok(page) => Ok(names_of(&page)),
+        Err(f) if f.class == ErrorClass::NotFound => {
+            let mut out = Vec::new();
+            for arn in chunk {
+                match describe(vec![arn.clone()]).await {
+                    Ok(page) => out.extend(names_of(&page)),
+                    Err(f) if f.class == ErrorClass::NotFound => {}
+                    Err(f) => return Err(CleanError::discover(KIND, "DescribeLoadBalancers")(f)),
                 }
-                pages
             }
-            Err(f) => return Err(CleanError::discover(KIND, "DescribeLoadBalancers")(f)),
-        };
-        out.extend(
-            pages
-                .iter()
-                .flat_map(|p| p.load_balancers())
-                .filter_map(|l| l.dns_name())
-                .map(dns_key),
-        );
+            Ok(out)
+        }
+        Err(f) => Err(CleanError::discover(KIND, "DescribeLoadBalancers")(f)),
     }
-    Ok(out)
 }

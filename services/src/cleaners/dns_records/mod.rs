@@ -42,6 +42,7 @@ use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::model::GcTask;
 use async_trait::async_trait;
 use aws_sdk_route53::types::ResourceRecordSet;
+use futures::StreamExt;
 use ownership::{Allowed, Fate};
 pub use ownership::{Owned, Rec, dns_key, external_dns_owner, owned_records, owner_id_problem};
 use std::fmt;
@@ -244,9 +245,21 @@ async fn find(ctx: &CleanCtx<'_>) -> Result<Vec<Target<Pair>>, CleanError> {
             .filter(|o| owner_id_problem(o).is_none()),
         lbs_deleted: ctx.tasks.contains(&load_balancers::TASK),
     };
+    // The zones' record sets are listed a few zones at once (an account may hold many zones,
+    // and this cleaner runs before the load balancers go); read in the zones' order.
+    let zones = route53::hosted_zones(ctx).await?;
+    let listed: Vec<_> = futures::stream::iter(zones)
+        .map(|(zone_id, zone_name)| async move {
+            route53::records(ctx, &zone_id)
+                .await
+                .map(|raw| (zone_id, zone_name, raw))
+        })
+        .buffered(crate::cleaners::READ_CONCURRENCY)
+        .collect()
+        .await;
     let mut found = Vec::new();
-    for (zone_id, zone_name) in route53::hosted_zones(ctx).await? {
-        let raw = route53::records(ctx, &zone_id).await?;
+    for zone in listed {
+        let (zone_id, zone_name, raw) = zone?;
         let sets: Vec<Rec> = raw.iter().map(route53::rec_of).collect();
         let owned = owned_records(&sets, &lbs);
         for (o, fate) in owned.iter().zip(ownership::fates(&sets, &owned, allowed)) {
