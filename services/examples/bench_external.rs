@@ -137,6 +137,8 @@ struct Run {
     secs: f64,
     calls: usize,
     resources: usize,
+    /// What the pass deleted: the baseline leaves behind what CAPA's gc does not know.
+    deleted: usize,
     /// `op=count:seconds` of the operations that took most of the server's time.
     by_operation: String,
 }
@@ -193,6 +195,7 @@ async fn run(sdk: &SdkConfig, latency: Duration, baseline: bool) -> Res<Run> {
         secs,
         calls,
         resources,
+        deleted: report.deleted.len(),
         by_operation,
     })
 }
@@ -245,6 +248,17 @@ async fn main() -> Res<()> {
         zero_s.secs,
         zero_b.secs,
         zero_b.secs / zero_s.secs
+    );
+    // The two passes do different work (the baseline deletes only what CAPA's gc knows): the
+    // time per resource deleted puts them side by side.
+    let per = |r: &Run| 1000.0 * r.secs / r.deleted.max(1) as f64;
+    println!(
+        "BENCH external.phase2.lat0.per_resource sweeper={:.2} baseline={:.2} ratio={:.2} deleted_sweeper={} deleted_baseline={} unit=ms",
+        per(&zero_s),
+        per(&zero_b),
+        per(&zero_b) / per(&zero_s),
+        zero_s.deleted,
+        zero_b.deleted
     );
     // Where the server's time went at zero latency: the six costliest operations, as
     // `operation=attempts:seconds` (concurrent attempts overlap, so the sum can exceed the pass).
