@@ -118,3 +118,83 @@ async fn v2_names(ctx: &CleanCtx<'_>, chunk: &[String]) -> Result<Vec<String>, C
         Err(f) => Err(CleanError::discover(KIND, "DescribeLoadBalancers")(f)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cleaners::Cleaner;
+    use crate::cleaners::load_balancers::{LoadBalancers, Source};
+    use crate::cleaners::test_ctx as ctx;
+    use crate::discovery::inventory::Inventory;
+    use crate::discovery::tagging::TaggedResource;
+    use crate::mocked::{self, CLOUD_KEY, assert_calls, code, mock};
+    use aws_sdk_elasticloadbalancingv2 as elbv2;
+    use elbv2::operation::describe_load_balancers::{
+        DescribeLoadBalancersError, DescribeLoadBalancersOutput,
+    };
+
+    const KEPT: &str = "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/net/k8s-a/1";
+    const GONE: &str = "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/net/k8s-b/2";
+
+    fn inventory() -> Inventory {
+        let mut inv = Inventory::default();
+        for arn in [KEPT, GONE] {
+            let tagged = TaggedResource {
+                arn: arn.parse().unwrap(),
+                tags: [(CLOUD_KEY.to_string(), "owned".to_string())].into(),
+            };
+            assert!(Cleaner::claim(
+                &LoadBalancers(Source::External),
+                &tagged,
+                &mut inv
+            ));
+        }
+        inv
+    }
+
+    fn described(arn: &str, dns: &str) -> DescribeLoadBalancersOutput {
+        DescribeLoadBalancersOutput::builder()
+            .load_balancers(
+                elbv2::types::LoadBalancer::builder()
+                    .load_balancer_arn(arn)
+                    .dns_name(dns)
+                    .build(),
+            )
+            .build()
+    }
+
+    /// A load balancer deleted since discovery fails its whole chunk: the chunk is described
+    /// again one at a time, the gone one is skipped, and the rest still count.
+    #[tokio::test]
+    async fn a_load_balancer_gone_since_discovery_is_skipped_and_the_rest_still_count() {
+        let not_found = || DescribeLoadBalancersError::generic(code("LoadBalancerNotFound"));
+        let chunk = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| r.load_balancer_arns().len() == 2)
+            .then_error(not_found);
+        let kept = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| r.load_balancer_arns() == [KEPT])
+            .then_output(|| described(KEPT, "K8S-A-1.elb.us-east-1.amazonaws.com."));
+        let gone = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| r.load_balancer_arns() == [GONE])
+            .then_error(not_found);
+        let c = mocked::in_order(&[&chunk, &kept, &gone]);
+        let inv = inventory();
+        let names = lb_dns_names(&ctx(&c, &inv)).await.unwrap();
+        assert_eq!(
+            names.into_iter().collect::<Vec<_>>(),
+            ["k8s-a-1.elb.us-east-1.amazonaws.com"],
+            "the one that exists, made comparable"
+        );
+        assert_calls(&gone, 1, "the gone one, asked alone");
+    }
+
+    /// Any other failure is the discovery's error: the records cannot be tied to the cluster.
+    #[tokio::test]
+    async fn another_failure_is_an_error_not_an_empty_answer() {
+        let throttled = mock!(elbv2::Client::describe_load_balancers)
+            .then_error(|| DescribeLoadBalancersError::generic(code("AccessDenied")));
+        let c = mocked::in_order(&[&throttled]);
+        let inv = inventory();
+        assert!(lb_dns_names(&ctx(&c, &inv)).await.is_err());
+    }
+}

@@ -127,3 +127,108 @@ pub async fn delete_sets(
     .await
     .map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cleaners::test_ctx as ctx;
+    use crate::discovery::inventory::Inventory;
+    use crate::mocked::{self, assert_calls, mock};
+    use aws_sdk_route53 as r53;
+    use r53::operation::list_hosted_zones::ListHostedZonesOutput;
+    use r53::operation::list_resource_record_sets::ListResourceRecordSetsOutput;
+    use r53::types::{HostedZone, ResourceRecord};
+
+    fn zone(id: &str, name: &str) -> HostedZone {
+        HostedZone::builder()
+            .id(format!("/hostedzone/{id}"))
+            .name(name)
+            .caller_reference(id)
+            .build()
+            .unwrap()
+    }
+
+    fn txt(name: &str) -> ResourceRecordSet {
+        ResourceRecordSet::builder()
+            .name(name)
+            .r#type(RrType::Txt)
+            .ttl(300)
+            .resource_records(ResourceRecord::builder().value("\"x\"").build().unwrap())
+            .build()
+            .unwrap()
+    }
+
+    /// Every page of zones is read, following the marker; ids lose their `/hostedzone/`.
+    #[tokio::test]
+    async fn every_page_of_hosted_zones_is_read() {
+        let first = mock!(r53::Client::list_hosted_zones)
+            .match_requests(|r| r.marker().is_none())
+            .then_output(|| {
+                ListHostedZonesOutput::builder()
+                    .hosted_zones(zone("Z1", "a.example."))
+                    .marker("")
+                    .is_truncated(true)
+                    .next_marker("Z2")
+                    .max_items(1)
+                    .build()
+                    .unwrap()
+            });
+        let second = mock!(r53::Client::list_hosted_zones)
+            .match_requests(|r| r.marker() == Some("Z2"))
+            .then_output(|| {
+                ListHostedZonesOutput::builder()
+                    .hosted_zones(zone("Z2", "b.example."))
+                    .marker("Z2")
+                    .is_truncated(false)
+                    .max_items(1)
+                    .build()
+                    .unwrap()
+            });
+        let c = mocked::in_order(&[&first, &second]);
+        let inv = Inventory::default();
+        let zones = hosted_zones(&ctx(&c, &inv)).await.unwrap();
+        assert_eq!(
+            zones,
+            [
+                ("Z1".to_string(), "a.example.".to_string()),
+                ("Z2".to_string(), "b.example.".to_string())
+            ]
+        );
+        assert_calls(&second, 1, "the second page");
+    }
+
+    /// A zone's record sets are read page by page from the next name and type Route53 gives.
+    #[tokio::test]
+    async fn every_page_of_a_zones_records_is_read() {
+        let first = mock!(r53::Client::list_resource_record_sets)
+            .match_requests(|r| r.hosted_zone_id() == Some("Z1") && r.start_record_name().is_none())
+            .then_output(|| {
+                ListResourceRecordSetsOutput::builder()
+                    .resource_record_sets(txt("a.example."))
+                    .is_truncated(true)
+                    .next_record_name("b.example.")
+                    .next_record_type(RrType::Txt)
+                    .max_items(1)
+                    .build()
+                    .unwrap()
+            });
+        let second = mock!(r53::Client::list_resource_record_sets)
+            .match_requests(|r| {
+                r.start_record_name() == Some("b.example.")
+                    && r.start_record_type() == Some(&RrType::Txt)
+            })
+            .then_output(|| {
+                ListResourceRecordSetsOutput::builder()
+                    .resource_record_sets(txt("b.example."))
+                    .is_truncated(false)
+                    .max_items(1)
+                    .build()
+                    .unwrap()
+            });
+        let c = mocked::in_order(&[&first, &second]);
+        let inv = Inventory::default();
+        let sets = records(&ctx(&c, &inv), "Z1").await.unwrap();
+        let names: Vec<&str> = sets.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["a.example.", "b.example."]);
+    }
+}
