@@ -65,7 +65,10 @@ pub mod fallible {
             .ok_or_else(|| err(call)("the response carries no id".into()))
     }
 
-    fn ec2_tags(rt: ResourceType, tags: &[(String, String)]) -> ec2::types::TagSpecification {
+    pub(crate) fn ec2_tags(
+        rt: ResourceType,
+        tags: &[(String, String)],
+    ) -> ec2::types::TagSpecification {
         let mut b = ec2::types::TagSpecification::builder().resource_type(rt);
         for (k, v) in tags {
             b = b.tags(ec2::types::Tag::builder().key(k).value(v).build());

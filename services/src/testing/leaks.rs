@@ -5,8 +5,9 @@
 //! the figures meaningless.
 
 use super::build::cloud;
+use super::build::fallible::ec2_tags;
 use crate::model::AwsClients;
-use aws_sdk_ec2::types::{ResourceType, Tag as Ec2Tag, TagSpecification};
+use aws_sdk_ec2::types::ResourceType;
 use aws_sdk_iam::types::Tag as IamTag;
 
 /// EC2 may assume it: the trust policy of a Karpenter node role.
@@ -61,15 +62,6 @@ pub async fn karpenter_profile(
     name
 }
 
-fn spec(ty: ResourceType, tags: &[(String, String)]) -> TagSpecification {
-    tags.iter()
-        .fold(
-            TagSpecification::builder().resource_type(ty),
-            |s, (k, v)| s.tags(Ec2Tag::builder().key(k).value(v).build()),
-        )
-        .build()
-}
-
 /// The tags the EBS CSI driver (with `--k8s-tag-cluster-id`) puts on the volume of
 /// PersistentVolume `pv` of `cluster`.
 pub fn csi_volume_tags(cluster: &str, pv: &str) -> Vec<(String, String)> {
@@ -95,7 +87,7 @@ pub async fn csi_snapshot(c: &AwsClients, cluster: &str, volume: &str, name: &st
     c.ec2
         .create_snapshot()
         .volume_id(volume)
-        .tag_specifications(spec(ResourceType::Snapshot, &tags))
+        .tag_specifications(ec2_tags(ResourceType::Snapshot, &tags))
         .send()
         .await
         .unwrap_or_else(|e| panic!("CreateSnapshot of {volume}: {e:?}"))

@@ -283,12 +283,7 @@ async fn snapshots_of(c: &AwsClients, volume: &str) -> Vec<String> {
 
 /// The tags the EBS CSI driver puts on a volume it made for cluster `n` (`--k8s-tag-cluster-id`).
 fn csi_volume(n: &str) -> Vec<(String, String)> {
-    vec![
-        cloud(n, "owned"),
-        ("KubernetesCluster".into(), n.into()),
-        ("CSIVolumeName".into(), format!("pvc-{n}")),
-        ("ebs.csi.aws.com/cluster".into(), "true".into()),
-    ]
+    sweeper_aws::testing::leaks::csi_volume_tags(n, &format!("pvc-{n}"))
 }
 
 /// EBS volumes are opt-in: kept without the `ebs-volume` task; with it, snapshotted (the id in
