@@ -3,7 +3,7 @@
 # `--purge` also deletes the state (etcd data, LocalStack state, certificates).
 source "$(dirname "$0")/lib.sh"
 
-for name in localstack kube-controller-manager kube-apiserver etcd; do
+for name in localstack capa-webhooks kube-controller-manager kube-apiserver etcd; do
   pidfile="$SWEEPER_STATE/run/$name.pid"
   [ -f "$pidfile" ] || continue
   pid="$(cat "$pidfile")"

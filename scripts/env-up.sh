@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Starts the test environment on loopback: etcd, kube-apiserver 1.20 (token auth, RBAC),
-# kube-controller-manager (namespace controller only: sweeper is the only garbage collector) and
-# LocalStack. Provisions what is missing first. Idempotent: running it twice is fine.
+# Starts the test environment on loopback: etcd, kube-apiserver (token auth, RBAC; Kubernetes
+# v$K8S_VERSION built from Go modules, or 1.20 with SWEEPER_KUBE=1.20), kube-controller-manager
+# (namespace controller only: sweeper is the only garbage collector), CAPA's own admission webhooks
+# (scripts/go/capa-webhooks) with the upstream CRDs applied as they are, and LocalStack.
+# Provisions what is missing first. Idempotent: running it twice is fine.
 # Writes $SWEEPER_STATE/env (source it) with KUBECONFIG and the AWS_* variables.
 # SWEEPER_LOCALSTACK=0 leaves LocalStack out (neither provisioned nor started): for the Kubernetes-only
 # benchmarks, so a second environment beside another one needs no LocalStack of its own.
@@ -9,6 +11,7 @@ source "$(dirname "$0")/lib.sh"
 SWEEPER_LOCALSTACK="${SWEEPER_LOCALSTACK:-1}"
 
 "$REPO_ROOT/scripts/provision-kubernetes.sh"
+if [ "$SWEEPER_KUBE" = current ]; then CAPA_WEBHOOKS="$("$REPO_ROOT/scripts/provision-capa-webhooks.sh")"; fi
 if [ "$SWEEPER_LOCALSTACK" != 0 ]; then "$REPO_ROOT/scripts/provision-localstack.sh"; fi
 
 mkdir -p "$SWEEPER_STATE"/{logs,pki,run}
@@ -113,16 +116,20 @@ KUBECONFIG_FILE="$SWEEPER_STATE/kubeconfig"
 kubeconfig "$KUBECONFIG_FILE" admin "$admin_token"
 
 # --- etcd ---
-start etcd etcd --name sweeper-test --data-dir "$SWEEPER_STATE/etcd" \
+if [ "$SWEEPER_KUBE" = 1.20 ]; then ETCD_BIN=etcd; else ETCD_BIN="$K8S_BIN_DIR/etcd"; fi
+start etcd "$ETCD_BIN" --name sweeper-test --data-dir "$SWEEPER_STATE/etcd-$SWEEPER_KUBE" \
   --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
   --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
   --initial-cluster "sweeper-test=http://127.0.0.1:$ETCD_PEER_PORT" --quota-backend-bytes 4294967296
 wait_for etcd 30 curl -fsS "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
 
 # --- kube-apiserver ---
-start kube-apiserver "$K8S_BIN_DIR/kube-apiserver" \
+# Flags that differ between the two servers: 1.20 serves an insecure port unless told not to;
+# the flag is gone since 1.24. kube-controller-manager's --port likewise.
+if [ "$SWEEPER_KUBE" = 1.20 ]; then OLD_APISERVER_FLAGS=(--insecure-port 0); OLD_KCM_FLAGS=(--port 0); else OLD_APISERVER_FLAGS=(); OLD_KCM_FLAGS=(); fi
+start kube-apiserver "$K8S_BIN_DIR/kube-apiserver" "${OLD_APISERVER_FLAGS[@]}" \
   --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" --insecure-port 0 \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
   --tls-cert-file "$PKI/serving.crt" --tls-private-key-file "$PKI/serving.key" --cert-dir "$PKI/generated" \
   --client-ca-file "$PKI/ca.crt" --token-auth-file "$PKI/tokens.csv" \
   --authorization-mode RBAC --anonymous-auth=false \
@@ -156,8 +163,56 @@ sed -e 's/\(name: \)sweeper\b/\1sweeper-external/' "$REPO_ROOT/deploy/manifests/
 # --- kube-controller-manager: the namespace controller only ---
 start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
   --kubeconfig "$KUBECONFIG_FILE" --controllers namespace --leader-elect=false \
-  --secure-port 0 --port 0 --use-service-account-credentials=false \
+  --secure-port 0 "${OLD_KCM_FLAGS[@]}" --use-service-account-credentials=false \
   --concurrent-namespace-syncs 10 --kube-api-qps 100 --kube-api-burst 200
+
+# --- the upstream CRDs and CAPA's admission (current server only) ---
+# What CAPA's users run: CAPA's, Cluster API's and KubeZoo's CRDs exactly as published
+# (../shared/conformance, CEL rules and defaults included), and CAPA's own validating and
+# defaulting webhooks for its cluster and identity kinds plus Cluster API's for Cluster
+# (scripts/go/capa-webhooks). The 1.20 fallback cannot take the CRDs unmodified: its tests install
+# them adjusted, and it runs no webhook.
+UPSTREAM=0
+if [ "$SWEEPER_KUBE" = current ]; then
+  FIXTURES="${SWEEPER_CONFORMANCE_FIXTURES:-$REPO_ROOT/../shared/conformance}"
+  if [ -d "$FIXTURES" ]; then
+    log "applying the upstream CRDs from $FIXTURES as they are"
+    # Server-side: the largest CRDs are over the 256 KiB a client-side apply's annotation may hold.
+    for f in "$FIXTURES"/capa/*.yaml "$FIXTURES"/capi/*.yaml "$FIXTURES"/kubezoo/tenants.tenant.kubezoo.io.yaml; do
+      grep -q '^kind: CustomResourceDefinition' "$f" || continue
+      "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply --server-side --force-conflicts \
+        --field-manager sweeper-env -f "$f" >/dev/null
+    done
+    "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" wait --for condition=Established --timeout 60s \
+      crd/awsclusters.infrastructure.cluster.x-k8s.io crd/awsmanagedcontrolplanes.controlplane.cluster.x-k8s.io \
+      crd/clusters.cluster.x-k8s.io crd/awsclustercontrolleridentities.infrastructure.cluster.x-k8s.io >/dev/null
+    UPSTREAM=1
+  elif [ "${CI:-}" = true ]; then
+    log "upstream conformance fixtures not found at $FIXTURES; under CI=true they must be there"; exit 1
+  else
+    log "upstream conformance fixtures not found at $FIXTURES: sweeper's own CRDs stand in (set SWEEPER_CONFORMANCE_FIXTURES)"
+  fi
+  # The webhook serves the API server's own cert (SANs 127.0.0.1, localhost), signed by the test CA.
+  mkdir -p "$PKI/webhook"
+  cp "$PKI/serving.crt" "$PKI/webhook/tls.crt" && cp "$PKI/serving.key" "$PKI/webhook/tls.key"
+  start capa-webhooks "$CAPA_WEBHOOKS/capa-webhooks" --kubeconfig "$KUBECONFIG_FILE" \
+    --host 127.0.0.1 --port "$CAPA_WEBHOOK_PORT" --cert-dir "$PKI/webhook" --ca-file "$PKI/ca.crt" \
+    --capa-manifests "$CAPA_WEBHOOKS/capa-manifests.yaml" --capi-manifests "$CAPA_WEBHOOKS/capi-manifests.yaml"
+  # Ready when the configurations point at it: it registers them only once it serves.
+  webhooks_registered() {
+    "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" get validatingwebhookconfiguration \
+      capa-validating-webhook-configuration -o jsonpath='{.webhooks[0].clientConfig.url}' |
+      grep -q ":$CAPA_WEBHOOK_PORT/" && running capa-webhooks
+  }
+  wait_for capa-webhooks 60 webhooks_registered
+  if [ "$UPSTREAM" = 1 ]; then
+    # CAPA's defaulting webhook gives every AWSCluster without an identityRef the controller
+    # identity `default`, and CAPA's manager (AutoControllerIdentityCreator, on by default) creates
+    # that identity allowing every namespace. No CAPA manager runs here: make it as CAPA would.
+    printf 'apiVersion: infrastructure.cluster.x-k8s.io/v1beta2\nkind: AWSClusterControllerIdentity\nmetadata:\n  name: default\nspec:\n  allowedNamespaces: {}\n' |
+      "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply -f - >/dev/null
+  fi
+fi
 
 # --- LocalStack ---
 if [ "$SWEEPER_LOCALSTACK" = 0 ]; then
@@ -188,5 +243,8 @@ export SWEEPER_K8S_BIN=$K8S_BIN_DIR
 export SWEEPER_SA_KUBECONFIG=$SA_KUBECONFIG_FILE
 export SWEEPER_EXTERNAL_SA_KUBECONFIG=$EXT_SA_KUBECONFIG_FILE
 export SWEEPER_AUDIT_LOG=$SWEEPER_STATE/logs/audit.log
+export SWEEPER_KUBE=$SWEEPER_KUBE
+export SWEEPER_KUBE_VERSION=$K8S_VERSION
+export SWEEPER_UPSTREAM_CRDS=$UPSTREAM
 ENV
 log "environment up: source $SWEEPER_STATE/env"

@@ -10,12 +10,42 @@ SWEEPER_STATE="${SWEEPER_STATE:-$REPO_ROOT/.state}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SWEEPER_CACHE/cargo-target}"
 
 # Pinned versions: the cache is keyed by them, so bumping one rebuilds only that part.
-K8S_DEB_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
-# "+reflect2-1.0.2": the tree vendors modern-go/reflect2 1.0.1, which crashes (SIGSEGV in map
-# iteration, e.g. on every custom-resource create) when built with Go >= 1.18; the build swaps in
-# Debian's reflect2 1.0.2. The suffix keeps binaries built without the fix out of use.
-K8S_BUILD_KEY="$K8S_DEB_VERSION+reflect2-1.0.2"
+# The Go programs the tests run against are pinned by the go.mod/go.sum under scripts/go/: the
+# cache key of each is its go.sum's hash, so a bump there rebuilds it and nothing else.
+go_key() { # dir under scripts/go -> a short key of its pinned module graph
+  sha256sum "$REPO_ROOT/scripts/go/$1/go.mod" "$REPO_ROOT/scripts/go/$1/go.sum" | sha256sum | cut -c1-12
+}
+go_pin() { # dir module -> the version its go.mod requires
+  awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' \
+    "$REPO_ROOT/scripts/go/$1/go.mod"
+}
+# SWEEPER_KUBE selects the test API server: `current` (default) builds kube-apiserver,
+# kube-controller-manager, kubectl and etcd from the k8s.io/kubernetes module that
+# scripts/go/kubernetes pins; `1.20` is the old fallback, Debian's 1.20 source package
+# (scripts/provision-kubernetes-1.20.sh), which needs the upstream CRDs' CEL rules stripped.
+SWEEPER_KUBE="${SWEEPER_KUBE:-current}"
+if [ "$SWEEPER_KUBE" = 1.20 ]; then
+  K8S_DEB_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
+  # "+reflect2-1.0.2": the tree vendors modern-go/reflect2 1.0.1, which crashes (SIGSEGV in map
+  # iteration, e.g. on every custom-resource create) when built with Go >= 1.18; the build swaps in
+  # Debian's reflect2 1.0.2. The suffix keeps binaries built without the fix out of use.
+  K8S_BUILD_KEY="$K8S_DEB_VERSION+reflect2-1.0.2"
+  K8S_VERSION="1.20.2"
+else
+  K8S_VERSION="$(go_pin kubernetes k8s.io/kubernetes)"
+  K8S_VERSION="${K8S_VERSION#v}"
+  K8S_BUILD_KEY="$K8S_VERSION-$(go_key kubernetes)"
+fi
 K8S_BIN_DIR="$SWEEPER_CACHE/kubernetes/$K8S_BUILD_KEY/bin"
+# CAPA's (and Cluster API's) admission webhooks, served by scripts/go/capa-webhooks.
+CAPA_VERSION="$(go_pin capa-webhooks sigs.k8s.io/cluster-api-provider-aws/v2)"
+CAPA_WEBHOOKS_DIR="$SWEEPER_CACHE/capa-webhooks/$CAPA_VERSION-$(go_key capa-webhooks)"
+# helm, built from helm.sh/helm/v3 (scripts/go/helm).
+HELM_VERSION="$(go_pin helm helm.sh/helm/v3)"
+HELM_BIN="$SWEEPER_CACHE/helm/$HELM_VERSION-$(go_key helm)/helm"
+# cargo-nextest, the runner `make test` uses, installed from crates.io into the cache.
+NEXTEST_VERSION="0.9.151"
+NEXTEST_ROOT="$SWEEPER_CACHE/cargo-nextest/$NEXTEST_VERSION"
 LOCALSTACK_VERSION="4.13.1"
 LOCALSTACK_VENV="$SWEEPER_CACHE/localstack/$LOCALSTACK_VERSION/venv"
 
@@ -24,6 +54,7 @@ LOCALSTACK_VENV="$SWEEPER_CACHE/localstack/$LOCALSTACK_VERSION/venv"
 ETCD_CLIENT_PORT="${ETCD_CLIENT_PORT:-32379}"
 ETCD_PEER_PORT="${ETCD_PEER_PORT:-32380}"
 APISERVER_PORT="${APISERVER_PORT:-26443}"
+CAPA_WEBHOOK_PORT="${CAPA_WEBHOOK_PORT:-29443}"
 LOCALSTACK_PORT="${LOCALSTACK_PORT:-4566}"
 
 log() { printf '[sweeper-env] %s\n' "$*" >&2; }

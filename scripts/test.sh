@@ -5,13 +5,17 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
 already_up=1
-for name in etcd kube-apiserver kube-controller-manager localstack; do
+servers=(etcd kube-apiserver kube-controller-manager localstack)
+[ "$SWEEPER_KUBE" = 1.20 ] || servers+=(capa-webhooks)
+for name in "${servers[@]}"; do
   p="$SWEEPER_STATE/run/$name.pid"
   { [ -f "$p" ] && kill -0 "$(cat "$p")" 2>/dev/null; } || already_up=0
 done
 if [ "$already_up" = 0 ]; then
   trap '"$REPO_ROOT/scripts/env-down.sh"' EXIT
 fi
+# The test runner, pinned and installed into the cache on first use.
+PATH="$("$REPO_ROOT/scripts/provision-nextest.sh"):$PATH"
 # Build while nothing else competes for the 2 cores, then start the servers.
 log "building the workspace and its tests"
 cargo build --workspace --all-targets --locked

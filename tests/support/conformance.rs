@@ -76,14 +76,47 @@ pub fn adjust_for_1_20(v: &mut Value) {
     }
 }
 
-/// Installs the upstream CRD in `rel` (adjusted for 1.20, see [`adjust_for_1_20`]), replacing
-/// whatever CRD of that name is installed (e.g. sweeper's own), and waits until it is established.
+/// Whether the test server is the 1.20 fallback (`SWEEPER_KUBE=1.20` in env-up's env file): the
+/// only server that needs [`adjust_for_1_20`]. The default server takes the CRDs as they are.
+pub fn server_is_1_20() -> bool {
+    super::EnvFacts::load().try_get("SWEEPER_KUBE").as_deref() == Some("1.20")
+}
+
+/// Installs the upstream CRD in `rel` (as it is; adjusted only on the 1.20 fallback, see
+/// [`adjust_for_1_20`]), replacing whatever CRD of that name is installed (e.g. a test's
+/// schemaless one), and waits until it is established. Installing it over itself changes nothing.
 pub async fn install_crd(client: &kube::Client, rel: &str) {
     let mut docs = docs(rel);
     assert_eq!(docs.len(), 1, "{rel}: expected one CRD document");
     let mut doc = docs.remove(0);
-    adjust_for_1_20(&mut doc);
+    if server_is_1_20() {
+        adjust_for_1_20(&mut doc);
+    }
     let crd: CustomResourceDefinition =
         serde_json::from_value(doc).unwrap_or_else(|e| panic!("{rel} is not a CRD: {e}"));
     super::objects::replace_crd(client, crd).await;
+}
+
+/// The fixture file holding the upstream CRD named `name` (`<plural>.<group>`), if there is one.
+pub fn crd_file(name: &str) -> Option<String> {
+    let dir = fixtures()?;
+    for sub in ["capa", "capi", "kubezoo"] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            if !file.ends_with(".yaml") {
+                continue;
+            }
+            let rel = format!("{sub}/{file}");
+            let found = docs(&rel).iter().any(|d| {
+                d["kind"] == "CustomResourceDefinition" && d["metadata"]["name"] == name
+            });
+            if found {
+                return Some(rel);
+            }
+        }
+    }
+    None
 }

@@ -159,11 +159,23 @@ pub async fn delete_crd(client: &Client, ar: &kube::api::ApiResource) {
         .await;
 }
 
-/// Installs every CRD sweeper ships (as `sweeper crds` prints them), replacing a CRD of the same
-/// name: after a conformance test swapped in an upstream CRD, the next test gets sweeper's back.
+/// Makes sure every kind sweeper ships a CRD for is served. On the default test server (env-up
+/// applied the upstream CRDs, `SWEEPER_UPSTREAM_CRDS=1`) each kind gets its upstream CRD, as it
+/// is: CAPA's, Cluster API's and KubeZoo's users run those, so no test may pass only because
+/// sweeper's own looser definition stood in. (Installing an upstream CRD over itself changes
+/// nothing; it puts it back after a test swapped in a schemaless one.) Elsewhere (the 1.20
+/// fallback, no fixtures) sweeper's own CRDs (as `sweeper crds` prints them) stand in.
 pub async fn install_sweeper_crds(client: &Client) {
+    let upstream =
+        super::EnvFacts::load().try_get("SWEEPER_UPSTREAM_CRDS").as_deref() == Some("1");
     for crd in ::sweeper::api::all_crds() {
-        replace_crd(client, crd).await;
+        let file = upstream
+            .then(|| super::conformance::crd_file(&crd.name_any()))
+            .flatten();
+        match file {
+            Some(rel) => super::conformance::install_crd(client, &rel).await,
+            None => replace_crd(client, crd).await,
+        }
     }
 }
 

@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use sweeper::api::tenant::{Tenant, TenantStatus};
 
-/// A random 6-character tenant id and a sibling sharing its first five characters.
+/// A random 6-digit tenant id and a sibling sharing its first five digits. Numeric, as KubeZoo's
+/// are: its Tenant CRD (which the test environment installs as it is) makes `spec.id` an int32,
+/// and the id must equal the object's name.
 pub fn ids() -> (String, String) {
-    let r: u32 = rand::random();
-    let base = format!("t{:04x}", r % 0xffff);
-    (format!("{base}a"), format!("{base}b"))
+    let base = 10_000 + rand::random::<u32>() % 89_999;
+    (format!("{base}1"), format!("{base}2"))
 }
 
 pub async fn tenant(c: &Client, id: &str) -> Tenant {
@@ -21,8 +22,11 @@ pub async fn tenant(c: &Client, id: &str) -> Tenant {
     let t = Tenant::new(
         id,
         sweeper::api::tenant::TenantSpec {
-            id: Some(sweeper::api::tenant::SpecId::Str(id.into())),
-            quota: None,
+            // KubeZoo's CRD requires both: an int32 id (equal to the numeric name) and a quota.
+            id: Some(sweeper::api::tenant::SpecId::Int(
+                id.parse().expect("tenant ids are numeric (ids())"),
+            )),
+            quota: Some(serde_json::json!({})),
         },
     );
     api.create(&PostParams::default(), &t)
