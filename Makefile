@@ -53,10 +53,10 @@ image:
 	  docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -f Dockerfile . ; \
 	fi
 
-## make helm-template: `helm template sweeper deploy/helm/sweeper -n sweeper-system`, without helm
-## (scripts/helm-render, built from Debian packages on first use). ARGS='--set k=v --include-crds'.
+## make helm-template: `helm template sweeper deploy/helm/sweeper -n sweeper-system` with the pinned
+## helm (scripts/provision-helm.sh builds it from helm.sh/helm/v3 on first use). ARGS='--set k=v --include-crds'.
 helm-template:
-	@bin="$$(./scripts/provision-helm-render.sh)" && "$$bin" --name sweeper --namespace sweeper-system $(ARGS) deploy/helm/sweeper
+	@bin="$$(./scripts/provision-helm.sh)" && "$$bin" template sweeper deploy/helm/sweeper --namespace sweeper-system $(ARGS)
 
 ## make bench-cascade: sweeper vs kube-controller-manager's garbage collector (about 30 minutes),
 ## and the API server's own delete ceiling (cascade.limit). BENCH_ONLY=archive|expiry|limit|startup|watch

@@ -38,12 +38,11 @@ log "applying sweeper's CRDs (Tenant, AWSCluster, AWSManagedControlPlane, Cluste
 # cluster's), but the test environment's kube-controller-manager runs no garbage collector and the
 # demo has a KubeZoo tenant, which is where the cascade and tenant collectors belong.
 log "rendering the Helm chart (deploy/helm/sweeper) with all three collectors, aws.endpointUrl and aws.region set"
-renderer="$("$REPO_ROOT/scripts/provision-helm-render.sh")"
+helm="$("$REPO_ROOT/scripts/provision-helm.sh")"
 rendered="$SWEEPER_STATE/demo-chart.yaml"
-"$renderer" --name sweeper --namespace "$NS" \
+"$helm" template sweeper deploy/helm/sweeper --namespace "$NS" \
   --set featureGates.CascadeGC=true --set featureGates.TenantGC=true \
-  --set aws.endpointUrl="$AWS_ENDPOINT_URL" --set aws.region="$AWS_REGION" \
-  deploy/helm/sweeper >"$rendered"
+  --set aws.endpointUrl="$AWS_ENDPOINT_URL" --set aws.region="$AWS_REGION" >"$rendered"
 
 # The Deployment's container, as `demo chart-env` reads it from the render.
 deployment="$("$DEMO" chart-env <"$rendered")"

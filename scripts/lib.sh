@@ -11,9 +11,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SWEEPER_CACHE/cargo-target}"
 
 # Pinned versions: the cache is keyed by them, so bumping one rebuilds only that part.
 # The Go programs the tests run against are pinned by the go.mod/go.sum under scripts/go/: the
-# cache key of each is its go.sum's hash, so a bump there rebuilds it and nothing else.
-go_key() { # dir under scripts/go -> a short key of its pinned module graph
-  sha256sum "$REPO_ROOT/scripts/go/$1/go.mod" "$REPO_ROOT/scripts/go/$1/go.sum" | sha256sum | cut -c1-12
+# cache key of each is the hash of its folder, so a bump there rebuilds it and nothing else.
+go_key() { # dir under scripts/go -> a short key of its files (go.mod, go.sum, its own sources)
+  (cd "$REPO_ROOT/scripts/go/$1" && sha256sum $(ls | LC_ALL=C sort)) | sha256sum | cut -c1-12
 }
 go_pin() { # dir module -> the version its go.mod requires
   awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' \

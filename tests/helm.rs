@@ -2,8 +2,8 @@
 //! with the cascade and tenant gates on: full), its values reach the Deployment, and what it
 //! renders is valid against a real API server (server-side dry-run create).
 //!
-//! No helm binary here: scripts/provision-helm-render.sh builds scripts/helm-render, the subset of
-//! `helm template` the chart uses (sprig and Helm's include/tpl/toYaml/required).
+//! The renderer is the real helm: scripts/provision-helm.sh builds it from helm.sh/helm/v3 at the
+//! version scripts/go/helm pins, and `helm lint` must pass on the chart as well.
 //!
 //! Chart vs manifests, the rule: render with release `sweeper` in namespace `sweeper-system`; every
 //! object of the overlay (`kubectl kustomize`) but the Namespace and the AWS settings of
@@ -38,14 +38,14 @@ const HELM_LABELS: [&str; 5] = [
     "app.kubernetes.io/managed-by",
 ];
 
-/// scripts/helm-render, built (or found in the cache) by scripts/provision-helm-render.sh.
-fn renderer() -> PathBuf {
-    let out = Command::new(Path::new(ROOT).join("scripts/provision-helm-render.sh"))
+/// helm, built (or found in the cache) by scripts/provision-helm.sh.
+fn helm() -> PathBuf {
+    let out = Command::new(Path::new(ROOT).join("scripts/provision-helm.sh"))
         .output()
-        .expect("run scripts/provision-helm-render.sh");
+        .expect("run scripts/provision-helm.sh");
     assert!(
         out.status.success(),
-        "scripts/provision-helm-render.sh failed:\n{}",
+        "scripts/provision-helm.sh failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let path = String::from_utf8(out.stdout).expect("utf-8 path");
@@ -54,18 +54,43 @@ fn renderer() -> PathBuf {
 
 /// `helm template NAME CHART --namespace NS ARGS...`, parsed into one JSON value per document.
 fn render(release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
-    let out = Command::new(renderer())
-        .args(["--name", release, "--namespace", namespace])
+    let out = Command::new(helm())
+        .args(["template", release, CHART, "--namespace", namespace])
         .args(args)
-        .arg(CHART)
         .output()
-        .expect("run helm-render");
+        .expect("run helm template");
     assert!(
         out.status.success(),
         "rendering the chart failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     yaml_docs(&String::from_utf8(out.stdout).expect("utf-8 render"))
+}
+
+/// `helm lint --strict` passes on the chart as it ships, and with every collector on.
+#[test]
+fn helm_lint_passes() {
+    for args in [
+        &[][..],
+        &[
+            "--set",
+            "featureGates.CascadeGC=true",
+            "--set",
+            "featureGates.TenantGC=true",
+        ][..],
+    ] {
+        let out = Command::new(helm())
+            .args(["lint", "--strict", CHART])
+            .args(args)
+            .output()
+            .expect("run helm lint");
+        assert!(
+            out.status.success(),
+            "helm lint {args:?} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 fn yaml_docs(text: &str) -> Vec<Value> {

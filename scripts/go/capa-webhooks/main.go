@@ -22,6 +22,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -173,6 +174,7 @@ func register(ctx context.Context, c client.Client, file, prefix, base string, c
 			}
 			kept := m.Webhooks[:0]
 			for _, w := range m.Webhooks {
+				w.ObjectSelector = bypass()
 				if point(&w.ClientConfig, base, ca, served) {
 					kept = append(kept, w)
 				}
@@ -188,6 +190,7 @@ func register(ctx context.Context, c client.Client, file, prefix, base string, c
 			}
 			kept := v.Webhooks[:0]
 			for _, w := range v.Webhooks {
+				w.ObjectSelector = bypass()
 				if point(&w.ClientConfig, base, ca, served) {
 					kept = append(kept, w)
 				}
@@ -198,6 +201,18 @@ func register(ctx context.Context, c client.Client, file, prefix, base string, c
 			}
 		}
 	}
+}
+
+// BypassLabel marks an object a test must create as if before CAPA's webhook was installed (or
+// while it was down): the one way a malformed AWSCluster exists on a real management cluster, and
+// what the bad-input tests need. CAPA's own configuration has no selector; every object without
+// this label (every other object of every test) goes through CAPA's admission.
+const BypassLabel = "sweeper.dev/test-created-before-capa-webhook"
+
+func bypass() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: BypassLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
+	}}
 }
 
 // point aims a webhook's clientConfig at this process when its kind is served here.
