@@ -110,9 +110,9 @@ pub fn crd_file(name: &str) -> Option<String> {
                 continue;
             }
             let rel = format!("{sub}/{file}");
-            let found = docs(&rel).iter().any(|d| {
-                d["kind"] == "CustomResourceDefinition" && d["metadata"]["name"] == name
-            });
+            let found = docs(&rel)
+                .iter()
+                .any(|d| d["kind"] == "CustomResourceDefinition" && d["metadata"]["name"] == name);
             if found {
                 return Some(rel);
             }

@@ -166,8 +166,10 @@ pub async fn delete_crd(client: &Client, ar: &kube::api::ApiResource) {
 /// nothing; it puts it back after a test swapped in a schemaless one.) Elsewhere (the 1.20
 /// fallback, no fixtures) sweeper's own CRDs (as `sweeper crds` prints them) stand in.
 pub async fn install_sweeper_crds(client: &Client) {
-    let upstream =
-        super::EnvFacts::load().try_get("SWEEPER_UPSTREAM_CRDS").as_deref() == Some("1");
+    let upstream = super::EnvFacts::load()
+        .try_get("SWEEPER_UPSTREAM_CRDS")
+        .as_deref()
+        == Some("1");
     for crd in ::sweeper::api::all_crds() {
         let file = upstream
             .then(|| super::conformance::crd_file(&crd.name_any()))
