@@ -259,15 +259,19 @@ pub enum GcCommand {
         #[arg(long, default_value = "capa-system", env = "SWEEPER_CAPA_NAMESPACE")]
         capa_namespace: String,
     },
-    /// Limit external GC to these tasks; no --gc-task removes the limit (all tasks).
+    /// Limit external GC to these tasks (annotation sweeper.dev/gc-tasks, and CAPA's tasks
+    /// annotation for CAPA's three); no --gc-task removes both (the default tasks).
     Configure {
         #[command(flatten)]
         cluster: GcCluster,
         /// dns-record (external-dns records: reported, deleted only under the
         /// sweeper.dev/external-dns-owner-id annotation), load-balancer, target-group, instance,
         /// launch-template, instance-profile, oidc-provider, security-group, eks-security-group
-        /// or the opt-ins ebs-volume, ebs-snapshot and eks-log-group; repeat for several.
-        #[arg(long = "gc-task")]
+        /// or the opt-ins ebs-volume, ebs-snapshot and eks-log-group; comma-separated or repeated.
+        /// All go to sweeper.dev/gc-tasks; CAPA's load-balancer, target-group and security-group
+        /// also to aws.cluster.x-k8s.io/external-resource-tasks-gc, which is removed when none is
+        /// named (CAPA refuses other names there).
+        #[arg(long = "gc-task", value_delimiter = ',')]
         tasks: Vec<sweeper_aws::phases::GcTask>,
         /// The cluster's external-dns owner id (its --txt-owner-id): the dns-record task then
         /// deletes the records external-dns owns under exactly this id that point at a load
@@ -556,6 +560,31 @@ mod tests {
             ("c1", "default")
         );
         assert_eq!(tasks.len(), 2);
+        let tasks = |arg: &str| {
+            Cli::try_parse_from([
+                "sweeper",
+                "gc",
+                "configure",
+                "--cluster-name",
+                "c1",
+                "--gc-task",
+                arg,
+            ])
+            .map(|c| match c.command {
+                Command::Gc(GcCommand::Configure { tasks, .. }) => {
+                    tasks.iter().map(|t| t.to_string()).collect::<Vec<_>>()
+                }
+                other => panic!("{other:?}"),
+            })
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            tasks("ebs-volume,load-balancer"),
+            Ok(vec!["ebs-volume".to_string(), "load-balancer".to_string()]),
+            "a comma list is the same as repeating the flag"
+        );
+        assert!(tasks("ebs-volume,,load-balancer").is_err(), "an empty task");
+        assert!(tasks("ebs-volume,nat").is_err_and(|e| e.contains("nat")));
         let err = Cli::try_parse_from([
             "sweeper",
             "gc",

@@ -187,7 +187,7 @@ async fn graph(args: sweeper::cli::GraphArgs) -> Result<(), String> {
 
 async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
     use sweeper::cli::GcCommand;
-    use sweeper::external::annotations::{DNS_OWNER_ANNOTATION, GC_ANNOTATION, TASKS_ANNOTATION};
+    use sweeper::external::annotations::GC_ANNOTATION;
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
@@ -226,26 +226,14 @@ async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
             tasks,
             external_dns_owner_id,
         } => {
-            let list: Vec<String> = tasks.iter().map(|t| t.to_string()).collect();
-            let mut what = if list.is_empty() {
-                "all GC tasks selected".to_string()
-            } else {
-                format!("GC tasks: {}", list.join(","))
-            };
-            let value = (!list.is_empty()).then(|| list.join(","));
-            let mut values = vec![(TASKS_ANNOTATION, value)];
-            // Only when given: the owner id is what lets records be deleted.
-            if let Some(id) = external_dns_owner_id {
-                what.push_str(&if id.is_empty() {
-                    "; external-dns records only reported".to_string()
-                } else {
-                    format!(
-                        "; external-dns records of owner {id} deleted with their load balancers"
-                    )
-                });
-                values.push((DNS_OWNER_ANNOTATION, (!id.is_empty()).then_some(id)));
-            }
-            (cluster, values, what)
+            return sweeper::external::configure::configure(
+                &client,
+                &cluster.namespace,
+                &cluster.cluster_name,
+                &tasks,
+                external_dns_owner_id.as_deref(),
+            )
+            .await;
         }
     };
     let target = sweeper::external::cluster::annotate(

@@ -307,6 +307,11 @@ async fn capa_eks_cluster_from_the_template_gc_commands_and_teardown() {
         Some("load-balancer,target-group,security-group")
     );
     assert_eq!(
+        annotation(&cps.get(&cp).await.unwrap(), "sweeper.dev/gc-tasks").as_deref(),
+        Some("load-balancer,target-group,security-group"),
+        "sweeper's own annotation too (issue #41)"
+    );
+    assert_eq!(
         annotation(&managed.get(&name).await.unwrap(), GC),
         None,
         "sweeper writes the control plane only"

@@ -1,5 +1,6 @@
 //! `sweeper gc enable|disable|configure` against the real apiserver: resolves the CAPI Cluster's
-//! control-plane or infrastructure reference and sets CAPA's annotations on it.
+//! control-plane or infrastructure reference and sets CAPA's and sweeper's annotations on it
+//! (tasks: tests/external_tasks.rs).
 
 mod support;
 
@@ -85,11 +86,37 @@ async fn enable_disable_configure_annotate_the_aws_cluster() {
         "security-group",
     ]);
     assert!(ok, "{out}");
+    // CAPA's three tasks: both annotations get them (issue #41).
     assert_eq!(
         ann("aws.cluster.x-k8s.io/external-resource-tasks-gc")
             .await
             .as_deref(),
         Some("load-balancer,security-group")
+    );
+    assert_eq!(
+        ann("sweeper.dev/gc-tasks").await.as_deref(),
+        Some("load-balancer,security-group")
+    );
+    // One of sweeper's own tasks: sweeper's annotation only, never CAPA's.
+    let (ok, out) = sweeper_gc(&[
+        "configure",
+        "--cluster-name",
+        "c1",
+        "-n",
+        &ns,
+        "--gc-task",
+        "instance,security-group",
+    ]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        ann("aws.cluster.x-k8s.io/external-resource-tasks-gc")
+            .await
+            .as_deref(),
+        Some("security-group")
+    );
+    assert_eq!(
+        ann("sweeper.dev/gc-tasks").await.as_deref(),
+        Some("instance,security-group")
     );
     let (ok, out) = sweeper_gc(&["configure", "--cluster-name", "c1", "-n", &ns]);
     assert!(ok, "{out}");
@@ -98,6 +125,7 @@ async fn enable_disable_configure_annotate_the_aws_cluster() {
         None,
         "no task removes the annotation"
     );
+    assert_eq!(ann("sweeper.dev/gc-tasks").await, None, "and sweeper's");
     let owner = || ann("sweeper.dev/external-dns-owner-id");
     let (ok, out) = sweeper_gc(&[
         "configure",

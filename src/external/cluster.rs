@@ -9,7 +9,7 @@
 //! AWSManagedControlPlane the second is `spec.eksClusterName` (CAPA's default
 //! `<namespace>_<name>`).
 
-use super::annotations::{GC_ANNOTATION, TASKS_ANNOTATION};
+use super::annotations::{CAPA_TASKS_ANNOTATION, GC_ANNOTATION, SWEEPER_TASKS_ANNOTATION};
 use super::capi::{self, CapiError};
 use super::contract::ClusterState;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane, ObjectRef};
@@ -298,14 +298,18 @@ pub async fn annotate(
     let mut note = String::from(
         "EKS: written on the AWSManagedControlPlane, where CAPA's gc reads it. clusterawsadm writes \
          the AWSManagedCluster instead; sweeper honours both (\"false\" on either opts out, tasks \
-         set on both are intersected).",
+         set on both objects are intersected).",
     );
     match managed_cluster_of(client, namespace, cluster).await {
         Ok(Some((label, ann))) => {
-            let set: Vec<String> = [GC_ANNOTATION, TASKS_ANNOTATION]
-                .iter()
-                .filter_map(|k| ann.get(*k).map(|v| format!("{k}={v}")))
-                .collect();
+            let set: Vec<String> = [
+                GC_ANNOTATION,
+                SWEEPER_TASKS_ANNOTATION,
+                CAPA_TASKS_ANNOTATION,
+            ]
+            .iter()
+            .filter_map(|k| ann.get(*k).map(|v| format!("{k}={v}")))
+            .collect();
             if !set.is_empty() {
                 note.push_str(&format!(" {label} also has {}.", set.join(", ")));
             }

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod cluster_watch;
 pub mod collector;
 pub mod conditions;
+pub mod configure;
 pub mod contract;
 pub mod held;
 pub mod identity;

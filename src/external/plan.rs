@@ -89,6 +89,7 @@ pub async fn plan(
     };
     let settings = annotations::settings_of(&ann, linked.as_ref())
         .map_err(|e| format!("{} {target}: {e}", ar.kind))?;
+    let tasks_line = annotations::tasks::describe(settings.tasks.as_deref(), &settings.tasks_from);
     let req = PassRequest {
         cluster_name: names.tag.clone(),
         capa_name: names.capi.clone(),
@@ -132,7 +133,9 @@ pub async fn plan(
             "GC annotations read from the control plane and from {label} (clusterawsadm writes there)\n"
         ));
     }
-    if !settings.external_gc {
+    if settings.external_gc {
+        out.push_str(&tasks_line);
+    } else {
         out.push_str("external resource GC is disabled for this cluster: phase 2 is skipped\n");
     }
     match &settings.dns_owner {

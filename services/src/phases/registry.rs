@@ -29,13 +29,23 @@ pub fn phase1() -> Vec<Box<dyn Step>> {
     ]
 }
 
-/// Tasks that run only when named in the tasks annotation, never by default (no annotation
+/// Tasks that run only when named (in `sweeper.dev/gc-tasks`), never by default (no annotation
 /// means every other task, CAPA's rule). Deleting a volume loses data, snapshots are backups,
 /// and an EKS control plane's logs are evidence.
 pub const OPT_IN: [GcTask; 3] = [
     crate::cleaners::volumes::TASK,
     crate::cleaners::snapshots::TASK,
     crate::cleaners::log_groups::TASK,
+];
+
+/// The tasks CAPA's own gc knows (its `GCTask`: `load-balancer`, `target-group`,
+/// `security-group`), so the only ones CAPA's tasks annotation may name: CAPA's AWSCluster
+/// webhook refuses every update of an object whose annotation names another, and CAPA's gc calls
+/// a nil function for one (issue #41). sweeper's other tasks live in its own annotation.
+pub const CAPA: [GcTask; 3] = [
+    crate::cleaners::load_balancers::TASK,
+    crate::cleaners::target_groups::TASK,
+    crate::cleaners::security_groups::TASK,
 ];
 
 /// Phase 2: what the cloud provider, the LB controller, node provisioners and the VPC CNI
@@ -92,6 +102,15 @@ pub fn tasks() -> Vec<GcTask> {
         }
     }
     out
+}
+
+/// The tasks phase 2 runs when no annotation selects any: every task but the opt-ins, in
+/// registry order.
+pub fn default_tasks() -> Vec<GcTask> {
+    tasks()
+        .into_iter()
+        .filter(|t| !OPT_IN.contains(t))
+        .collect()
 }
 
 // Here rather than beside `GcTask`: the valid names are whatever the registered cleaners declare,
@@ -171,6 +190,35 @@ mod tests {
         for t in tasks() {
             assert_eq!(t.to_string().parse::<GcTask>(), Ok(t));
         }
+    }
+
+    #[test]
+    fn capas_tasks_and_the_default_set_are_registered_tasks() {
+        let names = |ts: &[GcTask]| ts.iter().map(GcTask::name).collect::<Vec<_>>();
+        assert_eq!(
+            names(&CAPA),
+            ["load-balancer", "target-group", "security-group"],
+            "exactly CAPA's GCTask values"
+        );
+        for t in CAPA {
+            assert!(tasks().contains(&t) && !OPT_IN.contains(&t), "{t}");
+        }
+        let default = default_tasks();
+        assert_eq!(default.len(), tasks().len() - OPT_IN.len());
+        assert!(OPT_IN.iter().all(|t| !default.contains(t)));
+        assert_eq!(
+            names(&default),
+            phase2(None)
+                .iter()
+                .filter_map(|c| c.task())
+                .fold(Vec::new(), |mut v, t| {
+                    if !v.contains(&t.name()) {
+                        v.push(t.name());
+                    }
+                    v
+                }),
+            "the default set is what phase 2 runs without a selection"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub struct PassRequest {
     /// Phase 2 (resources the cloud provider created for the cluster). `false` opts out; phases
     /// 1 and 3 still run.
     pub external_gc: bool,
-    /// Phase-2 cleaner selection; `None` means all.
+    /// Phase-2 task selection; `None` means the default set (every task but `registry::OPT_IN`).
     pub tasks: Option<Vec<GcTask>>,
     /// Discover everything, delete nothing; the report's `planned` lists what would go.
     pub dry_run: bool,

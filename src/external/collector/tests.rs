@@ -165,6 +165,68 @@ async fn a_malformed_switch_on_a_deleting_cluster_is_an_error_condition_and_even
     );
 }
 
+/// Issue #41: one of sweeper's tasks in CAPA's tasks annotation (written before CAPA's webhook,
+/// or by an older sweeper) is bad input, reported as any bad annotation, never a task to run,
+/// even with sweeper's own annotation naming it too.
+#[tokio::test]
+async fn a_sweeper_task_in_capas_annotation_holds_the_teardown_and_says_where_it_belongs() {
+    let (client, server) = MockApi::new();
+    let json = cluster_json(
+        json!({
+            annotations::CAPA_TASKS_ANNOTATION: "ebs-volume,load-balancer",
+            annotations::SWEEPER_TASKS_ANNOTATION: "ebs-volume,load-balancer",
+        }),
+        &[FINALIZER],
+        true,
+    );
+    no_capi(&server);
+    server
+        .expect(Method::GET, CLUSTER)
+        .respond(200, json.clone());
+    server
+        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
+        .respond(200, json.clone());
+    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    let c: AWSCluster = serde_json::from_value(json).unwrap();
+
+    let action = run(ctx(&client), guarded(c)).await.unwrap();
+
+    let calls = server.finish();
+    assert_eq!(
+        calls.iter().map(|c| c.line()).collect::<Vec<_>>(),
+        vec![
+            "GET /apis".to_string(),
+            format!("GET {CLUSTER}"),
+            format!("PATCH {CLUSTER}/status"),
+            format!("POST {EVENTS}"),
+        ],
+        "no finalizer patch, no teardown"
+    );
+    let condition = &calls[2].body["status"]["conditions"][0];
+    assert_eq!(condition["reason"], "InvalidConfiguration");
+    let message = condition["message"].as_str().unwrap();
+    for says in [
+        annotations::CAPA_TASKS_ANNOTATION,
+        "\"ebs-volume\"",
+        annotations::SWEEPER_TASKS_ANNOTATION,
+        "sweeper gc configure",
+    ] {
+        assert!(message.contains(says), "says {says}: {message}");
+    }
+    assert_eq!(calls[3].body["reason"], "InvalidConfiguration");
+    assert_eq!(calls[3].body["type"], "Warning");
+    assert!(
+        calls[3].body["note"]
+            .as_str()
+            .unwrap()
+            .contains("ebs-volume")
+    );
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(30))
+    );
+}
+
 #[tokio::test]
 async fn a_malformed_switch_already_reported_is_not_reported_again() {
     let (client, server) = MockApi::new();
