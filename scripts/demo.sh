@@ -31,8 +31,14 @@ mkdir -p "$LOGS"
 
 say() { printf '%s\n' "$*"; }
 
-log "applying sweeper's CRDs (Tenant, AWSCluster, AWSManagedControlPlane, Cluster)"
-"$BIN" crds | "$KUBECTL" apply -f - >/dev/null
+if [ "${SWEEPER_UPSTREAM_CRDS:-0}" = 1 ]; then
+  # env-up applied CAPA's, Cluster API's and KubeZoo's own CRDs, as they are, with CAPA's webhooks:
+  # the demo runs on what a CAPA management cluster runs.
+  log "using the upstream CRDs env-up applied (CAPA, Cluster API, KubeZoo) and CAPA's webhooks"
+else
+  log "applying sweeper's CRDs (Tenant, AWSCluster, AWSManagedControlPlane, Cluster)"
+  "$BIN" crds | "$KUBECTL" apply -f - >/dev/null
+fi
 
 # All three collectors: the chart's default is the external one alone (a CAPA management
 # cluster's), but the test environment's kube-controller-manager runs no garbage collector and the

@@ -60,11 +60,20 @@ async fn an_undecodable_awscluster_is_reported_and_the_others_are_still_served()
         format!("{}-good", scope.name),
     );
     let labels = |cluster: &str| serde_json::json!({"cluster.x-k8s.io/cluster-name": cluster});
+    let bad_labels = |cluster: &str| {
+        serde_json::json!({
+            "cluster.x-k8s.io/cluster-name": cluster,
+            support::capa::CREATED_BEFORE_WEBHOOK: "true",
+        })
+    };
     create(
         &api,
         serde_json::json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSCluster",
-            "metadata": {"name": bad, "labels": labels(&bad)},
+            // As if created before CAPA's webhook was installed (the one way such an object
+            // exists on a real management cluster): the test environment's CAPA webhooks skip
+            // objects with this label, and only these (scripts/go/capa-webhooks).
+            "metadata": {"name": bad, "labels": bad_labels(&bad)},
             "spec": {"region": "us-east-1", "network": "not an object"},
         }),
     )

@@ -34,7 +34,7 @@ pub struct StepState {
     pub items: Vec<Item>,
     pub done: BTreeSet<String>,
     pub hint: String,
-    /// The object sweeper's `/status` names for this step's teardown (`Tenant/acme01`), if any.
+    /// The object sweeper's `/status` names for this step's teardown (`Tenant/111111`), if any.
     pub teardown_object: Option<String>,
     /// The last phase the leader reported for that teardown, and its passes.
     pub sweeper_phase: Option<String>,

@@ -1,7 +1,8 @@
-//! A KubeZoo tenant (`acme01`) with what KubeZoo creates for it: a tenant CRD with custom
-//! resources, ClusterRoles and namespaces named `<id>-…` and labelled `kubezoo.io/tenant=<id>`,
-//! ConfigMaps inside the namespaces. Tenant `acme02` shares the first five characters of the id
-//! and must survive.
+//! A KubeZoo tenant (`111111`, KubeZoo's own example id) with what KubeZoo creates for it: a
+//! tenant CRD with custom resources, ClusterRoles and namespaces named `<id>-…` and labelled
+//! `kubezoo.io/tenant=<id>`, ConfigMaps inside the namespaces. Tenant `111112` shares the first
+//! five characters of the id and must survive. The ids are numbers because KubeZoo's Tenant CRD
+//! (installed as it is) makes `spec.id` an int32, and it must equal the object's name.
 
 use crate::kube_util::{self, DEMO_LABEL, Res, is_not_found, labels};
 use crate::step::{Item, Observation, StepState};
@@ -14,8 +15,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 use sweeper::api::tenant::{Tenant, TenantSpec};
 
-pub const ID: &str = "acme01";
-pub const SIBLING: &str = "acme02";
+pub const ID: &str = "111111";
+pub const SIBLING: &str = "111112";
 const TENANT_LABEL: &str = "kubezoo.io/tenant";
 const FINALIZER: &str = "kubezoo.io/tenant";
 const NAMESPACES: [&str; 3] = ["web", "api", "db"];
@@ -69,8 +70,10 @@ async fn create_tenant(c: &Client, id: &str, shape: &Shape) -> Res<usize> {
     let tenant = Tenant::new(
         id,
         TenantSpec {
-            id: Some(sweeper::api::tenant::SpecId::Str(id.into())),
-            quota: None,
+            id: Some(sweeper::api::tenant::SpecId::Int(
+                id.parse().map_err(|_| format!("tenant id {id} is not a number"))?,
+            )),
+            quota: Some(serde_json::json!({})),
         },
     );
     kube_util::create(&Api::<Tenant>::all(c.clone()), &tenant).await?;
@@ -271,7 +274,7 @@ pub async fn survivors(c: &Client) -> Res<Vec<(String, bool)>> {
     let live = tenant.is_some_and(|t| t.metadata.deletion_timestamp.is_none());
     Ok(vec![(
         format!(
-            "tenant {SIBLING} (id shares \"acme0\"): Tenant, CRD, {WIDGETS} Widgets, ClusterRole, Namespace, {CONFIGMAPS_PER_NAMESPACE} ConfigMaps: {}/{expected} present",
+            "tenant {SIBLING} (id shares \"11111\"): Tenant, CRD, {WIDGETS} Widgets, ClusterRole, Namespace, {CONFIGMAPS_PER_NAMESPACE} ConfigMaps: {}/{expected} present",
             present.len()
         ),
         live && present.len() == expected,

@@ -11,6 +11,11 @@ use serde_json::{Value, json};
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
 
+/// The label that makes the test environment's CAPA webhooks skip an object, as if it had been
+/// created before CAPA's webhook was installed: for the bad-input tests' malformed objects only
+/// (scripts/go/capa-webhooks, `BypassLabel`). Every other object goes through CAPA's admission.
+pub const CREATED_BEFORE_WEBHOOK: &str = "sweeper.dev/test-created-before-capa-webhook";
+
 /// CAPA's and Cluster API's CRDs, replacing sweeper's (the next test's install_sweeper_crds puts
 /// sweeper's back).
 pub async fn upstream_crds(c: &Client) {
