@@ -2,8 +2,11 @@
 # sweeper's image: a release build on Debian bookworm, run on distroless (glibc, no shell, no
 # package manager) as the nonroot user. TLS is rustls with aws-lc-rs, so no OpenSSL is needed.
 #
-#   docker build -t sweeper:0.1.0 .
-#   helm install sweeper deploy/helm/sweeper -n sweeper-system --create-namespace
+#   make image IMAGE=localhost/sweeper VERSION=dev      # docker build --build-arg VERSION=dev …
+#   kind load docker-image localhost/sweeper:dev        # or push it to a registry the cluster pulls from
+#   helm install sweeper deploy/helm/sweeper -n sweeper-system --create-namespace \
+#     --set image.repository=localhost/sweeper,image.tag=dev --set external.dryRun=true
+# (a dry run first: README, "Install with Helm"). Releases: ghcr.io/sweeper-dev/sweeper.
 
 FROM rust:1.95-bookworm AS builder
 WORKDIR /build

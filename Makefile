@@ -42,10 +42,11 @@ crds:
 	UPDATE_CHART_CRDS=1 cargo test --locked --test helm chart_crd_templates_are_deploy_crds_per_group
 
 ## make image: the release image, as .github/workflows/release.yml builds it (there for
-## linux/amd64 and linux/arm64). IMAGE=registry/sweeper VERSION=x.y.z; PLATFORMS=linux/arm64 builds
-## another architecture through docker buildx.
+## linux/amd64 and linux/arm64). IMAGE=registry/sweeper VERSION=x.y.z (default: the release's
+## name, deploy/release.env, and Cargo.toml's version); PLATFORMS=linux/arm64 builds another
+## architecture through docker buildx. Then load it into kind or push it (README, "Get sweeper").
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-IMAGE ?= sweeper
+IMAGE ?= $(shell sed -n 's/^SWEEPER_IMAGE=//p' deploy/release.env)
 image:
 	@if [ -n "$(PLATFORMS)" ]; then \
 	  docker buildx build --platform "$(PLATFORMS)" --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -f Dockerfile --load . ; \

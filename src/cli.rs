@@ -146,6 +146,12 @@ pub struct UninstallArgs {
     /// List the finalizers that would be removed; pause nothing and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Release only these collectors' finalizers, and read only the kinds they finalize
+    /// (external: AWSCluster, AWSManagedControlPlane; tenant: Tenant; cascade: every kind), so
+    /// the identity needs no more than those collectors' role. Repeat it or separate with commas.
+    /// Default: every collector. The Helm chart's pre-delete hook names the collectors it enabled.
+    #[arg(long = "collector", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(crate::collectors::names()))]
+    pub collectors: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]

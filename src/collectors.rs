@@ -45,6 +45,22 @@ pub static SERVED_KINDS: [(&str, &[ServedKind]); 2] = [
     ),
 ];
 
+/// The kinds whose objects can hold the finalizers of these collectors, or None when one of them
+/// finalizes objects of every kind (cascade's `sweeper.dev/cascade-complete`). The tenant and the
+/// external collector finalize exactly the kinds they need served. `sweeper uninstall
+/// --collector` reads only these, so the chart's pre-delete hook needs no more than the role
+/// those collectors ran with.
+pub fn finalized_kinds<'a>(
+    collectors: impl IntoIterator<Item = &'a str>,
+) -> Option<Vec<ServedKind>> {
+    let mut kinds = Vec::new();
+    for name in collectors {
+        let (_, served) = SERVED_KINDS.iter().find(|(n, _)| *n == name)?;
+        kinds.extend(served.iter().copied());
+    }
+    Some(kinds)
+}
+
 /// What `engine::served` checks for these enabled collectors.
 pub fn served_needs<'a>(enabled: impl IntoIterator<Item = &'a str>) -> Vec<Needs> {
     enabled
@@ -126,6 +142,24 @@ mod tests {
             [("tenant", "TenantGC"), ("external", "ExternalResourceGC")]
         );
         assert!(served_needs(["cascade"]).is_empty());
+    }
+
+    #[test]
+    fn finalized_kinds_are_the_served_ones_and_cascade_means_every_kind() {
+        let external: Vec<_> = finalized_kinds(["external"])
+            .unwrap()
+            .iter()
+            .map(|k| k.crd_name())
+            .collect();
+        assert_eq!(
+            external,
+            [
+                "awsclusters.infrastructure.cluster.x-k8s.io",
+                "awsmanagedcontrolplanes.controlplane.cluster.x-k8s.io"
+            ]
+        );
+        assert_eq!(finalized_kinds(["tenant", "external"]).unwrap().len(), 3);
+        assert!(finalized_kinds(["external", "cascade"]).is_none());
     }
 
     #[test]

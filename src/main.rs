@@ -139,6 +139,7 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
         control_plane_namespace: args.control_plane_namespace.clone(),
         cluster_namespace: args.cluster_namespace.clone(),
         external_selector: args.run.config.external_gc_selector.clone(),
+        external_dry_run: args.run.config.external_dry_run,
     };
     let sessions = if cfg.enabled("external") && !args.skip_aws {
         Some(sweeper_aws::session::SessionCache::new(
@@ -306,6 +307,7 @@ async fn uninstall(args: sweeper::cli::UninstallArgs) -> Result<String, String> 
         namespace: args.switch.namespace.clone(),
         keep_tenant_finalizer: args.keep_tenant_finalizer,
         dry_run: args.dry_run,
+        collectors: args.collectors.clone(),
     };
     let summary = uninstall(&client, &opts).await.map_err(|e| e.to_string())?;
     let verb = if args.dry_run {

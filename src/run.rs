@@ -151,6 +151,7 @@ async fn build_collectors(
         collectors.push(
             reg.build(BuildEnv {
                 config: &args.config,
+                sweeper_namespace: &conn.namespace,
                 gates: &args.feature_gates,
                 client,
                 fence,

@@ -53,6 +53,9 @@ pub trait Registered: Send + Sync {
 /// What `run` hands a collector to build it.
 pub struct BuildEnv<'a> {
     pub config: &'a RunConfig,
+    /// Sweeper's own namespace (`--namespace`, else the pod's): the pause switch, the audit
+    /// records, the archive of cluster-scoped objects.
+    pub sweeper_namespace: &'a str,
     pub gates: &'a FeatureGates,
     /// The collector's own client: the shared rate limit, the lease, and its pause flag.
     pub client: kube::Client,

@@ -44,6 +44,10 @@ pub struct Options {
     pub keep_tenant_finalizer: bool,
     /// List what would be released; pause nothing, change nothing.
     pub dry_run: bool,
+    /// Release only these collectors' finalizers, reading only the kinds they finalize
+    /// ([`crate::collectors::finalized_kinds`]); empty: every collector, every kind. The chart's
+    /// pre-delete hook names the collectors it enabled, so it runs with their role and no more.
+    pub collectors: Vec<String>,
 }
 
 /// What a run did (or, in a dry run, would do).
@@ -85,14 +89,32 @@ pub async fn uninstall(client: &Client, opts: &Options) -> Result<Summary, Unins
         })?;
     }
     let discovery = discover_deletable(client).await?;
+    let kinds = (!opts.collectors.is_empty())
+        .then(|| crate::collectors::finalized_kinds(opts.collectors.iter().map(String::as_str)))
+        .flatten();
+    let wanted_group = |group: &str| {
+        kinds
+            .as_ref()
+            .is_none_or(|ks| ks.iter().any(|k| k.group == group))
+    };
+    let wanted = |r: &DeletableResource| {
+        kinds.as_ref().is_none_or(|ks| {
+            ks.iter()
+                .any(|k| k.group == r.resource.group && k.resource == r.resource.plural)
+        })
+    };
     let mut summary = Summary::default();
-    for f in &discovery.failed {
+    for f in discovery.failed.iter().filter(|f| {
+        // "group/version", or "version" for the core group.
+        let group = f.group_version.rsplit_once('/').map_or("", |(g, _)| g);
+        wanted_group(group)
+    }) {
         summary.failed.push(format!(
             "API group {} could not be discovered ({}): its objects were not checked",
             f.group_version, f.error
         ));
     }
-    for r in &discovery.resources {
+    for r in discovery.resources.iter().filter(|r| wanted(r)) {
         release_kind(client, r, opts, &mut summary).await;
     }
     Ok(summary)
@@ -254,6 +276,7 @@ mod tests {
                 namespace: "sweeper-system".into(),
                 keep_tenant_finalizer: false,
                 dry_run,
+                collectors: Vec::new(),
             }
         }
 

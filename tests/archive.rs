@@ -375,25 +375,30 @@ async fn expired_records_are_deleted_and_live_ones_kept() {
     drop(gc);
 
     // The external collector's audit records expire even where nothing archives: the external
-    // collector alone, with the archive off.
-    api.create(
+    // collector alone, with the archive off. They live in sweeper's own namespace (the
+    // external-only service account's, sweeper-system), the only place its role reaches: one
+    // with a bucket (deletecollection) and one written before buckets (DELETE).
+    const SWEEPER_NS: &str = "sweeper-system";
+    let own: Api<ConfigMap> = Api::namespaced(c.clone(), SWEEPER_NS);
+    let (old_audit, legacy_name) = (format!("{ns}-audit-old"), format!("{ns}-audit-legacy"));
+    own.create(
         &PostParams::default(),
-        &record("sweeper-audit-old", "external", "2020-01-01T00:00:00Z"),
+        &record(&old_audit, "external", "2020-01-01T00:00:00Z"),
     )
     .await
     .unwrap();
-    let mut legacy_audit = legacy("sweeper-audit-legacy", "2020-01-01T00:00:00Z");
+    let mut legacy_audit = legacy(&legacy_name, "2020-01-01T00:00:00Z");
     if let Some(l) = legacy_audit.metadata.labels.as_mut() {
         l.insert("sweeper.dev/archive-collector".into(), "external".into());
     }
-    api.create(&PostParams::default(), &legacy_audit)
+    own.create(&PostParams::default(), &legacy_audit)
         .await
         .unwrap();
-    // As the external-only install's service account: its role allows the expiry.
+    // As the external-only install's service account: its role allows the expiry there.
     let _external = Sweeper::start_external_only(&["--archive", "none"]).await;
-    for old in ["sweeper-audit-old", "sweeper-audit-legacy"] {
+    for old in [&old_audit, &legacy_name] {
         assert!(
-            cm_gone(&c, &ns, old, T).await,
+            cm_gone(&c, SWEEPER_NS, old, T).await,
             "the expired audit record {old} is deleted"
         );
     }

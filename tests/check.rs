@@ -38,6 +38,7 @@ fn cfg(gates: &str, ns: &str) -> Config {
         control_plane_namespace: ns.to_string(),
         cluster_namespace: ns.to_string(),
         external_selector: sweeper::engine::selector::parse("").unwrap(),
+        external_dry_run: false,
     }
 }
 

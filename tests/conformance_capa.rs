@@ -222,8 +222,8 @@ async fn capa_aws_cluster_from_the_template_is_torn_down_and_released() {
     );
     others.assert_intact(&aws).await;
 
-    // The audit trail of CAPA's own AWSCluster: every deleted resource with its phase, in the
-    // cluster's namespace; no bystander in it.
+    // The audit trail of CAPA's own AWSCluster: every deleted resource with its phase, labelled
+    // with the cluster's namespace and name; no bystander in it.
     let audited = audit_entries(&c, &ns, &name).await;
     for (id, phase) in [
         (&world.apiserver_lb, 1),

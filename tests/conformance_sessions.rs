@@ -161,13 +161,26 @@ async fn drop_secrets(c: &Client, names: &[&str]) {
     }
 }
 
-/// Every entry of the audit records in `ns`.
+/// Every entry of the audit records of the clusters in `ns`. The external-only sweeper writes
+/// them in its own namespace, sweeper-system, and only there.
 async fn audit(c: &Client, ns: &str) -> Vec<Value> {
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(c.clone(), ns);
-    cms.list(&kube::api::ListParams::default().labels("sweeper.dev/archive-collector=external"))
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::all(c.clone());
+    let records = cms
+        .list(&kube::api::ListParams::default().labels(&format!(
+            "sweeper.dev/archive-collector=external,{}={ns}",
+            sweeper::external::audit::LABEL_NAMESPACE
+        )))
         .await
         .unwrap()
-        .items
+        .items;
+    for r in &records {
+        assert_eq!(
+            r.metadata.namespace.as_deref(),
+            Some("sweeper-system"),
+            "audit records are in sweeper's namespace"
+        );
+    }
+    records
         .into_iter()
         .flat_map(|r| r.data.unwrap_or_default().into_values())
         .map(|e| serde_json::from_str(&e).unwrap())
@@ -623,12 +636,12 @@ async fn eks_network_goes_by_the_cluster_api_name_after_the_eks_security_group()
     );
     assert!(vpc_exists(&aws, &self_managed.vpc).await);
 
-    let records: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(c.clone(), &ns);
+    let records: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::all(c.clone());
     let found = records
-        .list(&kube::api::ListParams::default().labels(&format!(
-            "sweeper.dev/audit-cluster={}",
-            sweeper::external::audit::cluster_label(&name)
-        )))
+        .list(
+            &kube::api::ListParams::default()
+                .labels(&sweeper::external::audit::selector(&ns, &name)),
+        )
         .await
         .unwrap()
         .items;

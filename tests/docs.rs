@@ -490,3 +490,175 @@ fn the_command_table_lists_every_subcommand() {
     let said = format!("`sweeper` has {} subcommands", words[names.len()]);
     assert!(page.contains(&said), "docs/operations.md says {said:?}");
 }
+
+/// The values a row of the chart README's `## Values` table names: the code spans of its first
+/// cell, where a span after the first that starts with `.` or is not one of the chart's top-level
+/// keys names a sibling of the span before it (`monitoring.podMonitor.enabled` / `.labels`,
+/// `leaderElection.leaseDuration` / `renewDeadline`).
+fn documented_chart_values(top: &[String]) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("deploy/helm/sweeper/README.md"))
+        .expect("the chart's README");
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Values\n"))
+        .expect("a `## Values` section in the chart's README");
+    let mut out = std::collections::BTreeSet::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cell = row.split('|').nth(1).unwrap_or_default();
+        let mut last: Option<Vec<String>> = None;
+        for span in cell.split('`').skip(1).step_by(2) {
+            let segs: Vec<String> = span
+                .trim_start_matches('.')
+                .split('.')
+                .map(str::to_string)
+                .collect();
+            let path = match &last {
+                Some(prev) if span.starts_with('.') || !top.contains(&segs[0]) => {
+                    let mut p = prev.clone();
+                    p.pop();
+                    p.extend(segs);
+                    p
+                }
+                _ => segs,
+            };
+            out.insert(path.join("."));
+            last = Some(path);
+        }
+    }
+    out
+}
+
+/// Every value of the chart has a row in its README's values table (issue 42: `helmTest.enabled`
+/// had none): a map a row names (`resources`, `serviceAccount.annotations`) counts as one value,
+/// as does any free-form map; other maps stand for their keys. (The other way, a row naming a
+/// value the chart lacks, is `chart_values_named_in_the_pages_exist`.)
+#[test]
+fn every_chart_value_has_a_row_in_the_chart_readme() {
+    let values = chart_values();
+    let top: Vec<String> = values.as_object().expect("a map").keys().cloned().collect();
+    let documented = documented_chart_values(&top);
+    let mut missing = Vec::new();
+    let mut stack: Vec<(String, &serde_json::Value)> = values
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v))
+        .collect();
+    let mut seen = 0;
+    while let Some((path, v)) = stack.pop() {
+        let last = path.rsplit('.').next().unwrap_or(&path);
+        match v.as_object() {
+            Some(m)
+                if !m.is_empty() && !documented.contains(&path) && !FREE_FORM.contains(&last) =>
+            {
+                for (k, v) in m {
+                    stack.push((format!("{path}.{k}"), v));
+                }
+            }
+            _ => {
+                seen += 1;
+                if !documented.contains(&path) {
+                    missing.push(path);
+                }
+            }
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "chart values without a row in deploy/helm/sweeper/README.md's values table:\n  {}",
+        missing.join("\n  ")
+    );
+    assert!(seen >= 50, "only {seen} chart values");
+}
+
+/// Literals of the external collector's code that are names but not reasons: its condition type,
+/// condition statuses, feature gates, the keys of a static identity's Secret, and the kinds it
+/// reads (CAPA's are all `AWS…`).
+const NOT_REASONS: [&str; 9] = [
+    "ExternalResourcesDeleted",
+    "True",
+    "False",
+    "Cluster",
+    "ExternalResourceGC",
+    "AlternativeGCStrategy",
+    "AccessKeyID",
+    "SecretAccessKey",
+    "SessionToken",
+];
+
+/// The CamelCase string literals of the external collector's code, tests left out: the reasons
+/// of its condition and Events (issue 42: `DryRun`, `DryRunPlan`, `IdentityUnreadable` and
+/// `InvalidRegion` were undocumented).
+fn external_reasons_in_code() -> std::collections::BTreeSet<String> {
+    let mut files = Vec::new();
+    for dir in ["src/external", "src/external/collector"] {
+        for e in std::fs::read_dir(Path::new(ROOT).join(dir)).expect("src/external") {
+            let p = e.expect("entry").path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if p.extension().is_some_and(|x| x == "rs") && !name.ends_with("tests.rs") {
+                files.push(p);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for lit in code.split('"').skip(1).step_by(2) {
+            let camel = lit.len() > 3
+                && lit.starts_with(|c: char| c.is_ascii_uppercase())
+                && lit.chars().all(|c| c.is_ascii_alphanumeric())
+                && lit.chars().skip(1).any(|c| c.is_ascii_lowercase());
+            if camel
+                && !lit.starts_with("AWS")
+                && !NOT_REASONS.contains(&lit)
+                && !["Error", "Warning", "Info"].contains(&lit)
+            {
+                out.insert(lit.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// docs/capa.md's "Errors, retries, conditions and Events" names every reason the external
+/// collector sets on its condition or Events, and names none the code does not have.
+#[test]
+fn external_reasons_in_the_docs_are_the_codes() {
+    let code = external_reasons_in_code();
+    assert!(
+        code.len() >= 20,
+        "only {} reasons found: {code:?}",
+        code.len()
+    );
+    let text = std::fs::read_to_string(Path::new(ROOT).join("docs/capa.md")).expect("capa.md");
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Errors, retries, conditions and Events"))
+        .expect("the section");
+    let documented: std::collections::BTreeSet<String> = section
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            s.len() > 3
+                && s.starts_with(|c: char| c.is_ascii_uppercase())
+                && s.chars().all(|c| c.is_ascii_alphanumeric())
+        })
+        .map(str::to_string)
+        .collect();
+    let undocumented: Vec<&String> = code.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "reasons the external collector sets that docs/capa.md does not name: {undocumented:?}"
+    );
+    let unknown: Vec<&String> = documented
+        .iter()
+        .filter(|d| !code.contains(*d) && !NOT_REASONS.contains(&d.as_str()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "reasons docs/capa.md names that the external collector does not set: {unknown:?}"
+    );
+}

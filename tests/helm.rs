@@ -2,8 +2,8 @@
 //! with the cascade and tenant gates on: full), its values reach the Deployment, and what it
 //! renders is valid against a real API server (server-side dry-run create).
 //!
-//! The renderer is the real helm: scripts/provision-helm.sh builds it from helm.sh/helm/v3 at the
-//! version scripts/go/helm pins, and `helm lint` must pass on the chart as well.
+//! The renderer is the real helm (tests/support/chart.rs: scripts/provision-helm.sh builds it from
+//! helm.sh/helm/v3 at the version scripts/go/helm pins), and `helm lint` must pass on the chart.
 //!
 //! Chart vs manifests, the rule: render with release `sweeper` in namespace `sweeper-system`; every
 //! object of the overlay (`kubectl kustomize`) but the Namespace and the AWS settings of
@@ -20,14 +20,14 @@
 mod support;
 
 use clap::CommandFactory;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::chart::{render, try_render, yaml_docs};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/helm/sweeper");
+const CHART: &str = support::chart::CHART;
 
 /// Label keys the chart's helpers add to every object (`sweeper.labels`, `sweeper.selectorLabels`).
 const HELM_LABELS: [&str; 5] = [
@@ -37,35 +37,6 @@ const HELM_LABELS: [&str; 5] = [
     "app.kubernetes.io/version",
     "app.kubernetes.io/managed-by",
 ];
-
-/// helm, built (or found in the cache) by scripts/provision-helm.sh.
-fn helm() -> PathBuf {
-    let out = Command::new(Path::new(ROOT).join("scripts/provision-helm.sh"))
-        .output()
-        .expect("run scripts/provision-helm.sh");
-    assert!(
-        out.status.success(),
-        "scripts/provision-helm.sh failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = String::from_utf8(out.stdout).expect("utf-8 path");
-    PathBuf::from(path.lines().last().expect("the binary's path").trim())
-}
-
-/// `helm template NAME CHART --namespace NS ARGS...`, parsed into one JSON value per document.
-fn render(release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
-    let out = Command::new(helm())
-        .args(["template", release, CHART, "--namespace", namespace])
-        .args(args)
-        .output()
-        .expect("run helm template");
-    assert!(
-        out.status.success(),
-        "rendering the chart failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    yaml_docs(&String::from_utf8(out.stdout).expect("utf-8 render"))
-}
 
 /// `helm lint --strict` passes on the chart as it ships, and with every collector on.
 #[test]
@@ -79,8 +50,8 @@ fn helm_lint_passes() {
             "featureGates.TenantGC=true",
         ][..],
     ] {
-        let out = Command::new(helm())
-            .args(["lint", "--strict", CHART])
+        let out = std::process::Command::new(support::chart::helm())
+            .args(["lint", "--strict", support::chart::CHART])
             .args(args)
             .output()
             .expect("run helm lint");
@@ -91,16 +62,6 @@ fn helm_lint_passes() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-}
-
-fn yaml_docs(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|doc| {
-            let value = serde_yaml::Value::deserialize(doc).expect("valid YAML");
-            serde_json::to_value(value).expect("YAML that is JSON")
-        })
-        .filter(|v| !v.is_null())
-        .collect()
 }
 
 /// An overlay's objects as the chart must render them: without the Namespace (Helm's
@@ -173,6 +134,7 @@ fn normalize(rendered: &mut Value, manifest: &Value, problems: &mut Vec<String>)
         "/spec/selector/matchLabels",
         "/spec/template/metadata/labels",
         "/spec/selector",
+        "/spec/template/spec/topologySpreadConstraints/0/labelSelector/matchLabels",
     ] {
         let Some(Value::Object(labels)) = rendered.pointer_mut(pointer) else {
             continue;
@@ -304,10 +266,15 @@ fn chart_defaults_render_the_shipped_manifests() {
     }
 }
 
-fn is_test_hook(v: &Value) -> bool {
+fn hooks(v: &Value) -> Vec<&str> {
     v.pointer("/metadata/annotations/helm.sh~1hook")
         .and_then(Value::as_str)
-        .is_some_and(|h| h.split(',').any(|h| h.trim() == "test"))
+        .map(|h| h.split(',').map(str::trim).collect())
+        .unwrap_or_default()
+}
+
+fn is_test_hook(v: &Value) -> bool {
+    hooks(v).contains(&"test")
 }
 
 /// `helm test` runs `sweeper check` as the Deployment's service account and with its environment,
@@ -363,6 +330,202 @@ fn helm_test_runs_sweeper_check_as_the_service_with_its_environment() {
     assert!(!off.iter().any(is_test_hook));
 }
 
+fn pre_delete_jobs(rendered: &[Value]) -> Vec<&Value> {
+    rendered
+        .iter()
+        .filter(|r| hooks(r).contains(&"pre-delete"))
+        .collect()
+}
+
+/// The container's args, as the `sweeper` command line they run (the image's entrypoint is
+/// `sweeper`).
+fn argv(pod_spec: &Value) -> Vec<String> {
+    let mut argv = vec!["sweeper".to_string()];
+    argv.extend(
+        pod_spec["containers"][0]["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("a string arg").to_string()),
+    );
+    argv
+}
+
+/// `helm uninstall` first runs a pre-delete Job: `sweeper uninstall` in the release namespace as
+/// the Deployment's service account, with its image and security settings; in the external-only
+/// install for the external collector's kinds only (its role reads no others). Once it worked
+/// Helm deletes it, a failed one stays for its log until the next attempt. Its pod is not one of
+/// the Deployment's (no selector label). It is the Job of deploy/manifests/uninstall, for
+/// kubectl and GitOps. `uninstallHook.enabled=false` leaves it out.
+#[test]
+#[ignore = "provisions the chart renderer and needs kubectl on PATH: run with --run-ignored"]
+fn uninstall_hook_runs_sweeper_uninstall_as_the_service_before_helm_deletes_it() {
+    for (args, collectors) in [
+        (&[][..], Some("external")),
+        (
+            &[
+                "--set",
+                "featureGates.CascadeGC=true,featureGates.TenantGC=true",
+            ][..],
+            None,
+        ),
+    ] {
+        let rendered = render("sweeper", "sweeper-system", args);
+        let jobs = pre_delete_jobs(&rendered);
+        assert_eq!(jobs.len(), 1, "one pre-delete hook: {jobs:#?}");
+        let job = jobs[0];
+        assert_eq!(str_at(job, "/kind"), "Job");
+        let policy = str_at(job, "/metadata/annotations/helm.sh~1hook-delete-policy");
+        assert!(
+            policy.contains("hook-succeeded") && policy.contains("before-hook-creation"),
+            "{policy}"
+        );
+        assert!(
+            !policy.contains("hook-failed"),
+            "a failed Job stays for its log"
+        );
+        let pod = &job["spec"]["template"]["spec"];
+        let deployment = find(&rendered, "Deployment", "sweeper");
+        let run = &deployment["spec"]["template"]["spec"];
+        assert_eq!(pod["serviceAccountName"], run["serviceAccountName"]);
+        assert_eq!(pod["containers"][0]["image"], run["containers"][0]["image"]);
+        assert_eq!(pod["securityContext"], run["securityContext"]);
+        assert_eq!(
+            pod["containers"][0]["securityContext"],
+            run["containers"][0]["securityContext"]
+        );
+        assert_eq!(str_at(pod, "/restartPolicy"), "Never");
+        let selector = deployment["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .expect("matchLabels");
+        let labels = job["spec"]["template"]["metadata"]["labels"]
+            .as_object()
+            .expect("pod labels");
+        assert!(
+            !selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+            "the Job's pod is not selected as a replica: {labels:?}"
+        );
+        let argv = argv(pod);
+        let m = sweeper::cli::Cli::command()
+            .try_get_matches_from(&argv)
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        let (name, sub) = m.subcommand().expect("a subcommand");
+        assert_eq!(name, "uninstall", "{argv:?}");
+        assert_eq!(
+            sub.get_one::<String>("namespace").map(String::as_str),
+            Some("sweeper-system"),
+            "the pause switch of this release's namespace: {argv:?}"
+        );
+        assert!(!sub.get_flag("dry_run"), "{argv:?}");
+        let named: Vec<&str> = sub
+            .get_many::<String>("collectors")
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            named,
+            collectors.into_iter().collect::<Vec<_>>(),
+            "{argv:?}"
+        );
+    }
+
+    // deploy/manifests/uninstall is the same Job, for kubectl and GitOps.
+    let rendered = render("sweeper", "sweeper-system", &[]);
+    let mut job = pre_delete_jobs(&rendered)[0].clone();
+    job["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("annotations");
+    let shipped = support::kustomize::render("uninstall");
+    assert_eq!(
+        shipped.len(),
+        1,
+        "deploy/manifests/uninstall is the Job alone"
+    );
+    let mut problems = Vec::new();
+    normalize(&mut job, &shipped[0], &mut problems);
+    diff("", &job, &shipped[0], &mut problems);
+    assert!(
+        problems.is_empty(),
+        "the chart's pre-delete Job and deploy/manifests/uninstall differ (change both together):\n  {}",
+        problems.join("\n  ")
+    );
+
+    let off = render(
+        "sweeper",
+        "sweeper-system",
+        &["--set", "uninstallHook.enabled=false"],
+    );
+    assert!(pre_delete_jobs(&off).is_empty());
+}
+
+/// An install pulls: the chart (its defaults, as the release packages it: appVersion is
+/// Cargo.toml's version) and every kustomization a user applies run the release image of
+/// deploy/release.env, registry included; and the chart refuses an image.repository without a
+/// registry (a bare `sweeper` resolves on Docker Hub, where nothing is published).
+#[test]
+#[ignore = "provisions the chart renderer and needs kubectl on PATH: run with --run-ignored"]
+fn chart_and_overlays_run_the_release_image_with_its_registry() {
+    let want = support::release::image();
+    assert!(support::release::names_a_registry(&want), "{want}");
+    let chart: Value = serde_yaml::from_str::<serde_yaml::Value>(
+        &std::fs::read_to_string(Path::new(CHART).join("Chart.yaml")).expect("Chart.yaml"),
+    )
+    .map(|v| serde_json::to_value(v).expect("JSON"))
+    .expect("YAML");
+    assert_eq!(
+        str_at(&chart, "/appVersion"),
+        env!("CARGO_PKG_VERSION"),
+        "the chart's appVersion is the crate's version (the release sets both from the tag)"
+    );
+    let rendered = render(
+        "sweeper",
+        "sweeper-system",
+        &["--set", "featureGates.CascadeGC=true"],
+    );
+    let mut images = support::release::images(&rendered);
+    images.extend(support::release::images(&render(
+        "sweeper",
+        "sweeper-system",
+        &[],
+    )));
+    for kustomization in support::kustomize::APPLIED {
+        images.extend(
+            support::release::images(&support::kustomize::render(kustomization))
+                .into_iter()
+                .map(|(o, i)| (format!("{kustomization}: {o}"), i)),
+        );
+    }
+    assert!(images.len() >= 8, "{images:?}");
+    for (object, image) in &images {
+        assert_eq!(image, &want, "{object}");
+    }
+
+    for bare in ["sweeper", "library/sweeper", "my-org/sweeper"] {
+        let err = try_render(
+            "sweeper",
+            "sweeper-system",
+            &["--set", &format!("image.repository={bare}")],
+        )
+        .expect_err(bare);
+        assert!(err.contains("names no registry"), "{bare}: {err}");
+    }
+    for ok in [
+        "localhost:5000/sweeper",
+        "registry.example.com/team/sweeper",
+    ] {
+        let objects = render(
+            "sweeper",
+            "sweeper-system",
+            &["--set", &format!("image.repository={ok},image.tag=dev")],
+        );
+        for (object, image) in support::release::images(&objects) {
+            assert_eq!(image, format!("{ok}:dev"), "{object}");
+        }
+    }
+}
+
 fn compare_with_overlay(overlay: &str, args: &[&str]) {
     let rendered = render("sweeper", "sweeper-system", args);
     let shipped = manifests(overlay);
@@ -382,8 +545,9 @@ fn compare_with_overlay(overlay: &str, args: &[&str]) {
         problems.extend(found.into_iter().map(|p| format!("{}: {p}", id(m))));
     }
     for r in &rendered {
-        // `helm test` hooks are the chart's own (tested below); plain manifests have no tests.
-        if is_test_hook(r) {
+        // Hooks are the chart's own (tested below): `helm test`, which plain manifests lack, and
+        // the pre-delete uninstall Job, which is deploy/manifests/uninstall on its own.
+        if !hooks(r).is_empty() {
             continue;
         }
         if !shipped.iter().any(|m| id(m) == id(r)) {
@@ -429,6 +593,7 @@ fn external_only_chart_renders_the_least_privilege_role() {
     for (kind, suffix) in [
         ("ClusterRole", ""),
         ("Role", "identity-secrets"),
+        ("Role", "configmaps"),
         ("Role", "leader-election"),
     ] {
         assert_eq!(
@@ -454,6 +619,17 @@ fn external_only_chart_renders_the_least_privilege_role() {
         !wide.to_string().contains("secrets"),
         "no Secrets cluster-wide: {wide}"
     );
+    assert!(
+        !wide.to_string().contains("configmaps"),
+        "no ConfigMaps cluster-wide (audit records and the pause switch: sweeper's namespace): {wide}"
+    );
+    let configmaps = rendered
+        .iter()
+        .find(|o| {
+            str_at(o, "/kind") == "Role" && str_at(o, "/metadata/name").ends_with("configmaps")
+        })
+        .expect("configmaps role");
+    assert_eq!(str_at(configmaps, "/metadata/namespace"), "sweeper-system");
 }
 
 /// The chart installs the CRDs of CAPA, Cluster API and KubeZoo only when asked, per group

@@ -230,8 +230,10 @@ fn shipped_rbac_allows_every_call_sweeper_made_and_nothing_more() {
     );
 }
 
-/// The external-only role: Secrets only in CAPA's namespace, CAPA's kinds and identities, no
-/// wildcard; every call the external collector made allowed, and every grant used.
+/// The external-only role: Secrets only in CAPA's namespace, ConfigMaps only in sweeper's, CAPA's
+/// kinds and identities, no wildcard; every call the external collector made allowed, and every
+/// grant used. Its calls include the uninstall Job's, which tests/uninstall.rs runs as this
+/// identity (the pause switch's patch by name).
 #[test]
 #[ignore = "needs the test environment and the rest of the suite: run `make test`"]
 fn external_only_rbac_allows_every_call_the_external_collector_made_and_nothing_more() {
@@ -242,6 +244,16 @@ fn external_only_rbac_allows_every_call_the_external_collector_made_and_nothing_
             "{}: no wildcard in the least-privilege role",
             r.label
         );
+        // Audit records and the pause switch: sweeper's own namespace only (on EKS a cluster-wide
+        // grant would reach kube-system/aws-auth).
+        if r.resources.iter().any(|x| x == "configmaps") {
+            assert_eq!(
+                r.namespace.as_deref(),
+                Some("sweeper-system"),
+                "{}: ConfigMaps only in sweeper's namespace",
+                r.label
+            );
+        }
         if r.resources.iter().any(|x| x == "secrets") {
             assert_eq!(
                 r.namespace.as_deref(),
@@ -265,7 +277,7 @@ const UNREACHED_BY_THE_SUITE: [(&str, &str); 4] = [
     ("Role sweeper-external-leader-election rule #0", "create"),
     ("Role sweeper-external-leader-election rule #1", "get"),
     ("Role sweeper-external-leader-election rule #1", "update"),
-    ("ClusterRole sweeper-external rule #9", "patch"),
+    ("ClusterRole sweeper-external rule #8", "patch"),
 ];
 
 /// Every call `user` made is allowed by `rules`, no verb is dangerous, and every verb of every

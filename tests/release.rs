@@ -13,6 +13,15 @@ fn read(rel: &str) -> String {
     std::fs::read_to_string(Path::new(ROOT).join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
+/// A value of deploy/release.env (`KEY=value`).
+fn release_env(key: &str) -> String {
+    read("deploy/release.env")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_string))
+        .unwrap_or_else(|| panic!("deploy/release.env sets no {key}"))
+}
+
 fn steps_text(job: &Value) -> String {
     serde_yaml::to_string(&job["steps"]).expect("yaml")
 }
@@ -71,19 +80,24 @@ fn the_release_workflow_builds_every_artifact_on_a_tag() {
         "the CLI ships as a kubectl plugin too"
     );
     let chart = steps_text(&wf["jobs"]["chart"]);
-    for want in ["helm package deploy/helm/sweeper", "helm push", "$CHARTS"] {
+    for want in [
+        "helm package deploy/helm/sweeper",
+        "helm push",
+        "SWEEPER_CHART",
+    ] {
         assert!(chart.contains(want), "the chart job: {want}");
     }
     assert!(
-        wf["env"]["CHARTS"]
-            .as_str()
-            .is_some_and(|c| c.starts_with("oci://")),
+        release_env("SWEEPER_CHART").starts_with("oci://"),
         "the chart is an OCI artifact"
     );
-    // The chart job rewrites the image repository: the line it matches must exist.
+    // The chart job checks that the default image is the release's: the line it matches exists.
     assert!(
-        read("deploy/helm/sweeper/values.yaml").contains("\n  repository: sweeper\n"),
-        "values.yaml's image.repository line the chart job rewrites"
+        read("deploy/helm/sweeper/values.yaml").contains(&format!(
+            "\n  repository: {}\n",
+            release_env("SWEEPER_IMAGE")
+        )),
+        "values.yaml's image.repository is deploy/release.env's image"
     );
     // `make image` builds the same Dockerfile.
     let make = read("Makefile");
@@ -111,4 +125,195 @@ fn the_krew_manifest_installs_the_packaged_plugin() {
         .count();
     assert_eq!(bins, 4, "every platform runs kubectl-sweeper");
     assert!(text.contains("name: sweeper"), "kubectl sweeper …");
+}
+
+/// The owner is written once, in deploy/release.env, in lower case (OCI refuses capitals), and
+/// every published address derives from it: the image, the chart, the release page; the chart's
+/// default image and the kustomize base's are the release image of Cargo.toml's version; no page
+/// says `<owner>` or `OWNER`.
+#[test]
+fn every_published_address_derives_from_release_env() {
+    let owner = release_env("SWEEPER_OWNER");
+    assert!(
+        !owner.is_empty() && owner == owner.to_lowercase(),
+        "SWEEPER_OWNER {owner:?}: lower case"
+    );
+    assert_eq!(
+        release_env("SWEEPER_IMAGE"),
+        format!("ghcr.io/{owner}/sweeper")
+    );
+    assert_eq!(
+        release_env("SWEEPER_CHART"),
+        format!("oci://ghcr.io/{owner}/charts/sweeper")
+    );
+    let releases = release_env("SWEEPER_RELEASES");
+    assert_eq!(
+        releases,
+        format!("https://github.com/{owner}/sweeper/releases")
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    let chart: Value = serde_yaml::from_str(&read("deploy/helm/sweeper/Chart.yaml")).unwrap();
+    assert_eq!(chart["appVersion"].as_str(), Some(version));
+    assert_eq!(chart["version"].as_str(), Some(version));
+    let image = format!("{}:{version}", release_env("SWEEPER_IMAGE"));
+    for file in [
+        "deploy/manifests/base/deployment.yaml",
+        "deploy/manifests/uninstall/job.yaml",
+    ] {
+        assert!(
+            read(file).contains(&format!("image: {image}\n")),
+            "{file} runs {image}"
+        );
+    }
+    let mut checked = 0;
+    for file in [
+        "README.md",
+        ".krew.yaml",
+        "Dockerfile",
+        "docs/releases.md",
+        "docs/operations.md",
+        "docs/capa.md",
+        "deploy/helm/sweeper/README.md",
+        "deploy/manifests/README.md",
+        "CHANGELOG.md",
+    ] {
+        let text = read(file);
+        for stale in ["<owner>", "OWNER/", "/OWNER"] {
+            assert!(!text.contains(stale), "{file} says {stale}");
+        }
+        // Every ghcr.io or github.com/…/sweeper address names the owner.
+        for (i, _) in text.match_indices("ghcr.io/") {
+            let rest = &text[i + "ghcr.io/".len()..];
+            checked += 1;
+            let names_owner = rest.strip_prefix(owner.as_str()).is_some_and(|after| {
+                !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-')
+            });
+            assert!(
+                names_owner || rest.starts_with("${"),
+                "{file}: ghcr.io/{}…",
+                &rest[..rest.len().min(30)]
+            );
+        }
+        for (i, _) in text.match_indices("github.com/") {
+            let rest = &text[i + "github.com/".len()..];
+            if rest
+                .split('/')
+                .nth(1)
+                .is_some_and(|r| r.starts_with("sweeper"))
+            {
+                checked += 1;
+                assert!(
+                    rest.starts_with(&format!("{owner}/sweeper")),
+                    "{file}: github.com/{}…",
+                    &rest[..rest.len().min(30)]
+                );
+            }
+        }
+    }
+    assert!(checked >= 8, "only {checked} addresses checked");
+}
+
+/// Tests run before anything is published; one CLI platform's failure does not cancel the others;
+/// no retired runner; a pull request runs `make lint` and the unit tests.
+#[test]
+fn the_release_tests_first_and_pull_requests_are_checked() {
+    let wf: Value = serde_yaml::from_str(&read(".github/workflows/release.yml")).expect("YAML");
+    let test = steps_text(&wf["jobs"]["test"]);
+    for want in ["make lint", "cargo test --workspace", "GITHUB_REF_NAME#v"] {
+        assert!(test.contains(want), "the test job: {want}");
+    }
+    for job in ["image", "cli", "chart"] {
+        let needs = &wf["jobs"][job]["needs"];
+        let needs: Vec<&str> = match needs {
+            Value::String(s) => vec![s.as_str()],
+            Value::Sequence(v) => v.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
+        assert!(needs.contains(&"test"), "{job} needs the tests: {needs:?}");
+    }
+    assert_eq!(
+        wf["jobs"]["cli"]["strategy"]["fail-fast"].as_bool(),
+        Some(false),
+        "fail-fast: false"
+    );
+    let text = read(".github/workflows/release.yml");
+    for retired in ["macos-13", "macos-12", "ubuntu-20.04"] {
+        assert!(!text.contains(retired), "{retired} is a retired runner");
+    }
+    assert!(
+        text.contains("${SWEEPER_IMAGE,,}"),
+        "the registry path is lower-cased"
+    );
+    let ci: Value = serde_yaml::from_str(&read(".github/workflows/ci.yml")).expect("YAML");
+    assert!(
+        ci["on"].get("pull_request").is_some(),
+        "ci runs on pull requests"
+    );
+    let steps = serde_yaml::to_string(&ci["jobs"]).unwrap();
+    for want in ["make lint", "make unit"] {
+        assert!(steps.contains(want), "ci: {want}");
+    }
+}
+
+/// The CLI archive holds what the README extracts: the release workflow's packaging step, run
+/// here on a stand-in binary, then the README's own `tar -xzf …` line in a fresh directory.
+#[test]
+fn the_readme_extracts_what_the_release_packages() {
+    let wf: Value = serde_yaml::from_str(&read(".github/workflows/release.yml")).expect("YAML");
+    let package = wf["jobs"]["cli"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str() == Some("package"))
+        .expect("a package step")["run"]
+        .as_str()
+        .unwrap()
+        .replace("${{ matrix.target }}", "x86_64-unknown-linux-musl")
+        .replace("${{ matrix.os }}", "linux")
+        .replace("${{ matrix.arch }}", "amd64");
+    let readme = read("README.md");
+    let extract = readme
+        .lines()
+        .find(|l| l.starts_with("tar -xzf sweeper_"))
+        .expect("the README's extract line");
+    let extract = extract.split("&&").next().unwrap().trim();
+    let dir = std::env::temp_dir().join(format!("sweeper-release-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let work = dir.join("work");
+    std::fs::create_dir_all(work.join("target/x86_64-unknown-linux-musl/release")).unwrap();
+    std::fs::write(
+        work.join("target/x86_64-unknown-linux-musl/release/sweeper"),
+        "#!/bin/sh\necho sweeper\n",
+    )
+    .unwrap();
+    for f in ["README.md", "LICENSE"] {
+        std::fs::copy(Path::new(ROOT).join(f), work.join(f)).unwrap();
+    }
+    let run = |cwd: &Path, script: &str| {
+        let out = std::process::Command::new("bash")
+            .args(["-euo", "pipefail", "-c", script])
+            .current_dir(cwd)
+            .env("GITHUB_REF_NAME", "v0.1.0")
+            .output()
+            .expect("bash");
+        assert!(
+            out.status.success(),
+            "{script}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&work, &package);
+    let user = dir.join("user");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::copy(
+        work.join("sweeper_v0.1.0_linux_amd64.tar.gz"),
+        user.join("sweeper_v0.1.0_linux_amd64.tar.gz"),
+    )
+    .unwrap();
+    run(&user, extract);
+    for bin in ["sweeper", "kubectl-sweeper"] {
+        assert!(user.join(bin).is_file(), "{extract} gives {bin}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

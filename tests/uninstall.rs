@@ -155,3 +155,155 @@ async fn uninstall_releases_sweepers_finalizers_and_deletes_nothing() {
     assert!(!out.contains(&name) && !out.contains(&tid), "{out}");
     drop(gc);
 }
+
+/// Lifts the pause the hook's command set on sweeper's namespace, even when the test fails, so
+/// later tests and the demo find their sweepers running.
+struct ResumeOnDrop(&'static str);
+
+impl Drop for ResumeOnDrop {
+    fn drop(&mut self) {
+        let (ok, out, err) = cli(&["resume", "-n", self.0]);
+        if !ok {
+            eprintln!("could not resume the collectors of {}: {out}{err}", self.0);
+        }
+    }
+}
+
+/// Issue 42: `helm uninstall` runs the chart's pre-delete Job first. Its exact command, read from
+/// the rendered chart (release `sweeper` in `sweeper-system`, the defaults: the external-only
+/// install), run as the external-only install's service account (bound to the rules the chart
+/// renders, tests/helm.rs), against clusters that hold sweeper's finalizer: afterwards none holds
+/// it, nothing was deleted (the clusters live, not deleting, their AWS resource too), the running
+/// sweeper is paused, and a cluster deleted afterwards goes at once. Its calls are in the audit
+/// log tests/rbac.rs checks the external-only role against.
+#[tokio::test]
+#[ignore = "needs the test environment, pauses sweeper-system and acts cluster-wide: run by `make test` on its own"]
+async fn chart_pre_delete_hook_releases_every_cluster_and_deletes_nothing() {
+    let Some(_dir) = conformance::fixtures() else {
+        return;
+    };
+    const RELEASE_NAMESPACE: &str = "sweeper-system";
+    let rendered = support::chart::render("sweeper", RELEASE_NAMESPACE, &[]);
+    let job = rendered
+        .iter()
+        .find(|o| {
+            o.pointer("/metadata/annotations/helm.sh~1hook")
+                .and_then(serde_json::Value::as_str)
+                == Some("pre-delete")
+        })
+        .expect("the chart renders a pre-delete hook");
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("a string").to_string())
+        .collect();
+    let env: Vec<(String, String)> = container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
+        .collect();
+
+    let mut scope = TestScope::new("unhook").await;
+    let ns = scope.namespace().await;
+    let c = scope.client.clone();
+    support::objects::install_sweeper_crds(&c).await;
+    upstream_crds(&c).await;
+    let aws = clients().await;
+    let net = network(&aws).await;
+    let names = [unique_name("hk"), unique_name("hk")];
+    let mut owned = Vec::new();
+    let mut infra = None;
+    for name in &names {
+        owned.push(
+            sg(
+                &aws,
+                &net.vpc,
+                &format!("{name}-svc"),
+                &tagged(&format!("kubernetes.io/cluster/{name}"), "owned"),
+            )
+            .await,
+        );
+        infra = Some(template_cluster(&c, &ns, name, |_| {}).await);
+    }
+    let infra = infra.expect("clusters");
+
+    // The installed service: the external collector alone, as the external-only service account,
+    // in sweeper-system (that account's namespace), as the chart runs it.
+    let gc = Sweeper::start_external_only(&[]).await;
+    for name in &names {
+        assert!(
+            eventually(T, || has_finalizer(&infra, name)).await,
+            "{name}: the external finalizer is taken"
+        );
+    }
+
+    let _resume = ResumeOnDrop(RELEASE_NAMESPACE);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"))
+        .args(&args)
+        .envs(env)
+        .env(
+            "KUBECONFIG",
+            support::EnvFacts::load().get("SWEEPER_EXTERNAL_SA_KUBECONFIG"),
+        )
+        .output()
+        .expect("run the hook's command");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "`sweeper {}` failed as the service account:\n{stdout}{stderr}",
+        args.join(" ")
+    );
+    for name in &names {
+        assert!(
+            stdout.contains(&format!("released AWSCluster {ns}/{name}")),
+            "{stdout}"
+        );
+        let o = infra.get(name).await.expect("the AWSCluster still exists");
+        assert!(
+            !o.metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f.starts_with("sweeper.dev/")),
+            "{name}: no finalizer of sweeper's remains: {:?}",
+            o.metadata.finalizers
+        );
+        assert!(
+            o.metadata.deletion_timestamp.is_none(),
+            "{name}: not deleted"
+        );
+    }
+    for sg_id in &owned {
+        assert!(sg_exists(&aws, sg_id).await, "no AWS resource deleted");
+    }
+    assert!(
+        eventually(T, || async {
+            gc.metric("sweeper_paused{collector=\"external\"}").await == 1.0
+        })
+        .await,
+        "the running sweeper is paused: it adds no finalizer back"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !has_finalizer(&infra, &names[0]).await,
+        "the paused sweeper took no finalizer back"
+    );
+
+    // What Helm then deletes leaves no cluster behind: one deleted now goes at once.
+    infra.delete(&names[0], &Default::default()).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || gone(&infra, &names[0])).await,
+        "the AWSCluster goes at once"
+    );
+    assert!(
+        sg_exists(&aws, &owned[0]).await,
+        "still no AWS resource deleted"
+    );
+    drop(gc);
+}

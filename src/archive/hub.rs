@@ -56,7 +56,8 @@ impl ArchiveHub {
 
     /// A collector that writes records it never archives into (the external collector's audit
     /// records) needs them expired even when no collector archives: then its own archiver runs
-    /// the expiry, over the record `kinds` it writes only.
+    /// the expiry, over the record `kinds` it writes only, in sweeper's namespace only (where it
+    /// writes them). An archiving collector's expiry covers every namespace, sweeper's included.
     pub fn expire_records_of(
         &self,
         client: &kube::Client,
@@ -65,7 +66,11 @@ impl ArchiveHub {
     ) {
         let mut slot = lock(&self.expiry_only);
         if slot.is_none() {
-            *slot = Some(Arc::new(self.make(client, collector).expiring_only(kinds)));
+            *slot = Some(Arc::new(
+                self.make(client, collector)
+                    .expiring_only(kinds)
+                    .expiring_in(self.settings.namespace.clone()),
+            ));
         }
     }
 

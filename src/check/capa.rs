@@ -1,4 +1,6 @@
-//! CAPA's own external resource gc is off where sweeper's external collector is on.
+//! Which step of the hand-over from CAPA's own external resource gc to sweeper's external collector
+//! the management cluster is at (docs/capa.md): 1, sweeper in dry run beside CAPA's gc; 2, CAPA's
+//! gate off; 3, sweeper live. CAPA's gc on while sweeper deletes fails.
 //!
 //! Both would delete the same load balancers and security groups, each on its own schedule, and
 //! CAPA's would do it without sweeper's opt-outs, dry run, audit record or Cluster API contract.
@@ -18,9 +20,12 @@ pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider=infrastructure-aws";
 /// CAPA's manager Deployment, as its release manifests name it.
 pub const DEPLOYMENT: &str = "capa-controller-manager";
 const GATE: &str = "ExternalResourceGC";
-const TURN_OFF: &str = "turn CAPA's off: EXTERNAL_RESOURCE_GC=false for clusterctl (CAPA v2.9+), i.e. \
-     --feature-gates=…,ExternalResourceGC=false on its manager; or turn sweeper's external \
-     collector off";
+/// The exact change for a clusterctl-installed CAPA: the variable for the next `clusterctl init`
+/// or `upgrade`, and the running manager's flag (docs/capa.md, "Handing over").
+const TURN_OFF: &str = "step 2: turn CAPA's gate off: EXTERNAL_RESOURCE_GC=false for clusterctl (CAPA v2.9+), and on the \
+     running manager --feature-gates=…,ExternalResourceGC=false (docs/capa.md#handing-over-from-capas-gc-to-sweeper)";
+const GO_LIVE: &str = "step 3: turn sweeper live: helm upgrade … --reuse-values --set external.dryRun=false \
+     (or drop SWEEPER_EXTERNAL_DRY_RUN)";
 
 /// What CAPA's Deployment says of its gate: the value given in a container's `--feature-gates`
 /// (args or command) or in its `EXTERNAL_RESOURCE_GC` env var, if any.
@@ -59,13 +64,19 @@ pub fn gate_value(d: &Deployment) -> Option<bool> {
     found
 }
 
-/// The line, from CAPA's Deployment (None: not found).
-pub fn judge(namespace: &str, d: Option<&Deployment>) -> Line {
+/// The line, from CAPA's Deployment (None: not found) and whether sweeper's external collector
+/// runs in dry run: which step of the hand-over the management cluster is at.
+/// 1. sweeper in dry run beside CAPA's gc (gate on): read the plans;
+/// 2. CAPA's gate off (sweeper still in dry run: nobody deletes phase-2 resources meanwhile);
+/// 3. sweeper live, CAPA's gate off: handed over.
+///
+/// Sweeper live with CAPA's gate on fails: two collectors delete the same resources.
+pub fn judge(namespace: &str, d: Option<&Deployment>, dry_run: bool) -> Line {
     let Some(d) = d else {
         return Line::warn(
             CATEGORY,
             format!(
-                "CAPA's Deployment was not found in {namespace}: cannot tell whether CAPA's own external resource gc is on"
+                "CAPA's Deployment was not found in {namespace}: cannot tell whether CAPA's own external resource gc is on, so not which hand-over step this is"
             ),
             "set --capa-namespace (Helm: external.capaNamespace) to CAPA's namespace",
         );
@@ -74,25 +85,44 @@ pub fn judge(namespace: &str, d: Option<&Deployment>) -> Line {
         "{namespace}/{}",
         d.metadata.name.as_deref().unwrap_or(DEPLOYMENT)
     );
-    match gate_value(d) {
-        Some(true) => Line::fail(
+    // The gate is Beta in CAPA and on by default: a manager that does not mention it runs it.
+    let (on, how) = match gate_value(d) {
+        Some(on) => (on, format!("{name}: {GATE}={on}")),
+        None => (
+            true,
+            format!("{name}: {GATE} not set; it is Beta and on by default"),
+        ),
+    };
+    match (on, dry_run) {
+        (true, true) => Line {
+            // Next step, once the plans are what you expect.
+            hint: Some(TURN_OFF.into()),
+            ..Line::pass(
+                CATEGORY,
+                format!(
+                    "hand-over step 1 of 3: sweeper plans in dry run beside CAPA's own gc ({how}); read the plans (sweeper status, the clusters' Events, sweeper gc plan)"
+                ),
+            )
+        },
+        (false, true) => Line::warn(
             CATEGORY,
             format!(
-                "CAPA's own external resource gc is on ({name}: {GATE}=true): two collectors would delete the same resources"
+                "hand-over step 2 of 3: CAPA's own gc is off ({how}) and sweeper is still in dry run: nobody deletes a deleted cluster's load balancers now, and its VPC deletion waits on them"
             ),
-            TURN_OFF,
+            GO_LIVE,
         ),
-        Some(false) => Line::pass(
-            CATEGORY,
-            format!("CAPA's own external resource gc is off ({name}: {GATE}=false)"),
-        ),
-        // The gate is Beta in CAPA and on by default: a manager that does not mention it runs it.
-        None => Line::fail(
+        (false, false) => Line::pass(
             CATEGORY,
             format!(
-                "CAPA's own external resource gc is on ({name}: {GATE} not set; it is Beta and on by default)"
+                "hand-over step 3 of 3, done: CAPA's own gc is off ({how}) and sweeper deletes"
             ),
-            TURN_OFF,
+        ),
+        (true, false) => Line::fail(
+            CATEGORY,
+            format!(
+                "CAPA's own external resource gc is on ({how}) and sweeper deletes: two collectors would delete the same resources"
+            ),
+            format!("{TURN_OFF}; or go back to step 1 (external.dryRun=true)"),
         ),
     }
 }
@@ -109,14 +139,14 @@ pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
         Err(e) => Err(e),
     };
     match found {
-        Ok(d) => vec![judge(ns, d.as_ref())],
+        Ok(d) => vec![judge(ns, d.as_ref(), cfg.external_dry_run)],
         Err(e) if forbidden(&e) => vec![Line::warn(
             CATEGORY,
             format!(
                 "cannot read CAPA's Deployment in {ns}: {}",
                 kube_message(&e)
             ),
-            "sweeper's own role does not read Deployments; run `sweeper check` as yourself to see CAPA's gate",
+            "sweeper's own role does not read Deployments (the chart's check.capaDeploymentRead grants it); run `sweeper check` as yourself to see CAPA's gate and the hand-over step",
         )],
         Err(e) => vec![Line::warn(
             CATEGORY,

@@ -187,6 +187,8 @@ pub struct Config {
     pub cluster_namespace: String,
     /// The external collector's selector: only the clusters it takes are checked.
     pub external_selector: crate::engine::selector::LabelFilter,
+    /// Whether the external collector runs in dry run (`--external-dry-run`): the hand-over step.
+    pub external_dry_run: bool,
 }
 
 impl Config {

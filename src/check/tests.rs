@@ -22,6 +22,7 @@ fn cfg(gates: &str) -> Config {
         control_plane_namespace: "kube-system".into(),
         cluster_namespace: String::new(),
         external_selector: crate::engine::selector::parse("").unwrap(),
+        external_dry_run: false,
     }
 }
 
@@ -211,10 +212,8 @@ fn capa_gc_is_read_from_the_managers_flags_then_its_variable_and_is_on_when_unse
         &[],
     );
     assert_eq!(capa::gate_value(&off), Some(false));
-    assert_eq!(capa::judge("capa-system", Some(&off)).status, Status::Pass);
     let on = deployment(&["--feature-gates", "ExternalResourceGC=true"], &[]);
     assert_eq!(capa::gate_value(&on), Some(true));
-    assert_eq!(capa::judge("capa-system", Some(&on)).status, Status::Fail);
     // The flag wins over the variable that only fills it.
     let both = deployment(
         &["--feature-gates=ExternalResourceGC=false"],
@@ -226,11 +225,60 @@ fn capa_gc_is_read_from_the_managers_flags_then_its_variable_and_is_on_when_unse
     // Beta and on by default.
     let unset = deployment(&["--leader-elect"], &[]);
     assert_eq!(capa::gate_value(&unset), None);
-    assert_eq!(
-        capa::judge("capa-system", Some(&unset)).status,
-        Status::Fail
+    assert_eq!(capa::judge("capa-system", None, false).status, Status::Warn);
+}
+
+/// The hand-over, step by step: dry run beside CAPA's gc (1, fine, hint: turn CAPA's gate off);
+/// CAPA's gate off in dry run (2, a warning: nobody deletes meanwhile, hint: go live); live with
+/// CAPA's gate off (3, done); live with CAPA's gate on (or unset: on by default) fails.
+#[test]
+fn capa_check_says_which_hand_over_step_the_cluster_is_at() {
+    let off = deployment(&["--feature-gates=ExternalResourceGC=false"], &[]);
+    let on = deployment(&["--feature-gates=ExternalResourceGC=true"], &[]);
+    let unset = deployment(&["--leader-elect"], &[]);
+    let step = |d: &Deployment, dry_run: bool| capa::judge("capa-system", Some(d), dry_run);
+
+    let one = step(&on, true);
+    assert_eq!(one.status, Status::Pass);
+    assert!(one.message.contains("step 1 of 3"), "{one:?}");
+    assert!(
+        one.hint
+            .as_deref()
+            .unwrap()
+            .contains("EXTERNAL_RESOURCE_GC=false"),
+        "{one:?}"
     );
-    assert_eq!(capa::judge("capa-system", None).status, Status::Warn);
+    assert!(step(&unset, true).message.contains("step 1 of 3"));
+
+    let two = step(&off, true);
+    assert_eq!(two.status, Status::Warn);
+    assert!(two.message.contains("step 2 of 3"), "{two:?}");
+    assert!(
+        two.hint
+            .as_deref()
+            .unwrap()
+            .contains("external.dryRun=false"),
+        "{two:?}"
+    );
+
+    let three = step(&off, false);
+    assert_eq!(three.status, Status::Pass);
+    assert!(three.message.contains("step 3 of 3"), "{three:?}");
+
+    for live_beside_capa in [step(&on, false), step(&unset, false)] {
+        assert_eq!(
+            live_beside_capa.status,
+            Status::Fail,
+            "{live_beside_capa:?}"
+        );
+        assert!(
+            live_beside_capa
+                .hint
+                .as_deref()
+                .unwrap()
+                .contains("EXTERNAL_RESOURCE_GC=false")
+        );
+    }
 }
 
 #[test]

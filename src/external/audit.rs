@@ -3,9 +3,10 @@
 //! describe facts and its tags; `tags: null` where the discovery that found it read none). AWS resources cannot be re-created from a description, so this is an audit
 //! trail, not something `sweeper restore` reads.
 //!
-//! A record is a ConfigMap in the cluster object's namespace (who may read the AWSCluster's
-//! namespace's ConfigMaps may read it), labelled like archive records with collector `external`
-//! so the archive's expiry removes it after `--archive-ttl`.
+//! A record is a ConfigMap in sweeper's own namespace (so the external collector's role needs
+//! ConfigMap access there only: a Role, never a cluster-wide grant), labelled with the cluster it
+//! belongs to ([`LABEL_CLUSTER`], [`LABEL_NAMESPACE`]), and like archive records with collector
+//! `external` so the archive's expiry removes it after `--archive-ttl`.
 
 use crate::archive::{ANNOTATION_EXPIRES, COMPLETE, LABEL_ARCHIVE, LABEL_COLLECTOR, LABEL_STATE};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
@@ -17,6 +18,19 @@ use sweeper_aws::model::{Audited, ResourceRef};
 
 /// The label naming the workload cluster of an audit record.
 pub const LABEL_CLUSTER: &str = "sweeper.dev/audit-cluster";
+
+/// The label naming the namespace of the cluster object (AWSCluster or AWSManagedControlPlane)
+/// of an audit record: Cluster API names are unique per namespace only.
+pub const LABEL_NAMESPACE: &str = "sweeper.dev/audit-namespace";
+
+/// The label selector of the audit records of one cluster (`kubectl get configmaps -l`).
+pub fn selector(cluster_namespace: &str, capi_name: &str) -> String {
+    format!(
+        "{LABEL_COLLECTOR}=external,{LABEL_NAMESPACE}={},{LABEL_CLUSTER}={}",
+        crate::engine::meta::label_value(cluster_namespace),
+        cluster_label(capi_name)
+    )
+}
 
 /// The value of [`LABEL_CLUSTER`] for a Cluster API cluster name: the name itself when it is a
 /// valid label value, else a cleaned form with a fingerprint (the full names are in every entry).
@@ -39,8 +53,9 @@ pub struct Pass<'a> {
     pub kept: &'a [(u8, &'a (ResourceRef, String))],
 }
 
-/// Writes one audit record for `deleted` (phase, resource, detail), labelled with the Cluster
-/// API cluster's name (the name `sweeper gc` takes). `kept` (phase, resource, why) are what the
+/// Writes one audit record for `deleted` (phase, resource, detail) into `namespace` (sweeper's),
+/// labelled with the cluster object's namespace and the Cluster API cluster's name (the name
+/// `sweeper gc` takes). `kept` (phase, resource, why) are what the
 /// pass found and reported without deleting (external-dns records of the load balancers it
 /// deleted): entries with `reported` and `reportedAt` instead of `deletedAt`, after the deleted.
 pub async fn write(
@@ -59,6 +74,7 @@ pub async fn write(
         object.kind.as_deref().unwrap_or(""),
         object.name.as_deref().unwrap_or("")
     );
+    let object_namespace = object.namespace.as_deref().unwrap_or("");
     let reported = kept.iter().map(|(phase, (r, why))| {
         serde_json::json!({
             "service": r.service, "kind": r.kind, "id": r.id, "phase": phase,
@@ -66,7 +82,7 @@ pub async fn write(
             "cluster": names.capi, "tagName": names.tag,
             "region": session.scope.region, "account": session.scope.account,
             "partition": session.scope.partition, "identity": session.chain,
-            "object": object_name,
+            "object": object_name, "namespace": object_namespace,
         })
     });
     let data: BTreeMap<String, String> = deleted
@@ -79,7 +95,7 @@ pub async fn write(
                 "cluster": names.capi, "tagName": names.tag,
                 "region": session.scope.region, "account": session.scope.account,
                 "partition": session.scope.partition, "identity": session.chain,
-                "object": object_name,
+                "object": object_name, "namespace": object_namespace,
             });
             v
         })
@@ -99,6 +115,10 @@ pub async fn write(
                 (LABEL_STATE.to_string(), COMPLETE.to_string()),
                 (LABEL_COLLECTOR.to_string(), "external".to_string()),
                 (LABEL_CLUSTER.to_string(), cluster_label),
+                (
+                    LABEL_NAMESPACE.to_string(),
+                    crate::engine::meta::label_value(object_namespace),
+                ),
                 (
                     crate::archive::LABEL_EXPIRY_BUCKET.to_string(),
                     crate::archive::expiry_bucket(expires, ttl),
@@ -138,5 +158,9 @@ mod tests {
             assert!(label.len() <= 63, "{label}");
         }
         assert_eq!(record_name("c1", 5), "sweeper-audit-c1-5");
+        assert_eq!(
+            selector("team-a", "c1"),
+            "sweeper.dev/archive-collector=external,sweeper.dev/audit-namespace=team-a,sweeper.dev/audit-cluster=c1"
+        );
     }
 }

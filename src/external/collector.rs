@@ -170,6 +170,9 @@ fn recorded_issuer(cp: &AWSManagedControlPlane) -> Option<String> {
 pub struct ExternalCtx {
     /// How long the AWS audit records live (`--archive-ttl`).
     pub audit_ttl: Duration,
+    /// Where the AWS audit records are written: sweeper's own namespace (`--namespace`), so the
+    /// narrow role needs ConfigMap access there only.
+    pub audit_namespace: String,
     pub client: Client,
     /// One AWS session per cluster (its region and identity chain).
     pub sessions: Arc<SessionCache>,
@@ -217,6 +220,7 @@ impl ExternalCtx {
             dry_run: false,
             invalid_objects,
             audit_ttl: Duration::from_secs(72 * 3600),
+            audit_namespace: "sweeper-system".into(),
             refusals: Mutex::new(HashMap::new()),
             pauses: Default::default(),
         }
@@ -258,6 +262,12 @@ impl ExternalCtx {
     /// How long the AWS audit records are kept (`--archive-ttl`).
     pub fn with_audit_ttl(mut self, ttl: Duration) -> Self {
         self.audit_ttl = ttl;
+        self
+    }
+
+    /// Sweeper's own namespace, where the AWS audit records are written.
+    pub fn with_audit_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.audit_namespace = namespace.into();
         self
     }
 
@@ -528,12 +538,12 @@ impl<K: GcKind> KindReconciler<K> {
         })
     }
 
-    /// The audit trail: what this pass deleted in AWS, recorded in the cluster object's
-    /// namespace. A failed write is logged, never fatal: the deletes happened.
+    /// The audit trail: what this pass deleted in AWS, recorded in sweeper's namespace and
+    /// labelled with the cluster (its namespace and name). A failed write is logged, never
+    /// fatal: the deletes happened.
     async fn audit(
         &self,
         o: &K,
-        namespace: &str,
         names: &ClusterNames,
         session: &sweeper_aws::session::Session,
         report: &PassReport,
@@ -553,7 +563,7 @@ impl<K: GcKind> KindReconciler<K> {
         if !deleted.is_empty()
             && let Err(e) = super::audit::write(
                 &self.ctx.client,
-                namespace,
+                &self.ctx.audit_namespace,
                 names,
                 session,
                 &o.object_ref(&()),
@@ -782,7 +792,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
                 })
                 .map(String::as_str),
         );
-        self.audit(o, &namespace, &names, &session, &report).await;
+        self.audit(o, &names, &session, &report).await;
         let mut out = outcome::of(&report, &cluster_name, &place);
         if let Some(p) = &problem {
             out = outcome::with_config_problem(out, p);

@@ -103,6 +103,7 @@ impl Registered for ExternalMetrics {
             .with_ebs_snapshot(config.external_ebs_snapshot)
             .with_dry_run(config.external_dry_run)
             .with_audit_ttl(config.archive_ttl)
+            .with_audit_namespace(env.sweeper_namespace)
             .with_capa_namespace(config.capa_namespace.clone())
             .with_concurrency(config.external_concurrency);
             Box::new(super::collector::ExternalCollector::new(

@@ -166,12 +166,12 @@ pub async fn template_cluster(
     infra
 }
 
-/// Every entry of the external collector's audit records for `cluster` in `ns`.
+/// Every entry of the external collector's audit records of `cluster` in `ns`: wherever the
+/// sweeper that wrote them keeps them (its own namespace), found by their labels.
 pub async fn audit_entries(c: &Client, ns: &str, cluster: &str) -> Vec<Value> {
     use k8s_openapi::api::core::v1::ConfigMap;
-    let selector =
-        format!("sweeper.dev/archive-collector=external,sweeper.dev/audit-cluster={cluster}");
-    Api::<ConfigMap>::namespaced(c.clone(), ns)
+    let selector = sweeper::external::audit::selector(ns, cluster);
+    Api::<ConfigMap>::all(c.clone())
         .list(&kube::api::ListParams::default().labels(&selector))
         .await
         .unwrap()

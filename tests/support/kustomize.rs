@@ -9,6 +9,10 @@ use std::process::Command;
 /// The overlays a user applies (directories under deploy/manifests).
 pub const OVERLAYS: [&str; 2] = ["external-only", "full"];
 
+/// Every kustomization a user applies: the overlays, and the uninstall Job applied before
+/// removing one of them.
+pub const APPLIED: [&str; 3] = ["external-only", "full", "uninstall"];
+
 /// `kubectl kustomize deploy/manifests/<overlay>`, one JSON value per object.
 pub fn render(overlay: &str) -> Vec<Value> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -10,9 +10,11 @@
 
 pub mod aws;
 pub mod capa;
+pub mod chart;
 pub mod conformance;
 pub mod kustomize;
 pub mod objects;
+pub mod release;
 pub mod sweeper;
 pub mod tenant;
 

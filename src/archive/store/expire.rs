@@ -45,7 +45,7 @@ impl Archiver {
         for kind in kinds {
             self.call();
             let list = kind
-                .api(&self.client, None)
+                .api(&self.client, self.expiry_scope.as_deref())
                 .list_metadata(&lp)
                 .await
                 .map_err(ArchiveError::List)?;

@@ -234,6 +234,8 @@ pub struct Archiver {
     writer: String,
     /// The kinds of record it expires (see [`Archiver::expiring_only`]).
     record_kinds: &'static [RecordKind],
+    /// The namespace whose records this archiver expires; None: every namespace.
+    expiry_scope: Option<String>,
 }
 
 impl std::fmt::Debug for Archiver {
@@ -369,6 +371,7 @@ impl Archiver {
             unsettled: Mutex::new(Vec::new()),
             writer: format!("{:04x}{:04x}", rand_u16(), std::process::id() & 0xffff),
             record_kinds: &record_kind::BOTH,
+            expiry_scope: None,
         }
     }
 
@@ -376,6 +379,13 @@ impl Archiver {
     /// one kind lists only that one (and needs RBAC for only that one).
     pub fn expiring_only(mut self, kinds: &'static [RecordKind]) -> Self {
         self.record_kinds = kinds;
+        self
+    }
+
+    /// An archiver that expires only the records of `namespace`: the external collector's audit
+    /// records all live in sweeper's namespace, so alone it needs no cluster-wide ConfigMap list.
+    pub fn expiring_in(mut self, namespace: impl Into<String>) -> Self {
+        self.expiry_scope = Some(namespace.into());
         self
     }
 

@@ -50,6 +50,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/*
+The image, "<registry>/<path>:<tag>" (tag: image.tag, else the chart's appVersion). A repository
+whose first component names no registry host (a dot, a port or "localhost", as Docker reads it), such
+as a bare "sweeper", resolves on Docker Hub, where no sweeper image is published: the chart refuses
+it. The released chart's default is the release's own image (deploy/release.env); from a checkout,
+`make image` and load it into kind or push it, then set image.repository (README, "Get sweeper").
+*/}}
+{{- define "sweeper.image" -}}
+{{- $repo := required "image.repository is required" .Values.image.repository }}
+{{- $host := index (splitList "/" $repo) 0 }}
+{{- if not (and (contains "/" $repo) (or (contains "." $host) (contains ":" $host) (eq $host "localhost"))) }}
+{{- fail (printf "image.repository %q names no registry: it would resolve on Docker Hub, where sweeper publishes nothing. Use the release's image (the chart's default), or build one (make image), load it into kind or push it, and set image.repository=<registry>/<path>" $repo) }}
+{{- end }}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion | toString) }}
+{{- end }}
+
 {{/* Name of the leader-election Role and RoleBinding. */}}
 {{- define "sweeper.leaderElectionName" -}}
 {{- printf "%s-leader-election" (include "sweeper.fullname" .) | trunc 63 | trimSuffix "-" }}

@@ -1,0 +1,58 @@
+//! The chart's renderer, shared by the tests that read what deploy/helm/sweeper renders
+//! (tests/helm.rs, and tests/uninstall.rs, which runs the pre-delete hook's command).
+//!
+//! The renderer is the real helm: scripts/provision-helm.sh builds it from helm.sh/helm/v3 at the
+//! version scripts/go/helm pins (cached outside the clone).
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+pub const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/helm/sweeper");
+
+/// helm, built (or found in the cache) by scripts/provision-helm.sh.
+pub fn helm() -> PathBuf {
+    let out = Command::new(Path::new(ROOT).join("scripts/provision-helm.sh"))
+        .output()
+        .expect("run scripts/provision-helm.sh");
+    assert!(
+        out.status.success(),
+        "scripts/provision-helm.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = String::from_utf8(out.stdout).expect("utf-8 path");
+    PathBuf::from(path.lines().last().expect("the binary's path").trim())
+}
+
+/// `helm template NAME CHART --namespace NS ARGS...`, parsed into one JSON value per document.
+pub fn render(release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
+    try_render(release, namespace, args)
+        .unwrap_or_else(|stderr| panic!("rendering the chart failed:\n{stderr}"))
+}
+
+/// [`render`], or the renderer's error output when the chart refuses the values.
+pub fn try_render(release: &str, namespace: &str, args: &[&str]) -> Result<Vec<Value>, String> {
+    let out = Command::new(helm())
+        .args(["template", release, CHART, "--namespace", namespace])
+        .args(args)
+        .output()
+        .expect("run helm template");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(yaml_docs(
+        &String::from_utf8(out.stdout).expect("utf-8 render"),
+    ))
+}
+
+pub fn yaml_docs(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|doc| {
+            let value = serde_yaml::Value::deserialize(doc).expect("valid YAML");
+            serde_json::to_value(value).expect("YAML that is JSON")
+        })
+        .filter(|v| !v.is_null())
+        .collect()
+}
