@@ -138,7 +138,11 @@ fn start_with(gc: Gc, limit: Limit, extra: &[&str]) -> Running {
                 "garbagecollector",
                 "--leader-elect=false",
             ])
-            .args(["--secure-port", "0", "--use-service-account-credentials=false"])
+            .args([
+                "--secure-port",
+                "0",
+                "--use-service-account-credentials=false",
+            ])
             // 1.20 (SWEEPER_KUBE=1.20) also opens an insecure port unless told not to; the flag is
             // gone since 1.24, and the current server refuses it.
             .args(if std::env::var("SWEEPER_KUBE").as_deref() == Ok("1.20") {

@@ -71,7 +71,8 @@ async fn create_tenant(c: &Client, id: &str, shape: &Shape) -> Res<usize> {
         id,
         TenantSpec {
             id: Some(sweeper::api::tenant::SpecId::Int(
-                id.parse().map_err(|_| format!("tenant id {id} is not a number"))?,
+                id.parse()
+                    .map_err(|_| format!("tenant id {id} is not a number"))?,
             )),
             quota: Some(serde_json::json!({})),
         },
