@@ -57,6 +57,9 @@ APISERVER_PORT="${APISERVER_PORT:-26443}"
 CAPA_WEBHOOK_PORT="${CAPA_WEBHOOK_PORT:-29443}"
 LOCALSTACK_PORT="${LOCALSTACK_PORT:-4566}"
 
+# The machine's Go (the test servers are built from Go modules), where a shell's PATH lacks it.
+if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH="/usr/local/go/bin:$PATH"; fi
+
 log() { printf '[sweeper-env] %s\n' "$*" >&2; }
 
 apt_install() {
