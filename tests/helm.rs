@@ -485,6 +485,16 @@ fn chart_and_overlays_run_the_release_image_with_its_registry() {
         &["--set", "featureGates.CascadeGC=true"],
     );
     let mut images = support::release::images(&rendered);
+    // The archive a release publishes names the same image as the chart directory.
+    images.extend(
+        support::release::images(&support::chart::render_packaged(
+            "sweeper",
+            "sweeper-system",
+            &[],
+        ))
+        .into_iter()
+        .map(|(o, i)| (format!("packaged chart: {o}"), i)),
+    );
     images.extend(support::release::images(&render(
         "sweeper",
         "sweeper-system",

@@ -56,3 +56,51 @@ pub fn yaml_docs(text: &str) -> Vec<Value> {
         .filter(|v| !v.is_null())
         .collect()
 }
+
+/// The chart as a release packages it (`helm package`, the archive the release workflow pushes),
+/// rendered from that archive with `helm template NAME ARCHIVE --namespace NS ARGS...`.
+pub fn render_packaged(release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
+    let dir = std::env::temp_dir().join(format!(
+        "sweeper-chart-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let out = Command::new(helm())
+        .args(["package", CHART, "--destination"])
+        .arg(&dir)
+        .output()
+        .expect("run helm package");
+    assert!(
+        out.status.success(),
+        "helm package failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let archive = std::fs::read_dir(&dir)
+        .expect("read the package directory")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "tgz"))
+        .expect("helm package wrote a .tgz");
+    let out = Command::new(helm())
+        .args(["template", release])
+        .arg(&archive)
+        .args(["--namespace", namespace])
+        .args(args)
+        .output()
+        .expect("run helm template on the archive");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "rendering the packaged chart failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    yaml_docs(&String::from_utf8(out.stdout).expect("utf-8 render"))
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or_default()
+}

@@ -166,3 +166,33 @@ pub fn impersonating_kubeconfig(user: &str) -> String {
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
 }
+
+/// Whether the installed Tenant CRD has a status subresource. KubeZoo's own has none (the test
+/// environment installs it as it is), so sweeper's status writes are refused there and a user sees
+/// the Warning Events alone; sweeper's stand-in CRD (1.20 fallback) has one.
+pub async fn crd_has_status(c: &Client) -> bool {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    Api::<CustomResourceDefinition>::all(c.clone())
+        .get("tenants.tenant.kubezoo.io")
+        .await
+        .expect("read the Tenant CRD")
+        .spec
+        .versions
+        .iter()
+        .any(|v| v.subresources.as_ref().is_some_and(|s| s.status.is_some()))
+}
+
+/// Whether what a user can see of tenant `id` names `needle`: its status' last error where the
+/// CRD keeps a status, and on KubeZoo's own CRD (no status subresource) a Warning Event on it.
+pub async fn reported(c: &Client, id: &str, needle: &str) -> bool {
+    if crd_has_status(c).await {
+        tenant_status(c, id)
+            .await
+            .is_some_and(|s| s.last_error.as_deref().unwrap_or("").contains(needle))
+    } else {
+        super::objects::warnings_about(c, id)
+            .await
+            .iter()
+            .any(|w| w.contains(needle))
+    }
+}
