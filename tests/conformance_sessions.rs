@@ -111,12 +111,11 @@ async fn identity(c: &Client, kind: &str, name: &str, spec: Value) {
     // AWSCluster without an identityRef (env-up makes it, as CAPA's manager does). Replacing it
     // would leave every other test's clusters without their identity for a moment: keep it when
     // it is there with the same spec.
-    if kind == "AWSClusterControllerIdentity" {
-        if let Some(existing) = ids.get_opt(name).await.unwrap() {
-            if existing.data["spec"] == spec {
-                return;
-            }
-        }
+    if kind == "AWSClusterControllerIdentity"
+        && let Some(existing) = ids.get_opt(name).await.unwrap()
+        && existing.data["spec"] == spec
+    {
+        return;
     }
     let _ = ids.delete(name, &Default::default()).await;
     assert!(
