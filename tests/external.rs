@@ -216,15 +216,12 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
         "another cluster's resource (shared name prefix) survives"
     );
 
-    // The audit trail: a record of every AWS resource deleted, in the cluster's namespace.
-    let records = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c.clone(), &ns)
-        .list(&kube::api::ListParams::default().labels("sweeper.dev/archive-collector=external"))
+    // The audit trail: a record of every AWS resource deleted, in sweeper's namespace, labelled
+    // with the cluster's namespace and name.
+    let audited: Vec<String> = support::capa::audit_entries(&c, &ns, &cluster)
         .await
-        .unwrap();
-    let audited: Vec<String> = records
-        .items
         .iter()
-        .flat_map(|r| r.data.clone().unwrap_or_default().into_values())
+        .map(|e| e.to_string())
         .collect();
     let owned_tag = format!("kubernetes.io/cluster/{cluster}");
     for id in [&owned_lb, &owned_sg] {
