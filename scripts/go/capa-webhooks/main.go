@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,20 +111,17 @@ func run(host string, port int, certDir, caFile, capaManifests, capiManifests st
 	errs := make(chan error, 1)
 	go func() { errs <- mgr.Start(ctx) }()
 	// Register only once the server answers, so no admission request meets a closed port.
-	if err := mgr.GetWebhookServer().StartedChecker()(nil); err != nil {
-		for i := 0; i < 100 && err != nil; i++ {
-			select {
-			case e := <-errs:
-				return fmt.Errorf("manager stopped: %w", e)
-			case <-ctx.Done():
-				return nil
-			default:
-			}
-			waitABit()
-			err = mgr.GetWebhookServer().StartedChecker()(nil)
+	started := mgr.GetWebhookServer().StartedChecker()
+	for i := 0; started(nil) != nil; i++ {
+		if i == 100 {
+			return fmt.Errorf("webhook server did not start: %w", started(nil))
 		}
-		if err != nil {
-			return fmt.Errorf("webhook server did not start: %w", err)
+		select {
+		case e := <-errs:
+			return fmt.Errorf("manager stopped: %w", e)
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: scheme})
@@ -152,55 +150,63 @@ func register(ctx context.Context, c client.Client, file, prefix, base string, c
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for {
-		var doc map[string]any
+		var doc json.RawMessage
 		if err := dec.Decode(&doc); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return fmt.Errorf("%s: %w", filepath.Base(file), err)
 		}
-		if doc == nil {
+		var head struct {
+			Kind string `json:"kind"`
+		}
+		if len(doc) == 0 || string(doc) == "null" || json.Unmarshal(doc, &head) != nil {
 			continue
 		}
-		text, err := json.Marshal(doc)
-		if err != nil {
-			return err
-		}
-		switch doc["kind"] {
+		var obj, existing client.Object
+		switch head.Kind {
 		case "MutatingWebhookConfiguration":
 			var m admissionv1.MutatingWebhookConfiguration
-			if err := json.Unmarshal(text, &m); err != nil {
+			if err := json.Unmarshal(doc, &m); err != nil {
 				return err
 			}
-			kept := m.Webhooks[:0]
-			for _, w := range m.Webhooks {
-				w.ObjectSelector = bypass()
-				if point(&w.ClientConfig, base, ca, served) {
-					kept = append(kept, w)
-				}
-			}
-			m.Webhooks, m.Name = kept, prefix+m.Name
-			if err := apply(ctx, c, &m, &admissionv1.MutatingWebhookConfiguration{}); err != nil {
-				return err
-			}
+			m.Webhooks = keep(m.Webhooks, func(w *admissionv1.MutatingWebhook) (*admissionv1.WebhookClientConfig, **metav1.LabelSelector) {
+				return &w.ClientConfig, &w.ObjectSelector
+			}, base, ca, served)
+			obj, existing = &m, &admissionv1.MutatingWebhookConfiguration{}
 		case "ValidatingWebhookConfiguration":
 			var v admissionv1.ValidatingWebhookConfiguration
-			if err := json.Unmarshal(text, &v); err != nil {
+			if err := json.Unmarshal(doc, &v); err != nil {
 				return err
 			}
-			kept := v.Webhooks[:0]
-			for _, w := range v.Webhooks {
-				w.ObjectSelector = bypass()
-				if point(&w.ClientConfig, base, ca, served) {
-					kept = append(kept, w)
-				}
-			}
-			v.Webhooks, v.Name = kept, prefix+v.Name
-			if err := apply(ctx, c, &v, &admissionv1.ValidatingWebhookConfiguration{}); err != nil {
-				return err
-			}
+			v.Webhooks = keep(v.Webhooks, func(w *admissionv1.ValidatingWebhook) (*admissionv1.WebhookClientConfig, **metav1.LabelSelector) {
+				return &w.ClientConfig, &w.ObjectSelector
+			}, base, ca, served)
+			obj, existing = &v, &admissionv1.ValidatingWebhookConfiguration{}
+		default:
+			continue
+		}
+		obj.SetName(prefix + obj.GetName())
+		if err := apply(ctx, c, obj, existing); err != nil {
+			return err
 		}
 	}
+}
+
+// keep returns the webhooks of the served kinds (mutating and validating alike: fields names
+// the clientConfig and objectSelector of one), each pointed at this process and given the bypass
+// selector.
+func keep[W any](ws []W, fields func(*W) (*admissionv1.WebhookClientConfig, **metav1.LabelSelector),
+	base string, ca []byte, served map[string]bool) []W {
+	kept := ws[:0]
+	for i := range ws {
+		cc, selector := fields(&ws[i])
+		*selector = bypass()
+		if point(cc, base, ca, served) {
+			kept = append(kept, ws[i])
+		}
+	}
+	return kept
 }
 
 // BypassLabel marks an object a test must create as if before CAPA's webhook was installed (or

@@ -1,5 +1,0 @@
-package main
-
-import "time"
-
-func waitABit() { time.Sleep(100 * time.Millisecond) }
