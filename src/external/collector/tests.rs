@@ -57,6 +57,18 @@ fn cluster(annotations: Value, finalizers: &[&str], deleting: bool) -> AWSCluste
     serde_json::from_value(cluster_json(annotations, finalizers, deleting)).unwrap()
 }
 
+/// The calls of one report on the cluster: its read, the condition written through the status
+/// subresource, and the Warning Event.
+fn expect_report(server: &MockApi, json: &Value) {
+    server
+        .expect(Method::GET, CLUSTER)
+        .respond(200, json.clone());
+    server
+        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
+        .respond(200, json.clone());
+    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+}
+
 fn guarded(c: AWSCluster) -> Arc<Guarded<AWSCluster>> {
     Arc::new(Guarded(Ok(c)))
 }
@@ -123,13 +135,7 @@ async fn a_malformed_switch_on_a_deleting_cluster_is_an_error_condition_and_even
         true,
     );
     no_capi(&server);
-    server
-        .expect(Method::GET, CLUSTER)
-        .respond(200, json.clone());
-    server
-        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
-        .respond(200, json.clone());
-    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    expect_report(&server, &json);
     let c: AWSCluster = serde_json::from_value(json).unwrap();
 
     let action = run(ctx(&client), guarded(c)).await.unwrap();
@@ -180,13 +186,7 @@ async fn a_sweeper_task_in_capas_annotation_holds_the_teardown_and_says_where_it
         true,
     );
     no_capi(&server);
-    server
-        .expect(Method::GET, CLUSTER)
-        .respond(200, json.clone());
-    server
-        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
-        .respond(200, json.clone());
-    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    expect_report(&server, &json);
     let c: AWSCluster = serde_json::from_value(json).unwrap();
 
     let action = run(ctx(&client), guarded(c)).await.unwrap();
@@ -245,13 +245,7 @@ async fn a_malformed_switch_already_reported_is_not_reported_again() {
         &[FINALIZER],
         true,
     );
-    server
-        .expect(Method::GET, CLUSTER)
-        .respond(200, reported.clone());
-    server
-        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
-        .respond(200, reported.clone());
-    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    expect_report(&server, &reported);
     t.validate(&c, Stage::Cleanup).await.unwrap();
     reported["status"] = server.calls()[1].body["status"].clone();
     server.expect(Method::GET, CLUSTER).respond(200, reported);
@@ -337,13 +331,7 @@ async fn a_missing_identity_refuses_the_teardown_keeps_the_finalizer_and_says_wh
             "/apis/infrastructure.cluster.x-k8s.io/v1beta2/awsclusterstaticidentities/missing",
         )
         .respond_status(404, "NotFound");
-    server
-        .expect(Method::GET, CLUSTER)
-        .respond(200, json.clone());
-    server
-        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
-        .respond(200, json.clone());
-    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    expect_report(&server, &json);
     let c: AWSCluster = serde_json::from_value(json).unwrap();
 
     let action = run(ctx(&client), guarded(c)).await.unwrap();
@@ -412,13 +400,7 @@ async fn a_bad_external_dns_owner_id_holds_nothing_and_deletes_no_record() {
             "/apis/infrastructure.cluster.x-k8s.io/v1beta2/awsclusterstaticidentities/missing",
         )
         .respond_status(404, "NotFound");
-    server
-        .expect(Method::GET, CLUSTER)
-        .respond(200, json.clone());
-    server
-        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
-        .respond(200, json.clone());
-    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    expect_report(&server, &json);
     let c: AWSCluster = serde_json::from_value(json).unwrap();
 
     run(ctx(&client), guarded(c)).await.unwrap();
@@ -434,13 +416,7 @@ async fn a_bad_external_dns_owner_id_holds_nothing_and_deletes_no_record() {
 async fn an_undecodable_cluster_is_reported_and_keeps_its_finalizer() {
     let (client, server) = MockApi::new();
     let json = cluster_json(json!({}), &[FINALIZER], true);
-    server
-        .expect(Method::GET, CLUSTER)
-        .respond(200, json.clone());
-    server
-        .expect(Method::PATCH, &format!("{CLUSTER}/status"))
-        .respond(200, json.clone());
-    server.expect(Method::POST, EVENTS).respond(201, json!({}));
+    expect_report(&server, &json);
     let bad = Arc::new(Guarded::<AWSCluster>(Err(Invalid {
         field: "spec.region".into(),
         error: "expected a string".into(),
