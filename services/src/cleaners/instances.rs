@@ -7,11 +7,12 @@
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
 use crate::discovery::describe;
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags;
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::Ownership;
 use async_trait::async_trait;
 
 /// Selects phase 2's instances (nodes not CAPA's).

@@ -4,10 +4,11 @@
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
 use crate::discovery::describe;
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::Ownership;
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 

@@ -10,12 +10,13 @@ pub mod refs;
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::discovery::describe;
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::placement::VpcSecurityGroups;
 use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags::{self, EKS_CLUSTER_TAG};
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::Ownership;
 use async_trait::async_trait;
 use aws_sdk_ec2::types::SecurityGroup;
 use refs::SgRevoke;
