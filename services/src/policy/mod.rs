@@ -28,6 +28,7 @@
 //! state; `cleaners::vpcs`: what else in the VPC blocks it).
 
 pub mod capa;
+pub mod ebs;
 pub mod ownership;
 pub mod tags;
 
