@@ -30,7 +30,9 @@
 pub mod capa;
 pub mod ebs;
 pub mod ownership;
+pub mod security_groups;
 pub mod tags;
+pub mod target_groups;
 
 pub use ownership::Ownership;
 
