@@ -15,20 +15,25 @@
 //! | security groups (`security-group`) | 2 | the phase-2 rule | EKS's cluster group (`aws:eks:cluster-name`): kept, EKS deletes it | [`security_groups::decide`] |
 //! | EKS's cluster security group (`eks-security-group`) | 2 | EKS cluster, `aws:eks:cluster-name=<eksName>`, in the cluster's VPCs, no interface uses it, EKS says the cluster is gone | any check fails or errs: kept | [`security_groups::eks_candidate`] (the tags and VPC); the interface and EKS checks: `cleaners::security_groups::eks` |
 //! | CAPA's load balancers and security groups | 1 | `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned` | a VPC's `default` group: kept; anything else: foreign | [`capa::decide`], [`security_groups::decide_capa`] |
+//! | instances | 1 | CAPA's tag (the describe's filter) | `shutting-down`: blocked until terminated | [`instances::by_state`] |
+//! | instances (`instance`) | 2 | the phase-2 rule | a member of an Auto Scaling group or EKS node group: kept, its group owns it; `shutting-down`: blocked | [`instances::decide`], [`instances::by_state`] |
 //! | EBS volumes (`ebs-volume`, opt-in) | 2 | the CSI driver's `CSIVolumeName` and the cluster named in `KubernetesCluster` or `ebs.csi.aws.com/cluster-name`, `available` (the describe filters on it) | CAPA-owned: kept; no driver mark or another cluster: foreign | [`ebs::volume`] |
 //! | EBS snapshots (`ebs-snapshot`, opt-in) | 2 | `kubernetes.io/cluster/N=owned` and the driver's `CSIVolumeSnapshotName` | CAPA-owned: kept; sweeper's own snapshots (neither tag): foreign | [`ebs::snapshot`] |
 //!
-//! Rules not moved here yet, still in their cleaner (the next step of issue #43): instances
-//! (`cleaners::instances`: CAPA's and the cluster's, not a node group's; shutting-down blocks),
-//! IAM instance profiles (`cleaners::instance_profiles::is_karpenter_profile`; a running instance
+//! Rules not moved here yet, still in their cleaner (the next step of issue #43): IAM instance
+//! profiles (`cleaners::instance_profiles::is_karpenter_profile`; a running instance
 //! blocks), OIDC providers (`cleaners::oidc_providers::is_clusters_provider`; in use blocks), log
 //! groups (`cleaners::log_groups::is_clusters_group`; a live EKS cluster blocks), Route53 records
 //! (`cleaners::dns_records::ownership`, its `Fate`), phase 3's network (`cleaners::vpc_owned`:
 //! CAPA's tag as the server's filter; NAT gateways, Elastic IPs, VPC endpoints block on their
-//! state; `cleaners::vpcs`: what else in the VPC blocks it).
+//! state; `cleaners::vpcs`: what else in the VPC blocks it), and network interfaces' other half
+//! (`cleaners::network_interfaces`: detached interfaces in a group phase 2 deletes, as the
+//! describe's filters). Phase 1's instances and phase 3's kinds also take CAPA's tag from the
+//! server's filter without checking it again here.
 
 pub mod capa;
 pub mod ebs;
+pub mod instances;
 pub mod ownership;
 pub mod security_groups;
 pub mod tags;
