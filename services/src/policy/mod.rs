@@ -17,12 +17,11 @@
 //! | CAPA's load balancers and security groups | 1 | `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned` | a VPC's `default` group: kept; anything else: foreign | [`capa::decide`], [`security_groups::decide_capa`] |
 //! | instances | 1 | CAPA's tag (the describe's filter) | `shutting-down`: blocked until terminated | [`instances::by_state`] |
 //! | instances (`instance`) | 2 | the phase-2 rule | a member of an Auto Scaling group or EKS node group: kept, its group owns it; `shutting-down`: blocked | [`instances::decide`], [`instances::by_state`] |
+//! | Karpenter's IAM instance profiles (`instance-profile`) | 2 | named `<cluster>_<hash>`, `kubernetes.io/cluster/N=owned`, `karpenter.k8s.aws/ec2nodeclass`, the session's region tag, the cluster's path or `/` | another region's twin, any other look-alike: foreign; a live instance runs with it: blocked | [`instance_profiles::decide`], [`instance_profiles::by_user`] |
 //! | EBS volumes (`ebs-volume`, opt-in) | 2 | the CSI driver's `CSIVolumeName` and the cluster named in `KubernetesCluster` or `ebs.csi.aws.com/cluster-name`, `available` (the describe filters on it) | CAPA-owned: kept; no driver mark or another cluster: foreign | [`ebs::volume`] |
 //! | EBS snapshots (`ebs-snapshot`, opt-in) | 2 | `kubernetes.io/cluster/N=owned` and the driver's `CSIVolumeSnapshotName` | CAPA-owned: kept; sweeper's own snapshots (neither tag): foreign | [`ebs::snapshot`] |
 //!
-//! Rules not moved here yet, still in their cleaner (the next step of issue #43): IAM instance
-//! profiles (`cleaners::instance_profiles::is_karpenter_profile`; a running instance
-//! blocks), OIDC providers (`cleaners::oidc_providers::is_clusters_provider`; in use blocks), log
+//! Rules not moved here yet, still in their cleaner (the next step of issue #43): OIDC providers (`cleaners::oidc_providers::is_clusters_provider`; in use blocks), log
 //! groups (`cleaners::log_groups::is_clusters_group`; a live EKS cluster blocks), Route53 records
 //! (`cleaners::dns_records::ownership`, its `Fate`), phase 3's network (`cleaners::vpc_owned`:
 //! CAPA's tag as the server's filter; NAT gateways, Elastic IPs, VPC endpoints block on their
@@ -33,6 +32,7 @@
 
 pub mod capa;
 pub mod ebs;
+pub mod instance_profiles;
 pub mod instances;
 pub mod ownership;
 pub mod security_groups;
