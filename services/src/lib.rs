@@ -6,7 +6,8 @@
 // Layers, each using only those above it in this list: arn, errors, fence, scope (where a
 // session acts), throttle (its per-account back-off) and listings (IAM listings an account
 // shares) are plain helpers;
-// model is the shared vocabulary; discovery finds what a cluster owns; cleaners delete one kind
+// model is the shared vocabulary; policy decides, for one resource at a time, whether it is
+// deleted (pure, no AWS call); discovery finds what a cluster owns; cleaners delete one kind
 // each; phases runs a teardown pass, phase by phase; testing (a feature) drives it all for tests
 // and benchmarks.
 pub mod arn;
@@ -18,6 +19,8 @@ pub mod scope;
 pub mod throttle;
 
 pub mod session;
+
+pub mod policy;
 
 pub mod discovery;
 

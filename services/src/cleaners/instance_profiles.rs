@@ -2,34 +2,25 @@
 //! EC2NodeClasses. Karpenter deletes them only while it runs, so a deleted cluster leaves them,
 //! and they count against the account's quota of 1,000 (karpenter-provider-aws#8838).
 //!
-//! IAM is global: a same-named cluster in another region of the account has look-alike profiles.
-//! A profile is a target only when every one of these holds:
-//! - its name is Karpenter's for the cluster, `<cluster>_<hash>`;
-//! - it carries `kubernetes.io/cluster/<cluster>=owned`, `karpenter.k8s.aws/ec2nodeclass` and
-//!   `topology.kubernetes.io/region=<the session's region>` (the region tag is what keeps the other
-//!   region's twin);
-//! - its path, when it has one, is the cluster's: `/karpenter/<region>/<cluster>/…`
-//!   (aws/karpenter-provider-aws#8249; older profiles have `/`);
-//! - no live instance runs with it (checked here: deleting it would cut a node's credentials).
+//! Which profiles are Karpenter's for the cluster, and which wait for a node still running with
+//! one, is `policy::instance_profiles`'s.
 //!
 //! The delete removes the profile's roles from it, then the profile. The role is never deleted:
 //! it is the user's (Karpenter is given it, it does not make it).
 
 use super::instances;
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
-use crate::discovery::{describe, tags};
+use crate::discovery::describe;
 use crate::errors::call;
 use crate::model::GcTask;
+use crate::policy::instance_profiles as policy;
 use async_trait::async_trait;
 use futures::StreamExt;
 
 /// Selects Karpenter's instance profiles (on by default, like its launch templates).
 pub const TASK: GcTask = GcTask::new("instance-profile");
 
-/// Karpenter's tag naming the EC2NodeClass a profile is for.
-pub const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
-/// Karpenter's tag naming the region of the cluster a profile is for.
-pub const REGION_TAG: &str = "topology.kubernetes.io/region";
+pub use crate::policy::instance_profiles::{NODECLASS_TAG, REGION_TAG};
 
 pub struct InstanceProfiles;
 
@@ -40,24 +31,6 @@ const KIND: &str = "instance-profile";
 pub struct Profile {
     pub name: String,
     pub roles: Vec<String>,
-}
-
-/// Karpenter's rule (see the module doc), pure: name, path and tags of one profile.
-pub fn is_karpenter_profile(
-    name: &str,
-    path: &str,
-    tag_pairs: &[(&str, &str)],
-    cluster: &str,
-    region: &str,
-) -> bool {
-    let tagged = |k: &str, v: &str| tag_pairs.iter().any(|(tk, tv)| *tk == k && *tv == v);
-    name.strip_prefix(cluster)
-        .and_then(|rest| rest.strip_prefix('_'))
-        .is_some_and(|hash| !hash.is_empty())
-        && tagged(&tags::cloud_key(cluster), tags::OWNED)
-        && tags::has_key(tag_pairs.iter().copied(), NODECLASS_TAG)
-        && tagged(REGION_TAG, region)
-        && (path == "/" || path.starts_with(&format!("/karpenter/{region}/{cluster}/")))
 }
 
 #[async_trait]
@@ -145,7 +118,12 @@ impl Cleaner for InstanceProfiles {
             let Some(p) = p? else { continue };
             let name = p.instance_profile_name().to_string();
             let pairs: Vec<(&str, &str)> = p.tags().iter().map(|t| (t.key(), t.value())).collect();
-            if !is_karpenter_profile(&name, p.path(), &pairs, ctx.cluster, &region) {
+            let listed = policy::Profile {
+                name: &name,
+                path: p.path(),
+                tags: &pairs,
+            };
+            if !policy::decide(&listed, ctx.cluster, &region).is_delete() {
                 continue;
             }
             let detail = Profile {
@@ -164,15 +142,15 @@ impl Cleaner for InstanceProfiles {
         // One region-wide look at the live instances, only when there is a candidate: a profile
         // a node still runs with stays until the node is gone.
         let live = instances::live_instances(ctx.clients, Vec::new()).await?;
-        for t in &mut found {
-            if let Some(i) = live
-                .iter()
-                .find(|i| i.profile.as_deref() == Some(t.id.as_str()))
-            {
-                t.blocked = Some(format!("instance {} still runs with it", i.id));
-            }
-        }
-        Ok(found)
+        Ok(found
+            .into_iter()
+            .filter_map(|t| {
+                let user = live
+                    .iter()
+                    .find(|i| i.profile.as_deref() == Some(t.id.as_str()));
+                policy::by_user(user.map(|i| i.id.as_str())).target(t)
+            })
+            .collect())
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Profile>) -> Result<Outcome, CleanError> {
@@ -201,70 +179,6 @@ impl Cleaner for InstanceProfiles {
         })
         .await;
         settle(res, KIND, &t.id, "DeleteInstanceProfile")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const OWNED: (&str, &str) = ("kubernetes.io/cluster/c1", "owned");
-    const CLASS: (&str, &str) = (NODECLASS_TAG, "default");
-    const REGION: (&str, &str) = (REGION_TAG, "us-east-1");
-
-    fn ours(name: &str, path: &str, t: &[(&str, &str)]) -> bool {
-        is_karpenter_profile(name, path, t, "c1", "us-east-1")
-    }
-
-    #[test]
-    fn karpenters_profile_of_the_cluster_in_its_region_is_a_target() {
-        assert!(ours("c1_123456", "/", &[OWNED, CLASS, REGION]));
-        assert!(ours(
-            "c1_123456",
-            "/karpenter/us-east-1/c1/uid-1/",
-            &[OWNED, CLASS, REGION]
-        ));
-    }
-
-    #[test]
-    fn look_alikes_are_not() {
-        let all = [OWNED, CLASS, REGION];
-        assert!(
-            !ours("c1_123456", "/", &[OWNED, CLASS, (REGION_TAG, "eu-west-1")]),
-            "the same cluster name in another region"
-        );
-        assert!(!ours("c1_123456", "/", &[OWNED, CLASS]), "no region tag");
-        assert!(
-            !ours("c1_123456", "/", &[OWNED, REGION]),
-            "no EC2NodeClass tag"
-        );
-        assert!(
-            !ours(
-                "c1_123456",
-                "/",
-                &[("kubernetes.io/cluster/c1", "shared"), CLASS, REGION]
-            ),
-            "shared is not owned"
-        );
-        assert!(!ours("c1-b_123456", "/", &all), "another cluster's name");
-        assert!(!ours("c1", "/", &all), "no hash");
-        assert!(!ours("c1_", "/", &all), "no hash");
-        assert!(
-            !ours("my-c1_123", "/", &all),
-            "the name must start with the cluster's"
-        );
-        assert!(
-            !ours("c1_123456", "/karpenter/eu-west-1/c1/uid/", &all),
-            "the path names another region"
-        );
-        assert!(
-            !ours("c1_123456", "/karpenter/us-east-1/c1-b/uid/", &all),
-            "the path names another cluster"
-        );
-        assert!(
-            !ours("c1_123456", "/team/", &all),
-            "a path of someone else's"
-        );
     }
 }
 

@@ -1,17 +1,19 @@
 //! EC2 instances. Phase 1: those carrying the CAPA-owned tag. Phase 2 (task `instance`): those the
 //! cluster owns (`kubernetes.io/cluster/<name>=owned`) that CAPA does not, i.e. Karpenter's and
 //! other node provisioners' nodes, which hold their network interfaces and security groups.
+//! Which are taken, and which wait, is `policy::instances`'s.
 //! Termination is asynchronous, so a pass terminates and reports "waiting" until a later pass no
 //! longer finds them (terminated instances are not discovered); meanwhile the later cleaners of
 //! the phase wait (`gates_later`), so groups are deleted only after the instances are gone.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
 use crate::discovery::describe;
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags;
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
 
 /// Selects phase 2's instances (nodes not CAPA's).
@@ -37,15 +39,6 @@ const FILTER_CHUNK: usize = 200;
 /// Phase 2's instance ids.
 #[derive(Debug, Default)]
 struct ExternalShare(Vec<String>);
-
-/// Members of an Auto Scaling group (self-managed or an EKS managed node group) belong to their
-/// group: terminating one only makes the group start another, and the group goes with its own
-/// owner (CAPA's machine pools, EKS). Phase 2 takes only free-standing nodes, as Karpenter makes.
-fn group_managed<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> bool {
-    pairs
-        .into_iter()
-        .any(|(k, _)| k == "aws:autoscaling:groupName" || k == "eks:nodegroup-name")
-}
 
 /// A live instance as discovery sees it.
 pub struct Seen {
@@ -133,8 +126,12 @@ impl Cleaner for Instances {
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
         self.0 == Scope::External
             && claim_into(r, inv, ("ec2", "instance"), |s: &mut ExternalShare, r| {
-                let pairs = r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-                if group_managed(pairs) {
+                let pairs: Vec<_> = r
+                    .tags
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                if !policy::instances::decide_found(&Candidate::tagged(&pairs)).is_delete() {
                     tracing::debug!(arn = %r.arn, "an Auto Scaling group's instance: left to its group");
                 } else {
                     s.0.push(r.arn.resource_id().to_string())
@@ -156,8 +153,12 @@ impl Cleaner for Instances {
             .await?
             .into_iter()
             .filter(|i| {
-                let pairs = || i.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-                own.ours(pairs()) && !group_managed(pairs())
+                let pairs: Vec<_> = i
+                    .tags
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                policy::instances::decide(own, &Candidate::tagged(&pairs)).is_delete()
             })
             .map(|i| i.id)
             .collect();
@@ -186,13 +187,10 @@ impl Cleaner for Instances {
         };
         Ok(found
             .into_iter()
-            .map(|i| {
+            .filter_map(|i| {
                 let pairs = i.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-                let mut t = Target::plain(i.id.clone()).with_tags(pairs);
-                if i.state == "shutting-down" {
-                    t.blocked = Some("waiting for termination (shutting-down)".into());
-                }
-                t
+                let t = Target::plain(i.id.clone()).with_tags(pairs);
+                policy::instances::by_state(&i.state).target(t)
             })
             .collect())
     }

@@ -8,11 +8,12 @@
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::discovery::describe;
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags;
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::{Candidate, Ownership};
 use async_trait::async_trait;
 
 /// Selects phase 2's launch templates.
@@ -53,7 +54,10 @@ async fn owned_templates(
         let ids = page
             .launch_templates()
             .iter()
-            .filter(|t| own.ours(tags::ec2_pairs(t.tags())))
+            .filter(|t| {
+                let tags: Vec<_> = tags::ec2_pairs(t.tags()).collect();
+                own.decide(&Candidate::tagged(&tags)).is_delete()
+            })
             .filter_map(|t| Some((t.launch_template_id()?.to_string(), owned_pairs(t.tags()))))
             .collect();
         Ok((ids, page.next_token().map(str::to_string)))

@@ -1,16 +1,17 @@
-//! Load balancers, classic and v2. Phase 1 deletes the CAPA API-server load balancer (CAPA tag);
-//! phase 2 deletes the ones the cloud provider and the AWS Load Balancer Controller created (from
-//! the inventory; the controller's only in the cluster's VPC).
+//! Load balancers, classic and v2. Phase 1 deletes the CAPA API-server load balancer, phase 2 the
+//! ones the cloud provider and the AWS Load Balancer Controller created (from the inventory);
+//! which is whose is `policy`'s (`policy::capa`, `policy::Ownership`).
 //! The API is chosen from what discovery recorded (ARN shape or the API it came from), so a delete
 //! is one call with no Describe first.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::arn::Arn;
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::describe;
+use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
-use crate::discovery::{describe, tags};
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
 
 /// Selects phase 2's load balancers.
@@ -132,14 +133,18 @@ impl Cleaner for LoadBalancers {
             return Ok(());
         }
         let mut found = Vec::new();
-        // The cluster tag, or the LB controller's in the cluster's VPC.
+        let ours = |lb: &describe::Tagged| {
+            let tags: Vec<_> = lb.pairs().collect();
+            let vpc = lb.vpc.as_deref();
+            own.decide(&Candidate { tags: &tags, vpc }).is_delete()
+        };
         for lb in describe::classic_load_balancers(c).await? {
-            if own.accepts(lb.pairs(), lb.vpc.as_deref()) {
+            if ours(&lb) {
                 found.push(classic(lb.id));
             }
         }
         for lb in describe::v2_load_balancers(c).await? {
-            if own.accepts(lb.pairs(), lb.vpc.as_deref()) {
+            if ours(&lb) {
                 found.push(v2(lb.id));
             }
         }
@@ -152,14 +157,18 @@ impl Cleaner for LoadBalancers {
             return Ok(external(ctx.inventory).to_vec());
         }
         let capa = ctx.capa_key();
+        let capas = |lb: &describe::Tagged| {
+            let tags: Vec<_> = lb.pairs().collect();
+            policy::capa::decide(&Candidate::tagged(&tags), &capa).is_delete()
+        };
         let mut out = Vec::new();
         for lb in describe::classic_load_balancers(ctx.clients).await? {
-            if tags::is_owned(lb.pairs(), &capa) {
+            if capas(&lb) {
                 out.push(classic(lb.id.clone()).with_tags(lb.pairs()));
             }
         }
         for lb in describe::v2_load_balancers(ctx.clients).await? {
-            if tags::is_owned(lb.pairs(), &capa) {
+            if capas(&lb) {
                 out.push(v2(lb.id.clone()).with_tags(lb.pairs()));
             }
         }

@@ -25,10 +25,11 @@ pub mod vpcs;
 
 pub use crate::errors::CleanError;
 
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::errors::{ApiFailure, ErrorClass};
 use crate::model::{AwsClients, GcTask};
+use crate::policy::Ownership;
 use async_trait::async_trait;
 use std::fmt;
 

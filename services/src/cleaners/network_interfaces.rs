@@ -6,11 +6,12 @@
 use super::security_groups;
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
 use crate::discovery::describe;
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags;
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::{Candidate, Ownership};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 
@@ -68,7 +69,11 @@ impl Cleaner for NetworkInterfaces {
         let found: Vec<String> = describe::detached_network_interfaces(c, filters)
             .await?
             .iter()
-            .filter(|n| own.accepts(tags::ec2_pairs(n.tag_set()), n.vpc_id()))
+            .filter(|n| {
+                let tags: Vec<_> = tags::ec2_pairs(n.tag_set()).collect();
+                let vpc = n.vpc_id();
+                own.decide(&Candidate { tags: &tags, vpc }).is_delete()
+            })
             .filter_map(|n| n.network_interface_id().map(str::to_string))
             .collect();
         inv.share_mut::<CniShare>().0.extend(found);

@@ -1,34 +1,23 @@
 //! Phase 2, opt-in only (task `ebs-snapshot`, separate from `ebs-volume`: snapshots are backups,
 //! and a team may want the volumes gone but their snapshots kept): EBS snapshots the EBS CSI
-//! driver took for the cluster's VolumeSnapshots. A snapshot is a target only when it carries
-//! both `kubernetes.io/cluster/<name>=owned` (the driver's `--k8s-tag-cluster-id`) and
-//! `CSIVolumeSnapshotName` (the driver's own mark). `ebs.csi.aws.com/cluster=true` says nothing
-//! about which cluster and is never enough; the snapshots sweeper itself takes of volumes before
-//! deleting them carry neither tag and stay.
+//! driver took for the cluster's VolumeSnapshots, found by the cluster tag and the driver's mark.
+//! Which of those are deleted is `policy::ebs::snapshot`'s.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::discovery::{describe, tags};
 use crate::errors::call;
 use crate::model::GcTask;
+use crate::policy::{self, Candidate};
 use async_trait::async_trait;
 
 /// Selects the CSI driver's snapshots: opt-in, see the registry's `OPT_IN`.
 pub const TASK: GcTask = GcTask::new("ebs-snapshot");
 
-/// The EBS CSI driver's tag on a snapshot it took for a VolumeSnapshot.
-pub const CSI_SNAPSHOT_TAG: &str = "CSIVolumeSnapshotName";
+pub use crate::policy::ebs::CSI_SNAPSHOT_TAG;
 
 pub struct Snapshots;
 
 const KIND: &str = "snapshot";
-
-/// Whether a snapshot with these tags is the cluster's CSI snapshot: owned by `cluster` and
-/// marked by the CSI driver, never CAPA's.
-pub fn is_cluster_csi_snapshot(tags: &[(&str, &str)], cluster: &str, capa_key: &str) -> bool {
-    tags::is_owned(tags.iter().copied(), &tags::cloud_key(cluster))
-        && tags::has_key(tags.iter().copied(), CSI_SNAPSHOT_TAG)
-        && !tags::is_owned(tags.iter().copied(), capa_key)
-}
 
 #[async_trait]
 impl Cleaner for Snapshots {
@@ -73,7 +62,7 @@ impl Cleaner for Snapshots {
                 .iter()
                 .filter(|s| {
                     let pairs: Vec<_> = tags::ec2_pairs(s.tags()).collect();
-                    is_cluster_csi_snapshot(&pairs, ctx.cluster, capa)
+                    policy::ebs::snapshot(&Candidate::tagged(&pairs), ctx.cluster, capa).is_delete()
                 })
                 .filter_map(|s| {
                     let id = s.snapshot_id()?;
@@ -91,39 +80,6 @@ impl Cleaner for Snapshots {
         })
         .await;
         settle(res, KIND, &t.id, "DeleteSnapshot")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_clusters_owned_csi_snapshots_are_targets() {
-        let capa = tags::capa_key("c1");
-        let owned = ("kubernetes.io/cluster/c1", "owned");
-        let csi = (CSI_SNAPSHOT_TAG, "snapshot-1234");
-        assert!(is_cluster_csi_snapshot(&[owned, csi], "c1", &capa));
-        assert!(
-            !is_cluster_csi_snapshot(&[owned], "c1", &capa),
-            "without CSIVolumeSnapshotName: a snapshot someone else took"
-        );
-        assert!(
-            !is_cluster_csi_snapshot(&[("kubernetes.io/cluster/c1", "shared"), csi], "c1", &capa),
-            "shared is not owned"
-        );
-        assert!(
-            !is_cluster_csi_snapshot(&[("kubernetes.io/cluster/c1-b", "owned"), csi], "c1", &capa),
-            "a cluster whose name extends ours"
-        );
-        assert!(
-            !is_cluster_csi_snapshot(&[("ebs.csi.aws.com/cluster", "true"), csi], "c1", &capa),
-            "the driver's generic tag names no cluster"
-        );
-        assert!(
-            !is_cluster_csi_snapshot(&[owned, csi, (capa.as_str(), "owned")], "c1", &capa),
-            "never CAPA's"
-        );
     }
 }
 

@@ -1,13 +1,14 @@
 //! Target groups, after the load balancers: one bulk DescribeTargetGroups tells which are still
 //! attached (LoadBalancerArns); those are reported in use and left for a later pass, the rest are
-//! deleted. A ResourceInUse from the delete itself is retried, then reported the same way.
+//! deleted (`policy::target_groups` decides). A ResourceInUse from the delete itself is retried, then reported the same way.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
 use crate::discovery::describe;
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 
@@ -67,7 +68,11 @@ impl Cleaner for TargetGroups {
         let ours: Vec<String> = describe::v2_tags(c, arns, KIND)
             .await?
             .into_iter()
-            .filter(|tg| own.accepts(tg.pairs(), vpc_of.get(&tg.id).cloned().flatten().as_deref()))
+            .filter(|tg| {
+                let tags: Vec<_> = tg.pairs().collect();
+                let vpc = vpc_of.get(&tg.id).and_then(|v| v.as_deref());
+                own.decide(&Candidate { tags: &tags, vpc }).is_delete()
+            })
             .map(|tg| tg.id)
             .collect();
         inv.share_mut::<ExternalShare>().0.extend(ours);
@@ -104,11 +109,7 @@ impl Cleaner for TargetGroups {
             // Not listed any more: already deleted, nothing to do.
             .filter_map(|arn| {
                 let lbs = users.get(arn)?;
-                let mut t = Target::plain(arn.clone());
-                if !lbs.is_empty() {
-                    t.blocked = Some(format!("in use by load balancer(s) {}", lbs.join(", ")));
-                }
-                Some(t)
+                policy::target_groups::decide(lbs).target(Target::plain(arn.clone()))
             })
             .collect())
     }

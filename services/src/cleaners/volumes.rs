@@ -1,11 +1,7 @@
 //! Phase 2, opt-in only (task `ebs-volume`, never part of the default set: CAPA's "Beta"
 //! criterion, and data loss is not undoable): EBS volumes the EBS CSI driver created for the
-//! cluster, in state `available`. A volume is a target only when it carries the driver's own mark
-//! `CSIVolumeName` and names the cluster in `KubernetesCluster=<name>` or
-//! `ebs.csi.aws.com/cluster-name=<name>` (the driver with `--k8s-tag-cluster-id`); it is found
-//! through `kubernetes.io/cluster/<name>=owned` or the driver's cluster-name tag, and never when
-//! CAPA owns it. A volume `in-use` is never a target; neither is an owned volume without the
-//! driver's mark (an in-tree or hand-made volume: whose data it holds is not known).
+//! cluster, in state `available`, found through `kubernetes.io/cluster/<name>=owned` or the
+//! driver's cluster-name tag. Which of those are deleted is `policy::ebs::volume`'s.
 //!
 //! By default each volume is snapshotted first; the snapshot is tagged with the source volume and
 //! the cluster, and its id is reported (an Event on the cluster object). A snapshot left by a pass
@@ -16,29 +12,15 @@ use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::discovery::{describe, tags};
 use crate::errors::{ApiFailure, ErrorClass, call};
 use crate::model::GcTask;
+use crate::policy::{self, Candidate};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 
 /// Selects EBS volumes: opt-in, see the registry's `OPT_IN`.
 pub const TASK: GcTask = GcTask::new("ebs-volume");
 
-/// The EBS CSI driver's cluster tag (with `--k8s-tag-cluster-id=<name>`).
-pub const CSI_CLUSTER_TAG: &str = "ebs.csi.aws.com/cluster-name";
-/// The EBS CSI driver's mark on a volume it created for a PersistentVolume.
-pub const CSI_VOLUME_TAG: &str = "CSIVolumeName";
-/// The cluster tag the EBS CSI driver (and the in-tree provider) put on a volume.
-pub const KUBERNETES_CLUSTER_TAG: &str = "KubernetesCluster";
+pub use crate::policy::ebs::{CSI_CLUSTER_TAG, CSI_VOLUME_TAG, KUBERNETES_CLUSTER_TAG};
 
-/// Whether a volume with these tags is one the CSI driver made for `cluster` (see the module
-/// doc), never CAPA's.
-pub fn is_cluster_csi_volume(tags: &[(&str, &str)], cluster: &str, capa_key: &str) -> bool {
-    let names_cluster = tags
-        .iter()
-        .any(|(k, v)| (*k == KUBERNETES_CLUSTER_TAG || *k == CSI_CLUSTER_TAG) && *v == cluster);
-    tags::has_key(tags.iter().copied(), CSI_VOLUME_TAG)
-        && names_cluster
-        && !tags::is_owned(tags.iter().copied(), capa_key)
-}
 /// On a snapshot: the volume it was taken of.
 pub const SOURCE_VOLUME_TAG: &str = "sweeper.dev/source-volume";
 /// On a snapshot: the cluster whose teardown took it.
@@ -92,7 +74,8 @@ impl Cleaner for Volumes {
                     .iter()
                     .filter(|v| {
                         let pairs: Vec<_> = tags::ec2_pairs(v.tags()).collect();
-                        is_cluster_csi_volume(&pairs, ctx.cluster, capa)
+                        policy::ebs::volume(&Candidate::tagged(&pairs), ctx.cluster, capa)
+                            .is_delete()
                     })
                     .filter_map(|v| {
                         let tags = tags::ec2_pairs(v.tags())
@@ -182,43 +165,6 @@ async fn snapshot(ctx: &CleanCtx<'_>, volume: &str) -> Result<String, ApiFailure
             message: "CreateSnapshot returned no snapshot id".into(),
             throttling: false,
         })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_volumes_the_csi_driver_made_for_the_cluster_are_targets() {
-        let capa = tags::capa_key("c1");
-        let owned = ("kubernetes.io/cluster/c1", "owned");
-        let mark = (CSI_VOLUME_TAG, "pvc-1234");
-        let k8s = (KUBERNETES_CLUSTER_TAG, "c1");
-        let csi = (CSI_CLUSTER_TAG, "c1");
-        assert!(is_cluster_csi_volume(&[owned, mark, k8s], "c1", &capa));
-        assert!(is_cluster_csi_volume(&[mark, csi], "c1", &capa));
-        assert!(
-            !is_cluster_csi_volume(&[owned, k8s], "c1", &capa),
-            "no CSIVolumeName: not the driver's"
-        );
-        assert!(
-            !is_cluster_csi_volume(&[owned, mark], "c1", &capa),
-            "the cluster is not named"
-        );
-        assert!(
-            !is_cluster_csi_volume(&[mark, (KUBERNETES_CLUSTER_TAG, "c1-b")], "c1", &capa),
-            "a cluster whose name extends ours"
-        );
-        assert!(
-            !is_cluster_csi_volume(&[mark, ("ebs.csi.aws.com/cluster", "true")], "c1", &capa),
-            "the driver's generic tag names no cluster"
-        );
-        assert!(!is_cluster_csi_volume(
-            &[owned, mark, k8s, (capa.as_str(), "owned")],
-            "c1",
-            &capa
-        ));
-    }
 }
 
 #[cfg(test)]

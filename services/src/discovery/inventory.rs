@@ -4,7 +4,7 @@
 //! new kind adds no field here and no variant anywhere.
 
 use super::tagging::{TaggedResource, TaggedResources};
-use super::tags;
+use crate::policy::Ownership;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 
@@ -74,97 +74,6 @@ impl Inventory {
     }
 }
 
-/// The ownership rule phase 2 applies to every resource, whichever kind and whichever discovery:
-/// never CAPA-owned (phases 1 and 3 own those), and either tagged `kubernetes.io/cluster/N=owned`
-/// (never `shared`), or tagged for cluster `N` by a controller that does not use that tag (the AWS
-/// Load Balancer Controller's `elbv2.k8s.aws/cluster=N`, the VPC CNI's
-/// `cluster.k8s.amazonaws.com/name=N`) *and* in one of the cluster's VPCs: those tags name a
-/// cluster, not an account, so another cluster of the same name elsewhere is not ours.
-#[derive(Clone, Debug)]
-pub struct Ownership {
-    cloud: String,
-    capa: String,
-    cluster: String,
-    /// The cluster's VPCs (its object's `spec.network.vpc.id`, the CAPA-tagged VPC). Empty:
-    /// nothing found by a controller tag is confirmed, so none of it is touched.
-    vpcs: Vec<String>,
-}
-
-impl Ownership {
-    pub fn of(cluster: &str) -> Self {
-        Ownership {
-            cloud: tags::cloud_key(cluster),
-            capa: tags::capa_key(cluster),
-            cluster: cluster.to_string(),
-            vpcs: Vec::new(),
-        }
-    }
-
-    /// The same rule for a cluster whose CAPA-owned resources carry another name (EKS: CAPA
-    /// tags with the Cluster API name, the cloud provider with the EKS name).
-    pub fn with_capa_name(mut self, capa_name: &str) -> Self {
-        self.capa = tags::capa_key(capa_name);
-        self
-    }
-
-    /// The same rule, with the VPCs that confirm a controller-tagged resource.
-    pub fn with_vpcs(mut self, vpcs: Vec<String>) -> Self {
-        self.vpcs = vpcs;
-        self
-    }
-
-    pub fn cluster(&self) -> &str {
-        &self.cluster
-    }
-
-    pub fn vpcs(&self) -> &[String] {
-        &self.vpcs
-    }
-
-    /// Tagged for this cluster by the LB controller or the VPC CNI (not CAPA-owned).
-    pub fn controller_tagged<'a>(
-        &self,
-        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> bool {
-        let pairs: Vec<(&str, &str)> = pairs.into_iter().collect();
-        (tags::has(pairs.iter().copied(), tags::LBC_CLUSTER_TAG, &self.cluster)
-            || tags::has(pairs.iter().copied(), tags::CNI_CLUSTER_TAG, &self.cluster))
-            && !self.capa_owned(pairs)
-    }
-
-    /// True when `vpc` is one of the cluster's.
-    pub fn in_vpcs(&self, vpc: Option<&str>) -> bool {
-        vpc.is_some_and(|v| self.vpcs.iter().any(|w| w == v))
-    }
-
-    /// The whole rule, for a resource whose tags and VPC are known.
-    pub fn accepts<'a>(
-        &self,
-        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
-        vpc: Option<&str>,
-    ) -> bool {
-        let pairs: Vec<(&str, &str)> = pairs.into_iter().collect();
-        self.ours(pairs.iter().copied())
-            || (self.controller_tagged(pairs.iter().copied()) && self.in_vpcs(vpc))
-    }
-
-    /// The tag key the cloud provider marks the cluster's resources with.
-    pub fn cloud_key(&self) -> &str {
-        &self.cloud
-    }
-
-    /// True when CAPA owns it: phases 1 and 3 clean it, phase 2 must not.
-    pub fn capa_owned<'a>(&self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> bool {
-        tags::is_owned(pairs, &self.capa)
-    }
-
-    /// True when phase 2 may clean a resource with these tags.
-    pub fn ours<'a>(&self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> bool {
-        let pairs: Vec<(&str, &str)> = pairs.into_iter().collect();
-        tags::is_owned(pairs.iter().copied(), &self.cloud) && !self.capa_owned(pairs)
-    }
-}
-
 /// The tagging-API result sorted for phase 2: what it may clean as found (the cluster tag), the
 /// candidates a controller tagged for the cluster (theirs only once their VPC is confirmed,
 /// `placement::confirm`), and one error per malformed ARN (reported, never touched). Everything
@@ -201,32 +110,6 @@ mod tests {
     struct A(Vec<u32>);
     #[derive(Debug, Default, PartialEq)]
     struct B(Vec<u32>);
-
-    #[test]
-    fn controller_tags_count_only_in_the_clusters_vpcs() {
-        let own = Ownership::of("c1").with_vpcs(vec!["vpc-1".into()]);
-        let lbc = [("elbv2.k8s.aws/cluster", "c1")];
-        let cni = [("cluster.k8s.amazonaws.com/name", "c1")];
-        let cloud = [("kubernetes.io/cluster/c1", "owned")];
-        assert!(own.accepts(lbc, Some("vpc-1")));
-        assert!(own.accepts(cni, Some("vpc-1")));
-        assert!(!own.accepts(lbc, Some("vpc-2")), "same name, another VPC");
-        assert!(!own.accepts(lbc, None));
-        assert!(!own.accepts([("elbv2.k8s.aws/cluster", "c1-b")], Some("vpc-1")));
-        assert!(own.accepts(cloud, None), "the cluster tag needs no VPC");
-        let capa = [
-            ("elbv2.k8s.aws/cluster", "c1"),
-            ("sigs.k8s.io/cluster-api-provider-aws/cluster/c1", "owned"),
-        ];
-        assert!(
-            !own.accepts(capa, Some("vpc-1")),
-            "CAPA's is never phase 2's"
-        );
-        assert!(
-            !Ownership::of("c1").accepts(lbc, Some("vpc-1")),
-            "no known VPC: nothing confirmed"
-        );
-    }
 
     #[test]
     fn each_kind_reads_only_its_own_share() {

@@ -11,12 +11,12 @@
 //! ([`VpcSecurityGroups`]) instead of the cleaner describing the same VPCs again.
 
 use super::describe::TargetGroupInfo;
-use super::inventory::Ownership;
 use super::tagging::TaggedResource;
 use super::tags;
 use super::{by_id, describe};
 use crate::errors::CleanError;
 use crate::model::AwsClients;
+use crate::policy::Ownership;
 use aws_sdk_ec2::types::SecurityGroup;
 use std::collections::HashSet;
 

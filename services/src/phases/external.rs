@@ -7,13 +7,14 @@ use super::registry;
 use super::request::PassRequest;
 use super::runner::{Step, run_phase};
 use crate::cleaners::{CleanCtx, CleanError, vpcs};
-use crate::discovery::inventory::{Inventory, Ownership, owned_tagged};
+use crate::discovery::inventory::{Inventory, owned_tagged};
 use crate::discovery::placement;
 use crate::discovery::tagging::{
     MAX_PAGE, TaggedResource, resources_of_types_with_tag, resources_with_tag,
 };
 use crate::discovery::tags;
 use crate::model::{AwsClients, GcTask, Phase, PhaseReport};
+use crate::policy::Ownership;
 use std::collections::HashSet;
 
 /// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by

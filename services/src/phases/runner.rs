@@ -3,9 +3,10 @@
 //! cleaner's failure never stops the others.
 
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Outcome, Target};
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::model::{Audited, AwsClients, GcTask, Phase, PhaseReport, ResourceRef};
+use crate::policy::Ownership;
 use async_trait::async_trait;
 use futures::StreamExt;
 use std::collections::BTreeMap;

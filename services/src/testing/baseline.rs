@@ -13,7 +13,7 @@ use crate::phases::external;
 /// guideline): it is the benchmark's yardstick, and reading CAPA's loop top to bottom in one place
 /// is what makes the comparison checkable.
 pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseReport {
-    let own = crate::discovery::inventory::Ownership::of(cluster_name);
+    let own = crate::policy::Ownership::of(cluster_name);
     let inv = external::discover(clients, &own, false).await;
     let mut report = PhaseReport::started(crate::model::Phase::External);
     report.errors.extend(inv.errors.iter().cloned());

@@ -20,6 +20,7 @@ use crate::discovery::eks::{self, EksCluster};
 use crate::discovery::{describe, tags};
 use crate::errors::call;
 use crate::model::GcTask;
+use crate::policy::{self, Candidate};
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 
@@ -29,20 +30,6 @@ pub const TASK: GcTask = GcTask::new("eks-security-group");
 pub struct EksClusterSecurityGroup;
 
 const KIND: &str = "security-group";
-
-/// The candidate rule for one described group, pure: EKS's tag naming the cluster, in one of
-/// the cluster's VPCs (EKS's other checks need AWS calls).
-pub fn is_clusters_eks_group(
-    tag_pairs: &[(&str, &str)],
-    vpc: Option<&str>,
-    eks_name: &str,
-    cluster_vpcs: &[String],
-) -> bool {
-    tag_pairs
-        .iter()
-        .any(|(k, v)| *k == tags::EKS_CLUSTER_TAG && *v == eks_name)
-        && vpc.is_some_and(|v| cluster_vpcs.iter().any(|c| c == v))
-}
 
 #[async_trait]
 impl Cleaner for EksClusterSecurityGroup {
@@ -74,8 +61,13 @@ impl Cleaner for EksClusterSecurityGroup {
             .await?
             .iter()
             .filter(|g| {
-                let pairs: Vec<(&str, &str)> = tags::ec2_pairs(g.tags()).collect();
-                is_clusters_eks_group(&pairs, g.vpc_id(), ctx.cluster, ctx.cluster_vpcs)
+                let tags: Vec<(&str, &str)> = tags::ec2_pairs(g.tags()).collect();
+                let c = Candidate {
+                    tags: &tags,
+                    vpc: g.vpc_id(),
+                };
+                policy::security_groups::eks_candidate(&c, ctx.cluster, ctx.cluster_vpcs)
+                    .is_delete()
             })
             .filter_map(|g| Some((g.group_id()?.to_string(), g.vpc_id()?.to_string())))
             .collect();
@@ -136,62 +128,5 @@ impl Cleaner for EksClusterSecurityGroup {
         })
         .await;
         settle(res, KIND, &t.id, "DeleteSecurityGroup")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn eks_tag_naming_the_cluster_in_its_vpc_is_a_candidate() {
-        let vpcs = ["vpc-1".to_string()];
-        let tag = [(tags::EKS_CLUSTER_TAG, "ns_ek1")];
-        assert!(is_clusters_eks_group(&tag, Some("vpc-1"), "ns_ek1", &vpcs));
-    }
-
-    #[test]
-    fn look_alikes_are_not() {
-        let vpcs = ["vpc-1".to_string()];
-        assert!(
-            !is_clusters_eks_group(
-                &[(tags::EKS_CLUSTER_TAG, "ns_ek1")],
-                Some("vpc-2"),
-                "ns_ek1",
-                &vpcs
-            ),
-            "the same EKS name in another VPC"
-        );
-        assert!(
-            !is_clusters_eks_group(
-                &[(tags::EKS_CLUSTER_TAG, "ns_ek1-b")],
-                Some("vpc-1"),
-                "ns_ek1",
-                &vpcs
-            ),
-            "another EKS cluster's"
-        );
-        assert!(
-            !is_clusters_eks_group(
-                &[("kubernetes.io/cluster/ns_ek1", "owned")],
-                Some("vpc-1"),
-                "ns_ek1",
-                &vpcs
-            ),
-            "not EKS's"
-        );
-        assert!(
-            !is_clusters_eks_group(&[(tags::EKS_CLUSTER_TAG, "ns_ek1")], None, "ns_ek1", &vpcs),
-            "no VPC"
-        );
-        assert!(
-            !is_clusters_eks_group(
-                &[(tags::EKS_CLUSTER_TAG, "ns_ek1")],
-                Some("vpc-1"),
-                "ns_ek1",
-                &[]
-            ),
-            "the cluster's VPC unknown"
-        );
     }
 }

@@ -1,7 +1,7 @@
 //! Security groups. Phase 1: CAPA's own groups (tagged
 //! `sigs.k8s.io/cluster-api-provider-aws/cluster/<name>=owned`), in whatever VPC, CAPA-managed or
 //! brought by the user; phase 2: the groups in the inventory (the EKS cluster group already left
-//! out). Never "every group in the VPC": ownership decides. Either way, rules in other groups of
+//! out). Never "every group in the VPC": `policy::security_groups` decides. Either way, rules in other groups of
 //! the same VPC that reference a group are revoked right before that group is deleted (a rule
 //! naming a group that is going away; the group holding the rule is kept).
 
@@ -10,12 +10,13 @@ pub mod refs;
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::discovery::describe;
-use crate::discovery::inventory::{Inventory, Ownership};
+use crate::discovery::inventory::Inventory;
 use crate::discovery::placement::VpcSecurityGroups;
 use crate::discovery::tagging::TaggedResource;
-use crate::discovery::tags::{self, EKS_CLUSTER_TAG};
+use crate::discovery::tags;
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::SecurityGroup;
 use refs::SgRevoke;
@@ -91,9 +92,12 @@ impl Cleaner for SecurityGroups {
         {
             return false;
         }
-        let pairs = r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-        // EKS's own cluster group: EKS deletes it, not us.
-        if !tags::has_key(pairs, EKS_CLUSTER_TAG) {
+        let pairs: Vec<_> = r
+            .tags
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if policy::security_groups::decide_found(&Candidate::tagged(&pairs)).is_delete() {
             let id = r.arn.resource_id().to_string();
             inv.share_mut::<ExternalShare>()
                 .0
@@ -113,9 +117,13 @@ impl Cleaner for SecurityGroups {
         }
         let filter = tags::ec2_tag_filter(own.cloud_key(), tags::OWNED);
         let mut found = Vec::new();
+        let ours = |sg: &SecurityGroup| {
+            let tags: Vec<_> = tags::ec2_pairs(sg.tags()).collect();
+            let vpc = sg.vpc_id();
+            policy::security_groups::decide(own, &Candidate { tags: &tags, vpc }).is_delete()
+        };
         for sg in describe::security_groups(c, vec![filter]).await? {
-            let pairs = || tags::ec2_pairs(sg.tags());
-            if own.capa_owned(pairs()) || tags::has_key(pairs(), EKS_CLUSTER_TAG) {
+            if !ours(&sg) {
                 continue;
             }
             if let Some(id) = sg.group_id() {
@@ -129,8 +137,7 @@ impl Cleaner for SecurityGroups {
                 tags::ec2_tag_filter(tags::LBC_CLUSTER_TAG, own.cluster()),
             ];
             for sg in describe::security_groups(c, filters).await? {
-                let pairs = || tags::ec2_pairs(sg.tags());
-                if !own.accepts(pairs(), sg.vpc_id()) || tags::has_key(pairs(), EKS_CLUSTER_TAG) {
+                if !ours(&sg) {
                     continue;
                 }
                 if let Some(id) = sg.group_id()
@@ -205,9 +212,15 @@ impl Cleaner for SecurityGroups {
                 let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
                 let mut found = HashMap::new();
                 let mut vpcs = HashSet::new();
+                let capa = ctx.capa_key();
                 for g in describe::security_groups(ctx.clients, vec![filter]).await? {
-                    // A VPC's default group cannot be deleted, whatever its tags.
-                    if g.group_name() == Some("default") {
+                    let tags: Vec<_> = tags::ec2_pairs(g.tags()).collect();
+                    let verdict = policy::security_groups::decide_capa(
+                        &Candidate::tagged(&tags),
+                        g.group_name(),
+                        &capa,
+                    );
+                    if !verdict.is_delete() {
                         continue;
                     }
                     if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
@@ -401,6 +414,7 @@ mod tests {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
+    use crate::discovery::tags::EKS_CLUSTER_TAG;
     use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_security_group::DeleteSecurityGroupOutput;

@@ -1,0 +1,141 @@
+//! **Why was this AWS resource deleted, or kept?** The answer lives here. Discovery and the
+//! cleaners gather facts (tags, VPC, attachments, the creator's marks, what AWS says of its
+//! state); a pure `decide` per kind turns them into a [`Verdict`]; the cleaner then only carries
+//! it out (describe, delete, wait). Each rule is table-tested here, without mocks.
+//!
+//! Which *cluster* is torn down at all (the opt-out annotation, the task selection, identities)
+//! is the controller's question (`src/external/`), not this module's; which *cleaners* run is
+//! `phases::registry`'s. This module decides about one resource at a time.
+//!
+//! | kind (task) | phase | deleted when | kept / blocked / foreign when | rule |
+//! |---|---|---|---|---|
+//! | every phase-2 kind | 2 | `kubernetes.io/cluster/N=owned`, or the LB controller's `elbv2.k8s.aws/cluster=N` / the VPC CNI's `cluster.k8s.amazonaws.com/name=N` in one of the cluster's VPCs | CAPA-owned: kept (phase 1 or 3's); `shared`, another cluster's, a controller's tag outside the cluster's VPCs: foreign | [`Ownership::decide`] |
+//! | load balancers (`load-balancer`), target groups (`target-group`), launch templates (`launch-template`), detached network interfaces the VPC CNI tagged | 2 | the phase-2 rule | the phase-2 rule | [`Ownership::decide`] |
+//! | target groups | 2 | the phase-2 rule | still attached to a load balancer that exists: blocked | [`target_groups::decide`] |
+//! | security groups (`security-group`) | 2 | the phase-2 rule | EKS's cluster group (`aws:eks:cluster-name`): kept, EKS deletes it | [`security_groups::decide`] |
+//! | EKS's cluster security group (`eks-security-group`) | 2 | EKS cluster, `aws:eks:cluster-name=<eksName>`, in the cluster's VPCs, no interface uses it, EKS says the cluster is gone | any check fails or errs: kept | [`security_groups::eks_candidate`] (the tags and VPC); the interface and EKS checks: `cleaners::security_groups::eks` |
+//! | CAPA's load balancers and security groups | 1 | `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned` | a VPC's `default` group: kept; anything else: foreign | [`capa::decide`], [`security_groups::decide_capa`] |
+//! | instances | 1 | CAPA's tag (the describe's filter) | `shutting-down`: blocked until terminated | [`instances::by_state`] |
+//! | instances (`instance`) | 2 | the phase-2 rule | a member of an Auto Scaling group or EKS node group: kept, its group owns it; `shutting-down`: blocked | [`instances::decide`], [`instances::by_state`] |
+//! | Karpenter's IAM instance profiles (`instance-profile`) | 2 | named `<cluster>_<hash>`, `kubernetes.io/cluster/N=owned`, `karpenter.k8s.aws/ec2nodeclass`, the session's region tag, the cluster's path or `/` | another region's twin, any other look-alike: foreign; a live instance runs with it: blocked | [`instance_profiles::decide`], [`instance_profiles::by_user`] |
+//! | EBS volumes (`ebs-volume`, opt-in) | 2 | the CSI driver's `CSIVolumeName` and the cluster named in `KubernetesCluster` or `ebs.csi.aws.com/cluster-name`, `available` (the describe filters on it) | CAPA-owned: kept; no driver mark or another cluster: foreign | [`ebs::volume`] |
+//! | EBS snapshots (`ebs-snapshot`, opt-in) | 2 | `kubernetes.io/cluster/N=owned` and the driver's `CSIVolumeSnapshotName` | CAPA-owned: kept; sweeper's own snapshots (neither tag): foreign | [`ebs::snapshot`] |
+//!
+//! Rules not moved here yet, still in their cleaner (the next step of issue #43): OIDC providers (`cleaners::oidc_providers::is_clusters_provider`; in use blocks), log
+//! groups (`cleaners::log_groups::is_clusters_group`; a live EKS cluster blocks), Route53 records
+//! (`cleaners::dns_records::ownership`, its `Fate`), phase 3's network (`cleaners::vpc_owned`:
+//! CAPA's tag as the server's filter; NAT gateways, Elastic IPs, VPC endpoints block on their
+//! state; `cleaners::vpcs`: what else in the VPC blocks it), and network interfaces' other half
+//! (`cleaners::network_interfaces`: detached interfaces in a group phase 2 deletes, as the
+//! describe's filters). Phase 1's instances and phase 3's kinds also take CAPA's tag from the
+//! server's filter without checking it again here.
+
+pub mod capa;
+pub mod ebs;
+pub mod instance_profiles;
+pub mod instances;
+pub mod ownership;
+pub mod security_groups;
+pub mod tags;
+pub mod target_groups;
+
+pub use ownership::Ownership;
+
+use std::borrow::Cow;
+
+/// Why a resource is not deleted now: shown in reports and logs.
+pub type Reason = Cow<'static, str>;
+
+/// What happens to one resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The cluster's, and this step deletes it.
+    Delete,
+    /// Used by the cluster but not its own (a bring-your-own network's `shared` tag): the
+    /// cluster's tag is removed, the resource stays. Issue #44; no rule returns it yet.
+    Untag,
+    /// The cluster's or looks like it, but this step leaves it: another phase or AWS itself
+    /// deletes it, or sweeper only reports it.
+    Keep(Reason),
+    /// The cluster's, deleted once what holds it is gone: reported remaining, no delete call.
+    Blocked(Reason),
+    /// Not the cluster's: never touched.
+    Foreign(Reason),
+}
+
+impl Verdict {
+    pub fn keep(why: impl Into<Reason>) -> Self {
+        Verdict::Keep(why.into())
+    }
+    pub fn blocked(why: impl Into<Reason>) -> Self {
+        Verdict::Blocked(why.into())
+    }
+    pub fn foreign(why: impl Into<Reason>) -> Self {
+        Verdict::Foreign(why.into())
+    }
+
+    pub fn is_delete(&self) -> bool {
+        matches!(self, Verdict::Delete)
+    }
+
+    /// The verdict applied to a discovered target, as the cleaners report today: deleted as
+    /// found, blocked (remaining without a call), or not a target at all.
+    pub fn target<D>(
+        self,
+        mut t: crate::cleaners::Target<D>,
+    ) -> Option<crate::cleaners::Target<D>> {
+        match self {
+            Verdict::Delete => Some(t),
+            Verdict::Blocked(why) => {
+                t.blocked = Some(why.into_owned());
+                Some(t)
+            }
+            Verdict::Untag | Verdict::Keep(_) | Verdict::Foreign(_) => None,
+        }
+    }
+}
+
+/// The facts most rules read about one resource: its tags (key, value) and the VPC it lives in,
+/// when it lives in one and discovery knows it.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate<'a> {
+    pub tags: &'a [(&'a str, &'a str)],
+    pub vpc: Option<&'a str>,
+}
+
+impl<'a> Candidate<'a> {
+    /// A resource known by its tags alone.
+    pub fn tagged(tags: &'a [(&'a str, &'a str)]) -> Self {
+        Candidate { tags, vpc: None }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod table {
+    //! The policy tables' one check: every row's verdict is the one wanted, and every verdict
+    //! but Delete says why.
+    use super::Verdict;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Want {
+        Delete,
+        Untag,
+        Keep,
+        Blocked,
+        Foreign,
+    }
+
+    pub fn check(rows: &[(Verdict, Want, &str)]) {
+        for (got, want, row) in rows {
+            let (kind, why) = match got {
+                Verdict::Delete => (Want::Delete, None),
+                Verdict::Untag => (Want::Untag, None),
+                Verdict::Keep(r) => (Want::Keep, Some(r)),
+                Verdict::Blocked(r) => (Want::Blocked, Some(r)),
+                Verdict::Foreign(r) => (Want::Foreign, Some(r)),
+            };
+            assert_eq!(kind, *want, "{row}: got {got:?}");
+            assert!(why.is_none_or(|r| !r.is_empty()), "{row}: no reason given");
+        }
+    }
+}
