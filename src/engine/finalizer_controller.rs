@@ -44,9 +44,10 @@ pub enum Checked<P> {
 
 /// Whether a collector may act on an object at all right now, asked before anything else is done
 /// for it (Cluster API's contract: a paused cluster, one being moved, one managed elsewhere).
-pub enum Admission {
-    /// Go on as usual: add the finalizer, validate, tear down.
-    Proceed,
+/// `A`: what the admission read that validation needs too (see [`Reconciler::Admitted`]).
+pub enum Admission<A = ()> {
+    /// Go on as usual: add the finalizer, validate, tear down; validation gets what was read.
+    Proceed(A),
     /// Do nothing for now: no finalizer change, no pass. `retry`: look again after this long
     /// (else at the next change or trigger). `status`: the phase and detail `sweeper status` shows
     /// for an object being deleted that waits.
@@ -164,6 +165,10 @@ pub trait Reconciler: Send + Sync + 'static {
     type Object: TeardownObject;
     /// What validation makes of a good object: what `live` and `pass` need.
     type Input: Send;
+    /// What `admit` read that `validate` needs too, handed on so one reconcile reads it once
+    /// (the external collector's owning Cluster); `()` for a collector whose admission reads
+    /// nothing.
+    type Admitted: Default + Send;
     type Error: std::error::Error + From<FinalizerError> + ErrorLabel + Send + Sync + 'static;
 
     /// The finalizer this collector holds while it may still have to tear down.
@@ -192,8 +197,8 @@ pub trait Reconciler: Send + Sync + 'static {
         &self,
         _obj: &Self::Object,
         _stage: Stage,
-    ) -> impl Future<Output = Result<Admission, Self::Error>> + Send {
-        async { Ok(Admission::Proceed) }
+    ) -> impl Future<Output = Result<Admission<Self::Admitted>, Self::Error>> + Send {
+        async { Ok(Admission::Proceed(Self::Admitted::default())) }
     }
 
     /// The object left the watch (deleted for good): forget what was kept about it.
@@ -202,11 +207,13 @@ pub trait Reconciler: Send + Sync + 'static {
     /// The API the object is read and patched through (its namespace, or cluster-wide).
     fn api(&self, obj: &Self::Object) -> Api<Self::Object>;
 
-    /// Checks the object; bad input is reported on it by the collector.
+    /// Checks the object; bad input is reported on it by the collector. `admitted`: what
+    /// `admit` read (the default when it read nothing).
     fn validate(
         &self,
         obj: &Self::Object,
         stage: Stage,
+        admitted: Self::Admitted,
     ) -> impl Future<Output = Result<Checked<Self::Input>, Self::Error>> + Send;
 
     /// A valid object that is not being deleted (e.g. write its status).
@@ -445,8 +452,8 @@ where
     if stage == Stage::NotOurs {
         return Ok(Action::await_change());
     }
-    match t.admit(obj, stage).await? {
-        Admission::Proceed => {}
+    let admitted = match t.admit(obj, stage).await? {
+        Admission::Proceed(admitted) => admitted,
         Admission::Ignore => return Ok(Action::await_change()),
         Admission::Hold { retry, status } => {
             if stage == Stage::Cleanup
@@ -469,12 +476,12 @@ where
             }
             return Ok(Action::await_change());
         }
-    }
+    };
     if stage == Stage::AddFinalizer && t.guard_before_validating() && t.takes_finalizer() {
         finalizer::add(&t.api(obj), obj, t.finalizer()).await?;
         return Ok(Action::await_change());
     }
-    let input = match t.validate(obj, stage).await? {
+    let input = match t.validate(obj, stage, admitted).await? {
         Checked::Valid(input) => input,
         Checked::Invalid { release, retry } => {
             if release && stage == Stage::Cleanup {

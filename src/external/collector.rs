@@ -7,7 +7,10 @@
 //! (engine::finalizer_controller); this module supplies validation and one pass.
 
 use super::annotations;
-use super::cluster::{self, ClusterNameError, ClusterNames, LinkedAnnotations, ResolveError};
+use super::capi::Capi;
+use super::cluster::{
+    self, ClusterNameError, ClusterNames, LinkedAnnotations, Owning, ResolveError,
+};
 use super::conditions::{self, Desired, Severity};
 use super::identity::{self, Placement};
 use super::metrics::ExternalMetrics;
@@ -84,10 +87,12 @@ pub trait GcKind:
     }
 
     /// Another object whose GC annotations also govern this one (its label and annotations),
-    /// read fresh; `Ok(None)` when there is none.
+    /// read fresh; `Ok(None)` when there is none. `owning`: the owning Cluster if this reconcile
+    /// already read it (`None`: read it when needed).
     fn linked_switches(
         &self,
-        client: &Client,
+        capi: &Capi,
+        owning: Option<Owning>,
     ) -> impl Future<Output = Result<Option<LinkedAnnotations>, ResolveError>> + Send;
 }
 
@@ -109,7 +114,8 @@ impl GcKind for AWSCluster {
     /// CAPA and clusterawsadm agree on the AWSCluster: nothing else to read.
     async fn linked_switches(
         &self,
-        _client: &Client,
+        _capi: &Capi,
+        _owning: Option<Owning>,
     ) -> Result<Option<LinkedAnnotations>, ResolveError> {
         Ok(None)
     }
@@ -152,9 +158,10 @@ impl GcKind for AWSManagedControlPlane {
     /// own tool have the annotation there.
     async fn linked_switches(
         &self,
-        client: &Client,
+        capi: &Capi,
+        owning: Option<Owning>,
     ) -> Result<Option<LinkedAnnotations>, ResolveError> {
-        cluster::managed_cluster_annotations(client, self).await
+        cluster::managed_cluster_annotations(capi, self, owning).await
     }
 }
 
@@ -174,6 +181,8 @@ pub struct ExternalCtx {
     /// narrow role needs ConfigMap access there only.
     pub audit_namespace: String,
     pub client: Client,
+    /// Cluster API lookups, with discovery kept for the collector's life (both kinds share it).
+    pub(crate) capi: Capi,
     /// One AWS session per cluster (its region and identity chain).
     pub sessions: Arc<SessionCache>,
     /// CAPA's own namespace, where static identities' Secrets live (`--capa-namespace`).
@@ -209,6 +218,7 @@ impl ExternalCtx {
     ) -> Self {
         ExternalCtx {
             events: Publisher::new(client.clone(), "sweeper-external", "ExternalResourceGC"),
+            capi: Capi::new(client.clone()),
             client,
             sessions,
             capa_namespace: "capa-system".into(),
@@ -422,6 +432,13 @@ fn picks<K: GcKind>(
     .boxed()
 }
 
+/// What the admission read that validation needs too: the GC switches of the linked object
+/// (`None`: not read; validation reads them).
+#[derive(Default)]
+pub struct Admitted {
+    linked: Option<Option<LinkedAnnotations>>,
+}
+
 /// What a valid object's teardown needs.
 pub struct ClusterInput {
     settings: annotations::GcSettings,
@@ -590,6 +607,7 @@ impl<K: GcKind> KindReconciler<K> {
 impl<K: GcKind> Reconciler for KindReconciler<K> {
     type Object = K;
     type Input = ClusterInput;
+    type Admitted = Admitted;
     type Error = ExternalError;
 
     fn finalizer(&self) -> &'static str {
@@ -613,7 +631,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
 
     /// Cluster API's contract: nothing for a paused cluster, one being moved, or one managed
     /// elsewhere (see contract.rs).
-    async fn admit(&self, o: &K, stage: Stage) -> Result<Admission, ExternalError> {
+    async fn admit(&self, o: &K, stage: Stage) -> Result<Admission<Admitted>, ExternalError> {
         self.admission(o, stage).await
     }
 
@@ -629,8 +647,19 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
     }
 
     /// Validates before anything is deleted; bad input is reported while the object lives, too.
-    async fn validate(&self, o: &K, stage: Stage) -> Result<Checked<ClusterInput>, ExternalError> {
-        let linked = match o.linked_switches(&self.ctx.client).await {
+    /// The linked switches the admission read are used as read (one read of the owning Cluster
+    /// per reconcile); else they are read here.
+    async fn validate(
+        &self,
+        o: &K,
+        stage: Stage,
+        admitted: Admitted,
+    ) -> Result<Checked<ClusterInput>, ExternalError> {
+        let read = match admitted.linked {
+            Some(linked) => Ok(linked),
+            None => o.linked_switches(&self.ctx.capi, None).await,
+        };
+        let linked = match read {
             Ok(linked) => linked,
             // Nothing is at stake while the object lives; it is checked again at deletion.
             Err(e) if stage == Stage::Live => {
@@ -863,3 +892,6 @@ mod tests;
 
 #[cfg(test)]
 mod admission_tests;
+
+#[cfg(test)]
+mod eks_calls_tests;

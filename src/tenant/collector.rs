@@ -164,6 +164,7 @@ async fn follow_discovery(
 impl Reconciler for TenantCtx {
     type Object = Tenant;
     type Input = TenantId;
+    type Admitted = ();
     type Error = TenantError;
 
     fn finalizer(&self) -> &'static str {
@@ -183,7 +184,12 @@ impl Reconciler for TenantCtx {
         Api::all(self.client.clone())
     }
 
-    async fn validate(&self, t: &Tenant, _stage: Stage) -> Result<Checked<TenantId>, TenantError> {
+    async fn validate(
+        &self,
+        t: &Tenant,
+        _stage: Stage,
+        _admitted: (),
+    ) -> Result<Checked<TenantId>, TenantError> {
         match TenantId::parse(&t.name_any(), t.spec.id.as_ref()) {
             Ok(id) => Ok(Checked::Valid(id)),
             Err(e) => self.invalid(t, e).await,
