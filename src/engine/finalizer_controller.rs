@@ -7,14 +7,10 @@
 
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, FinalizerError, Stage};
-use crate::engine::guard::{self, Guarded, Invalid, WatchHealth};
-use crate::engine::health::Health;
+use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::teardown_registry::TeardownRegistry;
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -27,7 +23,6 @@ use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// What validation decided.
 pub enum Checked<P> {
@@ -264,58 +259,6 @@ impl<T: Reconciler> FinalizerController<T>
 where
     <T::Object as Resource>::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
 {
-    /// Runs the controller until `shutdown`; its watch health is `component` on `state`.
-    /// `related`: each item reconciles at once the cached objects it picks.
-    pub async fn run(
-        self: Arc<Self>,
-        api: Api<Guarded<T::Object>>,
-        state: Health,
-        component: &'static str,
-        shutdown: CancellationToken,
-        related: Option<BoxStream<'static, Pick<T::Object>>>,
-    ) {
-        let health = WatchHealth { state, component };
-        let collector = self.collector;
-        // Work refused while paused waits out its retry delay; a resume retries it all at once.
-        let resumes = futures::stream::unfold(self.fence.clone(), |fence| async move {
-            fence.next_resume().await;
-            Some(((), fence))
-        });
-        let forget = {
-            let driver = self.clone();
-            move |g: &Guarded<T::Object>| {
-                if let Ok(obj) = &g.0 {
-                    driver.reconciler.forget(obj);
-                }
-            }
-        };
-        let controller = guard::controller(api, health, forget);
-        let store = controller.store();
-        let picked = related
-            .unwrap_or_else(|| futures::stream::empty().boxed())
-            .flat_map(move |pick| {
-                let refs: Vec<_> = store
-                    .state()
-                    .into_iter()
-                    .filter(|g| g.0.as_ref().is_ok_and(|o| pick(o)))
-                    .map(|g| ObjectRef::from_obj(&*g))
-                    .collect();
-                futures::stream::iter(refs)
-            });
-        controller
-            .with_config(kube::runtime::controller::Config::default().concurrency(self.concurrency))
-            .reconcile_all_on(resumes)
-            .reconcile_on(picked)
-            .graceful_shutdown_on(async move { shutdown.cancelled().await })
-            .run(reconcile::<T>, error_policy::<T>, self)
-            .for_each(|r| async move {
-                if let Err(e) = r {
-                    tracing::debug!(collector, error = %e, "reconcile");
-                }
-            })
-            .await;
-    }
-
     /// The object's name in `sweeper status`: `Kind ns/name`, or `Kind name` when
     /// cluster-scoped (how `kubectl describe` names it, and what the status tests read).
     fn label(obj: &impl Resource<DynamicType = ()>) -> String {
@@ -508,6 +451,10 @@ where
         Stage::NotOurs => Ok(Action::await_change()),
     }
 }
+
+mod run;
+
+pub use run::Watches;
 
 #[cfg(test)]
 mod label_tests {

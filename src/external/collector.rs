@@ -20,7 +20,7 @@ use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
 use crate::engine::finalizer_controller::{
-    Admission, Checked, FinalizerController, Pass, Pick, Reconciler,
+    Admission, Checked, FinalizerController, Pass, Pick, Reconciler, Watches,
 };
 use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::leader::Fence;
@@ -194,6 +194,8 @@ pub struct ExternalCtx {
     pub alternative_discovery: bool,
     /// `--external-gc-selector`: the objects this collector takes.
     pub selector: LabelFilter,
+    /// `--scope-namespaces`: the namespaces it watches (empty: all). Outside them nothing is seen.
+    pub scope: Vec<String>,
     /// `--external-ebs-snapshot`: snapshot volumes before the opt-in `ebs-volume` task deletes them.
     pub ebs_snapshot: bool,
     /// `--external-dry-run`: plan each teardown and report it; delete nothing, take no finalizer.
@@ -226,6 +228,7 @@ impl ExternalCtx {
             metrics,
             alternative_discovery,
             selector: LabelFilter::default(),
+            scope: Vec::new(),
             ebs_snapshot: true,
             dry_run: false,
             invalid_objects,
@@ -283,6 +286,12 @@ impl ExternalCtx {
 
     pub fn with_ebs_snapshot(mut self, on: bool) -> Self {
         self.ebs_snapshot = on;
+        self
+    }
+
+    /// Only the objects in `namespaces` (empty: all) are watched (`--scope-namespaces`).
+    pub fn with_scope(mut self, namespaces: Vec<String>) -> Self {
+        self.scope = namespaces;
         self
     }
 
@@ -388,23 +397,30 @@ impl crate::engine::collector::Collector for ExternalCollector {
     ) -> futures::future::BoxFuture<'static, ()> {
         let client = self.clusters.reconciler.ctx.client.clone();
         let pauses = self.clusters.reconciler.ctx.pauses.clone();
+        let scope = self.clusters.reconciler.ctx.scope.clone();
         // A Cluster's pause changing reconciles its objects of both kinds at once.
         let (changes, _) = tokio::sync::broadcast::channel(256);
         let clusters = self.clusters.run(
-            Api::all(client.clone()),
+            Watches::namespaces(client.clone(), &scope),
             env.state.clone(),
             AWSCluster::COMPONENT,
             env.shutdown.clone(),
-            Some(picks::<AWSCluster>(changes.subscribe())),
+            {
+                let changes = changes.clone();
+                move || Some(picks::<AWSCluster>(changes.subscribe()))
+            },
         );
         let control_planes = self.control_planes.run(
-            Api::all(client.clone()),
+            Watches::namespaces(client.clone(), &scope),
             env.state,
             AWSManagedControlPlane::COMPONENT,
             env.shutdown.clone(),
-            Some(picks::<AWSManagedControlPlane>(changes.subscribe())),
+            {
+                let changes = changes.clone();
+                move || Some(picks::<AWSManagedControlPlane>(changes.subscribe()))
+            },
         );
-        let watch = super::cluster_watch::run(client, changes, pauses, env.shutdown);
+        let watch = super::cluster_watch::run(client, scope, changes, pauses, env.shutdown);
         Box::pin(async move {
             futures::future::join3(clusters, control_planes, watch).await;
         })
@@ -895,3 +911,6 @@ mod admission_tests;
 
 #[cfg(test)]
 mod eks_calls_tests;
+
+#[cfg(test)]
+mod scope_tests;
