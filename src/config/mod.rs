@@ -108,6 +108,23 @@ pub struct RunConfig {
     #[arg(long, default_value = "", env = "SWEEPER_EXTERNAL_GC_SELECTOR", value_parser = crate::engine::selector::parse)]
     pub external_gc_selector: crate::engine::selector::LabelFilter,
 
+    /// The namespaces the external collector acts in (comma list; empty: every namespace). One
+    /// namespaced watch per namespace, never a cluster-wide one: an AWSCluster or
+    /// AWSManagedControlPlane elsewhere is never seen, so never gets or loses a finalizer and
+    /// its AWS resources are never touched (unlike --external-gc-selector, which releases what
+    /// it no longer selects). For one sweeper per team. Cluster API's Clusters are watched in
+    /// the same namespaces. The tenant collector is not scoped by it: KubeZoo's Tenant is
+    /// cluster-scoped (see --tenant-scope-selector).
+    #[arg(long, value_delimiter = ',', env = "SWEEPER_SCOPE_NAMESPACES")]
+    pub scope_namespaces: Vec<String>,
+
+    /// The Tenants the tenant collector acts on, by label (`kubectl -l` syntax; empty: all).
+    /// Asked of the server: a Tenant not selected is never seen, so never gets or loses a
+    /// finalizer and nothing of it is deleted. Tenants are cluster-scoped, so this, not
+    /// --scope-namespaces, is the tenant collector's scope.
+    #[arg(long, default_value = "", env = "SWEEPER_TENANT_SCOPE_SELECTOR", value_parser = crate::engine::selector::parse)]
+    pub tenant_scope_selector: crate::engine::selector::LabelFilter,
+
     /// Snapshot each EBS volume before the opt-in `ebs-volume` task deletes it (the snapshot id is
     /// in an Event on the cluster object). `false` deletes without.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "SWEEPER_EXTERNAL_EBS_SNAPSHOT")]
@@ -200,12 +217,26 @@ pub enum ConfigError {
         "--tenant-scan-kinds: {0:?} is not a plural resource name (lowercase, e.g. namespaces)"
     )]
     ScanKind(String),
+    #[error(
+        "--scope-namespaces: {0:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+    )]
+    ScopeNamespace(String),
     #[error("--archive-ttl must be at least 1m, got {0:?}")]
     ArchiveTtl(Duration),
     #[error("--archive-max-object-bytes must be between 1 and {max}, got {got}")]
     ArchiveMaxObjectBytes { got: usize, max: usize },
     #[error(transparent)]
     Leader(#[from] crate::engine::leader::LeaderConfigError),
+}
+
+/// A namespace's name: an RFC 1123 label (what the API server accepts).
+fn is_namespace_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 63
+        && n.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !n.starts_with('-')
+        && !n.ends_with('-')
 }
 
 impl RunConfig {
@@ -236,6 +267,9 @@ impl RunConfig {
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         }) {
             return Err(ConfigError::ScanKind(bad.clone()));
+        }
+        if let Some(bad) = self.scope_namespaces.iter().find(|n| !is_namespace_name(n)) {
+            return Err(ConfigError::ScopeNamespace(bad.clone()));
         }
         if self.archive_ttl < Duration::from_secs(60) {
             return Err(ConfigError::ArchiveTtl(self.archive_ttl));
@@ -286,3 +320,6 @@ impl RunConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod scope_tests;

@@ -7,14 +7,10 @@
 
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, FinalizerError, Stage};
-use crate::engine::guard::{self, Guarded, Invalid, WatchHealth};
-use crate::engine::health::Health;
+use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::teardown_registry::TeardownRegistry;
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -27,7 +23,6 @@ use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// What validation decided.
 pub enum Checked<P> {
@@ -44,9 +39,10 @@ pub enum Checked<P> {
 
 /// Whether a collector may act on an object at all right now, asked before anything else is done
 /// for it (Cluster API's contract: a paused cluster, one being moved, one managed elsewhere).
-pub enum Admission {
-    /// Go on as usual: add the finalizer, validate, tear down.
-    Proceed,
+/// `A`: what the admission read that validation needs too (see [`Reconciler::Admitted`]).
+pub enum Admission<A = ()> {
+    /// Go on as usual: add the finalizer, validate, tear down; validation gets what was read.
+    Proceed(A),
     /// Do nothing for now: no finalizer change, no pass. `retry`: look again after this long
     /// (else at the next change or trigger). `status`: the phase and detail `sweeper status` shows
     /// for an object being deleted that waits.
@@ -164,6 +160,10 @@ pub trait Reconciler: Send + Sync + 'static {
     type Object: TeardownObject;
     /// What validation makes of a good object: what `live` and `pass` need.
     type Input: Send;
+    /// What `admit` read that `validate` needs too, handed on so one reconcile reads it once
+    /// (the external collector's owning Cluster); `()` for a collector whose admission reads
+    /// nothing.
+    type Admitted: Default + Send;
     type Error: std::error::Error + From<FinalizerError> + ErrorLabel + Send + Sync + 'static;
 
     /// The finalizer this collector holds while it may still have to tear down.
@@ -192,8 +192,8 @@ pub trait Reconciler: Send + Sync + 'static {
         &self,
         _obj: &Self::Object,
         _stage: Stage,
-    ) -> impl Future<Output = Result<Admission, Self::Error>> + Send {
-        async { Ok(Admission::Proceed) }
+    ) -> impl Future<Output = Result<Admission<Self::Admitted>, Self::Error>> + Send {
+        async { Ok(Admission::Proceed(Self::Admitted::default())) }
     }
 
     /// The object left the watch (deleted for good): forget what was kept about it.
@@ -202,11 +202,13 @@ pub trait Reconciler: Send + Sync + 'static {
     /// The API the object is read and patched through (its namespace, or cluster-wide).
     fn api(&self, obj: &Self::Object) -> Api<Self::Object>;
 
-    /// Checks the object; bad input is reported on it by the collector.
+    /// Checks the object; bad input is reported on it by the collector. `admitted`: what
+    /// `admit` read (the default when it read nothing).
     fn validate(
         &self,
         obj: &Self::Object,
         stage: Stage,
+        admitted: Self::Admitted,
     ) -> impl Future<Output = Result<Checked<Self::Input>, Self::Error>> + Send;
 
     /// A valid object that is not being deleted (e.g. write its status).
@@ -257,58 +259,6 @@ impl<T: Reconciler> FinalizerController<T>
 where
     <T::Object as Resource>::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
 {
-    /// Runs the controller until `shutdown`; its watch health is `component` on `state`.
-    /// `related`: each item reconciles at once the cached objects it picks.
-    pub async fn run(
-        self: Arc<Self>,
-        api: Api<Guarded<T::Object>>,
-        state: Health,
-        component: &'static str,
-        shutdown: CancellationToken,
-        related: Option<BoxStream<'static, Pick<T::Object>>>,
-    ) {
-        let health = WatchHealth { state, component };
-        let collector = self.collector;
-        // Work refused while paused waits out its retry delay; a resume retries it all at once.
-        let resumes = futures::stream::unfold(self.fence.clone(), |fence| async move {
-            fence.next_resume().await;
-            Some(((), fence))
-        });
-        let forget = {
-            let driver = self.clone();
-            move |g: &Guarded<T::Object>| {
-                if let Ok(obj) = &g.0 {
-                    driver.reconciler.forget(obj);
-                }
-            }
-        };
-        let controller = guard::controller(api, health, forget);
-        let store = controller.store();
-        let picked = related
-            .unwrap_or_else(|| futures::stream::empty().boxed())
-            .flat_map(move |pick| {
-                let refs: Vec<_> = store
-                    .state()
-                    .into_iter()
-                    .filter(|g| g.0.as_ref().is_ok_and(|o| pick(o)))
-                    .map(|g| ObjectRef::from_obj(&*g))
-                    .collect();
-                futures::stream::iter(refs)
-            });
-        controller
-            .with_config(kube::runtime::controller::Config::default().concurrency(self.concurrency))
-            .reconcile_all_on(resumes)
-            .reconcile_on(picked)
-            .graceful_shutdown_on(async move { shutdown.cancelled().await })
-            .run(reconcile::<T>, error_policy::<T>, self)
-            .for_each(|r| async move {
-                if let Err(e) = r {
-                    tracing::debug!(collector, error = %e, "reconcile");
-                }
-            })
-            .await;
-    }
-
     /// The object's name in `sweeper status`: `Kind ns/name`, or `Kind name` when
     /// cluster-scoped (how `kubectl describe` names it, and what the status tests read).
     fn label(obj: &impl Resource<DynamicType = ()>) -> String {
@@ -445,8 +395,8 @@ where
     if stage == Stage::NotOurs {
         return Ok(Action::await_change());
     }
-    match t.admit(obj, stage).await? {
-        Admission::Proceed => {}
+    let admitted = match t.admit(obj, stage).await? {
+        Admission::Proceed(admitted) => admitted,
         Admission::Ignore => return Ok(Action::await_change()),
         Admission::Hold { retry, status } => {
             if stage == Stage::Cleanup
@@ -469,12 +419,12 @@ where
             }
             return Ok(Action::await_change());
         }
-    }
+    };
     if stage == Stage::AddFinalizer && t.guard_before_validating() && t.takes_finalizer() {
         finalizer::add(&t.api(obj), obj, t.finalizer()).await?;
         return Ok(Action::await_change());
     }
-    let input = match t.validate(obj, stage).await? {
+    let input = match t.validate(obj, stage, admitted).await? {
         Checked::Valid(input) => input,
         Checked::Invalid { release, retry } => {
             if release && stage == Stage::Cleanup {
@@ -501,6 +451,10 @@ where
         Stage::NotOurs => Ok(Action::await_change()),
     }
 }
+
+mod run;
+
+pub use run::Watches;
 
 #[cfg(test)]
 mod label_tests {

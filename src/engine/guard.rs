@@ -110,9 +110,11 @@ impl WatchHealth {
 
 /// A Controller over guarded `K`s: per-object decoding, client-go's watch backoff (800 ms to
 /// 30 s with jitter; the plain `Controller::new` retries a failing watch at once), and the
-/// watch's health reported on `health`. `deleted` is told of each object the watch sees deleted.
+/// watch's health reported on `health`. `config`: the watch's parameters (a label selector).
+/// `deleted` is told of each object the watch sees deleted.
 pub fn controller<K>(
     api: Api<Guarded<K>>,
+    config: watcher::Config,
     health: WatchHealth,
     deleted: impl Fn(&Guarded<K>) + Send + 'static,
 ) -> Controller<Guarded<K>>
@@ -121,7 +123,7 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
 {
     let (reader, writer) = reflector::store();
-    let stream = watcher::watcher(api, watcher::Config::default())
+    let stream = watcher::watcher(api, config)
         .default_backoff()
         .inspect(move |event| {
             health.observe(event);

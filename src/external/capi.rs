@@ -6,6 +6,10 @@
 //! v1beta2 when served (v1beta1 otherwise), accept both ref shapes, and find the referenced
 //! kind's version and plural by discovery rather than trusting (or guessing) them.
 
+mod cached;
+
+pub use cached::Capi;
+
 use crate::api::capa::ObjectRef;
 use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::{self, ApiGroup};
@@ -145,9 +149,19 @@ pub async fn read_cluster(
     namespace: &str,
     name: &str,
 ) -> Result<Option<ClusterRefs>, CapiError> {
+    read_over(client, &cluster_resources(client).await?, namespace, name).await
+}
+
+/// [`read_cluster`] over the Cluster `resources` discovery found.
+async fn read_over(
+    client: &Client,
+    resources: &[ApiResource],
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ClusterRefs>, CapiError> {
     let mut found: Option<ClusterRefs> = None;
-    for ar in cluster_resources(client).await? {
-        let Some(refs) = read_at(client, &ar, namespace, name).await? else {
+    for ar in resources {
+        let Some(refs) = read_at(client, ar, namespace, name).await? else {
             // Gone (or not visible at this version): nothing more to learn.
             return Ok(found);
         };
@@ -231,6 +245,13 @@ pub fn is_paused(cluster: &serde_json::Value) -> bool {
 /// The resource a ref points at, its version and plural found by discovery (the ref's own
 /// version when the server serves it, else the group's preferred one).
 pub async fn resolve_ref(client: &Client, r: &ObjectRef) -> Result<ApiResource, CapiError> {
+    discover_ref(client, &ref_key(r)?).await
+}
+
+/// What a ref asks for: its group (named, else the CAPA kind's own), kind, and version if named.
+type RefKey = (String, String, Option<String>);
+
+fn ref_key(r: &ObjectRef) -> Result<RefKey, CapiError> {
     let kind = r.kind.clone().unwrap_or_default();
     let Some((group_name, version)) =
         ref_group_version(r).or_else(|| known_group(&kind).map(|g| (g.to_string(), None)))
@@ -240,13 +261,18 @@ pub async fn resolve_ref(client: &Client, r: &ObjectRef) -> Result<ApiResource, 
             name: r.name.clone().unwrap_or_default(),
         });
     };
+    Ok((group_name, kind, version))
+}
+
+async fn discover_ref(client: &Client, key: &RefKey) -> Result<ApiResource, CapiError> {
+    let (group_name, kind, version) = key;
     let not_served = || CapiError::NotServed {
         group: group_name.clone(),
         kind: kind.clone(),
         at: version.clone(),
     };
-    let g = group(client, &group_name).await?.ok_or_else(not_served)?;
-    kind_in(&g, &kind, version.as_deref()).ok_or_else(not_served)
+    let g = group(client, group_name).await?.ok_or_else(not_served)?;
+    kind_in(&g, kind, version.as_deref()).ok_or_else(not_served)
 }
 
 #[cfg(test)]

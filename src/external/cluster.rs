@@ -10,7 +10,7 @@
 //! `<namespace>_<name>`).
 
 use super::annotations::{CAPA_TASKS_ANNOTATION, GC_ANNOTATION, SWEEPER_TASKS_ANNOTATION};
-use super::capi::{self, CapiError};
+use super::capi::{self, Capi, CapiError};
 use super::contract::ClusterState;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane, ObjectRef};
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
@@ -187,24 +187,64 @@ pub fn owning_cluster<K: ResourceExt>(o: &K) -> Option<String> {
         .map(|r| r.name.clone())
 }
 
-/// The owning Cluster as Cluster API's contract needs it (see contract.rs): paused or not, gone,
-/// or unreadable. Not-found is `Gone`; any other failure is `Unreadable`, and the caller fails
-/// closed.
-pub async fn cluster_state<K: ResourceExt>(client: &Client, o: &K) -> ClusterState {
-    let Some(cluster) = owning_cluster(o) else {
-        return ClusterState::NoOwner;
-    };
-    let namespace = o.namespace().unwrap_or_default();
-    let name = format!("{namespace}/{cluster}");
-    match capi::read_cluster(client, &namespace, &cluster).await {
-        Ok(Some(refs)) if refs.paused => ClusterState::Paused { name },
-        Ok(Some(_)) => ClusterState::Running { name },
-        Ok(None) => ClusterState::Gone { name },
-        Err(e) => ClusterState::Unreadable {
+/// An object's owning Cluster, read once for one reconcile: Cluster API's contract and, on EKS,
+/// the AWSManagedCluster's opt-out are both answered from this one read.
+pub enum Owning {
+    /// The object names no owning Cluster.
+    NoOwner,
+    /// Cluster `namespace/name` and what reading it found (`Ok(None)`: not found, or Cluster API
+    /// not installed).
+    Read {
+        namespace: String,
+        name: String,
+        /// Boxed: a kube error is large, and most objects read one.
+        read: Box<Result<Option<capi::ClusterRefs>, CapiError>>,
+    },
+}
+
+impl Owning {
+    /// Reads `o`'s owning Cluster (no call when it names none).
+    pub async fn read<K: ResourceExt>(capi: &Capi, o: &K) -> Owning {
+        let Some(name) = owning_cluster(o) else {
+            return Owning::NoOwner;
+        };
+        let namespace = o.namespace().unwrap_or_default();
+        let read = Box::new(capi.read_cluster(&namespace, &name).await);
+        Owning::Read {
+            namespace,
             name,
-            error: e.to_string(),
-        },
+            read,
+        }
     }
+
+    /// The owning Cluster as Cluster API's contract needs it (see contract.rs): paused or not,
+    /// gone, or unreadable. Not-found is `Gone`; any other failure is `Unreadable`, and the caller
+    /// fails closed.
+    pub fn state(&self) -> ClusterState {
+        let Owning::Read {
+            namespace,
+            name,
+            read,
+        } = self
+        else {
+            return ClusterState::NoOwner;
+        };
+        let name = format!("{namespace}/{name}");
+        match read.as_ref() {
+            Ok(Some(refs)) if refs.paused => ClusterState::Paused { name },
+            Ok(Some(_)) => ClusterState::Running { name },
+            Ok(None) => ClusterState::Gone { name },
+            Err(e) => ClusterState::Unreadable {
+                name,
+                error: e.to_string(),
+            },
+        }
+    }
+}
+
+/// The owning Cluster as Cluster API's contract needs it (see [`Owning::state`]), read now.
+pub async fn cluster_state<K: ResourceExt>(client: &Client, o: &K) -> ClusterState {
+    Owning::read(&Capi::new(client.clone()), o).await.state()
 }
 
 /// Another object's label and annotations.
@@ -214,15 +254,25 @@ pub type LinkedAnnotations = (String, BTreeMap<String, String>);
 /// its annotations: where `clusterawsadm gc disable` puts the opt-out on EKS. `Ok(None)` when there
 /// is none (no owning Cluster, Cluster gone, infrastructure not an AWSManagedCluster, kind not
 /// served, object gone). Any other failure is an error: the caller must not delete without
-/// knowing whether the user opted out.
+/// knowing whether the user opted out. `owning`: the owning Cluster if this reconcile already
+/// read it (`None`: read it now).
 pub async fn managed_cluster_annotations(
-    client: &Client,
+    capi: &Capi,
     cp: &AWSManagedControlPlane,
+    owning: Option<Owning>,
 ) -> Result<Option<LinkedAnnotations>, ResolveError> {
-    let namespace = cp.namespace().unwrap_or_default();
-    match owning_cluster(cp) {
-        Some(cluster) => managed_cluster_of(client, &namespace, &cluster).await,
-        None => Ok(None),
+    let owning = match owning {
+        Some(o) => o,
+        None => Owning::read(capi, cp).await,
+    };
+    match owning {
+        Owning::NoOwner => Ok(None),
+        Owning::Read {
+            namespace, read, ..
+        } => match (*read)? {
+            Some(refs) => managed_cluster_in(capi, &namespace, &refs).await,
+            None => Ok(None),
+        },
     }
 }
 
@@ -233,33 +283,63 @@ pub async fn managed_cluster_of(
     namespace: &str,
     cluster: &str,
 ) -> Result<Option<LinkedAnnotations>, ResolveError> {
-    let Some(refs) = capi::read_cluster(client, namespace, cluster).await? else {
+    let capi = Capi::new(client.clone());
+    let Some(refs) = capi.read_cluster(namespace, cluster).await? else {
         return Ok(None);
     };
+    managed_cluster_in(&capi, namespace, &refs).await
+}
+
+/// The AWSManagedCluster the Cluster's `refs` name as its infrastructure (see
+/// [`managed_cluster_annotations`]). A NotFound through a kind resolved earlier is checked
+/// against fresh discovery before it counts as no AWSManagedCluster.
+async fn managed_cluster_in(
+    capi: &Capi,
+    namespace: &str,
+    refs: &capi::ClusterRefs,
+) -> Result<Option<LinkedAnnotations>, ResolveError> {
     let Some((r, name)) = pick(&[&refs.infrastructure_ref], "AWSManagedCluster") else {
         return Ok(None);
     };
-    let ar = match capi::resolve_ref(client, r).await {
-        Ok(ar) => ar,
+    let (mut ar, kept) = match capi.resolve_ref(r).await {
+        Ok(found) => found,
         Err(CapiError::NotServed { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-    let obj = api
-        .get_opt(&name)
-        .await
-        .map_err(|source| ResolveError::Read {
-            kind: ar.kind.clone(),
-            namespace: namespace.into(),
-            name: name.clone(),
-            source,
-        })?;
+    let mut obj = get_managed(capi, namespace, &ar, &name).await?;
+    if obj.is_none() && kept {
+        match capi.re_resolve(r, &ar).await {
+            Ok(Some(fresh)) => {
+                ar = fresh;
+                obj = get_managed(capi, namespace, &ar, &name).await?;
+            }
+            Ok(None) | Err(CapiError::NotServed { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     Ok(obj.map(|o| {
         (
             format!("{} {namespace}/{name}", ar.kind),
             o.metadata.annotations.unwrap_or_default(),
         )
     }))
+}
+
+async fn get_managed(
+    capi: &Capi,
+    namespace: &str,
+    ar: &ApiResource,
+    name: &str,
+) -> Result<Option<DynamicObject>, ResolveError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(capi.client().clone(), namespace, ar);
+    api.get_opt(name)
+        .await
+        .map_err(|source| ResolveError::Read {
+            kind: ar.kind.clone(),
+            namespace: namespace.into(),
+            name: name.into(),
+            source,
+        })
 }
 
 /// Sets (Some) or removes (None) annotations on the cluster's GC target. Returns the target
@@ -321,80 +401,4 @@ pub async fn annotate(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-
-    #[test]
-    fn label_wins_then_owner_reference() {
-        let mut c = AWSCluster::new("infra", Default::default());
-        c.metadata.namespace = Some("ns".into());
-        assert!(matches!(
-            for_aws_cluster(&c),
-            Err(ClusterNameError::NoOwner { .. })
-        ));
-        c.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "cluster.x-k8s.io/v1beta1".into(),
-            kind: "Cluster".into(),
-            name: "c1".into(),
-            uid: "u".into(),
-            ..Default::default()
-        }]);
-        let names = for_aws_cluster(&c).unwrap();
-        assert_eq!((names.capi.as_str(), names.tag.as_str()), ("c1", "c1"));
-        c.metadata.labels = Some([(CLUSTER_NAME_LABEL.to_string(), "c2".to_string())].into());
-        assert_eq!(for_aws_cluster(&c).unwrap().tag, "c2");
-    }
-
-    #[test]
-    fn eks_name_comes_from_the_spec_and_is_validated() {
-        let mut cp = AWSManagedControlPlane::new("cp", Default::default());
-        cp.metadata.labels = Some([(CLUSTER_NAME_LABEL.to_string(), "ek1".to_string())].into());
-        assert!(matches!(
-            for_control_plane(&cp),
-            Err(ClusterNameError::NoEksName { .. })
-        ));
-        cp.spec.eks_cluster_name = Some("eks-1".into());
-        assert_eq!(for_control_plane(&cp).unwrap().tag, "eks-1");
-        cp.spec.eks_cluster_name = Some("a/b".into());
-        assert!(matches!(
-            for_control_plane(&cp),
-            Err(ClusterNameError::Invalid(_))
-        ));
-        cp.spec.eks_cluster_name = Some(String::new());
-        assert!(matches!(
-            for_control_plane(&cp),
-            Err(ClusterNameError::Invalid(_))
-        ));
-    }
-
-    /// CAPA's default EKS name is `<namespace>_<name>`: the cloud provider tags with it, while
-    /// CAPA tags its own network with the Cluster API name.
-    #[test]
-    fn eks_control_plane_has_two_names_and_needs_its_cluster() {
-        let mut cp = AWSManagedControlPlane::new("ek1-control-plane", Default::default());
-        cp.metadata.namespace = Some("eksns".into());
-        cp.spec.eks_cluster_name = Some("eksns_ek1-control-plane".into());
-        assert!(
-            matches!(
-                for_control_plane(&cp),
-                Err(ClusterNameError::NoOwner {
-                    kind: "AWSManagedControlPlane",
-                    ..
-                })
-            ),
-            "no guess at CAPA's name without the owning Cluster"
-        );
-        cp.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "cluster.x-k8s.io/v1beta2".into(),
-            kind: "Cluster".into(),
-            name: "ek1".into(),
-            uid: "u".into(),
-            ..Default::default()
-        }]);
-        let names = for_control_plane(&cp).unwrap();
-        assert_eq!(names.capi, "ek1");
-        assert_eq!(names.tag, "eksns_ek1-control-plane");
-        assert_eq!(names.describe(), "ek1 (EKS name eksns_ek1-control-plane)");
-    }
-}
+mod tests;

@@ -77,9 +77,11 @@ impl PauseMemory {
     }
 }
 
-/// Runs until `shutdown`, sending each change on `changes`.
+/// Runs until `shutdown`, sending each change on `changes`. `scope`: the namespaces watched, one
+/// watch each (empty: one watch of every namespace).
 pub async fn run(
     client: Client,
+    scope: Vec<String>,
     changes: broadcast::Sender<ClusterChange>,
     memory: Pauses,
     shutdown: CancellationToken,
@@ -100,10 +102,20 @@ pub async fn run(
         }
     };
     tracing::info!(version = %ar.version, "watching Cluster API's Clusters for pause changes");
-    let api: Api<DynamicObject> = Api::all_with(client, &ar);
-    let mut events = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let apis: Vec<Api<DynamicObject>> = if scope.is_empty() {
+        vec![Api::all_with(client, &ar)]
+    } else {
+        scope
+            .iter()
+            .map(|ns| Api::namespaced_with(client.clone(), ns, &ar))
+            .collect()
+    };
+    // Each watch's own list start and end are ignored below, so merging them loses nothing.
+    let mut events = futures::stream::select_all(apis.into_iter().map(|api| {
+        watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed()
+    }));
     loop {
         let event = tokio::select! {
             _ = shutdown.cancelled() => return,

@@ -7,7 +7,10 @@
 //! (engine::finalizer_controller); this module supplies validation and one pass.
 
 use super::annotations;
-use super::cluster::{self, ClusterNameError, ClusterNames, LinkedAnnotations, ResolveError};
+use super::capi::Capi;
+use super::cluster::{
+    self, ClusterNameError, ClusterNames, LinkedAnnotations, Owning, ResolveError,
+};
 use super::conditions::{self, Desired, Severity};
 use super::identity::{self, Placement};
 use super::metrics::ExternalMetrics;
@@ -17,7 +20,7 @@ use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
 use crate::engine::finalizer_controller::{
-    Admission, Checked, FinalizerController, Pass, Pick, Reconciler,
+    Admission, Checked, FinalizerController, Pass, Pick, Reconciler, Watches,
 };
 use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::leader::Fence;
@@ -84,10 +87,12 @@ pub trait GcKind:
     }
 
     /// Another object whose GC annotations also govern this one (its label and annotations),
-    /// read fresh; `Ok(None)` when there is none.
+    /// read fresh; `Ok(None)` when there is none. `owning`: the owning Cluster if this reconcile
+    /// already read it (`None`: read it when needed).
     fn linked_switches(
         &self,
-        client: &Client,
+        capi: &Capi,
+        owning: Option<Owning>,
     ) -> impl Future<Output = Result<Option<LinkedAnnotations>, ResolveError>> + Send;
 }
 
@@ -109,7 +114,8 @@ impl GcKind for AWSCluster {
     /// CAPA and clusterawsadm agree on the AWSCluster: nothing else to read.
     async fn linked_switches(
         &self,
-        _client: &Client,
+        _capi: &Capi,
+        _owning: Option<Owning>,
     ) -> Result<Option<LinkedAnnotations>, ResolveError> {
         Ok(None)
     }
@@ -152,9 +158,10 @@ impl GcKind for AWSManagedControlPlane {
     /// own tool have the annotation there.
     async fn linked_switches(
         &self,
-        client: &Client,
+        capi: &Capi,
+        owning: Option<Owning>,
     ) -> Result<Option<LinkedAnnotations>, ResolveError> {
-        cluster::managed_cluster_annotations(client, self).await
+        cluster::managed_cluster_annotations(capi, self, owning).await
     }
 }
 
@@ -174,6 +181,8 @@ pub struct ExternalCtx {
     /// narrow role needs ConfigMap access there only.
     pub audit_namespace: String,
     pub client: Client,
+    /// Cluster API lookups, with discovery kept for the collector's life (both kinds share it).
+    pub(crate) capi: Capi,
     /// One AWS session per cluster (its region and identity chain).
     pub sessions: Arc<SessionCache>,
     /// CAPA's own namespace, where static identities' Secrets live (`--capa-namespace`).
@@ -185,6 +194,8 @@ pub struct ExternalCtx {
     pub alternative_discovery: bool,
     /// `--external-gc-selector`: the objects this collector takes.
     pub selector: LabelFilter,
+    /// `--scope-namespaces`: the namespaces it watches (empty: all). Outside them nothing is seen.
+    pub scope: Vec<String>,
     /// `--external-ebs-snapshot`: snapshot volumes before the opt-in `ebs-volume` task deletes them.
     pub ebs_snapshot: bool,
     /// `--external-dry-run`: plan each teardown and report it; delete nothing, take no finalizer.
@@ -209,6 +220,7 @@ impl ExternalCtx {
     ) -> Self {
         ExternalCtx {
             events: Publisher::new(client.clone(), "sweeper-external", "ExternalResourceGC"),
+            capi: Capi::new(client.clone()),
             client,
             sessions,
             capa_namespace: "capa-system".into(),
@@ -216,6 +228,7 @@ impl ExternalCtx {
             metrics,
             alternative_discovery,
             selector: LabelFilter::default(),
+            scope: Vec::new(),
             ebs_snapshot: true,
             dry_run: false,
             invalid_objects,
@@ -273,6 +286,12 @@ impl ExternalCtx {
 
     pub fn with_ebs_snapshot(mut self, on: bool) -> Self {
         self.ebs_snapshot = on;
+        self
+    }
+
+    /// Only the objects in `namespaces` (empty: all) are watched (`--scope-namespaces`).
+    pub fn with_scope(mut self, namespaces: Vec<String>) -> Self {
+        self.scope = namespaces;
         self
     }
 
@@ -378,23 +397,30 @@ impl crate::engine::collector::Collector for ExternalCollector {
     ) -> futures::future::BoxFuture<'static, ()> {
         let client = self.clusters.reconciler.ctx.client.clone();
         let pauses = self.clusters.reconciler.ctx.pauses.clone();
+        let scope = self.clusters.reconciler.ctx.scope.clone();
         // A Cluster's pause changing reconciles its objects of both kinds at once.
         let (changes, _) = tokio::sync::broadcast::channel(256);
         let clusters = self.clusters.run(
-            Api::all(client.clone()),
+            Watches::namespaces(client.clone(), &scope),
             env.state.clone(),
             AWSCluster::COMPONENT,
             env.shutdown.clone(),
-            Some(picks::<AWSCluster>(changes.subscribe())),
+            {
+                let changes = changes.clone();
+                move || Some(picks::<AWSCluster>(changes.subscribe()))
+            },
         );
         let control_planes = self.control_planes.run(
-            Api::all(client.clone()),
+            Watches::namespaces(client.clone(), &scope),
             env.state,
             AWSManagedControlPlane::COMPONENT,
             env.shutdown.clone(),
-            Some(picks::<AWSManagedControlPlane>(changes.subscribe())),
+            {
+                let changes = changes.clone();
+                move || Some(picks::<AWSManagedControlPlane>(changes.subscribe()))
+            },
         );
-        let watch = super::cluster_watch::run(client, changes, pauses, env.shutdown);
+        let watch = super::cluster_watch::run(client, scope, changes, pauses, env.shutdown);
         Box::pin(async move {
             futures::future::join3(clusters, control_planes, watch).await;
         })
@@ -420,6 +446,13 @@ fn picks<K: GcKind>(
         Some((pick, rx))
     })
     .boxed()
+}
+
+/// What the admission read that validation needs too: the GC switches of the linked object
+/// (`None`: not read; validation reads them).
+#[derive(Default)]
+pub struct Admitted {
+    linked: Option<Option<LinkedAnnotations>>,
 }
 
 /// What a valid object's teardown needs.
@@ -590,6 +623,7 @@ impl<K: GcKind> KindReconciler<K> {
 impl<K: GcKind> Reconciler for KindReconciler<K> {
     type Object = K;
     type Input = ClusterInput;
+    type Admitted = Admitted;
     type Error = ExternalError;
 
     fn finalizer(&self) -> &'static str {
@@ -613,7 +647,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
 
     /// Cluster API's contract: nothing for a paused cluster, one being moved, or one managed
     /// elsewhere (see contract.rs).
-    async fn admit(&self, o: &K, stage: Stage) -> Result<Admission, ExternalError> {
+    async fn admit(&self, o: &K, stage: Stage) -> Result<Admission<Admitted>, ExternalError> {
         self.admission(o, stage).await
     }
 
@@ -629,8 +663,19 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
     }
 
     /// Validates before anything is deleted; bad input is reported while the object lives, too.
-    async fn validate(&self, o: &K, stage: Stage) -> Result<Checked<ClusterInput>, ExternalError> {
-        let linked = match o.linked_switches(&self.ctx.client).await {
+    /// The linked switches the admission read are used as read (one read of the owning Cluster
+    /// per reconcile); else they are read here.
+    async fn validate(
+        &self,
+        o: &K,
+        stage: Stage,
+        admitted: Admitted,
+    ) -> Result<Checked<ClusterInput>, ExternalError> {
+        let read = match admitted.linked {
+            Some(linked) => Ok(linked),
+            None => o.linked_switches(&self.ctx.capi, None).await,
+        };
+        let linked = match read {
             Ok(linked) => linked,
             // Nothing is at stake while the object lives; it is checked again at deletion.
             Err(e) if stage == Stage::Live => {
@@ -863,3 +908,9 @@ mod tests;
 
 #[cfg(test)]
 mod admission_tests;
+
+#[cfg(test)]
+mod eks_calls_tests;
+
+#[cfg(test)]
+mod scope_tests;

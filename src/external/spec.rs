@@ -100,6 +100,7 @@ impl Registered for ExternalMetrics {
                 env.invalid_objects.clone(),
             )
             .with_selector(config.external_gc_selector.clone())
+            .with_scope(config.scope_namespaces.clone())
             .with_ebs_snapshot(config.external_ebs_snapshot)
             .with_dry_run(config.external_dry_run)
             .with_audit_ttl(config.archive_ttl)

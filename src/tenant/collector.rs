@@ -12,9 +12,12 @@ use crate::config::TenantGcStrategy;
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::events::Publisher;
 use crate::engine::finalizer::{FinalizerError, Stage};
-use crate::engine::finalizer_controller::{Checked, FinalizerController, Pass, Reconciler};
+use crate::engine::finalizer_controller::{
+    Checked, FinalizerController, Pass, Reconciler, Watches,
+};
 use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::name_index::{IndexWatches, NameIndex};
+use crate::engine::selector::LabelFilter;
 use crate::engine::teardown_registry::TeardownRegistry;
 use crate::metrics::InvalidObjectLabels;
 use kube::{Api, Client, ResourceExt};
@@ -66,8 +69,9 @@ impl crate::engine::finalizer_controller::ErrorLabel for TenantError {
     }
 }
 
-/// The tenant collector as `run` sees it: the engine's finalizer controller over [`TenantCtx`].
-pub struct TenantCollector(Arc<FinalizerController<TenantCtx>>);
+/// The tenant collector as `run` sees it: the engine's finalizer controller over [`TenantCtx`],
+/// and the Tenants it watches (`--tenant-scope-selector`).
+pub struct TenantCollector(Arc<FinalizerController<TenantCtx>>, LabelFilter);
 
 impl TenantCollector {
     pub fn new(
@@ -91,18 +95,27 @@ impl TenantCollector {
             index: NameIndex::default(),
             since: Default::default(),
         };
-        TenantCollector(Arc::new(FinalizerController {
-            collector: COLLECTOR,
-            reconciler: ctx,
-            metrics: book,
-            registry,
-            done_reason: "TeardownComplete",
-            retry_after: Duration::from_secs(5),
-            events,
-            fence,
-            // Tenants are few; each teardown bounds its own deletes (--tenant-delete-concurrency).
-            concurrency: 0,
-        }))
+        TenantCollector(
+            Arc::new(FinalizerController {
+                collector: COLLECTOR,
+                reconciler: ctx,
+                metrics: book,
+                registry,
+                done_reason: "TeardownComplete",
+                retry_after: Duration::from_secs(5),
+                events,
+                fence,
+                // Tenants are few; each teardown bounds its own deletes (--tenant-delete-concurrency).
+                concurrency: 0,
+            }),
+            LabelFilter::default(),
+        )
+    }
+
+    /// Only the Tenants `selector` selects are watched (`--tenant-scope-selector`).
+    pub fn with_scope(mut self, selector: LabelFilter) -> Self {
+        self.1 = selector;
+        self
     }
 }
 
@@ -119,12 +132,13 @@ impl crate::engine::collector::Collector for TenantCollector {
         self: Box<Self>,
         env: crate::engine::collector::RunEnv,
     ) -> futures::future::BoxFuture<'static, ()> {
-        Box::pin(run(self.0, env.state, env.shutdown))
+        Box::pin(run(self.0, self.1, env.state, env.shutdown))
     }
 }
 
 async fn run(
     driver: Arc<FinalizerController<TenantCtx>>,
+    scope: LabelFilter,
     state: crate::engine::health::Health,
     shutdown: CancellationToken,
 ) {
@@ -136,8 +150,10 @@ async fn run(
             shutdown.clone(),
         ))
     });
-    let api: Api<Guarded<Tenant>> = Api::all(ctx.client.clone());
-    driver.run(api, state, COMPONENT, shutdown, None).await;
+    let watches = Watches::all(ctx.client.clone()).labelled(&scope.to_string());
+    driver
+        .run(watches, state, COMPONENT, shutdown, || None)
+        .await;
     if let Some(task) = index {
         task.abort();
     }
@@ -164,6 +180,7 @@ async fn follow_discovery(
 impl Reconciler for TenantCtx {
     type Object = Tenant;
     type Input = TenantId;
+    type Admitted = ();
     type Error = TenantError;
 
     fn finalizer(&self) -> &'static str {
@@ -183,7 +200,12 @@ impl Reconciler for TenantCtx {
         Api::all(self.client.clone())
     }
 
-    async fn validate(&self, t: &Tenant, _stage: Stage) -> Result<Checked<TenantId>, TenantError> {
+    async fn validate(
+        &self,
+        t: &Tenant,
+        _stage: Stage,
+        _admitted: (),
+    ) -> Result<Checked<TenantId>, TenantError> {
         match TenantId::parse(&t.name_any(), t.spec.id.as_ref()) {
             Ok(id) => Ok(Checked::Valid(id)),
             Err(e) => self.invalid(t, e).await,

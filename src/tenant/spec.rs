@@ -55,15 +55,18 @@ impl Registered for TenantMetrics {
                 delete_concurrency: config.tenant_delete_concurrency as usize,
                 archive: env.archive_hub.archiver(&env.client, &env.fence, NAME),
             };
-            Box::new(super::collector::TenantCollector::new(
-                env.client,
-                settings,
-                self.clone(),
-                env.discovery.clone(),
-                env.teardowns.clone(),
-                env.invalid_objects.clone(),
-                env.fence,
-            )) as Box<dyn Collector>
+            Box::new(
+                super::collector::TenantCollector::new(
+                    env.client,
+                    settings,
+                    self.clone(),
+                    env.discovery.clone(),
+                    env.teardowns.clone(),
+                    env.invalid_objects.clone(),
+                    env.fence,
+                )
+                .with_scope(config.tenant_scope_selector.clone()),
+            ) as Box<dyn Collector>
         })
     }
 }

@@ -39,6 +39,7 @@ impl Scripted {
 impl Reconciler for Scripted {
     type Object = ConfigMap;
     type Input = ();
+    type Admitted = ();
     type Error = FinalizerError;
 
     fn finalizer(&self) -> &'static str {
@@ -53,7 +54,12 @@ impl Reconciler for Scripted {
     fn api(&self, _obj: &ConfigMap) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), "ns")
     }
-    async fn validate(&self, _o: &ConfigMap, _s: Stage) -> Result<Checked<()>, FinalizerError> {
+    async fn validate(
+        &self,
+        _o: &ConfigMap,
+        _s: Stage,
+        _admitted: (),
+    ) -> Result<Checked<()>, FinalizerError> {
         self.hook("validate");
         Ok(match self.invalid {
             None => Checked::Valid(()),

@@ -3,10 +3,10 @@
 //! AWSManagedCluster, only when something is at stake; report a wait on the object; record what is
 //! left alone for `sweeper status`.
 
-use super::{ExternalError, FINALIZER, GcKind, KindReconciler};
+use super::{Admitted, ExternalError, FINALIZER, GcKind, KindReconciler};
 use crate::engine::finalizer::Stage;
 use crate::engine::finalizer_controller::Admission;
-use crate::external::cluster;
+use crate::external::cluster::{self, Owning};
 use crate::external::conditions::{Desired, Severity};
 use crate::external::contract::{self, ClusterState, Decision, Hold, Subject};
 use kube::ResourceExt;
@@ -23,18 +23,28 @@ const UNREADABLE_RETRY: Duration = Duration::from_secs(10);
 const LIVE_PAUSED_RETRY: Duration = Duration::from_secs(300);
 
 impl<K: GcKind> KindReconciler<K> {
-    pub(super) async fn admission(&self, o: &K, stage: Stage) -> Result<Admission, ExternalError> {
+    pub(super) async fn admission(
+        &self,
+        o: &K,
+        stage: Stage,
+    ) -> Result<Admission<Admitted>, ExternalError> {
         let label = Self::label(o);
         let deleting = o.meta().deletion_timestamp.is_some();
         let holds_finalizer = o.finalizers().iter().any(|f| f == FINALIZER);
         let own = Subject::new(&label, o.annotations(), None, holds_finalizer, deleting);
         // A dry run takes no finalizer: for a live object nothing is at stake.
         let at_stake = stage == Stage::Cleanup || self.ctx.dry_run.not();
+        let mut admitted = Admitted::default();
         let decision = if at_stake && contract::needs_cluster(&own) {
-            let read = o.linked_switches(&self.ctx.client).await;
-            let mut state = cluster::cluster_state(&self.ctx.client, o).await;
-            let linked = match read {
-                Ok(l) => l,
+            // One read of the owning Cluster answers both the contract and, on EKS, where the
+            // AWSManagedCluster's opt-out is; validation is handed what was read.
+            let owning = Owning::read(&self.ctx.capi, o).await;
+            let mut state = owning.state();
+            let linked = match o.linked_switches(&self.ctx.capi, Some(owning)).await {
+                Ok(l) => {
+                    admitted.linked = Some(l.clone());
+                    l
+                }
                 Err(e) => {
                     // Whether the AWSManagedCluster is paused, moved or handed over is unknown.
                     if !matches!(state, ClusterState::Unreadable { .. }) {
@@ -69,7 +79,7 @@ impl<K: GcKind> KindReconciler<K> {
         match decision {
             Decision::Act => {
                 held.release(&label);
-                Ok(Admission::Proceed)
+                Ok(Admission::Proceed(admitted))
             }
             Decision::Release(why) => {
                 held.hold(&label, why.state(), why.to_string());
@@ -96,7 +106,7 @@ impl<K: GcKind> KindReconciler<K> {
         label: &str,
         stage: Stage,
         hold: Hold,
-    ) -> Result<Admission, ExternalError> {
+    ) -> Result<Admission<Admitted>, ExternalError> {
         let message = hold.to_string();
         self.ctx
             .metrics
@@ -141,7 +151,7 @@ impl<K: GcKind> KindReconciler<K> {
     }
 
     /// Proceed with a live object, recording whether the Cluster watch last saw its Cluster paused.
-    fn guarded(&self, o: &K, label: &str) -> Admission {
+    fn guarded(&self, o: &K, label: &str) -> Admission<Admitted> {
         let held = &self.ctx.metrics.held;
         let namespace = o.namespace().unwrap_or_default();
         match cluster::owning_cluster(o) {
@@ -151,7 +161,7 @@ impl<K: GcKind> KindReconciler<K> {
             }
             _ => held.release(label),
         }
-        Admission::Proceed
+        Admission::Proceed(Admitted::default())
     }
 
     /// The object left the watch: it is held no more.

@@ -98,7 +98,10 @@ async fn the_opt_out_annotation_is_valid_and_turns_external_gc_off_without_a_cal
         true,
     );
 
-    let checked = t.validate(&c, Stage::Cleanup).await.unwrap();
+    let checked = t
+        .validate(&c, Stage::Cleanup, Admitted::default())
+        .await
+        .unwrap();
 
     let Checked::Valid(input) = checked else {
         panic!("the opt-out is valid input")
@@ -246,11 +249,16 @@ async fn a_malformed_switch_already_reported_is_not_reported_again() {
         true,
     );
     expect_report(&server, &reported);
-    t.validate(&c, Stage::Cleanup).await.unwrap();
+    t.validate(&c, Stage::Cleanup, Admitted::default())
+        .await
+        .unwrap();
     reported["status"] = server.calls()[1].body["status"].clone();
     server.expect(Method::GET, CLUSTER).respond(200, reported);
 
-    let again = t.validate(&c, Stage::Cleanup).await.unwrap();
+    let again = t
+        .validate(&c, Stage::Cleanup, Admitted::default())
+        .await
+        .unwrap();
 
     assert!(matches!(again, Checked::Invalid { release: false, .. }));
     let calls = server.finish();
@@ -371,7 +379,11 @@ async fn a_bad_external_dns_owner_id_holds_nothing_and_deletes_no_record() {
             &[FINALIZER],
             true,
         );
-        let Checked::Valid(input) = t.validate(&c, Stage::Cleanup).await.unwrap() else {
+        let Checked::Valid(input) = t
+            .validate(&c, Stage::Cleanup, Admitted::default())
+            .await
+            .unwrap()
+        else {
             panic!("{bad:?}: a bad owner id must not block the teardown")
         };
         assert_eq!(

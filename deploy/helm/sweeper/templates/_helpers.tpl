@@ -163,6 +163,10 @@ reads the same variables as sweeper run, so it checks the configuration the serv
 - name: SWEEPER_EXTERNAL_GC_SELECTOR
   value: {{ . | quote }}
 {{- end }}
+{{- with .Values.external.scopeNamespaces }}
+- name: SWEEPER_SCOPE_NAMESPACES
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- if .Values.external.dryRun }}
 - name: SWEEPER_EXTERNAL_DRY_RUN
   value: "true"
