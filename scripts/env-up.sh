@@ -22,7 +22,10 @@ start() { # name, command...
   local name="$1"; shift
   if running "$name"; then log "$name already running (pid $(cat "$SWEEPER_STATE/run/$name.pid"))"; return 0; fi
   log "starting $name (log: $SWEEPER_STATE/logs/$name.log)"
-  setsid "$@" >"$SWEEPER_STATE/logs/$name.log" 2>&1 < /dev/null &
+  # The servers outlive this script, so they must not keep its caller's descriptors: a lock held
+  # by whoever ran env-up (`flock lockfile make test`) would otherwise stay held until env-down.
+  ( for fd in $(ls "/proc/$BASHPID/fd"); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
+    exec setsid "$@" >"$SWEEPER_STATE/logs/$name.log" 2>&1 < /dev/null ) &
   echo $! > "$SWEEPER_STATE/run/$name.pid"
 }
 wait_for() { # what, seconds, command...

@@ -151,16 +151,45 @@ where
             (classify(code.as_deref(), status), code, kind)
         }
     };
+    let kind = if fenced {
+        FailureKind::LeaderLost
+    } else if credentials_refused(err) {
+        FailureKind::Credential
+    } else {
+        kind
+    };
     ApiFailure {
         class,
         code,
         message,
-        kind: if fenced {
-            FailureKind::LeaderLost
-        } else {
-            kind
-        },
+        kind,
     }
+}
+
+/// Whether the call failed because its credentials could not be had: the session's role (or
+/// IRSA's web identity) could not be assumed, STS saying the source credentials are bad. The SDK
+/// reports that as a dispatch failure with STS's own error deep in its chain of sources: found
+/// there by type and judged by its code, as [`kind_of`] judges any other.
+fn credentials_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    use aws_sdk_sts::operation::assume_role::AssumeRoleError;
+    use aws_sdk_sts::operation::assume_role_with_web_identity::AssumeRoleWithWebIdentityError;
+    fn judged<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> FailureKind {
+        kind_of(e.code(), e.raw_response().map(|r| r.status().as_u16()))
+    }
+    let mut next = Some(err);
+    while let Some(e) = next {
+        let kind = if let Some(sts) = e.downcast_ref::<SdkError<AssumeRoleError, HttpResponse>>() {
+            Some(judged(sts))
+        } else {
+            e.downcast_ref::<SdkError<AssumeRoleWithWebIdentityError, HttpResponse>>()
+                .map(judged)
+        };
+        if kind == Some(FailureKind::Credential) {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// The in-place retry policy: short, because a resource still blocked after ~4s is reported as
@@ -260,6 +289,7 @@ impl CleanError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_ec2::operation::describe_vpcs as ec2_err;
 
     #[test]
     fn not_found_codes_mean_done() {
@@ -371,6 +401,43 @@ mod tests {
         assert_eq!(
             (e.kind(), e.op()),
             (FailureKind::Credential, "DeleteSecurityGroup")
+        );
+    }
+
+    #[test]
+    fn a_role_sts_refuses_to_renew_is_a_credential_failure_of_the_call_it_held_up() {
+        use aws_credential_types::provider::error::CredentialsError;
+        use aws_sdk_sts::operation::assume_role::AssumeRoleError;
+        use aws_smithy_runtime_api::client::result::ConnectorError;
+        use aws_smithy_types::body::SdkBody;
+        use aws_smithy_types::error::ErrorMetadata;
+        let refused =
+            |code: &str, status: u16| -> SdkError<ec2_err::DescribeVpcsError, HttpResponse> {
+                let sts = SdkError::<AssumeRoleError, HttpResponse>::service_error(
+                    AssumeRoleError::generic(ErrorMetadata::builder().code(code).build()),
+                    HttpResponse::new(status.try_into().unwrap(), SdkBody::empty()),
+                );
+                SdkError::dispatch_failure(ConnectorError::other(
+                    Box::new(CredentialsError::provider_error(sts)),
+                    None,
+                ))
+            };
+        assert_eq!(
+            failure_of(&refused("InvalidClientTokenId", 403)).kind,
+            FailureKind::Credential
+        );
+        assert_eq!(
+            failure_of(&refused("ExpiredToken", 400)).kind,
+            FailureKind::Credential
+        );
+        // STS throttled or down: the credentials may be good, so no verdict on them.
+        assert_eq!(
+            failure_of(&refused("Throttling", 400)).kind,
+            FailureKind::Other
+        );
+        assert_eq!(
+            failure_of(&refused("InternalFailure", 500)).kind,
+            FailureKind::Other
         );
     }
 }
