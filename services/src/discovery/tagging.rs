@@ -213,4 +213,15 @@ mod calls {
             "{err}"
         );
     }
+
+    #[tokio::test]
+    async fn a_failed_page_keeps_its_kind() {
+        let expired = mock!(Client::get_resources)
+            .then_error(|| GetResourcesError::generic(code("ExpiredTokenException")));
+        let c = mocked::in_order(&[&expired]);
+        let err = resources_with_tag(&c.tagging, "kubernetes.io/cluster/c1", &["owned"], None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), FailureKind::Credential, "{err}");
+    }
 }

@@ -319,4 +319,24 @@ mod tests {
         };
         assert!(sorted(found, "c1").is_empty());
     }
+
+    #[tokio::test]
+    async fn a_failed_discovery_keeps_its_kind_and_its_words() {
+        use crate::mocked::{RuleMode, clients, code, mock};
+        use aws_sdk_resourcegroupstagging::operation::get_resources::GetResourcesError;
+        let expired = mock!(aws_sdk_resourcegroupstagging::Client::get_resources)
+            .then_error(|| GetResourcesError::generic(code("ExpiredTokenException")));
+        let c = clients(RuleMode::MatchAny, &[&expired]);
+        let inv = discover(&c, &Ownership::of("c1"), false).await;
+        let failures: Vec<Failure> = inv.failures().collect();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0].kind, crate::model::FailureKind::Credential);
+        assert!(
+            failures[0]
+                .to_string()
+                .starts_with("phase 2 discovery for cluster c1: tagging API GetResources for tag "),
+            "{}",
+            failures[0]
+        );
+    }
 }
