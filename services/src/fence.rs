@@ -28,6 +28,20 @@ impl fmt::Debug for Fence {
 #[error("AWS call refused: this replica does not hold the leader lease")]
 pub struct NotLeader;
 
+/// Whether `err` (an SDK error, say) is, or was caused by, the fence's refusal: found by type in
+/// its chain of sources, never by its text. The SDK wraps it differently depending on when the
+/// fence closed (a construction failure before the call, a dispatch failure before a resend).
+pub fn refused_by_fence(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if e.is::<NotLeader>() {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 impl Intercept for Fence {
     fn name(&self) -> &'static str {
         "sweeper-leader-fence"
@@ -60,5 +74,88 @@ impl Intercept for Fence {
         } else {
             Err(Box::new(NotLeader))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errors::{FailureKind, failure_of};
+    use crate::mocked::{RuleMode, mock};
+    use aws_config::{BehaviorVersion, Region, SdkConfig};
+    use aws_credential_types::Credentials;
+    use aws_credential_types::provider::SharedCredentialsProvider;
+    use aws_sdk_ec2::operation::describe_vpcs::DescribeVpcsError;
+    use aws_smithy_mocks::{MockResponseInterceptor, create_mock_http_client};
+    use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
+    use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+    use aws_smithy_runtime_api::client::result::SdkError;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An EC2 client behind `fence`, whose HTTP client would accept the call. (An HTTP answer,
+    /// not a mocked output: the mock sets an output over whatever error the attempt ended in.)
+    fn ec2_behind(fence: Fence) -> aws_sdk_ec2::Client {
+        let ok = mock!(aws_sdk_ec2::Client::describe_vpcs).then_http_response(|| {
+            HttpResponse::new(
+                aws_smithy_runtime_api::http::StatusCode::try_from(200u16).unwrap(),
+                aws_smithy_types::body::SdkBody::from(
+                    "<DescribeVpcsResponse></DescribeVpcsResponse>",
+                ),
+            )
+        });
+        let m = MockResponseInterceptor::new()
+            .rule_mode(RuleMode::MatchAny)
+            .with_rule(&ok);
+        let sdk = SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+                "AKIDTEST", "secret", None, None, "mocked",
+            )))
+            .http_client(create_mock_http_client())
+            .build();
+        let mut b = aws_sdk_ec2::config::Builder::from(&sdk)
+            .retry_config(aws_config::retry::RetryConfig::disabled());
+        b.push_interceptor(SharedInterceptor::new(fence));
+        b.push_interceptor(SharedInterceptor::new(m));
+        aws_sdk_ec2::Client::from_conf(b.build())
+    }
+
+    #[tokio::test]
+    async fn a_fenced_call_is_leader_lost_by_type_whichever_way_the_sdk_wraps_it() {
+        // Closed from the start: refused before serialization (a construction failure).
+        let closed = ec2_behind(Fence(Arc::new(|| false)));
+        let err = closed.describe_vpcs().send().await.unwrap_err();
+        assert!(matches!(err, SdkError::ConstructionFailure(_)), "{err:?}");
+        assert_eq!(failure_of(&err).kind, FailureKind::LeaderLost, "{err:?}");
+
+        // Open when the operation starts, closed before it is sent (a dispatch failure).
+        let checks = Arc::new(AtomicUsize::new(0));
+        let seen = checks.clone();
+        let late = ec2_behind(Fence(Arc::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst) == 0
+        })));
+        let err = late.describe_vpcs().send().await.unwrap_err();
+        assert!(checks.load(Ordering::SeqCst) >= 2, "both hooks asked");
+        assert!(matches!(err, SdkError::DispatchFailure(_)), "{err:?}");
+        assert_eq!(failure_of(&err).kind, FailureKind::LeaderLost, "{err:?}");
+
+        // Open: the call goes through.
+        let open = ec2_behind(Fence(Arc::new(|| true)));
+        assert!(open.describe_vpcs().send().await.is_ok());
+    }
+
+    #[test]
+    fn only_the_fences_own_error_is_a_lost_lease_not_its_words() {
+        let fenced: SdkError<DescribeVpcsError, HttpResponse> =
+            SdkError::construction_failure(NotLeader);
+        assert!(refused_by_fence(&fenced));
+        assert_eq!(failure_of(&fenced).kind, FailureKind::LeaderLost);
+
+        // An error that only says the same words is not the fence's.
+        let same_words: SdkError<DescribeVpcsError, HttpResponse> =
+            SdkError::construction_failure(NotLeader.to_string());
+        assert!(!refused_by_fence(&same_words));
+        assert_eq!(failure_of(&same_words).kind, FailureKind::Other);
     }
 }

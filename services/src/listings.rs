@@ -99,7 +99,7 @@ mod tests {
                         class: crate::errors::ErrorClass::Transient,
                         code: Some("Throttling".into()),
                         message: "slow down".into(),
-                        throttling: true,
+                        kind: crate::errors::FailureKind::Throttled,
                     },
                 })
             })

@@ -2,6 +2,8 @@
 //! phase's outcome are reported. Depends on nothing above it, so discovery, the cleaners and the
 //! phase runner can all use it without importing each other.
 
+use crate::errors::CleanError;
+pub use crate::errors::FailureKind;
 use crate::fence::Fence;
 use aws_config::SdkConfig;
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
@@ -190,6 +192,71 @@ impl fmt::Display for ResourceRef {
     }
 }
 
+/// Why a call failed, or why a resource remains, as a pass reports it: the [`FailureKind`] every
+/// decision reads, and the text users read (conditions, Events, `sweeper status`, `gc plan`),
+/// which is exactly its `Display` and is never matched on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    /// The resource it is about, when it is about one (not a failed discovery).
+    pub resource: Option<ResourceRef>,
+    /// The AWS operation that failed (`DeleteVpc`), when one did.
+    pub op: Option<&'static str>,
+    /// What users read.
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Failure {
+            kind,
+            resource: None,
+            op: None,
+            message: message.into(),
+        }
+    }
+
+    /// A resource that waits on something (an attachment, a deletion under way), not on a
+    /// failed call.
+    pub fn waiting(message: impl Into<String>) -> Self {
+        Failure::new(FailureKind::Dependency, message)
+    }
+
+    /// A cleaner's or a discovery's error, with its kind and operation.
+    pub fn of(e: &CleanError) -> Self {
+        Failure {
+            op: Some(e.op()),
+            ..Failure::new(e.kind(), e.to_string())
+        }
+    }
+
+    /// About `resource`.
+    pub fn on(mut self, resource: ResourceRef) -> Self {
+        self.resource = Some(resource);
+        self
+    }
+}
+
+/// Text of no known cause: [`FailureKind::Other`].
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::new(FailureKind::Other, message)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Self {
+        Failure::new(FailureKind::Other, message)
+    }
+}
+
+/// Exactly the message: what users saw when reports carried strings.
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// The three phases of an external teardown, in the order they run (DESIGN.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
@@ -236,8 +303,9 @@ pub struct PhaseReport {
     /// False when an earlier phase still had work, so this one was not run.
     pub started: bool,
     pub deleted: Vec<ResourceRef>,
-    pub remaining: Vec<(ResourceRef, String)>,
-    pub errors: Vec<String>,
+    /// Resources not deleted yet, with why (the kind says whether a call failed or it waits).
+    pub remaining: Vec<(ResourceRef, Failure)>,
+    pub errors: Vec<Failure>,
     /// Dry run: what would be deleted.
     pub planned: Vec<ResourceRef>,
     /// Phase 3: resources the cluster does not own that keep its VPC from being deleted, with
@@ -288,6 +356,13 @@ impl PhaseReport {
             && self.remaining.is_empty()
             && self.errors.is_empty()
             && self.blockers.is_empty()
+    }
+
+    /// Every failure the phase reports: its errors, then why each remaining resource remains.
+    pub fn failures(&self) -> impl Iterator<Item = &Failure> {
+        self.errors
+            .iter()
+            .chain(self.remaining.iter().map(|(_, why)| why))
     }
 
     pub fn merge(&mut self, other: PhaseReport) {

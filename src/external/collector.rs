@@ -39,7 +39,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
-use sweeper_aws::phases::{EksFacts, PassReport, PassRequest, teardown_pass};
+use sweeper_aws::phases::{EksFacts, PassReport, PassRequest, PhaseReport, teardown_pass};
 use sweeper_aws::session::SessionCache;
 use tracing::Instrument;
 
@@ -827,15 +827,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
         // next pass proves the session again, and reports the refusal if AWS refuses it.
         self.ctx.sessions.forget_if_credentials_failed(
             &spec,
-            report
-                .phases
-                .iter()
-                .flat_map(|p| {
-                    p.errors
-                        .iter()
-                        .chain(p.remaining.iter().map(|(_, why)| why))
-                })
-                .map(String::as_str),
+            report.phases.iter().flat_map(PhaseReport::failures),
         );
         self.audit(o, &names, &session, &report).await;
         let mut out = outcome::of(&report, &cluster_name, &place);

@@ -211,7 +211,7 @@ impl Cleaner for Instances {
         });
         match (settle(res, KIND, &t.id, "TerminateInstances")?, terminated) {
             (Outcome::Deleted, Some(false)) => Ok(Outcome::Remaining(
-                "terminating; waiting until terminated".into(),
+                crate::model::Failure::waiting("terminating; waiting until terminated"),
             )),
             (o, _) => Ok(o),
         }

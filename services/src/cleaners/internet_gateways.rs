@@ -199,7 +199,9 @@ mod calls {
             .delete(&ctx(&c, &inv), &gateway(&["vpc-1"]))
             .await
             .unwrap();
-        assert!(matches!(out, Outcome::Remaining(r) if r.contains("DependencyViolation")));
+        assert!(matches!(out, Outcome::Remaining(r)
+            if r.kind == crate::model::FailureKind::Dependency
+                && r.message.contains("DependencyViolation")));
         assert_calls(&detach, 4, "DetachInternetGateway");
     }
 }

@@ -28,7 +28,7 @@ pub use crate::errors::CleanError;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::errors::{ApiFailure, ErrorClass};
-use crate::model::{AwsClients, GcTask};
+use crate::model::{AwsClients, Failure, GcTask};
 use crate::policy::Ownership;
 use async_trait::async_trait;
 use std::fmt;
@@ -136,8 +136,9 @@ pub enum Outcome {
     DeletedWith(String),
     /// Already gone (NotFound): as good as deleted.
     Gone,
-    /// Deletion started or still blocked; the reason says what we wait for. Keeps the phase open.
-    Remaining(String),
+    /// Deletion started or still blocked; the reason says what we wait for (its kind: a failed
+    /// call's, or `Dependency` for a wait). Keeps the phase open.
+    Remaining(Failure),
 }
 
 /// Maps the result of a delete call: NotFound is done, transient errors that outlived the retries
@@ -152,7 +153,10 @@ pub fn settle<T>(
         Ok(_) => Ok(Outcome::Deleted),
         Err(f) => match f.class {
             ErrorClass::NotFound => Ok(Outcome::Gone),
-            ErrorClass::Transient => Ok(Outcome::Remaining(format!("{op}: {f}"))),
+            ErrorClass::Transient => Ok(Outcome::Remaining(Failure {
+                op: Some(op),
+                ..Failure::new(f.kind, format!("{op}: {f}"))
+            })),
             ErrorClass::Fatal => Err(CleanError::Api {
                 kind,
                 id: id.to_string(),
@@ -168,7 +172,9 @@ pub fn settle<T>(
 /// to see it gone.
 pub(crate) fn requested(o: Outcome) -> Outcome {
     match o {
-        Outcome::Deleted => Outcome::Remaining("deletion requested; waiting until deleted".into()),
+        Outcome::Deleted => Outcome::Remaining(Failure::waiting(
+            "deletion requested; waiting until deleted",
+        )),
         o => o,
     }
 }
@@ -280,7 +286,7 @@ mod tests {
             class,
             code: Some("X".into()),
             message: "mocked".into(),
-            throttling: false,
+            kind: crate::errors::FailureKind::Other,
         })
     }
 
@@ -295,6 +301,31 @@ mod tests {
         ));
         let err = s(failed(ErrorClass::Fatal)).unwrap_err();
         assert!(err.to_string().contains("vpc vpc-1: DeleteVpc"), "{err}");
+    }
+
+    #[test]
+    fn a_resource_left_remaining_carries_its_calls_kind_and_the_same_words() {
+        use crate::errors::FailureKind;
+        let throttled = Err::<(), _>(ApiFailure {
+            class: ErrorClass::Transient,
+            code: Some("RequestLimitExceeded".into()),
+            message: "mocked".into(),
+            kind: FailureKind::Throttled,
+        });
+        match settle(throttled, "vpc", "vpc-1", "DeleteVpc").unwrap() {
+            Outcome::Remaining(why) => {
+                assert_eq!(
+                    (why.kind, why.op),
+                    (FailureKind::Throttled, Some("DeleteVpc"))
+                );
+                assert_eq!(why.to_string(), "DeleteVpc: RequestLimitExceeded: mocked");
+            }
+            o => panic!("{o:?}"),
+        }
+        match requested(Outcome::Deleted) {
+            Outcome::Remaining(why) => assert_eq!(why.kind, FailureKind::Dependency),
+            o => panic!("{o:?}"),
+        }
     }
 
     #[test]

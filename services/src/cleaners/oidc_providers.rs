@@ -370,6 +370,7 @@ mod tests {
         assert!(
             r.remaining[0]
                 .1
+                .message
                 .contains("EKS cluster restored still reports"),
             "{r:#?}"
         );
@@ -390,13 +391,19 @@ mod tests {
         let r = pass(&c, Some(&issuer)).await;
         assert_eq!(deletes.num_calls(), 0);
         assert!(r.deleted.is_empty(), "{r:#?}");
-        assert!(r.errors[0].contains("AccessDeniedException"), "{r:#?}");
+        assert!(
+            r.errors[0].message.contains("AccessDeniedException"),
+            "{r:#?}"
+        );
 
         let (iam_, deletes) = iam(&[("AAAA1111", TAGGED)]);
         let c = AwsClients::mocked(iam_, eks_failing("ThrottlingException"));
         let r = pass(&c, Some(&issuer)).await;
         assert_eq!(deletes.num_calls(), 0);
-        assert!(r.remaining[0].1.contains("EKS cannot be asked"), "{r:#?}");
+        assert!(
+            r.remaining[0].1.message.contains("EKS cannot be asked"),
+            "{r:#?}"
+        );
     }
 
     const ISSUER: &str = "https://oidc.eks.us-east-1.amazonaws.com/id/AAAA1111";

@@ -163,7 +163,7 @@ async fn snapshot(ctx: &CleanCtx<'_>, volume: &str) -> Result<String, ApiFailure
             class: ErrorClass::Fatal,
             code: None,
             message: "CreateSnapshot returned no snapshot id".into(),
-            throttling: false,
+            kind: crate::errors::FailureKind::Other,
         })
 }
 

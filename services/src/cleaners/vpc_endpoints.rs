@@ -76,7 +76,7 @@ impl VpcOwned for VpcEndpoints {
                     class: classify(e.code(), None),
                     code: e.code().map(str::to_string),
                     message: e.message().unwrap_or_default().to_string(),
-                    throttling: false,
+                    kind: crate::errors::kind_of(e.code(), None),
                 }),
             }
         });

@@ -123,7 +123,7 @@ mod tests {
             class,
             code: Some(code.into()),
             message: "mocked".into(),
-            throttling: false,
+            kind: crate::errors::kind_of(Some(code), None),
         })
     }
 

@@ -14,8 +14,10 @@ pub struct Inventory {
     /// Keyed by the stored type: only the module that defines a type can name it, so one kind
     /// never reads or overwrites another's share by mistake.
     shares: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
-    /// Resources reported but never touched (malformed or unrecognised ARNs) and discovery failures.
+    /// Resources reported but never touched (malformed or unrecognised ARNs).
     pub errors: Vec<String>,
+    /// The discovery failed as a whole (see [`Inventory::failed`]).
+    pub failure: Option<crate::model::Failure>,
     /// Resources outside the session's partition, region or account (see `scope::Scope`):
     /// ignored, never claimed by any kind.
     pub foreign: Vec<String>,
@@ -26,11 +28,21 @@ pub struct Inventory {
 
 impl Inventory {
     /// A discovery that failed as a whole: no kind gets anything, the error keeps the phase open.
-    pub fn failed(error: String) -> Self {
+    pub fn failed(failure: crate::model::Failure) -> Self {
         Inventory {
-            errors: vec![error],
+            failure: Some(failure),
             ..Default::default()
         }
+    }
+
+    /// What a phase reports of it: the failure of the whole discovery, then the resources it
+    /// could not handle (whose text names no cause: `Other`).
+    pub fn failures(&self) -> impl Iterator<Item = crate::model::Failure> + '_ {
+        self.failure.iter().cloned().chain(
+            self.errors
+                .iter()
+                .map(|e| crate::model::Failure::from(e.as_str())),
+        )
     }
 
     /// The share stored under `T`, if any kind stored one.
@@ -70,7 +82,7 @@ impl Inventory {
 
     /// Nothing found and nothing failed.
     pub fn is_empty(&self) -> bool {
-        self.shares.is_empty() && self.errors.is_empty()
+        self.shares.is_empty() && self.errors.is_empty() && self.failure.is_none()
     }
 }
 

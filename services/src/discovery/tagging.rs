@@ -3,7 +3,7 @@
 //! the good ones rather than aborting discovery or being guessed at.
 
 use crate::arn::{Arn, ArnError};
-use crate::errors::call;
+use crate::errors::{ApiFailure, FailureKind, call};
 use aws_sdk_resourcegroupstagging::Client;
 use aws_sdk_resourcegroupstagging::types::TagFilter;
 use std::collections::BTreeMap;
@@ -30,12 +30,20 @@ pub struct TaggedResources {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TaggingError {
-    #[error("tagging API GetResources for tag {key}={values:?} failed: {message}")]
+    #[error("tagging API GetResources for tag {key}={values:?} failed: {source}")]
     GetResources {
         key: String,
         values: Vec<String>,
-        message: String,
+        source: ApiFailure,
     },
+}
+
+impl TaggingError {
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            TaggingError::GetResources { source, .. } => source.kind,
+        }
+    }
 }
 
 /// Every resource carrying tag `key` with one of `values`, across all pages.
@@ -82,7 +90,7 @@ pub async fn resources_of_types_with_tag(
         .map_err(|e| TaggingError::GetResources {
             key: key.to_string(),
             values: values.iter().map(|v| v.to_string()).collect(),
-            message: e.to_string(),
+            source: e,
         })?;
         out.pages += 1;
         token = page
@@ -204,5 +212,16 @@ mod calls {
             err.to_string().contains("kubernetes.io/cluster/c1"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_failed_page_keeps_its_kind() {
+        let expired = mock!(Client::get_resources)
+            .then_error(|| GetResourcesError::generic(code("ExpiredTokenException")));
+        let c = mocked::in_order(&[&expired]);
+        let err = resources_with_tag(&c.tagging, "kubernetes.io/cluster/c1", &["owned"], None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), FailureKind::Credential, "{err}");
     }
 }

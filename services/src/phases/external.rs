@@ -13,7 +13,7 @@ use crate::discovery::tagging::{
     MAX_PAGE, TaggedResource, resources_of_types_with_tag, resources_with_tag,
 };
 use crate::discovery::tags;
-use crate::model::{AwsClients, GcTask, Phase, PhaseReport};
+use crate::model::{AwsClients, Failure, GcTask, Phase, PhaseReport};
 use crate::policy::Ownership;
 use std::collections::HashSet;
 
@@ -36,7 +36,7 @@ pub(crate) async fn phase2_in(
         Ok(capa) => ownership(req, capa),
         Err(e) => {
             let mut p2 = PhaseReport::started(Phase::External);
-            p2.errors.push(e.to_string());
+            p2.errors.push(Failure::of(e));
             return p2;
         }
     };
@@ -58,7 +58,7 @@ pub(crate) async fn phase2_in(
     let mut p2 = run_phase(Phase::External, &steps, &ctx, req.dry_run)
         .await
         .report;
-    p2.errors.extend(inv.errors.iter().cloned());
+    p2.errors.extend(inv.failures());
     p2.foreign.extend(inv.foreign.iter().cloned());
     p2
 }
@@ -78,8 +78,8 @@ fn ownership(req: &PassRequest, capa_vpcs: &[String]) -> Ownership {
 }
 
 /// Runs phase 2's discovery for every phase-2 kind, selected or not (the task selection limits
-/// what is deleted, not what is looked at). A failure is recorded in `errors` (and so keeps the
-/// phase open).
+/// what is deleted, not what is looked at). A failure is recorded as the inventory's `failure`
+/// (and so keeps the phase open).
 pub async fn discover(c: &AwsClients, own: &Ownership, alternative: bool) -> Inventory {
     let kinds = registry::phase2(None);
     let res = if alternative {
@@ -88,10 +88,10 @@ pub async fn discover(c: &AwsClients, own: &Ownership, alternative: bool) -> Inv
         via_tagging(c, own, &kinds).await
     };
     res.unwrap_or_else(|e| {
-        Inventory::failed(format!(
-            "phase 2 discovery for cluster {}: {e}",
-            own.cluster()
-        ))
+        Inventory::failed(Failure {
+            message: format!("phase 2 discovery for cluster {}: {e}", own.cluster()),
+            ..e
+        })
     })
 }
 
@@ -102,7 +102,7 @@ async fn via_tagging(
     c: &AwsClients,
     own: &Ownership,
     kinds: &[Box<dyn Step>],
-) -> Result<Inventory, String> {
+) -> Result<Inventory, Failure> {
     // The three queries are independent: they run at once (one round trip's wait, not three).
     // Each on the heap: the SDK's futures are large, and three side by side in one frame
     // overflow a worker thread's stack in a debug build.
@@ -131,7 +131,7 @@ async fn via_tagging(
         )),
     )
     .await
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| Failure::new(e.kind(), e.to_string()))?;
     for more in [lbc, cni] {
         let seen: HashSet<String> = found.resources.iter().map(|r| r.arn.to_string()).collect();
         found.resources.extend(
@@ -150,7 +150,7 @@ async fn via_tagging(
     let (mut ours, candidates, errors) = owned_tagged(found, own);
     let confirmed = placement::confirm(c, own, candidates)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::of(&e))?;
     ours.extend(confirmed.kept);
     let mut inv = claim_all(ours, errors, kinds);
     inv.foreign = foreign;
@@ -212,12 +212,12 @@ async fn via_describe(
     c: &AwsClients,
     own: &Ownership,
     kinds: &[Box<dyn Step>],
-) -> Result<Inventory, String> {
+) -> Result<Inventory, Failure> {
     let mut inv = Inventory::default();
     for k in kinds {
         k.describe_owned(c, own, &mut inv)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Failure::of(&e))?;
     }
     Ok(inv)
 }
@@ -319,5 +319,25 @@ mod tests {
             ..Default::default()
         };
         assert!(sorted(found, "c1").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failed_discovery_keeps_its_kind_and_its_words() {
+        use crate::mocked::{RuleMode, clients, code, mock};
+        use aws_sdk_resourcegroupstagging::operation::get_resources::GetResourcesError;
+        let expired = mock!(aws_sdk_resourcegroupstagging::Client::get_resources)
+            .then_error(|| GetResourcesError::generic(code("ExpiredTokenException")));
+        let c = clients(RuleMode::MatchAny, &[&expired]);
+        let inv = discover(&c, &Ownership::of("c1"), false).await;
+        let failures: Vec<Failure> = inv.failures().collect();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0].kind, crate::model::FailureKind::Credential);
+        assert!(
+            failures[0]
+                .to_string()
+                .starts_with("phase 2 discovery for cluster c1: tagging API GetResources for tag "),
+            "{}",
+            failures[0]
+        );
     }
 }

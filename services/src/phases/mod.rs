@@ -11,7 +11,8 @@ mod runner;
 // The model's types are part of a pass's interface (the controller builds clients and selects
 // tasks), so they are reachable from here too.
 pub use crate::model::{
-    AwsClients, EksFacts, GcTask, Phase, PhaseReport, ResourceRef, UnknownGcTask,
+    AwsClients, EksFacts, Failure, FailureKind, GcTask, Phase, PhaseReport, ResourceRef,
+    UnknownGcTask,
 };
 pub use external::phase2_pass;
 pub use request::{PassReport, PassRequest};
@@ -128,7 +129,7 @@ async fn phase3(
     let vpc_ids: &[String] = match capa_vpcs {
         Ok(v) => v,
         Err(e) => {
-            p3.errors.push(e.to_string());
+            p3.errors.push(Failure::of(e));
             return p3;
         }
     };
@@ -138,7 +139,7 @@ async fn phase3(
         match vpcs::blockers(clients, &req.capa_name, vpc_ids).await {
             Ok(b) => b,
             Err(e) => {
-                p3.errors.push(e.to_string());
+                p3.errors.push(Failure::of(&e));
                 return p3;
             }
         }

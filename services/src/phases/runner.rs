@@ -5,7 +5,7 @@
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Outcome, Target};
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
-use crate::model::{Audited, AwsClients, GcTask, Phase, PhaseReport, ResourceRef};
+use crate::model::{Audited, AwsClients, Failure, GcTask, Phase, PhaseReport, ResourceRef};
 use crate::policy::Ownership;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -91,7 +91,7 @@ async fn run_cleaner<C: Cleaner>(
         Ok(t) => t,
         Err(e) => {
             tracing::warn!(parent: &span, error = %e, "discovery failed");
-            report.errors.push(e.to_string());
+            report.errors.push(Failure::of(&e));
             return report;
         }
     };
@@ -111,7 +111,7 @@ async fn run_cleaner<C: Cleaner>(
     let mut results: Vec<Done<C::Detail>> = blocked
         .into_iter()
         .map(|t| {
-            let reason = t.blocked.clone().unwrap_or_default();
+            let reason = Failure::waiting(t.blocked.clone().unwrap_or_default());
             (t, Ok(Outcome::Remaining(reason)))
         })
         .collect();
@@ -125,9 +125,10 @@ async fn run_cleaner<C: Cleaner>(
             let mut outcomes = outcomes.into_iter();
             for t in free {
                 let res = outcomes.next().unwrap_or_else(|| {
-                    Ok(Outcome::Remaining(
-                        "no outcome reported for it; retried next pass".into(),
-                    ))
+                    Ok(Outcome::Remaining(Failure::new(
+                        crate::model::FailureKind::Other,
+                        "no outcome reported for it; retried next pass",
+                    )))
                 });
                 results.push((t, res));
             }
@@ -168,11 +169,11 @@ async fn run_cleaner<C: Cleaner>(
             Ok(Outcome::Gone) => tracing::debug!(arn = %t.id, "already gone"),
             Ok(Outcome::Remaining(reason)) => {
                 tracing::info!(arn = %t.id, %reason, "not deleted yet");
-                report.remaining.push((rref(&t.id), reason));
+                report.remaining.push((rref(&t.id), reason.on(rref(&t.id))));
             }
             Err(e) => {
                 tracing::warn!(arn = %t.id, error = %e, "delete failed");
-                report.errors.push(e.to_string());
+                report.errors.push(Failure::of(&e).on(rref(&t.id)));
             }
         }
     }

@@ -23,8 +23,9 @@ pub use crate::throttle;
 pub use principal::{Principal, RoleSpec, SessionSpec, StaticKeys, partition_of};
 
 use crate::arn::Arn;
+use crate::errors::{FailureKind, kind_of};
 use crate::fence::Fence;
-use crate::model::AwsClients;
+use crate::model::{AwsClients, Failure};
 use crate::throttle::Throttle;
 use aws_config::SdkConfig;
 use aws_config::sts::AssumeRoleProvider;
@@ -92,17 +93,6 @@ impl SessionError {
         !matches!(self, SessionError::Unavailable { .. })
     }
 }
-
-/// The AWS error codes that mean the session's credentials themselves are no longer good (a
-/// revoked key, an expired or refused assumed role): a session that meets one is proven again.
-pub const CREDENTIAL_ERRORS: [&str; 6] = [
-    "AuthFailure",
-    "InvalidClientTokenId",
-    "UnrecognizedClientException",
-    "ExpiredToken",
-    "ExpiredTokenException",
-    "SignatureDoesNotMatch",
-];
 
 /// Lets tests and benchmarks wrap a session's configuration (a recorder, injected throttling,
 /// added latency) before its clients are built. Production code installs none.
@@ -352,14 +342,18 @@ impl SessionCache {
         ))
     }
 
-    /// Drops the session of `spec` when `errors` (a pass's) show its credentials are no longer
-    /// good, so the next pass proves it again and reports a refusal on the object.
+    /// Drops the session of `spec` when `failures` (a pass's) show its credentials are no longer
+    /// good ([`FailureKind::Credential`]: a revoked key, an expired or refused assumed role), so
+    /// the next pass proves it again and reports a refusal on the object. Throttling, a
+    /// dependency or any other failure keeps it.
     pub fn forget_if_credentials_failed<'a>(
         &self,
         spec: &SessionSpec,
-        mut errors: impl Iterator<Item = &'a str>,
+        failures: impl IntoIterator<Item = &'a Failure>,
     ) -> bool {
-        let failed = errors.any(|e| CREDENTIAL_ERRORS.iter().any(|c| e.contains(c)));
+        let failed = failures
+            .into_iter()
+            .any(|f| f.kind == FailureKind::Credential);
         if failed {
             tracing::warn!(identity = %spec.chain_label(), "AWS refused the session's credentials mid-teardown: proving it again");
             self.forget(spec);
@@ -384,17 +378,20 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let text = stable(&DisplayErrorContext(e).to_string());
+    // The fence's refusal is found by its type in the error's chain, wherever the SDK put it.
+    if crate::fence::refused_by_fence(e) {
+        return Proof::Unavailable(text);
+    }
     match e {
         SdkError::TimeoutError(_) | SdkError::ResponseError(_) => Proof::Unavailable(text),
         SdkError::DispatchFailure(d) if d.is_io() || d.is_timeout() => Proof::Unavailable(text),
-        SdkError::ConstructionFailure(_) if text.contains("leader lease") => {
-            Proof::Unavailable(text)
-        }
         SdkError::ServiceError(_) => {
             let code = e.code().unwrap_or_default();
             let status = e.raw_response().map(|r| r.status().as_u16());
             let reason = format!("{code}: {}", e.message().map(stable).unwrap_or_default());
-            if throttle::is_throttling(Some(code), status) || status.is_some_and(|s| s >= 500) {
+            if kind_of(Some(code), status) == FailureKind::Throttled
+                || status.is_some_and(|s| s >= 500)
+            {
                 Proof::Unavailable(reason)
             } else {
                 Proof::Refused(reason)
@@ -429,44 +426,4 @@ fn stable(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn request_ids_are_dropped_from_failure_texts() {
-        let a =
-            stable("AccessDenied: not allowed (request id: 7c8a619b-6d64-42e1-a840-ba637b25338b)");
-        let b =
-            stable("AccessDenied: not allowed (request id: 0d2a6c1e-1111-4222-8333-944444444444)");
-        assert_eq!(a, b);
-        assert!(a.contains("AccessDenied: not allowed"), "{a}");
-        assert_eq!(
-            stable("eu-west-1 role/capa-manager"),
-            "eu-west-1 role/capa-manager"
-        );
-    }
-
-    #[test]
-    fn only_the_sessions_own_partition_region_and_account_are_in_scope() {
-        let scope = Scope {
-            partition: "aws".into(),
-            region: "eu-west-1".into(),
-            account: "111111111111".into(),
-        };
-        let arn = |s: &str| s.parse::<Arn>().unwrap();
-        assert_eq!(
-            scope.foreign(&arn(
-                "arn:aws:elasticloadbalancing:eu-west-1:111111111111:loadbalancer/net/a/1"
-            )),
-            None
-        );
-        for other in [
-            "arn:aws:elasticloadbalancing:eu-west-1:222222222222:loadbalancer/net/a/1",
-            "arn:aws:elasticloadbalancing:us-east-1:111111111111:loadbalancer/net/a/1",
-            "arn:aws-cn:elasticloadbalancing:eu-west-1:111111111111:loadbalancer/net/a/1",
-            "arn:aws:ec2::111111111111:security-group/sg-1",
-        ] {
-            assert!(scope.foreign(&arn(other)).is_some(), "{other}");
-        }
-    }
-}
+mod tests;

@@ -5,7 +5,7 @@
 use crate::cleaners::load_balancers::{self, Api};
 use crate::cleaners::{CleanError, Outcome, security_groups, settle, target_groups};
 use crate::errors::call;
-use crate::model::{AwsClients, PhaseReport, ResourceRef};
+use crate::model::{AwsClients, Failure, PhaseReport, ResourceRef};
 use crate::phases::external;
 
 /// Phase 2, sequentially. Same retry policy and reporting as sweeper's mode, so only the
@@ -16,7 +16,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
     let own = crate::policy::Ownership::of(cluster_name);
     let inv = external::discover(clients, &own, false).await;
     let mut report = PhaseReport::started(crate::model::Phase::External);
-    report.errors.extend(inv.errors.iter().cloned());
+    report.errors.extend(inv.failures());
     let rref = |kind: &str, id: &str| ResourceRef {
         service: if kind == "security-group" {
             "ec2"
@@ -31,7 +31,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
         Ok(Outcome::Deleted | Outcome::DeletedWith(_)) => report.deleted.push(rref(kind, id)),
         Ok(Outcome::Gone) => {}
         Ok(Outcome::Remaining(r)) => report.remaining.push((rref(kind, id), r)),
-        Err(e) => report.errors.push(e.to_string()),
+        Err(e) => report.errors.push(Failure::of(&e)),
     };
     for lb in load_balancers::external(&inv) {
         let res = match &lb.detail {

@@ -1,5 +1,5 @@
 use crate::fixtures::*;
-use sweeper_aws::phases::{PassRequest, teardown_pass};
+use sweeper_aws::phases::{Failure, FailureKind, PassRequest, teardown_pass};
 use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
 
 #[tokio::test]
@@ -52,8 +52,10 @@ async fn throttling_beyond_the_retries_leaves_the_resource_remaining() {
     assert!(!report.done);
     let p2 = &report.phases[1];
     assert_eq!(p2.remaining.len(), 1, "{p2:#?}");
+    // Left remaining as throttled, by kind; the text still names AWS's code.
+    assert_eq!(p2.remaining[0].1.kind, FailureKind::Throttled, "{p2:#?}");
     assert!(
-        p2.remaining[0].1.contains("RequestLimitExceeded"),
+        p2.remaining[0].1.message.contains("RequestLimitExceeded"),
         "{p2:#?}"
     );
     assert!(!report.phases[2].started);
@@ -176,9 +178,12 @@ async fn a_closed_leader_gate_sends_no_aws_call() {
     );
     let report = teardown_pass(&gated, &PassRequest::new(&n)).await;
     assert!(!report.done, "a fenced pass cannot finish: {report:#?}");
-    let errors: Vec<&String> = report.phases.iter().flat_map(|p| &p.errors).collect();
+    let errors: Vec<&Failure> = report.phases.iter().flat_map(|p| &p.errors).collect();
+    // Recognised by kind, and said to the user as before.
     assert!(
-        errors.iter().any(|e| e.contains("leader lease")),
+        errors
+            .iter()
+            .any(|e| e.kind == FailureKind::LeaderLost && e.message.contains("leader lease")),
         "the refusal is reported: {errors:?}"
     );
     assert!(sg_exists(&c, &s).await, "nothing deleted while fenced");

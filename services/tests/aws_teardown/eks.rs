@@ -146,7 +146,7 @@ async fn the_irsa_provider_goes_and_its_look_alikes_stay() {
         r.phases[1]
             .remaining
             .iter()
-            .any(|(x, why)| x.id == in_use && why.contains("still reports")),
+            .any(|(x, why)| x.id == in_use && why.message.contains("still reports")),
         "{r:#?}"
     );
     assert!(provider_exists(&c, &in_use).await, "a live cluster uses it");
@@ -240,7 +240,7 @@ async fn the_control_plane_log_group_goes_only_when_asked_and_its_look_alikes_st
         r.phases[1]
             .remaining
             .iter()
-            .any(|(x, why)| x.kind == "log-group" && why.contains("EKS still reports")),
+            .any(|(x, why)| x.kind == "log-group" && why.message.contains("EKS still reports")),
         "{r:#?}"
     );
     assert!(log_group_exists(&c, &ours).await);

@@ -68,7 +68,10 @@ async fn phase2_waits_while_phase1_has_work() {
     // (and 3) must not start in the same pass.
     let p1 = &first.phases[0];
     assert_eq!(p1.remaining.len(), 1, "{first:#?}");
-    assert!(p1.remaining[0].1.contains("terminating"), "{first:#?}");
+    assert!(
+        p1.remaining[0].1.message.contains("terminating"),
+        "{first:#?}"
+    );
     assert!(!first.done);
     assert!(
         !first.phases[1].started && !first.phases[2].started,

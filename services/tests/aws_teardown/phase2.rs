@@ -204,7 +204,7 @@ async fn task_selection_limits_phase2() {
     // Still attached to a live load balancer that this selection does not delete: in use.
     assert_eq!(p2.remaining.len(), 1, "{p2:#?}");
     assert_eq!(p2.remaining[0].0.id, used);
-    assert!(p2.remaining[0].1.contains("in use"), "{p2:#?}");
+    assert!(p2.remaining[0].1.message.contains("in use"), "{p2:#?}");
     assert!(!report.done && !report.phases[2].started);
     assert!(!tg_exists(&c, &t).await);
     assert!(tg_exists(&c, &used).await);

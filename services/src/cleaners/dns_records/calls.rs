@@ -258,7 +258,10 @@ async fn a_refused_batch_is_an_error_that_holds_the_load_balancers_and_is_retrie
     assert_calls(&change, 1, "ChangeResourceRecordSets");
     assert!(p.deleted.is_empty());
     assert_eq!(p.errors.len(), 1, "{p:?}");
-    assert!(p.errors[0].contains("ChangeResourceRecordSets"), "{p:?}");
+    assert!(
+        p.errors[0].message.contains("ChangeResourceRecordSets"),
+        "{p:?}"
+    );
     // The error gates the later cleaners (the load balancers) for this pass.
     assert!(Step::gates_later(&DnsRecords));
 

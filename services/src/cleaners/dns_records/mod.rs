@@ -39,7 +39,7 @@ mod route53;
 
 use super::load_balancers;
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
-use crate::model::GcTask;
+use crate::model::{Failure, GcTask};
 use async_trait::async_trait;
 use aws_sdk_route53::types::ResourceRecordSet;
 use futures::StreamExt;
@@ -220,11 +220,16 @@ async fn delete_batch(
         }
         Err(e) => {
             tracing::warn!(zone, error = %e, "external-dns records not deleted; retried next pass");
+            let kind = e.kind();
             let mut out = vec![Err(e)];
             out.extend(pairs[1..].iter().map(|_| {
-                Ok(Outcome::Remaining(format!(
-                    "its change batch failed (see the error for {}); retried next pass",
-                    first.id
+                // The batch's failure is theirs too: same kind.
+                Ok(Outcome::Remaining(Failure::new(
+                    kind,
+                    format!(
+                        "its change batch failed (see the error for {}); retried next pass",
+                        first.id
+                    ),
                 )))
             }));
             out

@@ -104,7 +104,7 @@ pub async fn delete_sets(
             class: crate::errors::ErrorClass::Fatal,
             code: None,
             message: format!("cannot build the change batch: {e}"),
-            throttling: false,
+            kind: crate::errors::FailureKind::Other,
         })?;
     let batch = ChangeBatch::builder()
         .comment("sweeper: external-dns records of a deleted cluster's load balancers")
@@ -114,7 +114,7 @@ pub async fn delete_sets(
             class: crate::errors::ErrorClass::Fatal,
             code: None,
             message: format!("cannot build the change batch: {e}"),
-            throttling: false,
+            kind: crate::errors::FailureKind::Other,
         })?;
     call("route53.ChangeResourceRecordSets", || {
         ctx.clients

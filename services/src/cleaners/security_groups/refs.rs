@@ -121,9 +121,13 @@ fn check<T>(
         Ok(_) => Ok(None),
         Err(f) => match f.class {
             ErrorClass::NotFound => Ok(None),
-            ErrorClass::Transient => Ok(Some(Outcome::Remaining(format!(
-                "{op} in {holder} (rule referencing it): {f}"
-            )))),
+            ErrorClass::Transient => Ok(Some(Outcome::Remaining(crate::model::Failure {
+                op: Some(op),
+                ..crate::model::Failure::new(
+                    f.kind,
+                    format!("{op} in {holder} (rule referencing it): {f}"),
+                )
+            }))),
             ErrorClass::Fatal => Err(CleanError::Api {
                 kind: "security-group",
                 id: target.to_string(),
