@@ -20,11 +20,11 @@
 //! | Karpenter's IAM instance profiles (`instance-profile`) | 2 | named `<cluster>_<hash>`, `kubernetes.io/cluster/N=owned`, `karpenter.k8s.aws/ec2nodeclass`, the session's region tag, the cluster's path or `/` | another region's twin, any other look-alike: foreign; a live instance runs with it: blocked | [`instance_profiles::decide`], [`instance_profiles::by_user`] |
 //! | EBS volumes (`ebs-volume`, opt-in) | 2 | the CSI driver's `CSIVolumeName` and the cluster named in `KubernetesCluster` or `ebs.csi.aws.com/cluster-name`, `available` (the describe filters on it) | CAPA-owned: kept; no driver mark or another cluster: foreign | [`ebs::volume`] |
 //! | EBS snapshots (`ebs-snapshot`, opt-in) | 2 | `kubernetes.io/cluster/N=owned` and the driver's `CSIVolumeSnapshotName` | CAPA-owned: kept; sweeper's own snapshots (neither tag): foreign | [`ebs::snapshot`] |
+//! | external-dns's Route53 records (`dns-record`) | 2 | an `A`/`AAAA` alias or `CNAME` to one of phase 2's load balancers, with external-dns's TXT companion; the cluster names that owner id (never `default`), the load balancers go in this pass, no set identifier, the TXT sets hold only that owner's values, an older-format TXT set only with every record at its name | any of those fails: kept, reported (`gc plan`, audit, `ExternalDnsRecordsLeft`); anything else is not looked at | [`dns_records::fates`], [`dns_records::Allowed`] |
 //! | EKS's control-plane log group (`eks-log-group`, opt-in) | 2 | EKS cluster, named exactly `/aws/eks/<eksName>/cluster`, no retention policy, no deletion protection, EKS says the cluster is gone | a prefix match, another cluster's, retention or protection set: foreign; EKS still reports the cluster, or cannot be asked: blocked | [`log_groups::decide`], [`log_groups::by_eks`] |
 //! | EKS's IRSA OIDC provider (`oidc-provider`) | 2 | EKS cluster with an issuer CAPA recorded, the provider's URL is that issuer, `kubernetes.io/cluster/<eksName>=owned`, no live EKS cluster reports the issuer | no recorded issuer: not looked at; another issuer's, untagged, `shared`: foreign; a live cluster reports it, EKS cannot be asked, the issuer is another region's: blocked | [`oidc_providers::decide`], [`oidc_providers::by_use`] |
 //!
-//! Rules not moved here yet, still in their cleaner (the next step of issue #43): Route53 records
-//! (`cleaners::dns_records::ownership`, its `Fate`), phase 3's network (`cleaners::vpc_owned`:
+//! Rules not moved here yet, still in their cleaner (the next step of issue #43): phase 3's network (`cleaners::vpc_owned`:
 //! CAPA's tag as the server's filter; NAT gateways, Elastic IPs, VPC endpoints block on their
 //! state; `cleaners::vpcs`: what else in the VPC blocks it), and network interfaces' other half
 //! (`cleaners::network_interfaces`: detached interfaces in a group phase 2 deletes, as the
@@ -32,6 +32,7 @@
 //! server's filter without checking it again here.
 
 pub mod capa;
+pub mod dns_records;
 pub mod ebs;
 pub mod instance_profiles;
 pub mod instances;

@@ -1,5 +1,28 @@
-//! The rule, without I/O: which record sets of a hosted zone external-dns made for one of the
-//! cluster's load balancers, whose they are, and which of them this pass may delete. Pure, so
+//! The Route53 records external-dns made for the cluster's load balancers (phase 2,
+//! `dns-record`). external-dns owns a record through a companion TXT record
+//! `heritage=external-dns,external-dns/owner=<owner-id>,…` (at the record's own name, or at
+//! `<type>-<name>` in its newer format), and deletes the pair only while it runs. The owner id
+//! defaults to `default`, shared by every cluster that kept the default (external-dns#1758), so
+//! the TXT record alone never says whose a record is.
+//!
+//! - **Found** ([`owned_records`]): an `A`/`AAAA` alias or a `CNAME` whose target is the DNS name
+//!   of one of phase 2's load balancers (those the phase-2 rule gave: `shared` and other
+//!   clusters' already left out), and external-dns owns it (the TXT companion). Anything else is
+//!   not looked at: it is not the cluster's to report.
+//! - **Deleted** ([`fates`]: `Fate::Delete`, with the TXT sets that go with it) only when the
+//!   cluster names its owner id (annotation `sweeper.dev/external-dns-owner-id`, valid: see
+//!   [`owner_id_problem`], never `default`), the record's TXT companion says exactly that id, its
+//!   load balancer is deleted by this pass (task `load-balancer` selected: [`Allowed`]), it has
+//!   no routing policy's set identifier, and every TXT set that goes with it holds only
+//!   external-dns values of that owner; an older-format TXT set (at the record's own name) goes
+//!   only with every record it owns.
+//! - **Kept** (`Fate::Keep`, the phase's report-only `kept`: `gc plan`, the audit record, the
+//!   `ExternalDnsRecordsLeft` Event) otherwise, with the reason; a report never holds the
+//!   teardown. `Fate` is this kind's [`Verdict`](super::Verdict): its delete carries the TXT
+//!   companions, and nothing here is foreign or blocked once found.
+//!
+//! Not handled: external-dns's `--txt-prefix`/`--txt-suffix` companions (such records are not
+//! found, so neither reported nor deleted), and routing-policy records (reported only). Pure, so
 //! every "must not delete" case is unit-tested here.
 
 use std::collections::HashSet;
@@ -150,6 +173,24 @@ pub struct Allowed<'a> {
     /// selected). Without that, deleting a record would take a working name from a live load
     /// balancer.
     pub lbs_deleted: bool,
+}
+
+impl<'a> Allowed<'a> {
+    /// From what the cluster names (`owner`, as its annotation reads) and whether this pass
+    /// deletes the load balancers: an owner id with a problem ([`owner_id_problem`]) names no
+    /// record.
+    pub fn of(owner: Option<&'a str>, lbs_deleted: bool) -> Self {
+        Allowed {
+            owner: owner.filter(|o| owner_id_problem(o).is_none()),
+            lbs_deleted,
+        }
+    }
+
+    /// The owner id whose records this pass deletes, when it deletes any: a valid one, and the
+    /// load balancers go.
+    pub fn deleting(&self) -> Option<&'a str> {
+        self.owner.filter(|_| self.lbs_deleted)
+    }
 }
 
 /// What becomes of one owned record.
@@ -444,6 +485,31 @@ mod tests {
         weighted[0].set_id = Some("blue".into());
         assert!(
             matches!(&decide(&weighted, Some("c1"), true)[0], Fate::Keep(why) if why.contains("set identifier"))
+        );
+    }
+
+    #[test]
+    fn records_are_deleted_only_for_a_valid_owner_id_and_load_balancers_this_pass_deletes() {
+        // (annotation, task load-balancer selected, the owner id deleted by)
+        let rows: [(Option<&str>, bool, Option<&str>); 6] = [
+            (Some("c1"), true, Some("c1")),
+            (Some("c1"), false, None),
+            (None, true, None),
+            (Some("default"), true, None),
+            (Some("a,b"), true, None),
+            (Some(""), true, None),
+        ];
+        for (owner, lbs_deleted, want) in rows {
+            assert_eq!(
+                Allowed::of(owner, lbs_deleted).deleting(),
+                want,
+                "{owner:?} {lbs_deleted}"
+            );
+        }
+        assert_eq!(
+            Allowed::of(Some("default"), true).owner,
+            None,
+            "an invalid id names no record, even to compare"
         );
     }
 
