@@ -23,10 +23,10 @@
 //! | external-dns's Route53 records (`dns-record`) | 2 | an `A`/`AAAA` alias or `CNAME` to one of phase 2's load balancers, with external-dns's TXT companion; the cluster names that owner id (never `default`), the load balancers go in this pass, no set identifier, the TXT sets hold only that owner's values, an older-format TXT set only with every record at its name | any of those fails: kept, reported (`gc plan`, audit, `ExternalDnsRecordsLeft`); anything else is not looked at | [`dns_records::fates`], [`dns_records::Allowed`] |
 //! | EKS's control-plane log group (`eks-log-group`, opt-in) | 2 | EKS cluster, named exactly `/aws/eks/<eksName>/cluster`, no retention policy, no deletion protection, EKS says the cluster is gone | a prefix match, another cluster's, retention or protection set: foreign; EKS still reports the cluster, or cannot be asked: blocked | [`log_groups::decide`], [`log_groups::by_eks`] |
 //! | EKS's IRSA OIDC provider (`oidc-provider`) | 2 | EKS cluster with an issuer CAPA recorded, the provider's URL is that issuer, `kubernetes.io/cluster/<eksName>=owned`, no live EKS cluster reports the issuer | no recorded issuer: not looked at; another issuer's, untagged, `shared`: foreign; a live cluster reports it, EKS cannot be asked, the issuer is another region's: blocked | [`oidc_providers::decide`], [`oidc_providers::by_use`] |
+//! | phase 3's network: VPC endpoints, NAT gateways, Elastic IPs, internet gateways, route tables, subnets | 3 | in one of the cluster's CAPA-managed VPCs (CAPA-tagged), CAPA's tag (the server's filter); Elastic IPs: CAPA's tag or held by the VPC's CAPA-tagged NAT gateways | a NAT gateway or endpoint `deleting`, an Elastic IP still associated (unless only with deleted NAT gateways, whose stale association is removed first): blocked; one already deleted (endpoints: rejected, failed, expired too): no longer a target; a bring-your-own VPC's: never asked for | [`capa::decide`] (as the filter), [`network::nat_gateway`], [`network::vpc_endpoint`], [`network::elastic_ip`] |
+//! | the VPC (phase 3's gate) | 3 | CAPA-tagged, and nothing in it blocks | another's load balancer, live instance, live NAT gateway, detached interface (not a NAT gateway's), security group (not `default`), live endpoint or subnet in it: the whole phase waits, reporting them as blockers | [`network::blocks_vpc`] |
 //!
-//! Rules not moved here yet, still in their cleaner (the next step of issue #43): phase 3's network (`cleaners::vpc_owned`:
-//! CAPA's tag as the server's filter; NAT gateways, Elastic IPs, VPC endpoints block on their
-//! state; `cleaners::vpcs`: what else in the VPC blocks it), and network interfaces' other half
+//! Rules not moved here yet, still in their cleaner (the next step of issue #43): network interfaces' other half
 //! (`cleaners::network_interfaces`: detached interfaces in a group phase 2 deletes, as the
 //! describe's filters). Phase 1's instances and phase 3's kinds also take CAPA's tag from the
 //! server's filter without checking it again here.
@@ -37,6 +37,7 @@ pub mod ebs;
 pub mod instance_profiles;
 pub mod instances;
 pub mod log_groups;
+pub mod network;
 pub mod oidc_providers;
 pub mod ownership;
 pub mod security_groups;
