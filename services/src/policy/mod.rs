@@ -11,6 +11,7 @@
 //! |---|---|---|---|---|
 //! | every phase-2 kind | 2 | `kubernetes.io/cluster/N=owned`, or the LB controller's `elbv2.k8s.aws/cluster=N` / the VPC CNI's `cluster.k8s.amazonaws.com/name=N` in one of the cluster's VPCs | CAPA-owned: kept (phase 1 or 3's); `shared`, another cluster's, a controller's tag outside the cluster's VPCs: foreign | [`Ownership::decide`] |
 //! | load balancers (`load-balancer`), target groups (`target-group`), launch templates (`launch-template`), detached network interfaces the VPC CNI tagged | 2 | the phase-2 rule | the phase-2 rule | [`Ownership::decide`] |
+//! | detached network interfaces (with `security-group`) | 2 | detached (`available`), and in a security group phase 2 deletes or the VPC CNI's that the phase-2 rule confirmed | attached: never touched, it goes with its owner; anything else: not asked for | [`network_interfaces::asked_for`] (the Describe's filters) |
 //! | target groups | 2 | the phase-2 rule | still attached to a load balancer that exists: blocked | [`target_groups::decide`] |
 //! | security groups (`security-group`) | 2 | the phase-2 rule | EKS's cluster group (`aws:eks:cluster-name`): kept, EKS deletes it | [`security_groups::decide`] |
 //! | EKS's cluster security group (`eks-security-group`) | 2 | EKS cluster, `aws:eks:cluster-name=<eksName>`, in the cluster's VPCs, no interface uses it, EKS says the cluster is gone | any check fails or errs: kept | [`security_groups::eks_candidate`] (the tags and VPC); the interface and EKS checks: `cleaners::security_groups::eks` |
@@ -26,10 +27,10 @@
 //! | phase 3's network: VPC endpoints, NAT gateways, Elastic IPs, internet gateways, route tables, subnets | 3 | in one of the cluster's CAPA-managed VPCs (CAPA-tagged), CAPA's tag (the server's filter); Elastic IPs: CAPA's tag or held by the VPC's CAPA-tagged NAT gateways | a NAT gateway or endpoint `deleting`, an Elastic IP still associated (unless only with deleted NAT gateways, whose stale association is removed first): blocked; one already deleted (endpoints: rejected, failed, expired too): no longer a target; a bring-your-own VPC's: never asked for | [`capa::decide`] (as the filter), [`network::nat_gateway`], [`network::vpc_endpoint`], [`network::elastic_ip`] |
 //! | the VPC (phase 3's gate) | 3 | CAPA-tagged, and nothing in it blocks | another's load balancer, live instance, live NAT gateway, detached interface (not a NAT gateway's), security group (not `default`), live endpoint or subnet in it: the whole phase waits, reporting them as blockers | [`network::blocks_vpc`] |
 //!
-//! Rules not moved here yet, still in their cleaner (the next step of issue #43): network interfaces' other half
-//! (`cleaners::network_interfaces`: detached interfaces in a group phase 2 deletes, as the
-//! describe's filters). Phase 1's instances and phase 3's kinds also take CAPA's tag from the
-//! server's filter without checking it again here.
+//! Every kind sweeper deletes is in this table. Where a rule is sent as the server's filter
+//! (phase 1's instances and phase 3's kinds take CAPA's tag from it, detached interfaces their
+//! selection), the filter is built from this module's keys and values and not checked again
+//! after the call.
 
 pub mod capa;
 pub mod dns_records;
@@ -38,6 +39,7 @@ pub mod instance_profiles;
 pub mod instances;
 pub mod log_groups;
 pub mod network;
+pub mod network_interfaces;
 pub mod oidc_providers;
 pub mod ownership;
 pub mod security_groups;
