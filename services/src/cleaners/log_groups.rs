@@ -10,7 +10,8 @@ use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::discovery::eks::{self, EksCluster};
 use crate::errors::{ErrorClass, call};
 use crate::model::GcTask;
-use crate::policy::log_groups::{self as policy, Eks};
+use crate::policy::Eks;
+use crate::policy::log_groups as policy;
 use async_trait::async_trait;
 
 pub use crate::policy::log_groups::{Seen, control_plane_group};

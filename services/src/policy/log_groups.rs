@@ -13,7 +13,7 @@
 //!   is blocked too, with the reason; any other failure to ask fails the discovery, so nothing
 //!   is deleted either.
 
-use super::Verdict;
+use super::{Eks, Verdict};
 
 /// The only log group name ever deleted for EKS cluster `eks_name`.
 pub fn control_plane_group(eks_name: &str) -> String {
@@ -39,17 +39,6 @@ pub fn decide(g: &Seen, eks_name: &str) -> Verdict {
         );
     }
     Verdict::Delete
-}
-
-/// What EKS says of the cluster whose logs the group holds.
-#[derive(Clone, Copy, Debug)]
-pub enum Eks<'a> {
-    /// DescribeCluster: ResourceNotFound.
-    Gone,
-    /// A cluster of that name exists, in `status` (a deleting cluster still exists).
-    Live { name: &'a str, status: &'a str },
-    /// EKS could not be asked now (a transient failure, as it reads).
-    Unknown(&'a str),
 }
 
 /// The cluster's group (`eks_name`), once EKS has been asked: deleted only when it says gone.

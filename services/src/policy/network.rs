@@ -12,12 +12,23 @@
 //!   for an endpoint, rejected, failed, expired) is no longer a target; one `deleting` is blocked
 //!   until it is gone ([`nat_gateway`], [`vpc_endpoint`]). An Elastic IP still associated waits
 //!   for its NAT gateway, unless that gateway is deleted, when the stale association is removed
-//!   first ([`elastic_ip`]).
+//!   first ([`elastic_ip`]). The VPC's main route table is left to go with the VPC
+//!   ([`route_table`]).
 //! - **Not at all, this pass.** Before phase 3 touches a VPC, whatever in it is not the
 //!   cluster's and would keep it from being deleted ([`blocks_vpc`]) holds the whole phase: it is
 //!   reported as a blocker, and none of the network is deleted until it is gone.
 
 use super::Verdict;
+
+/// A CAPA-tagged route table of the VPC: the main one goes with the VPC (it cannot be deleted
+/// alone).
+pub fn route_table(main: bool) -> Verdict {
+    if main {
+        Verdict::keep("the VPC's main route table: it goes with the VPC")
+    } else {
+        Verdict::Delete
+    }
+}
 
 /// A CAPA-tagged NAT gateway of the VPC, by its state.
 pub fn nat_gateway(state: Option<&str>) -> Verdict {
@@ -170,6 +181,14 @@ mod tests {
             vpc_endpoint(Some("deleting")),
             Verdict::blocked("waiting for the VPC endpoint to be deleted"),
         );
+    }
+
+    #[test]
+    fn the_main_route_table_goes_with_the_vpc() {
+        table::check(&[
+            (route_table(false), Delete, "a subnet's route table"),
+            (route_table(true), Keep, "the main one"),
+        ]);
     }
 
     #[test]
