@@ -1,11 +1,12 @@
 //! Phase 3: Elastic IPs of the cluster's NAT gateways: those CAPA tagged for the cluster plus
 //! those the VPC's CAPA-tagged NAT gateways (in any state, deleted included) hold. Released once no live NAT
-//! gateway holds them; while one does, they are reported waiting.
+//! gateway holds them; while one does, they are reported waiting (`policy::network::elastic_ip`).
 
 use super::vpc_owned::{InVpcs, VpcOwned, before_delete};
 use super::{CleanError, Outcome, Target, settle};
 use crate::discovery::tags;
 use crate::errors::call;
+use crate::policy::network as policy;
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 
@@ -77,28 +78,18 @@ impl VpcOwned for Addresses {
         }
         Ok(found
             .into_iter()
-            .map(|(allocation_id, (assoc, tags))| {
+            .filter_map(|(allocation_id, (assoc, tags))| {
                 let nat_gone = nat_of.get(&allocation_id).copied();
-                let (blocked, stale_association) = match (assoc, nat_gone) {
-                    (None, _) => (None, None),
-                    (Some(a), Some(true)) => (None, Some(a)),
-                    (Some(a), _) => (
-                        Some(format!(
-                            "still associated ({a}); waiting for its NAT gateway"
-                        )),
-                        None,
-                    ),
-                };
-                let mut t = Target::new(
+                let (verdict, stale) = policy::elastic_ip(assoc.as_deref(), nat_gone);
+                let t = Target::new(
                     allocation_id.clone(),
                     Address {
                         allocation_id,
-                        stale_association,
+                        stale_association: stale.map(str::to_string),
                     },
                 )
                 .with_tags(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                t.blocked = blocked;
-                t
+                verdict.target(t)
             })
             .collect())
     }

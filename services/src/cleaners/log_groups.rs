@@ -3,21 +3,18 @@
 //! never deletes it. Logs are evidence (an incident, an audit), so the task never runs unless the
 //! cluster names it.
 //!
-//! A log group is a target only when every one of these holds:
-//! - the cluster is an EKS cluster (`PassRequest::eks`);
-//! - its name is exactly `/aws/eks/<eksName>/cluster`, in the region of the cluster's session
-//!   (CloudWatch Logs is regional: the session's client only sees that region's groups);
-//! - it has no retention policy and no deletion protection: either means someone set it up to
-//!   keep it, so it is theirs;
-//! - EKS reports the cluster gone (`DescribeCluster`: ResourceNotFound). While EKS still
-//!   reports a cluster of that name, the group waits (the teardown waits for EKS anyway: the
-//!   network cannot go before); when EKS cannot be asked, it is kept, with the reason.
+//! Which group is the cluster's, and when it must wait for EKS to report the cluster gone, is
+//! `policy::log_groups`'s: this cleaner describes, asks EKS and deletes.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::discovery::eks::{self, EksCluster};
 use crate::errors::{ErrorClass, call};
 use crate::model::GcTask;
+use crate::policy::Eks;
+use crate::policy::log_groups as policy;
 use async_trait::async_trait;
+
+pub use crate::policy::log_groups::{Seen, control_plane_group};
 
 /// Selects the EKS control-plane log group (opt-in: see the module doc).
 pub const TASK: GcTask = GcTask::new("eks-log-group");
@@ -25,24 +22,6 @@ pub const TASK: GcTask = GcTask::new("eks-log-group");
 pub struct LogGroups;
 
 const KIND: &str = "log-group";
-
-/// The only log group name this cleaner ever deletes for EKS cluster `eks_name`.
-pub fn control_plane_group(eks_name: &str) -> String {
-    format!("/aws/eks/{eks_name}/cluster")
-}
-
-/// What DescribeLogGroups says of one group, as the rule needs it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Seen {
-    pub name: String,
-    pub retention_days: Option<i32>,
-    pub deletion_protection: bool,
-}
-
-/// The rule for one described group (see the module doc), pure.
-pub fn is_clusters_group(g: &Seen, eks_name: &str) -> bool {
-    g.name == control_plane_group(eks_name) && g.retention_days.is_none() && !g.deletion_protection
-}
 
 #[async_trait]
 impl Cleaner for LogGroups {
@@ -91,24 +70,26 @@ impl Cleaner for LogGroups {
             retention_days: g.retention_in_days(),
             deletion_protection: g.deletion_protection_enabled().unwrap_or(false),
         };
-        if !is_clusters_group(&seen, ctx.cluster) {
+        if !policy::decide(&seen, ctx.cluster).is_delete() {
             tracing::info!(log_group = %name, retention_days = ?seen.retention_days, deletion_protection = seen.deletion_protection, "the EKS control-plane log group has a retention policy or deletion protection: someone keeps it, kept");
             return Ok(Vec::new());
         }
         let id = g
             .log_group_arn()
             .map_or_else(|| name.clone(), str::to_string);
-        let mut t = Target::new(id, name);
-        t.blocked = match eks::describe(ctx.clients, ctx.cluster).await {
-            Ok(EksCluster::Gone) => None,
-            Ok(EksCluster::Live(l)) => Some(format!(
-                "EKS still reports cluster {} ({}): its logs wait until it is gone",
-                l.name, l.status
-            )),
-            Err(f) if f.class == ErrorClass::Transient => Some(format!(
-                "kept: EKS cannot be asked whether cluster {} is gone: {f}",
-                ctx.cluster
-            )),
+        let t = Target::new(id, name);
+        let verdict = match eks::describe(ctx.clients, ctx.cluster).await {
+            Ok(EksCluster::Gone) => policy::by_eks(ctx.cluster, Eks::Gone),
+            Ok(EksCluster::Live(l)) => policy::by_eks(
+                ctx.cluster,
+                Eks::Live {
+                    name: &l.name,
+                    status: &l.status,
+                },
+            ),
+            Err(f) if f.class == ErrorClass::Transient => {
+                policy::by_eks(ctx.cluster, Eks::Unknown(&f.to_string()))
+            }
             Err(f) => {
                 return Err(CleanError::Discover {
                     kind: KIND,
@@ -117,7 +98,7 @@ impl Cleaner for LogGroups {
                 });
             }
         };
-        Ok(vec![t])
+        Ok(verdict.target(t).into_iter().collect())
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<String>) -> Result<Outcome, CleanError> {
@@ -130,50 +111,5 @@ impl Cleaner for LogGroups {
         })
         .await;
         settle(res, KIND, &t.id, "DeleteLogGroup")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn seen(name: &str, retention_days: Option<i32>, deletion_protection: bool) -> Seen {
-        Seen {
-            name: name.into(),
-            retention_days,
-            deletion_protection,
-        }
-    }
-
-    #[test]
-    fn the_clusters_control_plane_group_without_retention_is_a_target() {
-        assert!(is_clusters_group(
-            &seen("/aws/eks/ns_ek1/cluster", None, false),
-            "ns_ek1"
-        ));
-    }
-
-    #[test]
-    fn look_alikes_are_not() {
-        assert!(
-            !is_clusters_group(&seen("/aws/eks/ns_ek1/cluster", Some(30), false), "ns_ek1"),
-            "a retention policy: someone keeps it"
-        );
-        assert!(
-            !is_clusters_group(&seen("/aws/eks/ns_ek1/cluster", None, true), "ns_ek1"),
-            "deletion protection"
-        );
-        assert!(
-            !is_clusters_group(&seen("/aws/eks/ns_ek1/cluster-x", None, false), "ns_ek1"),
-            "a prefix match is another group"
-        );
-        assert!(
-            !is_clusters_group(&seen("/aws/eks/ns_ek1-b/cluster", None, false), "ns_ek1"),
-            "another cluster's"
-        );
-        assert!(
-            !is_clusters_group(&seen("/aws/eks/ns_ek1/application", None, false), "ns_ek1"),
-            "not the control plane's"
-        );
     }
 }

@@ -1,10 +1,12 @@
-//! Phase 3: NAT gateways of the CAPA-managed VPC carrying CAPA's ownership tag. Deletion is asynchronous: a pass requests it and
-//! reports "waiting" while the gateway is `deleting`; a `deleted` gateway is no longer a target.
+//! Phase 3: NAT gateways of the CAPA-managed VPC carrying CAPA's ownership tag. Deletion is
+//! asynchronous: a pass requests it; which state waits and which is no longer a target is
+//! `policy::network::nat_gateway`'s.
 
 use super::vpc_owned::{InVpcs, VpcOwned};
 use super::{CleanError, Outcome, Target, requested, settle};
 use crate::discovery::tags;
 use crate::errors::call;
+use crate::policy::network as policy;
 use async_trait::async_trait;
 
 pub struct NatGateways;
@@ -27,22 +29,14 @@ impl VpcOwned for NatGateways {
         })
         .await
         .map_err(CleanError::discover(KIND, "DescribeNatGateways"))?;
-        let mut targets = Vec::new();
-        for n in out.nat_gateways() {
-            let Some(id) = n.nat_gateway_id() else {
-                continue;
-            };
-            let state = n.state().map(|s| s.as_str()).unwrap_or_default();
-            if state == "deleted" {
-                continue;
-            }
-            let mut t = Target::plain(id).with_tags(tags::ec2_pairs(n.tags()));
-            if state == "deleting" {
-                t.blocked = Some("waiting for the NAT gateway to be deleted".into());
-            }
-            targets.push(t);
-        }
-        Ok(targets)
+        Ok(out
+            .nat_gateways()
+            .iter()
+            .filter_map(|n| {
+                let t = Target::plain(n.nat_gateway_id()?).with_tags(tags::ec2_pairs(n.tags()));
+                policy::nat_gateway(n.state().map(|s| s.as_str())).target(t)
+            })
+            .collect())
     }
 
     async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {

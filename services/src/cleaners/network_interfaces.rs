@@ -1,7 +1,6 @@
-//! Detached (`available`) network interfaces that keep the cluster's security groups or subnets
-//! alive: those in the cluster's security groups (left by deleted load balancers or nodes), and
-//! those the VPC CNI tagged `cluster.k8s.amazonaws.com/name=<name>` in the cluster's VPC (the
-//! discovery confirmed the VPC). An interface in use is never touched: it goes with its owner.
+//! Detached network interfaces that keep the cluster's security groups or subnets alive. Which
+//! ones (detached, in a group phase 2 deletes or the VPC CNI's in the cluster's VPC; one in use
+//! is never touched) is `policy::network_interfaces`'s, sent as the Describe's filters.
 
 use super::security_groups;
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
@@ -11,6 +10,7 @@ use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags;
 use crate::errors::call;
 use crate::model::{AwsClients, GcTask};
+use crate::policy::network_interfaces::asked_for;
 use crate::policy::{Candidate, Ownership};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -91,7 +91,7 @@ impl Cleaner for NetworkInterfaces {
             .get::<CniShare>()
             .map_or(&[][..], |s| &s.0[..]);
         let mut ids: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-        for (filter, values) in [("group-id", &groups[..]), ("network-interface-id", cni)] {
+        for (filter, values) in asked_for(&groups, cni) {
             for chunk in values.chunks(FILTER_CHUNK) {
                 let filters = vec![tags::ec2_filter(filter, chunk)];
                 ids.extend(

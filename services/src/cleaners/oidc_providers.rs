@@ -3,22 +3,16 @@
 //! and a `clusterctl move` loses that status (CAPA#3972); a leaked provider counts against the
 //! account's limit of 100.
 //!
-//! IAM is global and the provider carries only the tags CAPA copied from the cluster, so the rule
-//! is strict. A provider is a target only when every one of these holds:
-//! - the cluster is an EKS cluster and CAPA recorded its issuer (`status.oidcProvider`, read by
-//!   the controller before the teardown starts, `PassRequest::eks`); no recorded issuer, no
-//!   target: sweeper never guesses which provider was the cluster's;
-//! - the provider's URL is that issuer;
-//! - it carries `kubernetes.io/cluster/<eksName>=owned`;
-//! - no live EKS cluster in the account reports that issuer (an issuer names its region, so that
-//!   region's clusters are asked). While one does, it is kept and reported; when EKS cannot be
-//!   asked, it is kept too (fail closed), with the reason.
+//! Which provider is the cluster's, and when it must wait for a live EKS cluster that may still
+//! use its issuer, is `policy::oidc_providers`'s: this cleaner lists, describes, asks EKS and
+//! deletes.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
-use crate::discovery::eks::{self, issuer_key, issuer_region};
-use crate::discovery::tags;
+use crate::discovery::eks::{self, issuer_key};
 use crate::errors::{ErrorClass, call};
 use crate::model::GcTask;
+use crate::policy::Verdict;
+use crate::policy::oidc_providers::{self as policy, Use};
 use async_trait::async_trait;
 
 /// Selects the IRSA OIDC provider (on by default: it is CAPA's, made for this cluster only).
@@ -32,20 +26,6 @@ const KIND: &str = "oidc-provider";
 /// (IAM makes the ARN from the URL, so there is at most one provider per issuer and account).
 pub fn issuer_of_arn(arn: &str) -> Option<&str> {
     arn.split_once(":oidc-provider/").map(|(_, i)| i)
-}
-
-/// The ownership rule (see the module doc) for one provider, pure: its URL and tags against the
-/// cluster's EKS name and the issuer CAPA recorded.
-pub fn is_clusters_provider(
-    url: &str,
-    tag_pairs: &[(&str, &str)],
-    cluster: &str,
-    recorded_issuer: &str,
-) -> bool {
-    issuer_key(url) == issuer_key(recorded_issuer)
-        && tag_pairs
-            .iter()
-            .any(|(k, v)| *k == tags::cloud_key(cluster) && *v == tags::OWNED)
 }
 
 #[async_trait]
@@ -110,8 +90,13 @@ impl Cleaner for OidcProviders {
                 Err(f) => return Err(CleanError::discover(KIND, "GetOpenIDConnectProvider")(f)),
             };
             let pairs: Vec<(&str, &str)> = p.tags().iter().map(|t| (t.key(), t.value())).collect();
-            if !is_clusters_provider(p.url().unwrap_or_default(), &pairs, ctx.cluster, recorded) {
-                tracing::info!(%arn, "the recorded issuer's provider lacks the cluster's owned tag: someone else's, kept");
+            let described = policy::Provider {
+                url: p.url().unwrap_or_default(),
+                tags: &pairs,
+            };
+            let verdict = policy::decide(&described, ctx.cluster, recorded);
+            if !verdict.is_delete() {
+                tracing::info!(%arn, ?verdict, "not the cluster's provider: kept");
                 continue;
             }
             found.push(Target::plain(arn).with_tags(pairs.iter().copied()));
@@ -119,15 +104,11 @@ impl Cleaner for OidcProviders {
         if found.is_empty() {
             return Ok(found);
         }
-        let blocked = match in_use(ctx, &issuer).await {
-            Ok(None) => None,
-            Ok(Some(why)) => Some(why),
-            Err(e) => return Err(e),
-        };
-        for t in &mut found {
-            t.blocked.clone_from(&blocked);
-        }
-        Ok(found)
+        let verdict = in_use(ctx, &issuer).await?;
+        Ok(found
+            .into_iter()
+            .filter_map(|t| verdict.clone().target(t))
+            .collect())
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
@@ -143,29 +124,23 @@ impl Cleaner for OidcProviders {
     }
 }
 
-/// Why the provider of `issuer` must stay, or `None` when no live EKS cluster reports it. A
-/// transient EKS failure keeps it for the next pass; any other failure is an error of the
-/// discovery, so nothing is deleted and the reason is reported.
-async fn in_use(ctx: &CleanCtx<'_>, issuer: &str) -> Result<Option<String>, CleanError> {
+/// The verdict on the provider of `issuer` once EKS is asked whether a live cluster still
+/// reports it (`policy::oidc_providers::by_use`). A transient EKS failure keeps it for the next
+/// pass; any other failure is an error of the discovery, so nothing is deleted and the reason is
+/// reported.
+async fn in_use(ctx: &CleanCtx<'_>, issuer: &str) -> Result<Verdict, CleanError> {
     let session_region = ctx.clients.eks.config().region().map(|r| r.to_string());
     // EKS is regional: a session of another region cannot tell whether the issuer's cluster
     // lives. Not expected (CAPA makes the provider in the cluster's region), so kept and said.
-    if let Some(r) = issuer_region(issuer)
-        && session_region.as_deref() != Some(r)
-    {
-        return Ok(Some(format!(
-            "kept: the issuer is in region {r}, this session acts in {}; EKS there is not asked",
-            session_region.as_deref().unwrap_or("no region")
-        )));
+    if let Some(elsewhere) = policy::other_region(issuer, session_region.as_deref()) {
+        return Ok(policy::by_use(issuer, elsewhere));
     }
     match eks::cluster_reporting(ctx.clients, issuer, ctx.cluster).await {
-        Ok(None) => Ok(None),
-        Ok(Some(name)) => Ok(Some(format!(
-            "EKS cluster {name} still reports issuer {issuer}"
-        ))),
-        Err(f) if f.class == ErrorClass::Transient => Ok(Some(format!(
-            "kept: EKS cannot be asked whether a live cluster reports issuer {issuer}: {f}"
-        ))),
+        Ok(None) => Ok(policy::by_use(issuer, Use::Unused)),
+        Ok(Some(name)) => Ok(policy::by_use(issuer, Use::UsedBy(&name))),
+        Err(f) if f.class == ErrorClass::Transient => {
+            Ok(policy::by_use(issuer, Use::Unknown(&f.to_string())))
+        }
         Err(f) => Err(CleanError::Discover {
             kind: KIND,
             op: "eks:ListClusters/DescribeCluster (kept: no live cluster may use it)",
@@ -406,7 +381,6 @@ mod tests {
         );
     }
 
-    const ISSUER: &str = "https://oidc.eks.us-east-1.amazonaws.com/id/AAAA1111";
     const OWNED: (&str, &str) = ("kubernetes.io/cluster/ns_ek1", "owned");
 
     #[test]
@@ -420,39 +394,6 @@ mod tests {
         assert_eq!(
             issuer_of_arn("arn:aws:iam::123456789012:instance-profile/x"),
             None
-        );
-    }
-
-    #[test]
-    fn the_recorded_issuers_provider_with_the_owned_tag_is_the_clusters() {
-        let url = "oidc.eks.us-east-1.amazonaws.com/id/AAAA1111";
-        assert!(is_clusters_provider(url, &[OWNED], "ns_ek1", ISSUER));
-        assert!(is_clusters_provider(ISSUER, &[OWNED], "ns_ek1", ISSUER));
-    }
-
-    #[test]
-    fn look_alikes_are_not() {
-        let other = "oidc.eks.us-east-1.amazonaws.com/id/BBBB2222";
-        assert!(
-            !is_clusters_provider(other, &[OWNED], "ns_ek1", ISSUER),
-            "a provider of another issuer, even with the cluster's tag"
-        );
-        assert!(
-            !is_clusters_provider(ISSUER, &[], "ns_ek1", ISSUER),
-            "the recorded issuer but not tagged: someone else's (eksctl, terraform)"
-        );
-        assert!(
-            !is_clusters_provider(
-                ISSUER,
-                &[("kubernetes.io/cluster/ns_ek1", "shared")],
-                "ns_ek1",
-                ISSUER
-            ),
-            "shared is not owned"
-        );
-        assert!(
-            !is_clusters_provider(ISSUER, &[OWNED], "ns_ek2", ISSUER),
-            "another cluster's tag"
         );
     }
 }

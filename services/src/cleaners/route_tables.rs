@@ -1,11 +1,12 @@
 //! Phase 3: route tables of the CAPA-managed VPC carrying CAPA's ownership tag, except the main one
-//! (it goes with the VPC).
+//! (it goes with the VPC: `policy::network::route_table`).
 //! Non-main subnet associations are removed first, since an associated table cannot be deleted.
 
 use super::vpc_owned::{InVpcs, VpcOwned, before_delete};
 use super::{CleanError, Outcome, Target, settle};
 use crate::discovery::tags;
 use crate::errors::call;
+use crate::policy::network as policy;
 use async_trait::async_trait;
 
 pub struct RouteTables;
@@ -37,7 +38,10 @@ impl VpcOwned for RouteTables {
         Ok(out
             .route_tables()
             .iter()
-            .filter(|rt| !rt.associations().iter().any(|a| a.main() == Some(true)))
+            .filter(|rt| {
+                policy::route_table(rt.associations().iter().any(|a| a.main() == Some(true)))
+                    .is_delete()
+            })
             .filter_map(|rt| {
                 let id = rt.route_table_id()?;
                 let associations = rt

@@ -2,25 +2,19 @@
 //! before the route tables, subnets and VPC they hold (CAPA#4426: an endpoint left behind keeps
 //! the VPC from being deleted). Any other endpoint in the VPC is someone else's: it is named as a
 //! blocker of the VPC (`vpcs::blockers`) and never deleted. Deletion is asynchronous, as for NAT
-//! gateways: a pass requests it and reports "waiting" while the endpoint is `deleting`.
+//! gateways: a pass requests it; which state waits and which is no longer a target is
+//! `policy::network::vpc_endpoint`'s.
 
 use super::vpc_owned::{InVpcs, VpcOwned};
 use super::{CleanError, Outcome, Target, requested, settle};
 use crate::discovery::tags;
 use crate::errors::{ApiFailure, call, classify};
+use crate::policy::network as policy;
 use async_trait::async_trait;
 
 pub struct VpcEndpoints;
 
 const KIND: &str = "vpc-endpoint";
-
-/// Endpoint states that no longer hold anything.
-pub(crate) fn is_gone(state: Option<&str>) -> bool {
-    matches!(
-        state.map(str::to_ascii_lowercase).as_deref(),
-        Some("deleted" | "rejected" | "failed" | "expired")
-    )
-}
 
 #[async_trait]
 impl VpcOwned for VpcEndpoints {
@@ -40,22 +34,14 @@ impl VpcOwned for VpcEndpoints {
         })
         .await
         .map_err(CleanError::discover(KIND, "DescribeVpcEndpoints"))?;
-        let mut targets = Vec::new();
-        for e in out.vpc_endpoints() {
-            let Some(id) = e.vpc_endpoint_id() else {
-                continue;
-            };
-            let state = e.state().map(|s| s.as_str());
-            if is_gone(state) {
-                continue;
-            }
-            let mut t = Target::plain(id).with_tags(tags::ec2_pairs(e.tags()));
-            if state.is_some_and(|s| s.eq_ignore_ascii_case("deleting")) {
-                t.blocked = Some("waiting for the VPC endpoint to be deleted".into());
-            }
-            targets.push(t);
-        }
-        Ok(targets)
+        Ok(out
+            .vpc_endpoints()
+            .iter()
+            .filter_map(|e| {
+                let t = Target::plain(e.vpc_endpoint_id()?).with_tags(tags::ec2_pairs(e.tags()));
+                policy::vpc_endpoint(e.state().map(|s| s.as_str())).target(t)
+            })
+            .collect())
     }
 
     async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
@@ -82,25 +68,6 @@ impl VpcOwned for VpcEndpoints {
         });
         // Accepted, not finished: the route tables and subnets wait until it is deleted.
         Ok(requested(settle(res, KIND, &t.id, "DeleteVpcEndpoints")?))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_live_endpoints_are_targets_or_blockers() {
-        for gone in ["deleted", "Deleted", "rejected", "failed", "expired"] {
-            assert!(is_gone(Some(gone)), "{gone}");
-        }
-        for live in ["available", "pendingAcceptance", "pending", "deleting"] {
-            assert!(!is_gone(Some(live)), "{live}");
-        }
-        assert!(
-            !is_gone(None),
-            "an endpoint of unknown state is kept in view"
-        );
     }
 }
 

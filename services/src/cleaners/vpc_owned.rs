@@ -3,7 +3,9 @@
 //! its ownership tag. Such a kind says only how to describe its resources in those VPCs and how
 //! to delete one ([`VpcOwned`]); everything else a [`Cleaner`] says is the same for all of them
 //! and written once here: EC2, nothing looked for (no call) unless the cluster has a CAPA-managed
-//! VPC, and the phase-3 registry line is all that registers it.
+//! VPC, and the phase-3 registry line is all that registers it. Whose these resources are, and
+//! when one waits, is `policy::network`'s; this module only sends its ownership rule as the
+//! server's filter.
 
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target};
 use crate::discovery::tags;

@@ -1,7 +1,8 @@
 //! Phase 3's gate and last step: the VPC is ours only when it carries the CAPA-owned tag. A
 //! bring-your-own VPC (untagged, or tagged for another owner) is never discovered, so nothing in
 //! it is touched by phase 3. Before phase 3 touches a VPC, [`blockers`] lists what in it is not
-//! ours and would keep it from being deleted: phase 3 then waits, deleting none of it.
+//! ours and would keep it from being deleted (`policy::network::blocks_vpc` decides, resource by
+//! resource): phase 3 then waits, deleting none of it.
 
 use super::instances;
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
@@ -9,6 +10,7 @@ use crate::discovery::describe;
 use crate::discovery::tags;
 use crate::errors::call;
 use crate::model::{AwsClients, ResourceRef};
+use crate::policy::network::{InVpc, blocks_vpc};
 use async_trait::async_trait;
 
 pub struct Vpcs;
@@ -58,10 +60,14 @@ pub async fn blockers(
     let in_vpcs = || tags::ec2_filter("vpc-id", vpcs);
     let mut out = Vec::new();
     for (lb, vpc) in describe::load_balancers_in(c, vpcs).await? {
-        out.push(blocker("elasticloadbalancing", "load-balancer", &lb, &vpc));
+        if blocks_vpc(&InVpc::LoadBalancer) {
+            out.push(blocker("elasticloadbalancing", "load-balancer", &lb, &vpc));
+        }
     }
     for i in instances::live_instances(c, vec![in_vpcs()]).await? {
-        if let Some(vpc) = &i.vpc {
+        if let Some(vpc) = &i.vpc
+            && blocks_vpc(&InVpc::Instance)
+        {
             out.push(blocker("ec2", "instance", &i.id, vpc));
         }
     }
@@ -79,9 +85,11 @@ pub async fn blockers(
                 .iter()
                 .filter_map(|a| a.network_interface_id()),
         );
-        let live = !matches!(n.state().map(|s| s.as_str()), Some("deleted"));
-        if live
-            && !tags::is_owned(tags::ec2_pairs(n.tags()), &capa)
+        let found = InVpc::NatGateway {
+            state: n.state().map(|s| s.as_str()),
+            capa_owned: tags::is_owned(tags::ec2_pairs(n.tags()), &capa),
+        };
+        if blocks_vpc(&found)
             && let (Some(id), Some(vpc)) = (n.nat_gateway_id(), n.vpc_id())
         {
             out.push(blocker("ec2", "nat-gateway", id, vpc));
@@ -90,14 +98,19 @@ pub async fn blockers(
     let enis = describe::detached_network_interfaces(c, vec![in_vpcs()]).await?;
     for n in &enis {
         if let (Some(id), Some(vpc)) = (n.network_interface_id(), n.vpc_id())
-            && !nat_enis.contains(id)
+            && blocks_vpc(&InVpc::DetachedInterface {
+                nat_gateways: nat_enis.contains(id),
+            })
         {
             out.push(blocker("ec2", "network-interface", id, vpc));
         }
     }
     for g in describe::security_groups(c, vec![in_vpcs()]).await? {
-        let capa_owned = tags::is_owned(tags::ec2_pairs(g.tags()), &capa);
-        if g.group_name() == Some("default") || capa_owned {
+        let found = InVpc::SecurityGroup {
+            name: g.group_name(),
+            capa_owned: tags::is_owned(tags::ec2_pairs(g.tags()), &capa),
+        };
+        if !blocks_vpc(&found) {
             continue;
         }
         if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
@@ -111,8 +124,11 @@ pub async fn blockers(
     .await
     .map_err(CleanError::discover("vpc-endpoint", "DescribeVpcEndpoints"))?;
     for e in endpoints.vpc_endpoints() {
-        let gone = super::vpc_endpoints::is_gone(e.state().map(|s| s.as_str()));
-        if gone || tags::is_owned(tags::ec2_pairs(e.tags()), &capa) {
+        let found = InVpc::VpcEndpoint {
+            state: e.state().map(|s| s.as_str()),
+            capa_owned: tags::is_owned(tags::ec2_pairs(e.tags()), &capa),
+        };
+        if !blocks_vpc(&found) {
             continue;
         }
         if let (Some(id), Some(vpc)) = (e.vpc_endpoint_id(), e.vpc_id()) {
@@ -125,7 +141,10 @@ pub async fn blockers(
     .await
     .map_err(CleanError::discover("subnet", "DescribeSubnets"))?;
     for s in subnets.subnets() {
-        if tags::is_owned(tags::ec2_pairs(s.tags()), &capa) {
+        let found = InVpc::Subnet {
+            capa_owned: tags::is_owned(tags::ec2_pairs(s.tags()), &capa),
+        };
+        if !blocks_vpc(&found) {
             continue;
         }
         if let (Some(id), Some(vpc)) = (s.subnet_id(), s.vpc_id()) {

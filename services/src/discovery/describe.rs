@@ -272,7 +272,10 @@ pub async fn detached_network_interfaces(
     c: &AwsClients,
     mut filters: Vec<aws_sdk_ec2::types::Filter>,
 ) -> Result<Vec<aws_sdk_ec2::types::NetworkInterface>, CleanError> {
-    filters.push(tags::ec2_filter("status", &["available".to_string()]));
+    filters.push(tags::ec2_filter(
+        "status",
+        &[crate::policy::network_interfaces::DETACHED.to_string()],
+    ));
     let filters = &filters;
     all_pages(|token| async move {
         let page = call("ec2.DescribeNetworkInterfaces", || {

@@ -28,31 +28,9 @@ pub enum EksCluster {
     Live(LiveCluster),
 }
 
-/// An issuer URL as IAM and CAPA write it and as EKS does, made comparable: no scheme, no
-/// trailing slash (`https://oidc.eks.r.amazonaws.com/id/X/` and `oidc.eks.r.amazonaws.com/id/X`
-/// are one issuer). The host is case-insensitive, the path (the id) is kept as it is.
-pub fn issuer_key(url: &str) -> String {
-    let url = url.trim();
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .unwrap_or(url)
-        .trim_end_matches('/');
-    match rest.split_once('/') {
-        Some((host, path)) => format!("{}/{path}", host.to_ascii_lowercase()),
-        None => rest.to_ascii_lowercase(),
-    }
-}
-
-/// The region in an EKS issuer (`oidc.eks.<region>.amazonaws.com[.cn]/id/<ID>`), if it is one.
-pub fn issuer_region(issuer: &str) -> Option<&str> {
-    let host = issuer.split('/').next()?;
-    let rest = host.strip_prefix("oidc.eks.")?;
-    let (region, tail) = rest.split_once('.')?;
-    tail.starts_with("amazonaws.com")
-        .then_some(region)
-        .filter(|r| !r.is_empty())
-}
+// How an issuer is compared and which region it names is the OIDC provider rule's
+// (`policy::oidc_providers`); EKS's answers are read with the same functions.
+pub use crate::policy::oidc_providers::{issuer_key, issuer_region};
 
 /// DescribeCluster `name` in the session's region.
 pub async fn describe(c: &AwsClients, name: &str) -> Result<EksCluster, ApiFailure> {

@@ -11,29 +11,36 @@
 //! |---|---|---|---|---|
 //! | every phase-2 kind | 2 | `kubernetes.io/cluster/N=owned`, or the LB controller's `elbv2.k8s.aws/cluster=N` / the VPC CNI's `cluster.k8s.amazonaws.com/name=N` in one of the cluster's VPCs | CAPA-owned: kept (phase 1 or 3's); `shared`, another cluster's, a controller's tag outside the cluster's VPCs: foreign | [`Ownership::decide`] |
 //! | load balancers (`load-balancer`), target groups (`target-group`), launch templates (`launch-template`), detached network interfaces the VPC CNI tagged | 2 | the phase-2 rule | the phase-2 rule | [`Ownership::decide`] |
+//! | detached network interfaces (with `security-group`) | 2 | detached (`available`), and in a security group phase 2 deletes or the VPC CNI's that the phase-2 rule confirmed | attached: never touched, it goes with its owner; anything else: not asked for | [`network_interfaces::asked_for`] (the Describe's filters) |
 //! | target groups | 2 | the phase-2 rule | still attached to a load balancer that exists: blocked | [`target_groups::decide`] |
 //! | security groups (`security-group`) | 2 | the phase-2 rule | EKS's cluster group (`aws:eks:cluster-name`): kept, EKS deletes it | [`security_groups::decide`] |
-//! | EKS's cluster security group (`eks-security-group`) | 2 | EKS cluster, `aws:eks:cluster-name=<eksName>`, in the cluster's VPCs, no interface uses it, EKS says the cluster is gone | any check fails or errs: kept | [`security_groups::eks_candidate`] (the tags and VPC); the interface and EKS checks: `cleaners::security_groups::eks` |
+//! | EKS's cluster security group (`eks-security-group`) | 2 | EKS cluster, `aws:eks:cluster-name=<eksName>`, in the cluster's VPCs, no interface uses it, EKS says the cluster is gone | any check fails or errs: kept | [`security_groups::eks_candidate`] (the tags and VPC), [`security_groups::eks_group`] (EKS, then the interfaces) |
 //! | CAPA's load balancers and security groups | 1 | `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned` | a VPC's `default` group: kept; anything else: foreign | [`capa::decide`], [`security_groups::decide_capa`] |
 //! | instances | 1 | CAPA's tag (the describe's filter) | `shutting-down`: blocked until terminated | [`instances::by_state`] |
 //! | instances (`instance`) | 2 | the phase-2 rule | a member of an Auto Scaling group or EKS node group: kept, its group owns it; `shutting-down`: blocked | [`instances::decide`], [`instances::by_state`] |
 //! | Karpenter's IAM instance profiles (`instance-profile`) | 2 | named `<cluster>_<hash>`, `kubernetes.io/cluster/N=owned`, `karpenter.k8s.aws/ec2nodeclass`, the session's region tag, the cluster's path or `/` | another region's twin, any other look-alike: foreign; a live instance runs with it: blocked | [`instance_profiles::decide`], [`instance_profiles::by_user`] |
 //! | EBS volumes (`ebs-volume`, opt-in) | 2 | the CSI driver's `CSIVolumeName` and the cluster named in `KubernetesCluster` or `ebs.csi.aws.com/cluster-name`, `available` (the describe filters on it) | CAPA-owned: kept; no driver mark or another cluster: foreign | [`ebs::volume`] |
 //! | EBS snapshots (`ebs-snapshot`, opt-in) | 2 | `kubernetes.io/cluster/N=owned` and the driver's `CSIVolumeSnapshotName` | CAPA-owned: kept; sweeper's own snapshots (neither tag): foreign | [`ebs::snapshot`] |
+//! | external-dns's Route53 records (`dns-record`) | 2 | an `A`/`AAAA` alias or `CNAME` to one of phase 2's load balancers, with external-dns's TXT companion; the cluster names that owner id (never `default`), the load balancers go in this pass, no set identifier, the TXT sets hold only that owner's values, an older-format TXT set only with every record at its name | any of those fails: kept, reported (`gc plan`, audit, `ExternalDnsRecordsLeft`); anything else is not looked at | [`dns_records::fates`], [`dns_records::Allowed`] |
+//! | EKS's control-plane log group (`eks-log-group`, opt-in) | 2 | EKS cluster, named exactly `/aws/eks/<eksName>/cluster`, no retention policy, no deletion protection, EKS says the cluster is gone | a prefix match, another cluster's, retention or protection set: foreign; EKS still reports the cluster, or cannot be asked: blocked | [`log_groups::decide`], [`log_groups::by_eks`] |
+//! | EKS's IRSA OIDC provider (`oidc-provider`) | 2 | EKS cluster with an issuer CAPA recorded, the provider's URL is that issuer, `kubernetes.io/cluster/<eksName>=owned`, no live EKS cluster reports the issuer | no recorded issuer: not looked at; another issuer's, untagged, `shared`: foreign; a live cluster reports it, EKS cannot be asked, the issuer is another region's: blocked | [`oidc_providers::decide`], [`oidc_providers::by_use`] |
+//! | phase 3's network: VPC endpoints, NAT gateways, Elastic IPs, internet gateways, route tables, subnets | 3 | in one of the cluster's CAPA-managed VPCs (CAPA-tagged), CAPA's tag (the server's filter); Elastic IPs: CAPA's tag or held by the VPC's CAPA-tagged NAT gateways | a NAT gateway or endpoint `deleting`, an Elastic IP still associated (unless only with deleted NAT gateways, whose stale association is removed first): blocked; one already deleted (endpoints: rejected, failed, expired too): no longer a target; the VPC's main route table: kept, it goes with the VPC; a bring-your-own VPC's: never asked for | [`capa::decide`] (as the filter), [`network::nat_gateway`], [`network::vpc_endpoint`], [`network::elastic_ip`], [`network::route_table`] |
+//! | the VPC (phase 3's gate) | 3 | CAPA-tagged, and nothing in it blocks | another's load balancer, live instance, live NAT gateway, detached interface (not a NAT gateway's), security group (not `default`), live endpoint or subnet in it: the whole phase waits, reporting them as blockers | [`network::blocks_vpc`] |
 //!
-//! Rules not moved here yet, still in their cleaner (the next step of issue #43): OIDC providers (`cleaners::oidc_providers::is_clusters_provider`; in use blocks), log
-//! groups (`cleaners::log_groups::is_clusters_group`; a live EKS cluster blocks), Route53 records
-//! (`cleaners::dns_records::ownership`, its `Fate`), phase 3's network (`cleaners::vpc_owned`:
-//! CAPA's tag as the server's filter; NAT gateways, Elastic IPs, VPC endpoints block on their
-//! state; `cleaners::vpcs`: what else in the VPC blocks it), and network interfaces' other half
-//! (`cleaners::network_interfaces`: detached interfaces in a group phase 2 deletes, as the
-//! describe's filters). Phase 1's instances and phase 3's kinds also take CAPA's tag from the
-//! server's filter without checking it again here.
+//! Every kind sweeper deletes is in this table. Where a rule is sent as the server's filter
+//! (phase 1's instances and phase 3's kinds take CAPA's tag from it, detached interfaces their
+//! selection), the filter is built from this module's keys and values and not checked again
+//! after the call.
 
 pub mod capa;
+pub mod dns_records;
 pub mod ebs;
 pub mod instance_profiles;
 pub mod instances;
+pub mod log_groups;
+pub mod network;
+pub mod network_interfaces;
+pub mod oidc_providers;
 pub mod ownership;
 pub mod security_groups;
 pub mod tags;
@@ -93,6 +100,18 @@ impl Verdict {
             Verdict::Untag | Verdict::Keep(_) | Verdict::Foreign(_) => None,
         }
     }
+}
+
+/// What EKS says of the cluster a resource was made for (`DescribeCluster`), for the rules that
+/// wait until EKS reports it gone.
+#[derive(Clone, Copy, Debug)]
+pub enum Eks<'a> {
+    /// DescribeCluster: ResourceNotFound.
+    Gone,
+    /// A cluster of that name exists, in `status` (a deleting cluster still exists).
+    Live { name: &'a str, status: &'a str },
+    /// EKS could not be asked (the failure, as it reads).
+    Unknown(&'a str),
 }
 
 /// The facts most rules read about one resource: its tags (key, value) and the VPC it lives in,

@@ -6,7 +6,7 @@
 //! ownership decides. A rule in another group that names a deleted group is revoked; the group
 //! holding the rule stays (`cleaners::security_groups::refs`).
 
-use super::{Candidate, Ownership, Verdict, capa, tags};
+use super::{Candidate, Eks, Ownership, Verdict, capa, tags};
 
 /// Phase 1: CAPA's own group, unless it is its VPC's default group.
 pub fn decide_capa(c: &Candidate<'_>, group_name: Option<&str>, capa_key: &str) -> Verdict {
@@ -45,6 +45,25 @@ pub fn eks_candidate(c: &Candidate<'_>, eks_name: &str, cluster_vpcs: &[String])
         return Verdict::foreign("EKS's group for this name, outside the cluster's VPCs");
     }
     Verdict::Delete
+}
+
+/// EKS's cluster group, a candidate by [`eks_candidate`], once EKS has been asked about the
+/// cluster (`eks`) and then, only when it says gone, whether a network interface uses the group
+/// (`user`, one that does; attached or not: EKS's control-plane interfaces go with the cluster).
+/// Anything but "gone and unused" keeps it, fail closed: phase 3 lists it as a blocker of the VPC.
+pub fn eks_group(eks: Eks<'_>, user: Option<&str>) -> Verdict {
+    match (eks, user) {
+        (Eks::Live { .. }, _) => {
+            Verdict::keep("EKS still reports the cluster: its security group is EKS's to delete")
+        }
+        (Eks::Unknown(_), _) => Verdict::keep(
+            "EKS cannot be asked whether the cluster is gone: kept (a blocker of the VPC)",
+        ),
+        (Eks::Gone, Some(eni)) => Verdict::keep(format!(
+            "EKS's cluster security group is still used by network interface {eni}"
+        )),
+        (Eks::Gone, None) => Verdict::Delete,
+    }
 }
 
 #[cfg(test)]
@@ -154,6 +173,28 @@ mod tests {
                 d(&eks, Some("vpc-1"), &[]),
                 Foreign,
                 "the cluster's VPC unknown",
+            ),
+        ]);
+    }
+
+    #[test]
+    fn ekss_group_goes_only_once_eks_says_gone_and_no_interface_uses_it() {
+        let live = Eks::Live {
+            name: "ns_ek1",
+            status: "DELETING",
+        };
+        table::check(&[
+            (eks_group(Eks::Gone, None), Delete, "gone, unused"),
+            (
+                eks_group(Eks::Gone, Some("eni-1")),
+                Keep,
+                "gone, an interface uses it",
+            ),
+            (eks_group(live, None), Keep, "EKS still reports the cluster"),
+            (
+                eks_group(Eks::Unknown("AccessDenied"), None),
+                Keep,
+                "EKS cannot be asked: fail closed",
             ),
         ]);
     }

@@ -33,7 +33,7 @@ pub async fn vpc_endpoint_exists(c: &AwsClients, id: &str) -> bool {
         Ok(out) => out
             .vpc_endpoints()
             .iter()
-            .any(|e| !crate::cleaners::vpc_endpoints::is_gone(e.state().map(|s| s.as_str()))),
+            .any(|e| !crate::policy::network::endpoint_gone(e.state().map(|s| s.as_str()))),
         Err(e) if e.code().is_some_and(|c| c.contains("NotFound")) => false,
         Err(e) => panic!("describe VPC endpoint {id}: {e:?}"),
     }

@@ -2,10 +2,10 @@
 //! nothing ties a record pointing at it to the cluster any more.
 
 use super::KIND;
-use super::ownership::dns_key;
 use crate::cleaners::load_balancers::{self, Api};
 use crate::cleaners::{CleanCtx, CleanError};
 use crate::errors::{ErrorClass, call};
+use crate::policy::dns_records::dns_key;
 use futures::StreamExt;
 use std::collections::HashSet;
 

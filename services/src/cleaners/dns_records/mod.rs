@@ -6,20 +6,12 @@
 //! `default`, shared by every cluster that kept the default (external-dns#1758), so the TXT record
 //! alone never says whose a record is.
 //!
-//! A record is found when it is an `A`/`AAAA` alias or a `CNAME` whose target is the DNS name of
-//! one of phase 2's load balancers, and external-dns owns it (the TXT companion). By default it
-//! is only reported (the phase's `kept`: `gc plan`, the audit record, the
-//! `ExternalDnsRecordsLeft` Event), with its hosted zone, name, type and owner id; a report never
-//! holds the teardown.
-//!
-//! It is deleted only when the cluster names its owner id (annotation
-//! `sweeper.dev/external-dns-owner-id`, never `default`, see [`ownership::owner_id_problem`]),
-//! its TXT companion says exactly that id, and its load balancer is deleted by this pass (task
-//! `load-balancer` selected). Then the record and its TXT companion go together, with every other
-//! such pair of the hosted zone, in one `ChangeResourceRecordSets` batch (chunked only past
-//! Route53's 1000 changes), each DELETE repeating the record set exactly as listed: if anything
-//! changed meanwhile Route53 refuses the whole batch and nothing is half-deleted. The rule's
-//! every case is in [`ownership::fates`].
+//! Which records are found, reported or deleted, and why, is `policy::dns_records`'s (the rule
+//! and its every case, [`policy::fates`]). A record deleted goes with its TXT companion(s),
+//! with every other such pair of the hosted zone, in one `ChangeResourceRecordSets` batch
+//! (chunked only past Route53's 1000 changes), each DELETE repeating the record set exactly as
+//! listed: if anything changed meanwhile Route53 refuses the whole batch and nothing is
+//! half-deleted.
 //!
 //! Why before the load balancers (the first order of phase 2), in the same pass: "pointing at a
 //! load balancer this teardown deletes" must be found again after a crash, and once the load
@@ -29,22 +21,20 @@
 //! reason, while deleting is asked for, a failure (a change batch refused, a zone that cannot be
 //! listed) holds the rest of the phase for this pass ([`Cleaner::gates_later`]): the load
 //! balancers wait, so the next pass can still find their records and try again.
-//!
-//! Not handled: external-dns's `--txt-prefix`/`--txt-suffix` companions (such records are not
-//! found, so neither reported nor deleted), and routing-policy records (reported only).
 
 mod lbs;
-pub mod ownership;
 mod route53;
 
 use super::load_balancers;
 use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
 use crate::model::{Failure, GcTask};
+use crate::policy::dns_records::{self as policy, Allowed, Fate};
+pub use crate::policy::dns_records::{
+    Owned, Rec, dns_key, external_dns_owner, owned_records, owner_id_problem,
+};
 use async_trait::async_trait;
 use aws_sdk_route53::types::ResourceRecordSet;
 use futures::StreamExt;
-use ownership::{Allowed, Fate};
-pub use ownership::{Owned, Rec, dns_key, external_dns_owner, owned_records, owner_id_problem};
 use std::fmt;
 
 /// Selects the external-dns records (on by default: without an owner id it only reports).
@@ -90,8 +80,7 @@ impl DnsRecords {
     /// Deleting is asked for in this pass: a valid owner id, and the load balancers go.
     fn deleting<'a>(ctx: &CleanCtx<'a>) -> Option<&'a str> {
         let lbs_deleted = ctx.tasks.contains(&load_balancers::TASK);
-        ctx.external_dns_owner
-            .filter(|o| owner_id_problem(o).is_none() && lbs_deleted)
+        Allowed::of(ctx.external_dns_owner, lbs_deleted).deleting()
     }
 }
 
@@ -244,12 +233,10 @@ async fn find(ctx: &CleanCtx<'_>) -> Result<Vec<Target<Pair>>, CleanError> {
     if lbs.is_empty() {
         return Ok(Vec::new());
     }
-    let allowed = Allowed {
-        owner: ctx
-            .external_dns_owner
-            .filter(|o| owner_id_problem(o).is_none()),
-        lbs_deleted: ctx.tasks.contains(&load_balancers::TASK),
-    };
+    let allowed = Allowed::of(
+        ctx.external_dns_owner,
+        ctx.tasks.contains(&load_balancers::TASK),
+    );
     // The zones' record sets are listed a few zones at once (an account may hold many zones,
     // and this cleaner runs before the load balancers go); read in the zones' order.
     let zones = route53::hosted_zones(ctx).await?;
@@ -267,7 +254,7 @@ async fn find(ctx: &CleanCtx<'_>) -> Result<Vec<Target<Pair>>, CleanError> {
         let (zone_id, zone_name, raw) = zone?;
         let sets: Vec<Rec> = raw.iter().map(route53::rec_of).collect();
         let owned = owned_records(&sets, &lbs);
-        for (o, fate) in owned.iter().zip(ownership::fates(&sets, &owned, allowed)) {
+        for (o, fate) in owned.iter().zip(policy::fates(&sets, &owned, allowed)) {
             let id = format!("{zone_id}/{} {}", o.name, o.ty);
             let what = format!(
                 "external-dns record {} ({}, owner id {:?}, TXT {}) in hosted zone {} ({}) points at load balancer {}",

@@ -2,9 +2,9 @@
 //! deletes record sets exactly as they were listed.
 
 use super::KIND;
-use super::ownership::Rec;
 use crate::cleaners::{CleanCtx, CleanError};
 use crate::errors::{ApiFailure, call};
+use crate::policy::dns_records::Rec;
 use aws_sdk_route53::types::{Change, ChangeAction, ChangeBatch, ResourceRecordSet, RrType};
 
 /// Route53 takes at most 1000 changes in one batch.

@@ -2,15 +2,12 @@
 //! cluster (tagged `aws:eks:cluster-name=<eksName>`). EKS deletes it with the cluster, but it
 //! sometimes outlives it (eksctl#5135), and then the cluster's network waits forever behind it.
 //!
-//! It is a target only when every one of these holds; until then it is left alone and phase 3
-//! lists it as a blocker of the VPC, as it always did:
-//! - the cluster is an EKS cluster (`PassRequest::eks`);
-//! - the group is tagged `aws:eks:cluster-name=<eksName>` and lives in one of the cluster's own
-//!   VPCs (its object's `spec.network.vpc.id`, the CAPA-tagged ones; none known, nothing found);
-//! - no network interface uses it (attached or not: EKS's control-plane interfaces go with the
-//!   cluster);
-//! - `eks:DescribeCluster` says the cluster does not exist. Any other answer, an error included,
-//!   keeps it (fail closed; the reason is logged, and the blocker shows it in the condition).
+//! Which group is EKS's for the cluster, and when it may go (EKS reports the cluster gone, no
+//! network interface uses it; until then it is left alone and phase 3 lists it as a blocker of
+//! the VPC, as it always did), is `policy::security_groups`'s ([`eks_candidate`], [`eks_group`]).
+//!
+//! [`eks_candidate`]: crate::policy::security_groups::eks_candidate
+//! [`eks_group`]: crate::policy::security_groups::eks_group
 //!
 //! Rules in other groups of its VPC that reference it are revoked first, as for every group.
 
@@ -20,7 +17,7 @@ use crate::discovery::eks::{self, EksCluster};
 use crate::discovery::{describe, tags};
 use crate::errors::call;
 use crate::model::GcTask;
-use crate::policy::{self, Candidate};
+use crate::policy::{self, Candidate, Eks};
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 
@@ -74,16 +71,25 @@ impl Cleaner for EksClusterSecurityGroup {
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        match eks::describe(ctx.clients, ctx.cluster).await {
-            Ok(EksCluster::Gone) => {}
-            Ok(EksCluster::Live(l)) => {
-                tracing::debug!(cluster = %l.name, status = %l.status, "EKS still reports the cluster: its security group is EKS's to delete");
-                return Ok(Vec::new());
-            }
+        let said = eks::describe(ctx.clients, ctx.cluster).await;
+        let failure;
+        let eks = match &said {
+            Ok(EksCluster::Gone) => Eks::Gone,
+            Ok(EksCluster::Live(l)) => Eks::Live {
+                name: &l.name,
+                status: &l.status,
+            },
             Err(f) => {
                 tracing::warn!(cluster = %ctx.cluster, error = %f, "EKS cannot be asked whether the cluster is gone: its security group is kept (a blocker of the VPC)");
-                return Ok(Vec::new());
+                failure = f.to_string();
+                Eks::Unknown(&failure)
             }
+        };
+        // EKS is asked before the interfaces: while it keeps the group, they are not asked about.
+        let verdict = policy::security_groups::eks_group(eks, None);
+        if !verdict.is_delete() {
+            tracing::debug!(cluster = %ctx.cluster, ?verdict, "EKS's cluster security group: kept");
+            return Ok(Vec::new());
         }
         let mut ours = HashMap::new();
         let mut vpcs = HashSet::new();
@@ -98,8 +104,13 @@ impl Cleaner for EksClusterSecurityGroup {
             })
             .await
             .map_err(CleanError::discover(KIND, "DescribeNetworkInterfaces"))?;
-            if let Some(eni) = used.network_interfaces().first() {
-                tracing::info!(group = %id, eni = ?eni.network_interface_id(), "EKS's cluster security group is still used by a network interface: kept");
+            let user = used
+                .network_interfaces()
+                .first()
+                .map(|n| n.network_interface_id().unwrap_or("(no id)"));
+            let verdict = policy::security_groups::eks_group(Eks::Gone, user);
+            if !verdict.is_delete() {
+                tracing::info!(group = %id, ?verdict, "EKS's cluster security group: kept");
                 continue;
             }
             ours.insert(id.clone(), id);

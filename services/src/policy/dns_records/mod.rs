@@ -1,5 +1,28 @@
-//! The rule, without I/O: which record sets of a hosted zone external-dns made for one of the
-//! cluster's load balancers, whose they are, and which of them this pass may delete. Pure, so
+//! The Route53 records external-dns made for the cluster's load balancers (phase 2,
+//! `dns-record`). external-dns owns a record through a companion TXT record
+//! `heritage=external-dns,external-dns/owner=<owner-id>,…` (at the record's own name, or at
+//! `<type>-<name>` in its newer format), and deletes the pair only while it runs. The owner id
+//! defaults to `default`, shared by every cluster that kept the default (external-dns#1758), so
+//! the TXT record alone never says whose a record is.
+//!
+//! - **Found** ([`owned_records`]): an `A`/`AAAA` alias or a `CNAME` whose target is the DNS name
+//!   of one of phase 2's load balancers (those the phase-2 rule gave: `shared` and other
+//!   clusters' already left out), and external-dns owns it (the TXT companion). Anything else is
+//!   not looked at: it is not the cluster's to report.
+//! - **Deleted** ([`fates`]: `Fate::Delete`, with the TXT sets that go with it) only when the
+//!   cluster names its owner id (annotation `sweeper.dev/external-dns-owner-id`, valid: see
+//!   [`owner_id_problem`], never `default`), the record's TXT companion says exactly that id, its
+//!   load balancer is deleted by this pass (task `load-balancer` selected: [`Allowed`]), it has
+//!   no routing policy's set identifier, and every TXT set that goes with it holds only
+//!   external-dns values of that owner; an older-format TXT set (at the record's own name) goes
+//!   only with every record it owns.
+//! - **Kept** (`Fate::Keep`, the phase's report-only `kept`: `gc plan`, the audit record, the
+//!   `ExternalDnsRecordsLeft` Event) otherwise, with the reason; a report never holds the
+//!   teardown. `Fate` is this kind's [`Verdict`](super::Verdict): its delete carries the TXT
+//!   companions, and nothing here is foreign or blocked once found.
+//!
+//! Not handled: external-dns's `--txt-prefix`/`--txt-suffix` companions (such records are not
+//! found, so neither reported nor deleted), and routing-policy records (reported only). Pure, so
 //! every "must not delete" case is unit-tested here.
 
 use std::collections::HashSet;
@@ -152,6 +175,24 @@ pub struct Allowed<'a> {
     pub lbs_deleted: bool,
 }
 
+impl<'a> Allowed<'a> {
+    /// From what the cluster names (`owner`, as its annotation reads) and whether this pass
+    /// deletes the load balancers: an owner id with a problem ([`owner_id_problem`]) names no
+    /// record.
+    pub fn of(owner: Option<&'a str>, lbs_deleted: bool) -> Self {
+        Allowed {
+            owner: owner.filter(|o| owner_id_problem(o).is_none()),
+            lbs_deleted,
+        }
+    }
+
+    /// The owner id whose records this pass deletes, when it deletes any: a valid one, and the
+    /// load balancers go.
+    pub fn deleting(&self) -> Option<&'a str> {
+        self.owner.filter(|_| self.lbs_deleted)
+    }
+}
+
 /// What becomes of one owned record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fate {
@@ -281,187 +322,4 @@ pub fn fates(sets: &[Rec], owned: &[Owned], allowed: Allowed<'_>) -> Vec<Fate> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    pub(crate) const LB: &str = "k8s-web-abc-123.elb.us-east-1.amazonaws.com";
-
-    fn rec(name: &str, ty: &str, alias: Option<&str>, values: &[&str]) -> Rec {
-        Rec {
-            name: name.into(),
-            ty: ty.into(),
-            alias: alias.map(str::to_string),
-            values: values.iter().map(|v| v.to_string()).collect(),
-            set_id: None,
-        }
-    }
-
-    fn txt(owner: &str) -> String {
-        format!(
-            "\"heritage=external-dns,external-dns/owner={owner},external-dns/resource=service/default/web\""
-        )
-    }
-
-    fn lbs() -> HashSet<String> {
-        [LB.to_string()].into()
-    }
-
-    fn decide(sets: &[Rec], owner: Option<&str>, lbs_deleted: bool) -> Vec<Fate> {
-        fates(
-            sets,
-            &owned_records(sets, &lbs()),
-            Allowed { owner, lbs_deleted },
-        )
-    }
-
-    #[test]
-    fn an_external_dns_record_pointing_at_the_clusters_load_balancer_is_found() {
-        let alias = format!("dualstack.{LB}.");
-        let sets = [
-            rec("www.example.com.", "A", Some(&alias), &[]),
-            rec("a-www.example.com.", "TXT", None, &[&txt("c1")]),
-            rec("api.example.com.", "CNAME", None, &[LB]),
-            rec("api.example.com.", "TXT", None, &[&txt("default")]),
-        ];
-        let found = owned_records(&sets, &lbs());
-        assert_eq!(found.len(), 2, "{found:?}");
-        assert_eq!(
-            (
-                found[0].name.as_str(),
-                found[0].txt.as_str(),
-                found[0].owner.as_str()
-            ),
-            ("www.example.com.", "a-www.example.com.", "c1")
-        );
-        assert_eq!(
-            (found[1].txt.as_str(), found[1].owner.as_str()),
-            ("api.example.com.", "default")
-        );
-    }
-
-    #[test]
-    fn look_alikes_are_not() {
-        let sets = [
-            // Points elsewhere, with an external-dns TXT.
-            rec(
-                "other.example.com.",
-                "CNAME",
-                None,
-                &["lb-of-another.elb.amazonaws.com"],
-            ),
-            rec("other.example.com.", "TXT", None, &[&txt("c1")]),
-            // Points at the load balancer, but no external-dns TXT: someone's hand-made record.
-            rec("hand.example.com.", "CNAME", None, &[LB]),
-            rec("hand.example.com.", "TXT", None, &["\"v=spf1 -all\""]),
-        ];
-        assert!(owned_records(&sets, &lbs()).is_empty());
-        assert_eq!(
-            external_dns_owner("\"heritage=other,external-dns/owner=x\""),
-            None
-        );
-    }
-
-    #[test]
-    fn only_the_named_owners_records_of_deleted_load_balancers_are_deleted_with_their_txt() {
-        let alias = format!("dualstack.{LB}.");
-        let sets = [
-            rec("www.example.com.", "A", Some(&alias), &[]),
-            rec("a-www.example.com.", "TXT", None, &[&txt("c1")]),
-            rec("api.example.com.", "CNAME", None, &[LB]),
-            rec("api.example.com.", "TXT", None, &[&txt("default")]),
-            rec("web.example.com.", "CNAME", None, &[LB]),
-            rec("cname-web.example.com.", "TXT", None, &[&txt("c2")]),
-        ];
-        let f = decide(&sets, Some("c1"), true);
-        assert_eq!(f[0], Fate::Delete { txts: vec![1] });
-        assert!(
-            matches!(&f[1], Fate::Keep(why) if why.contains("\"default\"")),
-            "{f:?}"
-        );
-        assert!(
-            matches!(&f[2], Fate::Keep(why) if why.contains("not the cluster's")),
-            "{f:?}"
-        );
-        // No annotation, or load balancers not deleted: every record stays.
-        for (owner, lbs_deleted) in [(None, true), (Some("c1"), false)] {
-            assert!(
-                decide(&sets, owner, lbs_deleted)
-                    .iter()
-                    .all(|f| matches!(f, Fate::Keep(_))),
-                "{owner:?} {lbs_deleted}"
-            );
-        }
-        // An annotation naming `default` never reaches here (refused when parsed), and would
-        // still delete nothing: "default" records are never deleted.
-        assert!(matches!(
-            &decide(&sets, Some("default"), true)[1],
-            Fate::Keep(_)
-        ));
-    }
-
-    #[test]
-    fn an_older_format_txt_goes_only_with_every_record_it_owns() {
-        let alias = format!("dualstack.{LB}.");
-        // Both formats (external-dns migrating): A and AAAA at www, both ours.
-        let both = [
-            rec("www.example.com.", "A", Some(&alias), &[]),
-            rec("www.example.com.", "AAAA", Some(&alias), &[]),
-            rec("www.example.com.", "TXT", None, &[&txt("c1")]),
-            rec("a-www.example.com.", "TXT", None, &[&txt("c1")]),
-            rec("aaaa-www.example.com.", "TXT", None, &[&txt("c1")]),
-        ];
-        assert_eq!(
-            decide(&both, Some("c1"), true),
-            [
-                Fate::Delete { txts: vec![3, 2] },
-                Fate::Delete { txts: vec![4] }
-            ]
-        );
-        // Older format only, and an MX at the same name that is not ours: nothing goes.
-        let shared = [
-            rec("www.example.com.", "A", Some(&alias), &[]),
-            rec("www.example.com.", "TXT", None, &[&txt("c1")]),
-            rec("www.example.com.", "MX", None, &["10 mail.example.com."]),
-        ];
-        assert!(
-            matches!(&decide(&shared, Some("c1"), true)[0], Fate::Keep(why) if why.contains("stay"))
-        );
-        // A TXT set holding another value too stays, and its record with it.
-        let mixed = [
-            rec("www.example.com.", "A", Some(&alias), &[]),
-            rec(
-                "www.example.com.",
-                "TXT",
-                None,
-                &[&txt("c1"), "\"v=spf1 -all\""],
-            ),
-        ];
-        assert!(
-            matches!(&decide(&mixed, Some("c1"), true)[0], Fate::Keep(why) if why.contains("other than"))
-        );
-        // Routing-policy records are left to their owner.
-        let mut weighted = both.clone();
-        weighted[0].set_id = Some("blue".into());
-        assert!(
-            matches!(&decide(&weighted, Some("c1"), true)[0], Fate::Keep(why) if why.contains("set identifier"))
-        );
-    }
-
-    #[test]
-    fn owner_ids_are_what_external_dns_can_write_and_never_default() {
-        for ok in [
-            "c1",
-            "prod-eu_1",
-            "team.a:cluster/1",
-            &"x".repeat(MAX_OWNER_ID),
-        ] {
-            assert_eq!(owner_id_problem(ok), None, "{ok}");
-        }
-        for bad in [
-            "", "default", "Default", "DEFAULT", "a,b", "a=b", "a b", "\"a\"", "é",
-        ] {
-            assert!(owner_id_problem(bad).is_some(), "{bad:?}");
-        }
-        assert!(owner_id_problem(&"x".repeat(MAX_OWNER_ID + 1)).is_some());
-    }
-}
+mod tests;
