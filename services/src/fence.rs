@@ -82,11 +82,8 @@ mod tests {
     use super::*;
     use crate::errors::{FailureKind, failure_of};
     use crate::mocked::{RuleMode, mock};
-    use aws_config::{BehaviorVersion, Region, SdkConfig};
-    use aws_credential_types::Credentials;
-    use aws_credential_types::provider::SharedCredentialsProvider;
     use aws_sdk_ec2::operation::describe_vpcs::DescribeVpcsError;
-    use aws_smithy_mocks::{MockResponseInterceptor, create_mock_http_client};
+    use aws_smithy_mocks::MockResponseInterceptor;
     use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
     use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
     use aws_smithy_runtime_api::client::result::SdkError;
@@ -106,15 +103,7 @@ mod tests {
         let m = MockResponseInterceptor::new()
             .rule_mode(RuleMode::MatchAny)
             .with_rule(&ok);
-        let sdk = SdkConfig::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-                "AKIDTEST", "secret", None, None, "mocked",
-            )))
-            .http_client(create_mock_http_client())
-            .build();
-        let mut b = aws_sdk_ec2::config::Builder::from(&sdk)
+        let mut b = aws_sdk_ec2::config::Builder::from(&crate::mocked::sdk())
             .retry_config(aws_config::retry::RetryConfig::disabled());
         b.push_interceptor(SharedInterceptor::new(fence));
         b.push_interceptor(SharedInterceptor::new(m));

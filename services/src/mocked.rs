@@ -27,15 +27,20 @@ pub(crate) fn clients(mode: RuleMode, rules: &[&Rule]) -> AwsClients {
         m = m.with_rule(r);
     }
     let shared = SharedInterceptor::new(m);
-    let sdk = SdkConfig::builder()
+    AwsClients::assemble(&sdk(), &[shared], None)
+}
+
+/// The configuration every mocked client is built on: test credentials, one region, and the
+/// mocks' HTTP client (nothing leaves the process).
+pub(crate) fn sdk() -> SdkConfig {
+    SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
             "AKIDTEST", "secret", None, None, "mocked",
         )))
         .http_client(create_mock_http_client())
-        .build();
-    AwsClients::assemble(&sdk, &[shared], None)
+        .build()
 }
 
 /// Clients that must see exactly `rules`, in order.

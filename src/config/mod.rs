@@ -229,16 +229,6 @@ pub enum ConfigError {
     Leader(#[from] crate::engine::leader::LeaderConfigError),
 }
 
-/// A namespace's name: an RFC 1123 label (what the API server accepts).
-fn is_namespace_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 63
-        && n.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !n.starts_with('-')
-        && !n.ends_with('-')
-}
-
 impl RunConfig {
     /// Workers per cascade queue: as given, else 40 (see the flag).
     pub fn cascade_workers(&self) -> u32 {
@@ -268,7 +258,11 @@ impl RunConfig {
         }) {
             return Err(ConfigError::ScanKind(bad.clone()));
         }
-        if let Some(bad) = self.scope_namespaces.iter().find(|n| !is_namespace_name(n)) {
+        if let Some(bad) = self
+            .scope_namespaces
+            .iter()
+            .find(|n| !crate::engine::meta::is_dns_label(n))
+        {
             return Err(ConfigError::ScopeNamespace(bad.clone()));
         }
         if self.archive_ttl < Duration::from_secs(60) {

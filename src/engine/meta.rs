@@ -182,20 +182,21 @@ pub fn lite(meta: &ObjectMeta) -> Result<(MetaLite, Vec<MetaError>), MetaError> 
     ))
 }
 
+/// A DNS-1123 label (what the API server accepts as a namespace's name): lower-case
+/// alphanumerics and '-', alphanumeric at both ends, at most 63.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-
-    /// A DNS-1123 label: lower-case alphanumerics and '-', alphanumeric at both ends.
-    fn is_dns_label(s: &str) -> bool {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !s.starts_with('-')
-            && !s.ends_with('-')
-    }
 
     #[test]
     fn names_derived_from_any_eks_name_are_valid_and_distinct() {

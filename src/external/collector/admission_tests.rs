@@ -15,7 +15,8 @@ const OBJ: &str = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/ns/a
 const CAPI_CLUSTER: &str = "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/clusters/c1";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
 
-fn context(client: &Client) -> (ExternalCtx, AwsCallCount) {
+/// The collector's context over `client`, its AWS refused and counted (also the EKS call count's).
+pub(super) fn context(client: &Client) -> (ExternalCtx, AwsCallCount) {
     let (base, aws) = refusing_config();
     let ctx = ExternalCtx::new(
         client.clone(),

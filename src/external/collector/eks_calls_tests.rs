@@ -9,7 +9,6 @@ use crate::testing::MockApi;
 use crate::testing::mock_api::Call;
 use http::Method;
 use serde_json::{Value, json};
-use sweeper_aws::testing::refusing_config;
 
 const CP: &str =
     "/apis/controlplane.cluster.x-k8s.io/v1beta2/namespaces/ns/awsmanagedcontrolplanes/cp";
@@ -139,14 +138,7 @@ async fn reconcile_once(d: &Arc<FinalizerController<KindReconciler<AWSManagedCon
 async fn one_eks_reconcile_reads_the_cluster_once_and_discovers_once_per_collector() {
     let (client, server) = MockApi::new();
     world(&server);
-    let (base, _aws) = refusing_config();
-    let ctx = ExternalCtx::new(
-        client.clone(),
-        Arc::new(SessionCache::new(base, None)),
-        ExternalMetrics::default(),
-        false,
-        Family::default(),
-    );
+    let (ctx, _aws) = super::admission_tests::context(&client);
     let d = Arc::new(finalizer_controller::<AWSManagedControlPlane>(
         Arc::new(ctx),
         TeardownRegistry::default(),
