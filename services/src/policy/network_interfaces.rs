@@ -37,7 +37,8 @@ mod tests {
             "EC2's status of an unattached interface"
         );
         // (groups phase 2 deletes, the CNI's confirmed, what is asked for)
-        let rows: [(&[String], &[String], [(&str, &[&str]); 2]); 4] = [
+        type Filters<'a> = [(&'a str, &'a [&'a str]); 2];
+        let rows: [(&[String], &[String], Filters); 4] = [
             (
                 &groups,
                 &cni,
