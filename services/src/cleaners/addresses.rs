@@ -2,10 +2,11 @@
 //! those the VPC's CAPA-tagged NAT gateways (in any state, deleted included) hold. Released once no live NAT
 //! gateway holds them; while one does, they are reported waiting (`policy::network::elastic_ip`).
 
-use super::vpc_owned::{InVpcs, VpcOwned, before_delete};
-use super::{CleanError, Outcome, Target, settle};
+use super::vpc_owned::{InVpcs, before_delete};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::tags;
 use crate::errors::call;
+use crate::model::Phase;
 use crate::policy::network as policy;
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
@@ -23,13 +24,30 @@ pub struct Address {
 
 const KIND: &str = "elastic-ip";
 
-#[async_trait]
-impl VpcOwned for Addresses {
-    type Detail = Address;
-    const KIND: &'static str = KIND;
-    const ORDER: u32 = 20;
+/// After the NAT gateways that hold them (order 20).
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    iam_actions: &[
+        // The NAT gateways' allocations, then the addresses.
+        "ec2:DescribeNatGateways",
+        "ec2:DescribeAddresses",
+        "ec2:DisassociateAddress",
+        "ec2:ReleaseAddress",
+    ],
+    ..Descriptor::new("ec2", KIND, Phase::Network, 20)
+};
 
-    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target<Address>>, CleanError> {
+#[async_trait]
+impl Cleaner for Addresses {
+    type Detail = Address;
+
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Address>>, CleanError> {
+        let Some(at) = InVpcs::of(ctx) else {
+            return Ok(Vec::new());
+        };
         let nats = call("ec2.DescribeNatGateways", || {
             at.ec2
                 .describe_nat_gateways()
@@ -89,16 +107,13 @@ impl VpcOwned for Addresses {
                     },
                 )
                 .with_tags(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                verdict.target(t)
+                t.judged(verdict)
             })
             .collect())
     }
 
-    async fn remove(
-        &self,
-        ec2: &aws_sdk_ec2::Client,
-        t: &Target<Address>,
-    ) -> Result<Outcome, CleanError> {
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Address>) -> Result<Outcome, CleanError> {
+        let ec2 = &ctx.clients.ec2;
         let Address {
             allocation_id,
             stale_association,

@@ -9,10 +9,10 @@
 //! it is the user's (Karpenter is given it, it does not make it).
 
 use super::instances;
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::describe;
 use crate::errors::call;
-use crate::model::GcTask;
+use crate::model::{GcTask, Phase};
 use crate::policy::instance_profiles as policy;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -33,22 +33,27 @@ pub struct Profile {
     pub roles: Vec<String>,
 }
 
+/// After the nodes (order 30): a profile is free once the instances that ran with it are
+/// terminated.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(TASK),
+    iam_actions: &[
+        "iam:ListInstanceProfiles",
+        "iam:GetInstanceProfile",
+        // Which live instances still run with a profile.
+        "ec2:DescribeInstances",
+        "iam:RemoveRoleFromInstanceProfile",
+        "iam:DeleteInstanceProfile",
+    ],
+    ..Descriptor::new("iam", KIND, Phase::External, 30)
+};
+
 #[async_trait]
 impl Cleaner for InstanceProfiles {
     type Detail = Profile;
 
-    fn service(&self) -> &'static str {
-        "iam"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    /// After the nodes: a profile is free once the instances that ran with it are terminated.
-    fn order(&self) -> u32 {
-        30
-    }
-    fn task(&self) -> Option<GcTask> {
-        Some(TASK)
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Profile>>, CleanError> {
@@ -148,7 +153,7 @@ impl Cleaner for InstanceProfiles {
                 let user = live
                     .iter()
                     .find(|i| i.profile.as_deref() == Some(t.id.as_str()));
-                policy::by_user(user.map(|i| i.id.as_str())).target(t)
+                t.judged(policy::by_user(user.map(|i| i.id.as_str())))
             })
             .collect())
     }

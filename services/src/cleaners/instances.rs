@@ -6,29 +6,46 @@
 //! longer finds them (terminated instances are not discovered); meanwhile the later cleaners of
 //! the phase wait (`gates_later`), so groups are deleted only after the instances are gone.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
 use crate::discovery::describe;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags;
 use crate::errors::call;
-use crate::model::{AwsClients, GcTask};
+use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
 
 /// Selects phase 2's instances (nodes not CAPA's).
 pub const TASK: GcTask = GcTask::new("instance");
 
-/// Which instances.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Phase 1: carrying `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned`.
-    CapaOwned,
-    /// Phase 2: the inventory's (the cluster tag, not CAPA's).
-    External,
-}
+/// One executor for two phases, its descriptor saying which: [`Instances::CAPA_OWNED`] or
+/// [`Instances::EXTERNAL`].
+pub struct Instances(&'static Descriptor);
 
-pub struct Instances(pub Scope);
+const IAM_ACTIONS: &[&str] = &["ec2:DescribeInstances", "ec2:TerminateInstances"];
+
+impl Instances {
+    /// Phase 1: carrying `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned`. Groups and
+    /// interfaces (later in the phase) cannot go while instances use them: it gates them.
+    pub const CAPA_OWNED: Instances = Instances(&Descriptor {
+        gates_later: true,
+        iam_actions: IAM_ACTIONS,
+        ..Descriptor::new("ec2", KIND, Phase::CapaOwned, 10)
+    });
+    /// Phase 2: the inventory's (the cluster tag, not CAPA's). After the load balancers and
+    /// target groups, before interfaces and groups (order 25), which it gates.
+    pub const EXTERNAL: Instances = Instances(&Descriptor {
+        task: Some(TASK),
+        gates_later: true,
+        iam_actions: IAM_ACTIONS,
+        ..Descriptor::new("ec2", KIND, Phase::External, 25)
+    });
+
+    fn external(&self) -> bool {
+        self.0.phase == Phase::External
+    }
+}
 
 const KIND: &str = "instance";
 const LIVE_STATES: [&str; 5] = ["pending", "running", "stopping", "stopped", "shutting-down"];
@@ -99,32 +116,12 @@ pub async fn live_instances(
 impl Cleaner for Instances {
     type Detail = ();
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        match self.0 {
-            Scope::CapaOwned => 10,
-            // After the load balancers and target groups, before interfaces and groups.
-            Scope::External => 25,
-        }
-    }
-    fn task(&self) -> Option<GcTask> {
-        match self.0 {
-            Scope::CapaOwned => None,
-            Scope::External => Some(TASK),
-        }
-    }
-    /// Groups and interfaces (later in the phase) cannot go while instances use them.
-    fn gates_later(&self) -> bool {
-        true
+    fn descriptor(&self) -> &'static Descriptor {
+        self.0
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        self.0 == Scope::External
+        self.external()
             && claim_into(r, inv, ("ec2", "instance"), |s: &mut ExternalShare, r| {
                 let pairs: Vec<_> = r
                     .tags
@@ -145,7 +142,7 @@ impl Cleaner for Instances {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
-        if self.0 != Scope::External {
+        if !self.external() {
             return Ok(());
         }
         let filters = vec![tags::ec2_tag_filter(own.cloud_key(), tags::OWNED)];
@@ -167,12 +164,12 @@ impl Cleaner for Instances {
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        let found = match self.0 {
-            Scope::CapaOwned => {
+        let found = match self.0.phase {
+            Phase::CapaOwned => {
                 let capa = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
                 live_instances(ctx.clients, vec![capa]).await?
             }
-            Scope::External => {
+            Phase::External | Phase::Network => {
                 let ids = ctx
                     .inventory
                     .get::<ExternalShare>()
@@ -190,7 +187,7 @@ impl Cleaner for Instances {
             .filter_map(|i| {
                 let pairs = i.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()));
                 let t = Target::plain(i.id.clone()).with_tags(pairs);
-                policy::instances::by_state(&i.state).target(t)
+                t.judged(policy::instances::by_state(&i.state))
             })
             .collect())
     }
@@ -239,7 +236,7 @@ mod tests {
     fn free_standing_nodes_are_taken_and_group_members_left_to_their_group() {
         let owned = ("kubernetes.io/cluster/c1", "owned");
         let mut inv = Inventory::default();
-        let external = Instances(Scope::External);
+        let external = Instances::EXTERNAL;
         for r in [
             tagged(
                 "i-karpenter",
@@ -252,7 +249,7 @@ mod tests {
         }
         let ids = &inv.get::<ExternalShare>().unwrap().0;
         assert_eq!(ids, &vec!["i-karpenter".to_string()]);
-        assert!(!Instances(Scope::CapaOwned).claim(&tagged("i-x", &[owned]), &mut inv));
+        assert!(!Instances::CAPA_OWNED.claim(&tagged("i-x", &[owned]), &mut inv));
     }
 }
 
@@ -304,7 +301,7 @@ mod calls {
             });
         let c = mocked::in_order(&[&describe]);
         let inv = Inventory::default();
-        let found = Instances(Scope::CapaOwned)
+        let found = Instances::CAPA_OWNED
             .discover(&ctx(&c, &inv))
             .await
             .unwrap();
@@ -333,15 +330,12 @@ mod calls {
                     .build()
             });
         let c = mocked::in_order(&[&describe]);
-        let found = Instances(Scope::External)
-            .discover(&ctx(&c, &inv))
-            .await
-            .unwrap();
+        let found = Instances::EXTERNAL.discover(&ctx(&c, &inv)).await.unwrap();
         assert_eq!(found.len(), 1);
         // Nothing in the inventory: nothing asked.
         let empty = Inventory::default();
         let none = mocked::no_calls();
-        let found = Instances(Scope::External)
+        let found = Instances::EXTERNAL
             .discover(&ctx(&none, &empty))
             .await
             .unwrap();
@@ -368,7 +362,7 @@ mod calls {
         let c = mocked::in_order(&[&terminating, &terminated]);
         let inv = Inventory::default();
         let t = Target::plain("i-1");
-        let cleaner = Instances(Scope::CapaOwned);
+        let cleaner = Instances::CAPA_OWNED;
         let first = cleaner.delete(&ctx(&c, &inv), &t).await.unwrap();
         assert!(matches!(first, Outcome::Remaining(_)), "{first:?}");
         let second = cleaner.delete(&ctx(&c, &inv), &t).await.unwrap();

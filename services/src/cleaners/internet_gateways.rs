@@ -1,10 +1,11 @@
 //! Phase 3: internet gateways attached to the CAPA-managed VPC and carrying CAPA's ownership tag:
 //! detached, then deleted.
 
-use super::vpc_owned::{InVpcs, VpcOwned, before_delete};
-use super::{CleanError, Outcome, Target, settle};
+use super::vpc_owned::{InVpcs, before_delete};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::tags;
 use crate::errors::call;
+use crate::model::Phase;
 use async_trait::async_trait;
 
 pub struct InternetGateways;
@@ -18,13 +19,27 @@ pub struct Gateway {
 
 const KIND: &str = "internet-gateway";
 
-#[async_trait]
-impl VpcOwned for InternetGateways {
-    type Detail = Gateway;
-    const KIND: &'static str = KIND;
-    const ORDER: u32 = 30;
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    iam_actions: &[
+        "ec2:DescribeInternetGateways",
+        "ec2:DetachInternetGateway",
+        "ec2:DeleteInternetGateway",
+    ],
+    ..Descriptor::new("ec2", KIND, Phase::Network, 30)
+};
 
-    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target<Gateway>>, CleanError> {
+#[async_trait]
+impl Cleaner for InternetGateways {
+    type Detail = Gateway;
+
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Gateway>>, CleanError> {
+        let Some(at) = InVpcs::of(ctx) else {
+            return Ok(Vec::new());
+        };
         let out = call("ec2.DescribeInternetGateways", || {
             at.ec2
                 .describe_internet_gateways()
@@ -58,11 +73,8 @@ impl VpcOwned for InternetGateways {
             .collect())
     }
 
-    async fn remove(
-        &self,
-        ec2: &aws_sdk_ec2::Client,
-        t: &Target<Gateway>,
-    ) -> Result<Outcome, CleanError> {
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Gateway>) -> Result<Outcome, CleanError> {
+        let ec2 = &ctx.clients.ec2;
         let Gateway {
             gateway_id,
             vpc_ids,

@@ -6,13 +6,13 @@
 //! every tagging API returns launch templates (LocalStack's does not), and the describe answers
 //! for both modes at once.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::describe;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags;
 use crate::errors::call;
-use crate::model::{AwsClients, GcTask};
+use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{Candidate, Ownership};
 use async_trait::async_trait;
 
@@ -65,21 +65,18 @@ async fn owned_templates(
     .await
 }
 
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(TASK),
+    iam_actions: &["ec2:DescribeLaunchTemplates", "ec2:DeleteLaunchTemplate"],
+    ..Descriptor::new("ec2", KIND, Phase::External, 25)
+};
+
 #[async_trait]
 impl Cleaner for LaunchTemplates {
     type Detail = ();
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        25
-    }
-    fn task(&self) -> Option<GcTask> {
-        Some(TASK)
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     /// Taken, so the tagging scan does not log it as a kind nobody cleans; `discover` finds it.

@@ -4,29 +4,43 @@
 //! The API is chosen from what discovery recorded (ARN shape or the API it came from), so a delete
 //! is one call with no Describe first.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::arn::Arn;
 use crate::discovery::describe;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::errors::call;
-use crate::model::{AwsClients, GcTask};
+use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
 
 /// Selects phase 2's load balancers.
 pub const TASK: GcTask = GcTask::new("load-balancer");
 
-/// Where the load balancers to delete come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// Phase 1: carrying `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned`.
-    CapaOwned,
-    /// Phase 2: the inventory.
-    External,
-}
+/// One executor for two phases, its descriptor saying which: [`LoadBalancers::CAPA_OWNED`] or
+/// [`LoadBalancers::EXTERNAL`].
+pub struct LoadBalancers(&'static Descriptor);
 
-pub struct LoadBalancers(pub Source);
+/// Classic and v2 alike: the elbv2 API's actions carry the same names.
+const IAM_ACTIONS: &[&str] = &[
+    "elasticloadbalancing:DescribeLoadBalancers",
+    "elasticloadbalancing:DescribeTags",
+    "elasticloadbalancing:DeleteLoadBalancer",
+];
+
+impl LoadBalancers {
+    /// Phase 1: carrying `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned`.
+    pub const CAPA_OWNED: LoadBalancers = LoadBalancers(&Descriptor {
+        iam_actions: IAM_ACTIONS,
+        ..Descriptor::new("elasticloadbalancing", KIND, Phase::CapaOwned, 10)
+    });
+    /// Phase 2: the inventory.
+    pub const EXTERNAL: LoadBalancers = LoadBalancers(&Descriptor {
+        task: Some(TASK),
+        iam_actions: IAM_ACTIONS,
+        ..Descriptor::new("elasticloadbalancing", KIND, Phase::External, 10)
+    });
+}
 
 const KIND: &str = "load-balancer";
 
@@ -85,24 +99,12 @@ fn v2(arn: String) -> Target<Api> {
 impl Cleaner for LoadBalancers {
     type Detail = Api;
 
-    fn service(&self) -> &'static str {
-        "elasticloadbalancing"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        10
-    }
-    fn task(&self) -> Option<GcTask> {
-        match self.0 {
-            Source::CapaOwned => None,
-            Source::External => Some(TASK),
-        }
+    fn descriptor(&self) -> &'static Descriptor {
+        self.0
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if self.0 != Source::External
+        if self.0.phase != Phase::External
             || r.arn.service != "elasticloadbalancing"
             || r.arn.resource_type() != "loadbalancer"
         {
@@ -129,7 +131,7 @@ impl Cleaner for LoadBalancers {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
-        if self.0 != Source::External {
+        if self.0.phase != Phase::External {
             return Ok(());
         }
         let mut found = Vec::new();
@@ -153,7 +155,7 @@ impl Cleaner for LoadBalancers {
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Api>>, CleanError> {
-        if self.0 == Source::External {
+        if self.0.phase == Phase::External {
             return Ok(external(ctx.inventory).to_vec());
         }
         let capa = ctx.capa_key();
@@ -335,7 +337,7 @@ mod calls {
         let rules = region_rules();
         let c = mocked::in_order(&rules.iter().collect::<Vec<_>>());
         let inv = Inventory::default();
-        let found = LoadBalancers(Source::CapaOwned)
+        let found = LoadBalancers::CAPA_OWNED
             .discover(&ctx(&c, &inv))
             .await
             .unwrap();
@@ -355,7 +357,7 @@ mod calls {
     #[tokio::test]
     async fn phase_two_reads_the_inventory_and_asks_nothing() {
         let mut inv = Inventory::default();
-        let lb = LoadBalancers(Source::External);
+        let lb = LoadBalancers::EXTERNAL;
         let tagged = TaggedResource {
             arn: V2_OURS.parse().unwrap(),
             tags: [(CLOUD_KEY.to_string(), "owned".to_string())].into(),
@@ -379,7 +381,7 @@ mod calls {
         let mut inv = Inventory::default();
         // Phase 2's rule for c1: `kubernetes.io/cluster/c1=owned`, never CAPA's; none qualifies.
         let own = Ownership::of("c1");
-        LoadBalancers(Source::External)
+        LoadBalancers::EXTERNAL
             .describe_owned(&c, &own, &mut inv)
             .await
             .unwrap();
@@ -400,7 +402,7 @@ mod calls {
         let c = mocked::in_order(&[&by_name, &by_arn]);
         let inv = Inventory::default();
         let cx = ctx(&c, &inv);
-        let lb = LoadBalancers(Source::CapaOwned);
+        let lb = LoadBalancers::CAPA_OWNED;
         let t = classic("c1-apiserver".into());
         assert_eq!(lb.delete(&cx, &t).await.unwrap(), Outcome::Deleted);
         let t = v2(V2_OURS.into());

@@ -6,10 +6,10 @@
 //! Which group is the cluster's, and when it must wait for EKS to report the cluster gone, is
 //! `policy::log_groups`'s: this cleaner describes, asks EKS and deletes.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::eks::{self, EksCluster};
 use crate::errors::{ErrorClass, call};
-use crate::model::GcTask;
+use crate::model::{GcTask, Phase};
 use crate::policy::Eks;
 use crate::policy::log_groups as policy;
 use async_trait::async_trait;
@@ -23,23 +23,25 @@ pub struct LogGroups;
 
 const KIND: &str = "log-group";
 
+/// Nothing in AWS depends on it (order 30).
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(TASK),
+    iam_actions: &[
+        "logs:DescribeLogGroups",
+        // Whether EKS reports the cluster gone.
+        "eks:DescribeCluster",
+        "logs:DeleteLogGroup",
+    ],
+    ..Descriptor::new("logs", KIND, Phase::External, 30)
+};
+
 #[async_trait]
 impl Cleaner for LogGroups {
     /// The group's name (the target's id is its ARN when AWS gives one).
     type Detail = String;
 
-    fn service(&self) -> &'static str {
-        "logs"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    /// Nothing in AWS depends on it.
-    fn order(&self) -> u32 {
-        30
-    }
-    fn task(&self) -> Option<GcTask> {
-        Some(TASK)
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<String>>, CleanError> {
@@ -98,7 +100,7 @@ impl Cleaner for LogGroups {
                 });
             }
         };
-        Ok(verdict.target(t).into_iter().collect())
+        Ok(t.judged(verdict).into_iter().collect())
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<String>) -> Result<Outcome, CleanError> {

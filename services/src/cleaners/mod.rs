@@ -1,6 +1,9 @@
 //! The cleaners: every resource kind is one module implementing [`Cleaner`], owning everything
-//! about its kind (how to find it, what its delete needs, which task selects it). Which cleaners
-//! run in which phase, and in what order, is the phase runner's one list (`phases::registry`).
+//! about its kind. What a kind is, where it runs and what it may call is its `const`
+//! [`Descriptor`] (service, kind, phase, order, task, IAM actions); the trait's methods are the
+//! executor: find (`claim`, `describe_owned`, `discover`) and delete. `phases::registry` lists
+//! the cleaners once; the phases, the task names and the IAM policy's test derive from their
+//! descriptors.
 
 pub mod addresses;
 pub mod dns_records;
@@ -28,8 +31,8 @@ pub use crate::errors::CleanError;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::errors::{ApiFailure, ErrorClass};
-use crate::model::{AwsClients, Failure, GcTask};
-use crate::policy::Ownership;
+use crate::model::{AwsClients, Failure, GcTask, Phase};
+use crate::policy::{Ownership, Verdict};
 use async_trait::async_trait;
 use std::fmt;
 
@@ -120,6 +123,21 @@ impl<D> Target<D> {
     }
 }
 
+impl<D> Target<D> {
+    /// The target as a rule's verdict leaves it: deleted as found, blocked (remaining without a
+    /// call), or not a target at all. Here, not on `Verdict`: the rules know nothing of targets.
+    pub fn judged(mut self, verdict: Verdict) -> Option<Self> {
+        match verdict {
+            Verdict::Delete => Some(self),
+            Verdict::Blocked(why) => {
+                self.blocked = Some(why.into_owned());
+                Some(self)
+            }
+            Verdict::Untag | Verdict::Keep(_) | Verdict::Foreign(_) => None,
+        }
+    }
+}
+
 impl Target {
     /// A target whose id is all its delete needs.
     pub fn plain(id: impl Into<String>) -> Self {
@@ -194,33 +212,63 @@ pub(crate) fn claim_into<S: std::any::Any + Send + Sync + Default>(
     true
 }
 
+/// What a cleaner is, written once as a `const` in its module: everything about a kind that is
+/// not a call. The phase runner orders by it, the registry selects by it, the report names by it,
+/// and the IAM policy's test reads what each kind may call from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    /// The AWS service in ARNs: `elasticloadbalancing`, `ec2`.
+    pub service: &'static str,
+    /// The resource kind: `load-balancer`, `target-group`, `security-group`, ...
+    pub kind: &'static str,
+    /// The phase the cleaner runs in.
+    pub phase: Phase,
+    /// Cleaners of a phase run in ascending order; equal orders run concurrently.
+    pub order: u32,
+    /// The phase-2 task selection entry that enables this cleaner (`None`: always runs).
+    pub task: Option<GcTask>,
+    /// True for "delete, then wait until deleted" kinds: while such a cleaner leaves anything
+    /// remaining, the later cleaners of its phase wait for the next pass (AWS would refuse them
+    /// anyway, and an emulator that doesn't could orphan what depends on this kind).
+    pub gates_later: bool,
+    /// False for a kind whose leftovers must not hold up the next phase, because what keeps
+    /// them alive may be the next phase's to delete (CAPA's security groups, held by the
+    /// cloud provider's network interfaces). They still hold the phase after it, and `done`.
+    pub holds_next_phase: bool,
+    /// The IAM actions the cleaner's calls need, its discovery's included (`ec2:DescribeVpcs`):
+    /// `deploy/iam/sweeper-policy.json` grants exactly these and the pass's own
+    /// (`phases::PASS_IAM_ACTIONS`), which a test checks.
+    pub iam_actions: &'static [&'static str],
+}
+
+impl Descriptor {
+    /// A kind with no task, not gating, holding the next phase, calling nothing: the usual
+    /// case, completed with `Descriptor { task: .., iam_actions: .., ..Descriptor::new(..) }`.
+    pub const fn new(service: &'static str, kind: &'static str, phase: Phase, order: u32) -> Self {
+        Descriptor {
+            service,
+            kind,
+            phase,
+            order,
+            task: None,
+            gates_later: false,
+            holds_next_phase: true,
+            iam_actions: &[],
+        }
+    }
+}
+
+/// One resource kind's executor: how it finds its resources and deletes one. Everything else
+/// about it is its [`Descriptor`].
 #[async_trait]
 pub trait Cleaner: Send + Sync {
     /// What discovery records per target for `delete` (see [`Target`]).
     type Detail: Clone + fmt::Debug + Send + Sync;
 
-    /// The AWS service in ARNs: `elasticloadbalancing`, `ec2`.
-    fn service(&self) -> &'static str;
-    /// The resource kind: `load-balancer`, `target-group`, `security-group`, ...
-    fn kind(&self) -> &'static str;
-    /// Cleaners run in ascending order; equal orders run concurrently.
-    fn order(&self) -> u32;
-    /// The phase-2 task selection entry that enables this cleaner (`None`: always runs).
-    fn task(&self) -> Option<GcTask> {
-        None
-    }
-    /// True for "delete, then wait until deleted" kinds: while such a cleaner leaves anything
-    /// remaining, the later cleaners of its phase wait for the next pass (AWS would refuse them
-    /// anyway, and an emulator that doesn't could orphan what depends on this kind).
-    fn gates_later(&self) -> bool {
-        false
-    }
-    /// False for a kind whose leftovers must not hold up the next phase, because what keeps
-    /// them alive may be the next phase's to delete (CAPA's security groups, held by the
-    /// cloud provider's network interfaces). They still hold the phase after it, and `done`.
-    fn holds_next_phase(&self) -> bool {
-        true
-    }
+    /// The kind's `const` descriptor. A method rather than an associated const because three
+    /// kinds (instances, load balancers, security groups) run in two phases with one executor:
+    /// the value picks its phase's descriptor.
+    fn descriptor(&self) -> &'static Descriptor;
 
     /// Phase 2, tagging-API discovery: if `r` (owned by the cluster, not by CAPA) is of this
     /// kind, record it in the inventory (or an error there for one this kind cannot handle) and

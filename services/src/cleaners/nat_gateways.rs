@@ -2,10 +2,11 @@
 //! asynchronous: a pass requests it; which state waits and which is no longer a target is
 //! `policy::network::nat_gateway`'s.
 
-use super::vpc_owned::{InVpcs, VpcOwned};
-use super::{CleanError, Outcome, Target, requested, settle};
+use super::vpc_owned::InVpcs;
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, requested, settle};
 use crate::discovery::tags;
 use crate::errors::call;
+use crate::model::Phase;
 use crate::policy::network as policy;
 use async_trait::async_trait;
 
@@ -13,14 +14,26 @@ pub struct NatGateways;
 
 const KIND: &str = "natgateway";
 
-#[async_trait]
-impl VpcOwned for NatGateways {
-    type Detail = ();
-    const KIND: &'static str = KIND;
-    const ORDER: u32 = 10;
-    const GATES_LATER: bool = true;
+/// First of the network (order 10), with the endpoints. Its delete is only requested, finished
+/// later: it gates the Elastic IPs and subnets.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    gates_later: true,
+    iam_actions: &["ec2:DescribeNatGateways", "ec2:DeleteNatGateway"],
+    ..Descriptor::new("ec2", KIND, Phase::Network, 10)
+};
 
-    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target>, CleanError> {
+#[async_trait]
+impl Cleaner for NatGateways {
+    type Detail = ();
+
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+        let Some(at) = InVpcs::of(ctx) else {
+            return Ok(Vec::new());
+        };
         let out = call("ec2.DescribeNatGateways", || {
             at.ec2
                 .describe_nat_gateways()
@@ -34,12 +47,13 @@ impl VpcOwned for NatGateways {
             .iter()
             .filter_map(|n| {
                 let t = Target::plain(n.nat_gateway_id()?).with_tags(tags::ec2_pairs(n.tags()));
-                policy::nat_gateway(n.state().map(|s| s.as_str())).target(t)
+                t.judged(policy::nat_gateway(n.state().map(|s| s.as_str())))
             })
             .collect())
     }
 
-    async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+        let ec2 = &ctx.clients.ec2;
         let res = call("ec2.DeleteNatGateway", || {
             ec2.delete_nat_gateway().nat_gateway_id(&t.id).send()
         })

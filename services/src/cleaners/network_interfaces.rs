@@ -3,13 +3,13 @@
 //! is never touched) is `policy::network_interfaces`'s, sent as the Describe's filters.
 
 use super::security_groups;
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
 use crate::discovery::describe;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags;
 use crate::errors::call;
-use crate::model::{AwsClients, GcTask};
+use crate::model::{AwsClients, Phase};
 use crate::policy::network_interfaces::asked_for;
 use crate::policy::{Candidate, Ownership};
 use async_trait::async_trait;
@@ -26,22 +26,23 @@ const FILTER_CHUNK: usize = 200;
 #[derive(Debug, Default)]
 struct CniShare(Vec<String>);
 
+/// Task `security-group`: they exist to be cleaned before the security groups (order 30 < 40);
+/// selecting those selects these.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(security_groups::TASK),
+    iam_actions: &[
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DeleteNetworkInterface",
+    ],
+    ..Descriptor::new("ec2", KIND, Phase::External, 30)
+};
+
 #[async_trait]
 impl Cleaner for NetworkInterfaces {
     type Detail = ();
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        30
-    }
-    // They exist to be cleaned before the security groups; selecting those selects these.
-    fn task(&self) -> Option<GcTask> {
-        Some(security_groups::TASK)
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
@@ -155,12 +156,10 @@ mod calls {
     #[tokio::test]
     async fn detached_interfaces_of_our_groups_and_the_cnis_are_asked_for_and_deleted() {
         let mut inv = Inventory::default();
-        assert!(
-            security_groups::SecurityGroups(security_groups::Scope::External).claim(
-                &tagged("arn:aws:ec2:us-east-1:0:security-group/sg-ours"),
-                &mut inv
-            )
-        );
+        assert!(security_groups::SecurityGroups::EXTERNAL.claim(
+            &tagged("arn:aws:ec2:us-east-1:0:security-group/sg-ours"),
+            &mut inv
+        ));
         assert!(NetworkInterfaces.claim(
             &tagged("arn:aws:ec2:us-east-1:0:network-interface/eni-cni"),
             &mut inv

@@ -7,10 +7,10 @@
 //! use its issuer, is `policy::oidc_providers`'s: this cleaner lists, describes, asks EKS and
 //! deletes.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::eks::{self, issuer_key};
 use crate::errors::{ErrorClass, call};
-use crate::model::GcTask;
+use crate::model::{GcTask, Phase};
 use crate::policy::Verdict;
 use crate::policy::oidc_providers::{self as policy, Use};
 use async_trait::async_trait;
@@ -28,22 +28,26 @@ pub fn issuer_of_arn(arn: &str) -> Option<&str> {
     arn.split_once(":oidc-provider/").map(|(_, i)| i)
 }
 
+/// Nothing in AWS depends on it; with the other IAM kind, after the nodes (order 30).
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(TASK),
+    iam_actions: &[
+        "iam:ListOpenIDConnectProviders",
+        "iam:GetOpenIDConnectProvider",
+        // Whether a live EKS cluster still reports the issuer.
+        "eks:ListClusters",
+        "eks:DescribeCluster",
+        "iam:DeleteOpenIDConnectProvider",
+    ],
+    ..Descriptor::new("iam", KIND, Phase::External, 30)
+};
+
 #[async_trait]
 impl Cleaner for OidcProviders {
     type Detail = ();
 
-    fn service(&self) -> &'static str {
-        "iam"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    /// Nothing in AWS depends on it; with the other IAM kind, after the nodes.
-    fn order(&self) -> u32 {
-        30
-    }
-    fn task(&self) -> Option<GcTask> {
-        Some(TASK)
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
@@ -107,7 +111,7 @@ impl Cleaner for OidcProviders {
         let verdict = in_use(ctx, &issuer).await?;
         Ok(found
             .into_iter()
-            .filter_map(|t| verdict.clone().target(t))
+            .filter_map(|t| t.judged(verdict.clone()))
             .collect())
     }
 
@@ -154,7 +158,7 @@ mod tests {
     use super::*;
     use crate::discovery::inventory::Inventory;
     use crate::model::{AwsClients, EksFacts, PhaseReport};
-    use crate::phases::Step;
+    use crate::phases::runner::run_cleaner;
     use aws_sdk_eks::operation::describe_cluster::{DescribeClusterError, DescribeClusterOutput};
     use aws_sdk_eks::operation::list_clusters::ListClustersOutput;
     use aws_sdk_eks::types::{Cluster, ClusterStatus, Identity, Oidc};
@@ -298,7 +302,7 @@ mod tests {
             tasks: &[],
             external_dns_owner: None,
         };
-        Step::run(&OidcProviders, &ctx, crate::model::Phase::External, false).await
+        run_cleaner(&OidcProviders, &ctx, false).await
     }
 
     const TAGGED: &[(&str, &str)] = &[OWNED];

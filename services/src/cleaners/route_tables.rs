@@ -2,10 +2,11 @@
 //! (it goes with the VPC: `policy::network::route_table`).
 //! Non-main subnet associations are removed first, since an associated table cannot be deleted.
 
-use super::vpc_owned::{InVpcs, VpcOwned, before_delete};
-use super::{CleanError, Outcome, Target, settle};
+use super::vpc_owned::{InVpcs, before_delete};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::tags;
 use crate::errors::call;
+use crate::model::Phase;
 use crate::policy::network as policy;
 use async_trait::async_trait;
 
@@ -20,13 +21,27 @@ pub struct RouteTable {
 
 const KIND: &str = "route-table";
 
-#[async_trait]
-impl VpcOwned for RouteTables {
-    type Detail = RouteTable;
-    const KIND: &'static str = KIND;
-    const ORDER: u32 = 40;
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    iam_actions: &[
+        "ec2:DescribeRouteTables",
+        "ec2:DisassociateRouteTable",
+        "ec2:DeleteRouteTable",
+    ],
+    ..Descriptor::new("ec2", KIND, Phase::Network, 40)
+};
 
-    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target<RouteTable>>, CleanError> {
+#[async_trait]
+impl Cleaner for RouteTables {
+    type Detail = RouteTable;
+
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<RouteTable>>, CleanError> {
+        let Some(at) = InVpcs::of(ctx) else {
+            return Ok(Vec::new());
+        };
         let out = call("ec2.DescribeRouteTables", || {
             at.ec2
                 .describe_route_tables()
@@ -64,11 +79,12 @@ impl VpcOwned for RouteTables {
             .collect())
     }
 
-    async fn remove(
+    async fn delete(
         &self,
-        ec2: &aws_sdk_ec2::Client,
+        ctx: &CleanCtx<'_>,
         t: &Target<RouteTable>,
     ) -> Result<Outcome, CleanError> {
+        let ec2 = &ctx.clients.ec2;
         let RouteTable {
             route_table_id,
             associations,

@@ -3,10 +3,10 @@
 //! driver took for the cluster's VolumeSnapshots, found by the cluster tag and the driver's mark.
 //! Which of those are deleted is `policy::ebs::snapshot`'s.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::{describe, tags};
 use crate::errors::call;
-use crate::model::GcTask;
+use crate::model::{GcTask, Phase};
 use crate::policy::{self, Candidate};
 use async_trait::async_trait;
 
@@ -19,22 +19,19 @@ pub struct Snapshots;
 
 const KIND: &str = "snapshot";
 
+/// With the volumes (order 25): a snapshot depends on nothing the teardown deletes.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(TASK),
+    iam_actions: &["ec2:DescribeSnapshots", "ec2:DeleteSnapshot"],
+    ..Descriptor::new("ec2", KIND, Phase::External, 25)
+};
+
 #[async_trait]
 impl Cleaner for Snapshots {
     type Detail = ();
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        // With the volumes: a snapshot depends on nothing the teardown deletes.
-        25
-    }
-    fn task(&self) -> Option<GcTask> {
-        Some(TASK)
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {

@@ -1,22 +1,33 @@
 //! Phase 3: the subnets of the CAPA-managed VPC that carry CAPA's ownership tag.
 
-use super::vpc_owned::{InVpcs, VpcOwned};
-use super::{CleanError, Outcome, Target, settle};
+use super::vpc_owned::InVpcs;
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::tags;
 use crate::errors::call;
+use crate::model::Phase;
 use async_trait::async_trait;
 
 pub struct Subnets;
 
 const KIND: &str = "subnet";
 
-#[async_trait]
-impl VpcOwned for Subnets {
-    type Detail = ();
-    const KIND: &'static str = KIND;
-    const ORDER: u32 = 50;
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    iam_actions: &["ec2:DescribeSubnets", "ec2:DeleteSubnet"],
+    ..Descriptor::new("ec2", KIND, Phase::Network, 50)
+};
 
-    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target>, CleanError> {
+#[async_trait]
+impl Cleaner for Subnets {
+    type Detail = ();
+
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+        let Some(at) = InVpcs::of(ctx) else {
+            return Ok(Vec::new());
+        };
         let out = call("ec2.DescribeSubnets", || {
             at.ec2
                 .describe_subnets()
@@ -34,7 +45,8 @@ impl VpcOwned for Subnets {
             .collect())
     }
 
-    async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+        let ec2 = &ctx.clients.ec2;
         let res = call("ec2.DeleteSubnet", || {
             ec2.delete_subnet().subnet_id(&t.id).send()
         })

@@ -2,12 +2,12 @@
 //! attached (LoadBalancerArns); those are reported in use and left for a later pass, the rest are
 //! deleted (`policy::target_groups` decides). A ResourceInUse from the delete itself is retried, then reported the same way.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, claim_into, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
 use crate::discovery::describe;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::errors::call;
-use crate::model::{AwsClients, GcTask};
+use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
@@ -28,21 +28,24 @@ pub fn external(inv: &Inventory) -> &[String] {
     inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
 }
 
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(TASK),
+    iam_actions: &[
+        "elasticloadbalancing:DescribeTargetGroups",
+        "elasticloadbalancing:DescribeTags",
+        // Which load balancers still use a group.
+        "elasticloadbalancing:DescribeLoadBalancers",
+        "elasticloadbalancing:DeleteTargetGroup",
+    ],
+    ..Descriptor::new("elasticloadbalancing", KIND, Phase::External, 20)
+};
+
 #[async_trait]
 impl Cleaner for TargetGroups {
     type Detail = ();
 
-    fn service(&self) -> &'static str {
-        "elasticloadbalancing"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        20
-    }
-    fn task(&self) -> Option<GcTask> {
-        Some(TASK)
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
@@ -109,7 +112,7 @@ impl Cleaner for TargetGroups {
             // Not listed any more: already deleted, nothing to do.
             .filter_map(|arn| {
                 let lbs = users.get(arn)?;
-                policy::target_groups::decide(lbs).target(Target::plain(arn.clone()))
+                Target::plain(arn.clone()).judged(policy::target_groups::decide(lbs))
             })
             .collect())
     }

@@ -8,10 +8,10 @@
 //! that crashed before the delete is found by those tags and reused, so a retry makes no second
 //! snapshot. A volume's snapshot is point-in-time, so the delete need not wait for it to complete.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::{describe, tags};
 use crate::errors::{ApiFailure, ErrorClass, call};
-use crate::model::GcTask;
+use crate::model::{GcTask, Phase};
 use crate::policy::{self, Candidate};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
@@ -30,22 +30,28 @@ pub struct Volumes;
 
 const KIND: &str = "volume";
 
+/// With the nodes (order 25): a volume attached to a terminating node becomes available after it.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(TASK),
+    iam_actions: &[
+        "ec2:DescribeVolumes",
+        // The snapshot taken before the delete (`--external-ebs-snapshot`): looked for, created,
+        // and tagged in the same request (tag-on-create needs `CreateTags`, granted in the
+        // policy for `CreateSnapshot` only).
+        "ec2:DescribeSnapshots",
+        "ec2:CreateSnapshot",
+        "ec2:CreateTags",
+        "ec2:DeleteVolume",
+    ],
+    ..Descriptor::new("ec2", KIND, Phase::External, 25)
+};
+
 #[async_trait]
 impl Cleaner for Volumes {
     type Detail = ();
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        // With the nodes: a volume attached to a terminating node becomes available after it.
-        25
-    }
-    fn task(&self) -> Option<GcTask> {
-        Some(TASK)
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {

@@ -5,10 +5,11 @@
 //! gateways: a pass requests it; which state waits and which is no longer a target is
 //! `policy::network::vpc_endpoint`'s.
 
-use super::vpc_owned::{InVpcs, VpcOwned};
-use super::{CleanError, Outcome, Target, requested, settle};
+use super::vpc_owned::InVpcs;
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, requested, settle};
 use crate::discovery::tags;
 use crate::errors::{ApiFailure, call, classify};
+use crate::model::Phase;
 use crate::policy::network as policy;
 use async_trait::async_trait;
 
@@ -16,16 +17,27 @@ pub struct VpcEndpoints;
 
 const KIND: &str = "vpc-endpoint";
 
-#[async_trait]
-impl VpcOwned for VpcEndpoints {
-    type Detail = ();
-    const KIND: &'static str = KIND;
-    /// With the NAT gateways: nothing of the network depends on an endpoint, and an endpoint
-    /// holds route tables (gateway endpoints) and subnets (interface endpoints' ENIs).
-    const ORDER: u32 = 10;
-    const GATES_LATER: bool = true;
+/// With the NAT gateways (order 10): nothing of the network depends on an endpoint, and an
+/// endpoint holds route tables (gateway endpoints) and subnets (interface endpoints' ENIs). Its
+/// delete is only requested, finished later: it gates the later kinds.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    gates_later: true,
+    iam_actions: &["ec2:DescribeVpcEndpoints", "ec2:DeleteVpcEndpoints"],
+    ..Descriptor::new("ec2", KIND, Phase::Network, 10)
+};
 
-    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target>, CleanError> {
+#[async_trait]
+impl Cleaner for VpcEndpoints {
+    type Detail = ();
+
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
+    }
+
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target>, CleanError> {
+        let Some(at) = InVpcs::of(ctx) else {
+            return Ok(Vec::new());
+        };
         let out = call("ec2.DescribeVpcEndpoints", || {
             at.ec2
                 .describe_vpc_endpoints()
@@ -39,12 +51,13 @@ impl VpcOwned for VpcEndpoints {
             .iter()
             .filter_map(|e| {
                 let t = Target::plain(e.vpc_endpoint_id()?).with_tags(tags::ec2_pairs(e.tags()));
-                policy::vpc_endpoint(e.state().map(|s| s.as_str())).target(t)
+                t.judged(policy::vpc_endpoint(e.state().map(|s| s.as_str())))
             })
             .collect())
     }
 
-    async fn remove(&self, ec2: &aws_sdk_ec2::Client, t: &Target) -> Result<Outcome, CleanError> {
+    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
+        let ec2 = &ctx.clients.ec2;
         let res = call("ec2.DeleteVpcEndpoints", || {
             ec2.delete_vpc_endpoints().vpc_endpoint_ids(&t.id).send()
         })

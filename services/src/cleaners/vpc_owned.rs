@@ -1,19 +1,17 @@
-//! The skeleton of phase 3's "owned in the VPC" kinds (VPC endpoints, NAT gateways, Elastic IPs,
-//! internet gateways, route tables, subnets): CAPA creates them in the VPC it manages and tags them with
-//! its ownership tag. Such a kind says only how to describe its resources in those VPCs and how
-//! to delete one ([`VpcOwned`]); everything else a [`Cleaner`] says is the same for all of them
-//! and written once here: EC2, nothing looked for (no call) unless the cluster has a CAPA-managed
-//! VPC, and the phase-3 registry line is all that registers it. Whose these resources are, and
-//! when one waits, is `policy::network`'s; this module only sends its ownership rule as the
-//! server's filter.
+//! What phase 3's "owned in the VPC" kinds share (VPC endpoints, NAT gateways, Elastic IPs,
+//! internet gateways, route tables, subnets): CAPA creates them in the VPC it manages and tags
+//! them with its ownership tag. Each is a plain [`super::Cleaner`] that starts its `discover`
+//! with [`InVpcs::of`] (nothing looked for, no call, unless the cluster has a CAPA-managed VPC)
+//! and sends [`InVpcs::owned`] as its Describe's filters. Helpers rather than a second trait with
+//! a blanket `Cleaner` impl: one trait per idea, and the three lines each kind repeats are worth
+//! its being read alone. Whose these resources are, and when one waits, is `policy::network`'s;
+//! this module only sends its ownership rule as the server's filter.
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target};
+use super::{CleanCtx, CleanError, Outcome};
 use crate::discovery::tags;
-use async_trait::async_trait;
 use aws_sdk_ec2::types::Filter;
-use std::fmt;
 
-/// Where a [`VpcOwned`] kind looks: the cluster's CAPA-managed VPCs (never empty) and CAPA's
+/// Where a phase-3 kind looks: the cluster's CAPA-managed VPCs (never empty) and CAPA's
 /// ownership tag for the cluster.
 pub struct InVpcs<'a> {
     pub ec2: &'a aws_sdk_ec2::Client,
@@ -21,7 +19,21 @@ pub struct InVpcs<'a> {
     capa_key: String,
 }
 
-impl InVpcs<'_> {
+impl<'a> InVpcs<'a> {
+    /// Where to look in this pass; `None` when the cluster has no CAPA-managed VPC
+    /// (bring-your-own, or already gone): then nothing of the network is ours, and nothing is
+    /// asked.
+    pub fn of(ctx: &CleanCtx<'a>) -> Option<Self> {
+        if ctx.vpc_ids.is_empty() {
+            return None;
+        }
+        Some(InVpcs {
+            ec2: &ctx.clients.ec2,
+            vpcs: ctx.vpc_ids,
+            capa_key: ctx.capa_key(),
+        })
+    }
+
     /// The two filters every such Describe sends: in the VPCs (under the kind's filter name:
     /// `vpc-id`, or internet gateways' `attachment.vpc-id`) and CAPA-owned. Ownership is the
     /// server's filter; a resource of the VPC without CAPA's tag is someone else's and is never
@@ -33,70 +45,6 @@ impl InVpcs<'_> {
     /// CAPA's ownership filter alone (Elastic IPs carry no VPC).
     pub fn capa_owned(&self) -> Filter {
         tags::ec2_tag_filter(&self.capa_key, tags::OWNED)
-    }
-}
-
-/// A phase-3 kind CAPA owns in its VPC: its describe, its delete, and where it runs.
-#[async_trait]
-pub trait VpcOwned: Send + Sync {
-    /// What the delete needs beyond the id (see [`Target`]).
-    type Detail: Clone + fmt::Debug + Send + Sync;
-    /// The kind in reports: `subnet`, `route-table`, ...
-    const KIND: &'static str;
-    /// Its place in phase 3 (see [`Cleaner::order`]).
-    const ORDER: u32;
-    /// Deletion only requested, finished later (see [`Cleaner::gates_later`]).
-    const GATES_LATER: bool = false;
-
-    /// The kind's resources in `at`'s VPCs carrying CAPA's ownership tag, as targets (with the
-    /// tags the call read). Only called when the cluster has a CAPA-managed VPC.
-    async fn describe(&self, at: &InVpcs<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError>;
-
-    /// Deletes one target (detaching or disassociating first where the kind needs it), settled
-    /// as [`super::settle`] does.
-    async fn remove(
-        &self,
-        ec2: &aws_sdk_ec2::Client,
-        t: &Target<Self::Detail>,
-    ) -> Result<Outcome, CleanError>;
-}
-
-#[async_trait]
-impl<K: VpcOwned> Cleaner for K {
-    type Detail = K::Detail;
-
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        K::KIND
-    }
-    fn order(&self) -> u32 {
-        K::ORDER
-    }
-    fn gates_later(&self) -> bool {
-        K::GATES_LATER
-    }
-
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<K::Detail>>, CleanError> {
-        // No CAPA-managed VPC (bring-your-own, or already gone): nothing of the network is ours.
-        if ctx.vpc_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let at = InVpcs {
-            ec2: &ctx.clients.ec2,
-            vpcs: ctx.vpc_ids,
-            capa_key: ctx.capa_key(),
-        };
-        self.describe(&at).await
-    }
-
-    async fn delete(
-        &self,
-        ctx: &CleanCtx<'_>,
-        t: &Target<K::Detail>,
-    ) -> Result<Outcome, CleanError> {
-        self.remove(&ctx.clients.ec2, t).await
     }
 }
 

@@ -5,11 +5,11 @@
 //! resource): phase 3 then waits, deleting none of it.
 
 use super::instances;
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::describe;
 use crate::discovery::tags;
 use crate::errors::call;
-use crate::model::{AwsClients, ResourceRef};
+use crate::model::{AwsClients, Phase, ResourceRef};
 use crate::policy::network::{InVpc, blocks_vpc};
 use async_trait::async_trait;
 
@@ -154,18 +154,19 @@ pub async fn blockers(
     Ok(out)
 }
 
+/// Last of phase 3 (order 70). Its targets are the pass's CAPA-managed VPCs (`capa_vpcs`, asked
+/// for by the pass, see `phases::PASS_IAM_ACTIONS`), so it calls only the delete.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    iam_actions: &["ec2:DeleteVpc"],
+    ..Descriptor::new("ec2", KIND, Phase::Network, 70)
+};
+
 #[async_trait]
 impl Cleaner for Vpcs {
     type Detail = ();
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        70
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {

@@ -5,7 +5,7 @@
 
 use super::registry;
 use super::request::PassRequest;
-use super::runner::{Step, run_phase};
+use super::runner::{AnyCleaner, run_phase};
 use crate::cleaners::{CleanCtx, CleanError, vpcs};
 use crate::discovery::inventory::{Inventory, owned_tagged};
 use crate::discovery::placement;
@@ -42,7 +42,7 @@ pub(crate) async fn phase2_in(
     };
     let inv = discover(clients, &own, req.alternative_discovery).await;
     let steps = registry::phase2(req.tasks.as_deref());
-    let tasks: Vec<GcTask> = steps.iter().filter_map(|c| c.task()).collect();
+    let tasks: Vec<GcTask> = steps.iter().filter_map(|c| c.descriptor().task).collect();
     let ctx = CleanCtx {
         clients,
         cluster,
@@ -101,7 +101,7 @@ pub async fn discover(c: &AwsClients, own: &Ownership, alternative: bool) -> Inv
 async fn via_tagging(
     c: &AwsClients,
     own: &Ownership,
-    kinds: &[Box<dyn Step>],
+    kinds: &[Box<dyn AnyCleaner>],
 ) -> Result<Inventory, Failure> {
     // The three queries are independent: they run at once (one round trip's wait, not three).
     // Each on the heap: the SDK's futures are large, and three side by side in one frame
@@ -182,7 +182,11 @@ fn drop_foreign(
 }
 
 /// Offers each resource to the kinds; the first that claims it keeps it.
-fn claim_all(ours: Vec<TaggedResource>, errors: Vec<String>, kinds: &[Box<dyn Step>]) -> Inventory {
+fn claim_all(
+    ours: Vec<TaggedResource>,
+    errors: Vec<String>,
+    kinds: &[Box<dyn AnyCleaner>],
+) -> Inventory {
     let mut inv = Inventory::default();
     inv.errors = errors;
     for r in &ours {
@@ -201,7 +205,7 @@ fn claim_all(ours: Vec<TaggedResource>, errors: Vec<String>, kinds: &[Box<dyn St
 fn sort(
     found: crate::discovery::tagging::TaggedResources,
     own: &Ownership,
-    kinds: &[Box<dyn Step>],
+    kinds: &[Box<dyn AnyCleaner>],
 ) -> Inventory {
     let (ours, _candidates, errors) = owned_tagged(found, own);
     claim_all(ours, errors, kinds)
@@ -211,7 +215,7 @@ fn sort(
 async fn via_describe(
     c: &AwsClients,
     own: &Ownership,
-    kinds: &[Box<dyn Step>],
+    kinds: &[Box<dyn AnyCleaner>],
 ) -> Result<Inventory, Failure> {
     let mut inv = Inventory::default();
     for k in kinds {

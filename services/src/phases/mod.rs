@@ -6,7 +6,7 @@
 pub(crate) mod external;
 pub mod registry;
 mod request;
-mod runner;
+pub(crate) mod runner;
 
 // The model's types are part of a pass's interface (the controller builds clients and selects
 // tasks), so they are reachable from here too.
@@ -16,7 +16,6 @@ pub use crate::model::{
 };
 pub use external::phase2_pass;
 pub use request::{PassReport, PassRequest};
-pub use runner::Step;
 
 use crate::cleaners::{CleanCtx, CleanError, vpcs};
 use crate::discovery::inventory::Inventory;
@@ -56,7 +55,13 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
         tasks: &[],
         external_dns_owner: None,
     };
-    let p1 = run_phase(Phase::CapaOwned, &registry::phase1(), &ctx, req.dry_run).await;
+    let p1 = run_phase(
+        Phase::CapaOwned,
+        &registry::of(Phase::CapaOwned),
+        &ctx,
+        req.dry_run,
+    )
+    .await;
     // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
     // security groups, used by the cloud provider's network interfaces); phase 3 waits for all.
     let go_on = req.dry_run || (p1.report.started && !p1.holds_next);
@@ -160,7 +165,7 @@ async fn phase3(
             tasks: &[],
             external_dns_owner: None,
         };
-        p3 = run_phase(Phase::Network, &registry::phase3(), &ctx, dry_run)
+        p3 = run_phase(Phase::Network, &registry::of(Phase::Network), &ctx, dry_run)
             .await
             .report;
     }

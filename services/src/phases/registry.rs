@@ -1,32 +1,75 @@
-//! The one list of cleaners per phase, and so the one list of phase-2 task names. Adding a
-//! resource kind: write its cleaner module, add one line here (see services/README.md).
+//! The one list of cleaners, in registry order. Which phase each runs in, its order there and
+//! the task that selects it are its descriptor's (`cleaners::Descriptor`): the phases, the
+//! phase-2 task names and the IAM actions are all derived from this list. Adding a resource kind:
+//! write its cleaner module, add one line here (see services/README.md).
 
-use super::runner::Step;
+use super::runner::AnyCleaner;
 use crate::cleaners::dns_records::DnsRecords;
 use crate::cleaners::instance_profiles::InstanceProfiles;
-use crate::cleaners::instances::{self, Instances};
-use crate::cleaners::load_balancers::{LoadBalancers, Source};
+use crate::cleaners::instances::Instances;
+use crate::cleaners::load_balancers::LoadBalancers;
 use crate::cleaners::log_groups::LogGroups;
 use crate::cleaners::oidc_providers::OidcProviders;
+use crate::cleaners::security_groups::SecurityGroups;
 use crate::cleaners::security_groups::eks::EksClusterSecurityGroup;
-use crate::cleaners::security_groups::{Scope, SecurityGroups};
 use crate::cleaners::{
-    addresses::Addresses, internet_gateways::InternetGateways, launch_templates::LaunchTemplates,
-    nat_gateways::NatGateways, network_interfaces::NetworkInterfaces, route_tables::RouteTables,
-    snapshots::Snapshots, subnets::Subnets, target_groups::TargetGroups, volumes::Volumes,
-    vpc_endpoints::VpcEndpoints, vpcs::Vpcs,
+    Descriptor, addresses::Addresses, internet_gateways::InternetGateways,
+    launch_templates::LaunchTemplates, nat_gateways::NatGateways,
+    network_interfaces::NetworkInterfaces, route_tables::RouteTables, snapshots::Snapshots,
+    subnets::Subnets, target_groups::TargetGroups, volumes::Volumes, vpc_endpoints::VpcEndpoints,
+    vpcs::Vpcs,
 };
-use crate::model::{GcTask, UnknownGcTask};
+use crate::model::{GcTask, Phase, UnknownGcTask};
 use std::str::FromStr;
 
-/// Phase 1: everything CAPA owns that is not network: its instances, its API-server load
-/// balancer, then its security groups (whatever the VPC).
-pub fn phase1() -> Vec<Box<dyn Step>> {
+/// Every cleaner, each phase's in the order of its own: within a phase, cleaners of equal order
+/// run concurrently and task names are listed in this order.
+fn all() -> Vec<Box<dyn AnyCleaner>> {
     vec![
-        Box::new(Instances(instances::Scope::CapaOwned)),
-        Box::new(LoadBalancers(Source::CapaOwned)),
-        Box::new(SecurityGroups(Scope::CapaOwned)),
+        // Phase 1: everything CAPA owns that is not network: its instances, its API-server load
+        // balancer, then its security groups (whatever the VPC).
+        Box::new(Instances::CAPA_OWNED),
+        Box::new(LoadBalancers::CAPA_OWNED),
+        Box::new(SecurityGroups::CAPA_OWNED),
+        // Phase 2: what the cloud provider, the LB controller, node provisioners and the VPC CNI
+        // created.
+        Box::new(DnsRecords),
+        Box::new(LoadBalancers::EXTERNAL),
+        Box::new(TargetGroups),
+        Box::new(Instances::EXTERNAL),
+        Box::new(LaunchTemplates),
+        Box::new(InstanceProfiles),
+        Box::new(OidcProviders),
+        Box::new(LogGroups),
+        Box::new(Volumes),
+        Box::new(Snapshots),
+        Box::new(NetworkInterfaces),
+        Box::new(SecurityGroups::EXTERNAL),
+        Box::new(EksClusterSecurityGroup),
+        // Phase 3: the CAPA-managed network, in dependency order; each kind only where it carries
+        // CAPA's ownership tag (security groups went in phase 1).
+        Box::new(VpcEndpoints),
+        Box::new(NatGateways),
+        Box::new(Addresses),
+        Box::new(InternetGateways),
+        Box::new(RouteTables),
+        Box::new(Subnets),
+        Box::new(Vpcs),
     ]
+}
+
+/// Every cleaner's descriptor, in registry order: what `gc plan`, the docs and the IAM policy's
+/// test read instead of a table of their own.
+pub fn descriptors() -> Vec<&'static Descriptor> {
+    all().iter().map(|c| c.descriptor()).collect()
+}
+
+/// The cleaners of `phase` (phase 2's all of them, whatever the task selection: see [`phase2`]).
+pub(crate) fn of(phase: Phase) -> Vec<Box<dyn AnyCleaner>> {
+    all()
+        .into_iter()
+        .filter(|c| c.descriptor().phase == phase)
+        .collect()
 }
 
 /// Tasks that run only when named (in `sweeper.dev/gc-tasks`), never by default (no annotation
@@ -48,12 +91,11 @@ pub const CAPA: [GcTask; 3] = [
     crate::cleaners::security_groups::TASK,
 ];
 
-/// Phase 2: what the cloud provider, the LB controller, node provisioners and the VPC CNI
-/// created, limited to `tasks` when given (without, every task but the opt-in ones).
-pub fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn Step>> {
-    all_phase2()
+/// Phase 2's cleaners, limited to `tasks` when given (without, every task but the opt-in ones).
+pub(crate) fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn AnyCleaner>> {
+    of(Phase::External)
         .into_iter()
-        .filter(|c| match (tasks, c.task()) {
+        .filter(|c| match (tasks, c.descriptor().task) {
             (Some(sel), Some(t)) => sel.contains(&t),
             (None, Some(t)) => !OPT_IN.contains(&t),
             _ => true,
@@ -61,42 +103,13 @@ pub fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn Step>> {
         .collect()
 }
 
-fn all_phase2() -> Vec<Box<dyn Step>> {
-    vec![
-        Box::new(DnsRecords),
-        Box::new(LoadBalancers(Source::External)),
-        Box::new(TargetGroups),
-        Box::new(Instances(instances::Scope::External)),
-        Box::new(LaunchTemplates),
-        Box::new(InstanceProfiles),
-        Box::new(OidcProviders),
-        Box::new(LogGroups),
-        Box::new(Volumes),
-        Box::new(Snapshots),
-        Box::new(NetworkInterfaces),
-        Box::new(SecurityGroups(Scope::External)),
-        Box::new(EksClusterSecurityGroup),
-    ]
-}
-
-/// Phase 3: the CAPA-managed network, in dependency order; each kind only where it carries
-/// CAPA's ownership tag (security groups went in phase 1).
-pub fn phase3() -> Vec<Box<dyn Step>> {
-    vec![
-        Box::new(VpcEndpoints),
-        Box::new(NatGateways),
-        Box::new(Addresses),
-        Box::new(InternetGateways),
-        Box::new(RouteTables),
-        Box::new(Subnets),
-        Box::new(Vpcs),
-    ]
-}
-
 /// The task names phase 2's cleaners declare, in registry order, each once.
 pub fn tasks() -> Vec<GcTask> {
     let mut out: Vec<GcTask> = Vec::new();
-    for t in all_phase2().iter().filter_map(|c| c.task()) {
+    let phase2 = descriptors()
+        .into_iter()
+        .filter(|d| d.phase == Phase::External);
+    for t in phase2.filter_map(|d| d.task) {
         if !out.contains(&t) {
             out.push(t);
         }
@@ -139,9 +152,100 @@ mod tests {
     use super::*;
     use crate::cleaners::{load_balancers, security_groups, target_groups};
 
+    /// The descriptors say what the hand-written getters said before them: every phase's
+    /// cleaners, their order, task and gating, exactly.
+    #[test]
+    fn every_phase_runs_its_cleaners_in_the_order_it_always_did() {
+        type Row = (&'static str, u32, Option<&'static str>, bool, bool);
+        let rows = |phase: Phase| -> Vec<Row> {
+            of(phase)
+                .iter()
+                .map(|c| c.descriptor())
+                .map(|d| {
+                    let task = d.task.map(|t| t.name());
+                    (d.kind, d.order, task, d.gates_later, d.holds_next_phase)
+                })
+                .collect()
+        };
+        // (kind, order, task, gates later, holds the next phase)
+        assert_eq!(
+            rows(Phase::CapaOwned),
+            [
+                ("instance", 10, None, true, true),
+                ("load-balancer", 10, None, false, true),
+                ("security-group", 20, None, false, false),
+            ]
+        );
+        assert_eq!(
+            rows(Phase::External),
+            [
+                ("dns-record", 5, Some("dns-record"), true, true),
+                ("load-balancer", 10, Some("load-balancer"), false, true),
+                ("target-group", 20, Some("target-group"), false, true),
+                ("instance", 25, Some("instance"), true, true),
+                ("launch-template", 25, Some("launch-template"), false, true),
+                (
+                    "instance-profile",
+                    30,
+                    Some("instance-profile"),
+                    false,
+                    true
+                ),
+                ("oidc-provider", 30, Some("oidc-provider"), false, true),
+                ("log-group", 30, Some("eks-log-group"), false, true),
+                ("volume", 25, Some("ebs-volume"), false, true),
+                ("snapshot", 25, Some("ebs-snapshot"), false, true),
+                ("network-interface", 30, Some("security-group"), false, true),
+                ("security-group", 40, Some("security-group"), false, true),
+                (
+                    "security-group",
+                    45,
+                    Some("eks-security-group"),
+                    false,
+                    true
+                ),
+            ]
+        );
+        assert_eq!(
+            rows(Phase::Network),
+            [
+                ("vpc-endpoint", 10, None, true, true),
+                ("natgateway", 10, None, true, true),
+                ("elastic-ip", 20, None, false, true),
+                ("internet-gateway", 30, None, false, true),
+                ("route-table", 40, None, false, true),
+                ("subnet", 50, None, false, true),
+                ("vpc", 70, None, false, true),
+            ]
+        );
+        let services: Vec<(&str, &str)> = descriptors()
+            .iter()
+            .map(|d| (d.kind, d.service))
+            .filter(|(_, s)| *s != "ec2")
+            .collect();
+        assert_eq!(
+            services,
+            [
+                ("load-balancer", "elasticloadbalancing"),
+                ("dns-record", "route53"),
+                ("load-balancer", "elasticloadbalancing"),
+                ("target-group", "elasticloadbalancing"),
+                ("instance-profile", "iam"),
+                ("oidc-provider", "iam"),
+                ("log-group", "logs"),
+            ],
+            "every other kind is ec2's"
+        );
+    }
+
     #[test]
     fn task_selection_limits_phase_two() {
-        let kinds = |t: Option<&[GcTask]>| phase2(t).iter().map(|c| c.kind()).collect::<Vec<_>>();
+        let kinds = |t: Option<&[GcTask]>| {
+            phase2(t)
+                .iter()
+                .map(|c| c.descriptor().kind)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(
             kinds(None),
             [
@@ -210,7 +314,7 @@ mod tests {
             names(&default),
             phase2(None)
                 .iter()
-                .filter_map(|c| c.task())
+                .filter_map(|c| c.descriptor().task)
                 .fold(Vec::new(), |mut v, t| {
                     if !v.contains(&t.name()) {
                         v.push(t.name());

@@ -1,11 +1,11 @@
-//! Running one phase: its cleaners in ascending `order`; cleaners sharing an order value are
-//! independent and run concurrently; within a cleaner, deletes run with bounded concurrency. One
-//! cleaner's failure never stops the others.
+//! Running one phase: its cleaners in ascending `order` (their descriptors'); cleaners sharing an
+//! order value are independent and run concurrently; within a cleaner, deletes run with bounded
+//! concurrency. One cleaner's failure never stops the others.
 
-use crate::cleaners::{CleanCtx, CleanError, Cleaner, Outcome, Target};
+use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target};
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
-use crate::model::{Audited, AwsClients, Failure, GcTask, Phase, PhaseReport, ResourceRef};
+use crate::model::{Audited, AwsClients, Failure, Phase, PhaseReport, ResourceRef};
 use crate::policy::Ownership;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -16,15 +16,12 @@ use tracing::Instrument;
 /// to stay clear of the account's API rate limits.
 pub const DELETE_CONCURRENCY: usize = 16;
 
-/// A [`Cleaner`] with its detail type erased, so one phase can list different kinds. Every
-/// cleaner is a `Step` through the blanket impl below; nobody implements it by hand.
+/// A [`Cleaner`] with its detail type erased, so one list can hold different kinds. Not a second
+/// trait to implement: every cleaner gets it from the blanket impl below, and it stays inside the
+/// crate (`Cleaner` has an associated type, so `dyn Cleaner` cannot list mixed kinds).
 #[async_trait]
-pub trait Step: Send + Sync {
-    fn kind(&self) -> &'static str;
-    fn order(&self) -> u32;
-    fn task(&self) -> Option<GcTask>;
-    fn gates_later(&self) -> bool;
-    fn holds_next_phase(&self) -> bool;
+pub(crate) trait AnyCleaner: Send + Sync {
+    fn descriptor(&self) -> &'static Descriptor;
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool;
     async fn describe_owned(
         &self,
@@ -33,25 +30,13 @@ pub trait Step: Send + Sync {
         inv: &mut Inventory,
     ) -> Result<(), CleanError>;
     /// Discover, then delete everything found (or only plan it in a dry run).
-    async fn run(&self, ctx: &CleanCtx<'_>, phase: Phase, dry_run: bool) -> PhaseReport;
+    async fn run(&self, ctx: &CleanCtx<'_>, dry_run: bool) -> PhaseReport;
 }
 
 #[async_trait]
-impl<C: Cleaner> Step for C {
-    fn kind(&self) -> &'static str {
-        Cleaner::kind(self)
-    }
-    fn order(&self) -> u32 {
-        Cleaner::order(self)
-    }
-    fn task(&self) -> Option<GcTask> {
-        Cleaner::task(self)
-    }
-    fn gates_later(&self) -> bool {
-        Cleaner::gates_later(self)
-    }
-    fn holds_next_phase(&self) -> bool {
-        Cleaner::holds_next_phase(self)
+impl<C: Cleaner> AnyCleaner for C {
+    fn descriptor(&self) -> &'static Descriptor {
+        Cleaner::descriptor(self)
     }
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
         Cleaner::claim(self, r, inv)
@@ -64,29 +49,31 @@ impl<C: Cleaner> Step for C {
     ) -> Result<(), CleanError> {
         Cleaner::describe_owned(self, c, own, inv).await
     }
-    async fn run(&self, ctx: &CleanCtx<'_>, phase: Phase, dry_run: bool) -> PhaseReport {
-        run_cleaner(self, ctx, phase, dry_run).await
+    async fn run(&self, ctx: &CleanCtx<'_>, dry_run: bool) -> PhaseReport {
+        run_cleaner(self, ctx, dry_run).await
     }
 }
 
-async fn run_cleaner<C: Cleaner>(
+/// Runs one cleaner in its descriptor's phase: discovers, then deletes everything found (or only
+/// plans it in a dry run).
+pub(crate) async fn run_cleaner<C: Cleaner>(
     cleaner: &C,
     ctx: &CleanCtx<'_>,
-    phase: Phase,
     dry_run: bool,
 ) -> PhaseReport {
+    let Descriptor {
+        service,
+        kind,
+        phase,
+        ..
+    } = *cleaner.descriptor();
     let mut report = PhaseReport::started(phase);
     let rref = |id: &str| ResourceRef {
-        service: cleaner.service().to_string(),
-        kind: cleaner.kind().to_string(),
+        service: service.to_string(),
+        kind: kind.to_string(),
         id: id.to_string(),
     };
-    let span = tracing::info_span!(
-        "cleaner",
-        phase = phase.number(),
-        service = cleaner.service(),
-        kind = cleaner.kind()
-    );
+    let span = tracing::info_span!("cleaner", phase = phase.number(), service, kind);
     let targets = match cleaner.discover(ctx).instrument(span.clone()).await {
         Ok(t) => t,
         Err(e) => {
@@ -193,37 +180,41 @@ fn audited<D>(resource: ResourceRef, t: &Target<D>, detail: String, ctx: &CleanC
 }
 
 /// A phase's report, and whether what it left holds up the next phase (see
-/// [`Cleaner::holds_next_phase`]).
+/// [`Descriptor::holds_next_phase`]).
 pub struct PhaseRun {
     pub report: PhaseReport,
     pub holds_next: bool,
 }
 
-/// Runs a phase's cleaners: ascending `order`, equal orders concurrently.
-pub async fn run_phase(
+/// Runs a phase's cleaners (all of `phase`, as the registry gives them): ascending `order`,
+/// equal orders concurrently.
+pub(crate) async fn run_phase(
     phase: Phase,
-    cleaners: &[Box<dyn Step>],
+    cleaners: &[Box<dyn AnyCleaner>],
     ctx: &CleanCtx<'_>,
     dry_run: bool,
 ) -> PhaseRun {
-    let mut groups: BTreeMap<u32, Vec<&dyn Step>> = BTreeMap::new();
+    let mut groups: BTreeMap<u32, Vec<&dyn AnyCleaner>> = BTreeMap::new();
     for c in cleaners {
-        groups.entry(c.order()).or_default().push(c.as_ref());
+        debug_assert_eq!(c.descriptor().phase, phase, "{}", c.descriptor().kind);
+        groups
+            .entry(c.descriptor().order)
+            .or_default()
+            .push(c.as_ref());
     }
     let mut report = PhaseReport::started(phase);
     let mut holds_next = false;
     for group in groups.values() {
-        let parts =
-            futures::future::join_all(group.iter().map(|c| c.run(ctx, phase, dry_run))).await;
+        let parts = futures::future::join_all(group.iter().map(|c| c.run(ctx, dry_run))).await;
         let left = |p: &PhaseReport| !p.remaining.is_empty() || !p.errors.is_empty();
         let gated = group
             .iter()
             .zip(&parts)
-            .any(|(c, p)| c.gates_later() && !dry_run && left(p));
+            .any(|(c, p)| c.descriptor().gates_later && !dry_run && left(p));
         holds_next |= group
             .iter()
             .zip(&parts)
-            .any(|(c, p)| c.holds_next_phase() && left(p));
+            .any(|(c, p)| c.descriptor().holds_next_phase && left(p));
         for p in parts {
             report.merge(p);
         }

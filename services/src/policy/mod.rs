@@ -84,22 +84,6 @@ impl Verdict {
     pub fn is_delete(&self) -> bool {
         matches!(self, Verdict::Delete)
     }
-
-    /// The verdict applied to a discovered target, as the cleaners report today: deleted as
-    /// found, blocked (remaining without a call), or not a target at all.
-    pub fn target<D>(
-        self,
-        mut t: crate::cleaners::Target<D>,
-    ) -> Option<crate::cleaners::Target<D>> {
-        match self {
-            Verdict::Delete => Some(t),
-            Verdict::Blocked(why) => {
-                t.blocked = Some(why.into_owned());
-                Some(t)
-            }
-            Verdict::Untag | Verdict::Keep(_) | Verdict::Foreign(_) => None,
-        }
-    }
 }
 
 /// What EKS says of the cluster a resource was made for (`DescribeCluster`), for the rules that

@@ -2,13 +2,13 @@
 //! batch it makes for the cluster's owner id, and every case where it must make none.
 
 use super::*;
-use crate::cleaners::load_balancers::{LoadBalancers, Source};
+use crate::cleaners::load_balancers::LoadBalancers;
 use crate::cleaners::test_ctx as ctx;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
 use crate::mocked::{self, CLOUD_KEY, Rule, assert_calls, code, mock};
-use crate::model::{Phase, PhaseReport};
-use crate::phases::Step;
+use crate::model::PhaseReport;
+use crate::phases::runner::run_cleaner;
 use aws_sdk_elasticloadbalancingv2 as elbv2;
 use aws_sdk_route53 as r53;
 use r53::operation::change_resource_record_sets::{
@@ -82,11 +82,7 @@ fn inventory() -> Inventory {
         arn: LB_ARN.parse().unwrap(),
         tags: [(CLOUD_KEY.to_string(), "owned".to_string())].into(),
     };
-    assert!(Cleaner::claim(
-        &LoadBalancers(Source::External),
-        &tagged,
-        &mut inv
-    ));
+    assert!(Cleaner::claim(&LoadBalancers::EXTERNAL, &tagged, &mut inv));
     inv
 }
 
@@ -173,7 +169,7 @@ async fn pass(
         external_dns_owner: owner,
         ..ctx(c, &inv)
     };
-    DnsRecords.run(&cx, Phase::External, dry_run).await
+    run_cleaner(&DnsRecords, &cx, dry_run).await
 }
 
 fn ids(refs: &[crate::model::ResourceRef]) -> Vec<&str> {
@@ -263,7 +259,7 @@ async fn a_refused_batch_is_an_error_that_holds_the_load_balancers_and_is_retrie
         "{p:?}"
     );
     // The error gates the later cleaners (the load balancers) for this pass.
-    assert!(Step::gates_later(&DnsRecords));
+    assert!(DnsRecords.descriptor().gates_later);
 
     // The next pass lists again and deletes.
     let [lb, zones, records] = listings();

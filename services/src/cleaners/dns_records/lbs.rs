@@ -123,7 +123,7 @@ async fn v2_names(ctx: &CleanCtx<'_>, chunk: &[String]) -> Result<Vec<String>, C
 mod tests {
     use super::*;
     use crate::cleaners::Cleaner;
-    use crate::cleaners::load_balancers::{LoadBalancers, Source};
+    use crate::cleaners::load_balancers::LoadBalancers;
     use crate::cleaners::test_ctx as ctx;
     use crate::discovery::inventory::Inventory;
     use crate::discovery::tagging::TaggedResource;
@@ -143,11 +143,7 @@ mod tests {
                 arn: arn.parse().unwrap(),
                 tags: [(CLOUD_KEY.to_string(), "owned".to_string())].into(),
             };
-            assert!(Cleaner::claim(
-                &LoadBalancers(Source::External),
-                &tagged,
-                &mut inv
-            ));
+            assert!(Cleaner::claim(&LoadBalancers::EXTERNAL, &tagged, &mut inv));
         }
         inv
     }

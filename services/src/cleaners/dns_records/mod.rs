@@ -26,8 +26,8 @@ mod lbs;
 mod route53;
 
 use super::load_balancers;
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
-use crate::model::{Failure, GcTask};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
+use crate::model::{Failure, GcTask, Phase};
 use crate::policy::dns_records::{self as policy, Allowed, Fate};
 pub use crate::policy::dns_records::{
     Owned, Rec, dns_key, external_dns_owner, owned_records, owner_id_problem,
@@ -84,28 +84,29 @@ impl DnsRecords {
     }
 }
 
+/// Before the load balancers (order 5): their DNS names can be read only while they exist, and a
+/// record is deleted only while its load balancer can still be found (see the module doc). Gates
+/// later: a failed delete holds the load balancers for this pass. Only deletes and, while
+/// deleting is asked for, discovery can fail here: a report alone never holds anything.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(TASK),
+    gates_later: true,
+    iam_actions: &[
+        "route53:ListHostedZones",
+        "route53:ListResourceRecordSets",
+        "route53:ChangeResourceRecordSets",
+        // The load balancers' DNS names (`lbs`).
+        "elasticloadbalancing:DescribeLoadBalancers",
+    ],
+    ..Descriptor::new("route53", KIND, Phase::External, 5)
+};
+
 #[async_trait]
 impl Cleaner for DnsRecords {
     type Detail = Pair;
 
-    fn service(&self) -> &'static str {
-        "route53"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    /// Before the load balancers: their DNS names can be read only while they exist, and a record
-    /// is deleted only while its load balancer can still be found (see the module doc).
-    fn order(&self) -> u32 {
-        5
-    }
-    fn task(&self) -> Option<GcTask> {
-        Some(TASK)
-    }
-    /// A failed delete holds the load balancers for this pass. Only deletes and, while deleting
-    /// is asked for, discovery can fail here: a report alone never holds anything.
-    fn gates_later(&self) -> bool {
-        true
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Pair>>, CleanError> {

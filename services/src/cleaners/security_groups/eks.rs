@@ -12,11 +12,11 @@
 //! Rules in other groups of its VPC that reference it are revoked first, as for every group.
 
 use super::{Group, plan_targets};
-use crate::cleaners::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::eks::{self, EksCluster};
 use crate::discovery::{describe, tags};
 use crate::errors::call;
-use crate::model::GcTask;
+use crate::model::{GcTask, Phase};
 use crate::policy::{self, Candidate, Eks};
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
@@ -28,22 +28,27 @@ pub struct EksClusterSecurityGroup;
 
 const KIND: &str = "security-group";
 
+/// After the other groups of phase 2 (order 45), whose rules may reference it.
+pub const DESCRIPTOR: Descriptor = Descriptor {
+    task: Some(TASK),
+    iam_actions: &[
+        "ec2:DescribeSecurityGroups",
+        // Whether EKS reports the cluster gone, then whether an interface still uses the group.
+        "eks:DescribeCluster",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:RevokeSecurityGroupIngress",
+        "ec2:RevokeSecurityGroupEgress",
+        "ec2:DeleteSecurityGroup",
+    ],
+    ..Descriptor::new("ec2", KIND, Phase::External, 45)
+};
+
 #[async_trait]
 impl Cleaner for EksClusterSecurityGroup {
     type Detail = Group;
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    /// After the other groups of phase 2, whose rules may reference it.
-    fn order(&self) -> u32 {
-        45
-    }
-    fn task(&self) -> Option<GcTask> {
-        Some(TASK)
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Group>>, CleanError> {

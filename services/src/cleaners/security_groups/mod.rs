@@ -8,14 +8,14 @@
 pub mod eks;
 pub mod refs;
 
-use super::{CleanCtx, CleanError, Cleaner, Outcome, Target, settle};
+use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::describe;
 use crate::discovery::inventory::Inventory;
 use crate::discovery::placement::VpcSecurityGroups;
 use crate::discovery::tagging::TaggedResource;
 use crate::discovery::tags;
 use crate::errors::call;
-use crate::model::{AwsClients, GcTask};
+use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::SecurityGroup;
@@ -28,15 +28,35 @@ pub const TASK: GcTask = GcTask::new("security-group");
 /// EC2 filters take at most 200 values.
 const FILTER_CHUNK: usize = 200;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Phase 2: the inventory's groups.
-    External,
-    /// Phase 1: the groups carrying CAPA's ownership tag for the cluster, in any VPC.
-    CapaOwned,
-}
+/// One executor for two phases, its descriptor saying which: [`SecurityGroups::CAPA_OWNED`] or
+/// [`SecurityGroups::EXTERNAL`].
+pub struct SecurityGroups(&'static Descriptor);
 
-pub struct SecurityGroups(pub Scope);
+const IAM_ACTIONS: &[&str] = &[
+    "ec2:DescribeSecurityGroups",
+    // The rules of other groups naming the group (`refs`).
+    "ec2:RevokeSecurityGroupIngress",
+    "ec2:RevokeSecurityGroupEgress",
+    "ec2:DeleteSecurityGroup",
+];
+
+impl SecurityGroups {
+    /// Phase 1: the groups carrying CAPA's ownership tag for the cluster, in any VPC; after
+    /// phase 1's instances and load balancers, which use them (order 20). They do not hold
+    /// phase 2: CAPA's node group may still be held by the cloud provider's network interfaces,
+    /// which phase 2 deletes, so waiting for it before phase 2 would wait forever.
+    pub const CAPA_OWNED: SecurityGroups = SecurityGroups(&Descriptor {
+        holds_next_phase: false,
+        iam_actions: IAM_ACTIONS,
+        ..Descriptor::new("ec2", KIND, Phase::CapaOwned, 20)
+    });
+    /// Phase 2: the inventory's groups.
+    pub const EXTERNAL: SecurityGroups = SecurityGroups(&Descriptor {
+        task: Some(TASK),
+        iam_actions: IAM_ACTIONS,
+        ..Descriptor::new("ec2", KIND, Phase::External, 40)
+    });
+}
 
 const KIND: &str = "security-group";
 
@@ -61,33 +81,12 @@ pub fn external(inv: &Inventory) -> &[(String, String)] {
 impl Cleaner for SecurityGroups {
     type Detail = Group;
 
-    fn service(&self) -> &'static str {
-        "ec2"
-    }
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-    fn order(&self) -> u32 {
-        match self.0 {
-            Scope::External => 40,
-            // After phase 1's instances and load balancers, which use them.
-            Scope::CapaOwned => 20,
-        }
-    }
-    fn task(&self) -> Option<GcTask> {
-        match self.0 {
-            Scope::External => Some(TASK),
-            Scope::CapaOwned => None,
-        }
-    }
-    /// CAPA's node group may still be held by the cloud provider's network interfaces, which
-    /// phase 2 deletes: waiting for it before phase 2 would wait forever.
-    fn holds_next_phase(&self) -> bool {
-        self.0 != Scope::CapaOwned
+    fn descriptor(&self) -> &'static Descriptor {
+        self.0
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if self.0 != Scope::External
+        if self.0.phase != Phase::External
             || (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "security-group")
         {
             return false;
@@ -112,7 +111,7 @@ impl Cleaner for SecurityGroups {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
-        if self.0 != Scope::External {
+        if self.0.phase != Phase::External {
             return Ok(());
         }
         let filter = tags::ec2_tag_filter(own.cloud_key(), tags::OWNED);
@@ -154,8 +153,8 @@ impl Cleaner for SecurityGroups {
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Group>>, CleanError> {
         // (group id -> report id) of the groups to delete, and every group of the VPCs they live
         // in (the rules that may reference them).
-        let (ours, all) = match self.0 {
-            Scope::External => {
+        let (ours, all) = match self.0.phase {
+            Phase::External | Phase::Network => {
                 let wanted: HashMap<String, String> = external(ctx.inventory)
                     .iter()
                     .map(|(report, id)| (id.clone(), report.clone()))
@@ -208,7 +207,7 @@ impl Cleaner for SecurityGroups {
                 all.extend(in_vpcs(ctx, vpcs).await?);
                 (found, all)
             }
-            Scope::CapaOwned => {
+            Phase::CapaOwned => {
                 let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
                 let mut found = HashMap::new();
                 let mut vpcs = HashSet::new();
@@ -480,7 +479,7 @@ mod calls {
         let c = mocked::in_order(&[&capa, &vpc, &revoke, &delete]);
         let inv = Inventory::default();
         let cx = ctx(&c, &inv);
-        let cleaner = SecurityGroups(Scope::CapaOwned);
+        let cleaner = SecurityGroups::CAPA_OWNED;
         let found = cleaner.discover(&cx).await.unwrap();
         assert_eq!(
             found.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
@@ -509,7 +508,7 @@ mod calls {
             ],
         });
         let c = mocked::no_calls();
-        let found = SecurityGroups(Scope::External)
+        let found = SecurityGroups::EXTERNAL
             .discover(&ctx(&c, &inv))
             .await
             .unwrap();
@@ -568,7 +567,7 @@ mod calls {
         let c = mocked::in_order(&[&cloud, &lbc]);
         let mut inv = Inventory::default();
         let own = Ownership::of("c1").with_vpcs(vec!["vpc-1".into()]);
-        SecurityGroups(Scope::External)
+        SecurityGroups::EXTERNAL
             .describe_owned(&c, &own, &mut inv)
             .await
             .unwrap();
