@@ -22,6 +22,27 @@ use crate::discovery::inventory::Inventory;
 use runner::run_phase;
 use tracing::Instrument;
 
+/// The IAM actions a pass calls beyond its cleaners' own (each cleaner's are in its
+/// `Descriptor::iam_actions`): phase 2's discovery (the tagging scan, and the placement check of
+/// the controllers' finds in the cluster's VPCs), the CAPA-managed VPCs looked up for phases 2
+/// and 3, and phase 3's check for resources in them that are not the cluster's
+/// (`vpcs::blockers`). The session's `sts:GetCallerIdentity` needs no permission.
+pub const PASS_IAM_ACTIONS: &[&str] = &[
+    // phase 2's discovery
+    "tag:GetResources",
+    "elasticloadbalancing:DescribeLoadBalancers",
+    "elasticloadbalancing:DescribeTargetGroups",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeNetworkInterfaces",
+    // the CAPA-managed VPCs
+    "ec2:DescribeVpcs",
+    // phase 3's blockers
+    "ec2:DescribeInstances",
+    "ec2:DescribeNatGateways",
+    "ec2:DescribeVpcEndpoints",
+    "ec2:DescribeSubnets",
+];
+
 /// Runs one pass. Phase k+1 starts only when phase k left nothing and reported no error; later
 /// phases are reported as not started. A dry run discovers all three phases and deletes nothing.
 pub async fn teardown_pass(clients: &AwsClients, req: &PassRequest) -> PassReport {

@@ -2,7 +2,8 @@
 //! calls. Every call goes through `errors::call("<service>.<Operation>", ...)`, so the source
 //! names them all: the unit test below derives the set from the source and requires the policy
 //! to grant exactly that; the LocalStack suite checks every call it records against it too
-//! (see `assert_in_policy`).
+//! (see `assert_in_policy`). A second test derives the same set from the cleaners' descriptors
+//! (`Descriptor::iam_actions`) and the pass's own (`phases::PASS_IAM_ACTIONS`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,17 @@ pub fn iam_action(op: &str) -> Option<String> {
         _ => return None,
     };
     Some(format!("{prefix}:{operation}"))
+}
+
+/// What the code says it needs: every registered cleaner's descriptor's actions and the pass's
+/// own.
+pub fn declared_actions() -> BTreeSet<String> {
+    crate::phases::registry::descriptors()
+        .iter()
+        .flat_map(|d| d.iam_actions.iter())
+        .chain(crate::phases::PASS_IAM_ACTIONS)
+        .map(|a| a.to_string())
+        .collect()
 }
 
 /// Operations that need no IAM permission.
@@ -156,6 +168,47 @@ mod tests {
             unused.is_empty(),
             "in the policy but never called: {unused:?}"
         );
+    }
+
+    #[test]
+    fn the_shipped_policy_grants_exactly_what_the_descriptors_declare() {
+        let declared = declared_actions();
+        let allowed = policy_actions();
+        let missing: Vec<_> = declared.difference(&allowed).collect();
+        let extra: Vec<_> = allowed.difference(&declared).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "deploy/iam/sweeper-policy.json differs from the descriptors' IAM actions \
+             (+ phases::PASS_IAM_ACTIONS):\n  declared, not in the policy: {missing:?}\n  \
+             in the policy, declared by none: {extra:?}"
+        );
+        // And what they declare is what the source calls (the snapshot's tag-on-create is part
+        // of CreateSnapshot's request, not a call of its own).
+        let mut called = called_in_source(&root().join("services/src"));
+        called.insert("ec2:CreateTags".to_string());
+        let undeclared: Vec<_> = called.difference(&declared).collect();
+        let uncalled: Vec<_> = declared.difference(&called).collect();
+        assert!(
+            undeclared.is_empty() && uncalled.is_empty(),
+            "called, declared by no descriptor: {undeclared:?}; declared, never called: {uncalled:?}"
+        );
+    }
+
+    #[test]
+    fn every_action_is_named_as_iam_spells_it() {
+        for d in crate::phases::registry::descriptors() {
+            for a in d.iam_actions {
+                let (service, op) = a.split_once(':').unwrap_or_default();
+                assert!(
+                    !service.is_empty()
+                        && op.starts_with(|c: char| c.is_ascii_uppercase())
+                        && !op.contains(['.', ' ', '*']),
+                    "{} {}: {a:?}",
+                    d.service,
+                    d.kind
+                );
+            }
+        }
     }
 
     #[test]
