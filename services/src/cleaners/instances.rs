@@ -169,6 +169,7 @@ impl Cleaner for Instances {
                 let capa = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
                 live_instances(ctx.clients, vec![capa]).await?
             }
+            // Only the two consts exist: anything not phase 1 is `EXTERNAL`.
             Phase::External | Phase::Network => {
                 let ids = ctx
                     .inventory

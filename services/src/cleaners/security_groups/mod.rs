@@ -154,6 +154,7 @@ impl Cleaner for SecurityGroups {
         // (group id -> report id) of the groups to delete, and every group of the VPCs they live
         // in (the rules that may reference them).
         let (ours, all) = match self.0.phase {
+            // Only the two consts exist: anything not phase 1 is `EXTERNAL`.
             Phase::External | Phase::Network => {
                 let wanted: HashMap<String, String> = external(ctx.inventory)
                     .iter()
