@@ -19,7 +19,7 @@
 //! for load balancers this pass has selected for deletion, and before them. A crash between the
 //! two is harmless: the next pass finds the load balancer again and deletes it. For the same
 //! reason, while deleting is asked for, a failure (a change batch refused, a zone that cannot be
-//! listed) holds the rest of the phase for this pass ([`Cleaner::gates_later`]): the load
+//! listed) holds the rest of the phase for this pass ([`Descriptor::gates_later`]): the load
 //! balancers wait, so the next pass can still find their records and try again.
 
 mod lbs;
