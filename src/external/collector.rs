@@ -15,6 +15,7 @@ use super::conditions::{self, Desired, Severity};
 use super::identity::{self, Placement};
 use super::metrics::ExternalMetrics;
 use super::outcome::{self, dry_run_summary};
+use super::request::{self, Mode, ObjectFacts};
 use crate::api::capa::IdentityRef;
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use crate::engine::events::Publisher;
@@ -39,7 +40,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
-use sweeper_aws::phases::{EksFacts, PassReport, PassRequest, PhaseReport, teardown_pass};
+use sweeper_aws::phases::{EksFacts, PassReport, PhaseReport, teardown_pass};
 use sweeper_aws::session::SessionCache;
 use tracing::Instrument;
 
@@ -255,6 +256,15 @@ impl ExternalCtx {
     pub fn with_concurrency(mut self, n: u16) -> Self {
         self.concurrency = n;
         self
+    }
+
+    /// How its passes run (the request builder's [`Mode`]), from its flags.
+    pub fn mode(&self) -> Mode {
+        Mode {
+            dry_run: self.dry_run,
+            alternative_discovery: self.alternative_discovery,
+            ebs_snapshot: self.ebs_snapshot,
+        }
     }
 
     /// The next retry after a refused identity: 5 s, doubling to 5 minutes.
@@ -796,18 +806,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
         };
         self.ctx.accepted(&uid);
         let place = session.describe();
-        let req = PassRequest {
-            cluster_name: names.tag.clone(),
-            capa_name: names.capi.clone(),
-            external_gc: settings.external_gc,
-            tasks: settings.tasks,
-            dry_run: self.ctx.dry_run,
-            alternative_discovery: self.ctx.alternative_discovery,
-            vpc_ids: o.vpc_ids(),
-            ebs_snapshot: self.ctx.ebs_snapshot,
-            eks: o.eks_facts(),
-            external_dns_owner: settings.dns_owner.id().map(str::to_string),
-        };
+        let req = request::pass_request(&names, ObjectFacts::of(o), &settings, self.ctx.mode());
         // A bad owner id holds nothing: its records are only reported, and it is said with this
         // pass's condition and a Warning Event (below), as other bad annotations are.
         let problem = settings.dns_owner.problem().map(|e| e.to_string());
