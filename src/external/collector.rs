@@ -116,10 +116,6 @@ fn finalizer_controller<K: GcKind>(
 }
 
 impl crate::engine::collector::Collector for ExternalCollector {
-    fn name(&self) -> &'static str {
-        COLLECTOR
-    }
-
     fn components(&self) -> Vec<&'static str> {
         vec![AWSCluster::COMPONENT, AWSManagedControlPlane::COMPONENT]
     }

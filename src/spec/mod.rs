@@ -7,6 +7,21 @@
 //! reads (`sweeper check`, readiness, `sweeper uninstall`), the permissions it needs and the
 //! further checks that apply to it ([`check`]). Nothing else keeps a list keyed by a collector's
 //! name.
+//!
+//! A new collector writes three pieces, because they live at three different times:
+//! - [`Spec`], a `static`: what is known before anything runs. The CLI reads it without a
+//!   registry or a client (`--feature-gates`, `sweeper check`, `sweeper status`, `sweeper
+//!   uninstall`).
+//! - [`Registered`], its metrics once registered (always, enabled or not): `/status` reads it on
+//!   every replica, and it builds the collector from what `run` hands it ([`BuildEnv`]).
+//! - [`Collector`], the built collector: every replica builds it and serves its routes, only the
+//!   leader runs it.
+//!
+//! A teardown collector (one that holds a finalizer until an object's teardown is done) writes
+//! one more: the engine's [`Reconciler`](crate::engine::finalizer_controller::Reconciler), the
+//! validation and the pass that differ per collector. The engine's `FinalizerController` drives
+//! it (a struct the collector fills, not a trait it implements). docs/CONTRIBUTING.md has a
+//! minimal collector, compiled and run as a doc test.
 
 pub mod check;
 
