@@ -97,6 +97,16 @@ mod tests {
         annotations::parse(&a).unwrap()
     }
 
+    /// (what, names, object, annotations, mode, the request wanted)
+    type Case = (
+        &'static str,
+        ClusterNames,
+        ObjectFacts,
+        Vec<(&'static str, &'static str)>,
+        Mode,
+        PassRequest,
+    );
+
     const LIVE: Mode = Mode {
         dry_run: false,
         alternative_discovery: false,
@@ -113,15 +123,7 @@ mod tests {
             vpc_ids: vec!["vpc-1".into()],
             eks: None,
         };
-        // (what, names, object, annotations, mode, the request wanted)
-        let cases: Vec<(
-            &str,
-            ClusterNames,
-            ObjectFacts,
-            Vec<(&str, &str)>,
-            Mode,
-            PassRequest,
-        )> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "an AWSCluster with no annotation: everything, for real",
                 names("c1", "c1"),
