@@ -1,9 +1,9 @@
 //! sweeper's identity may make every call it needs: one SelfSubjectAccessReview per permission.
 //!
-//! What every collector shares is listed here; what each collector needs beyond it is its `Spec`'s
-//! (`Spec::permissions`). Together they are what the shipped roles grant (deploy/manifests/*/rbac.yaml and the chart),
-//! which tests/rbac.rs proves against the audit log of the whole suite: every call allowed, and
-//! every verb needed. Run by the chart's `helm test` as sweeper's own service account, a denied
+//! What every collector shares is listed here; what each collector needs beyond it is its
+//! `Spec`'s (`Spec::permissions`). Together they are what the shipped roles grant
+//! (deploy/manifests/*/rbac.yaml and the chart), which tests/rbac.rs proves against the audit log
+//! of the whole suite: every call allowed, and every verb needed. Run by the chart's `helm test` as sweeper's own service account, a denied
 //! permission here is a call the service would have refused.
 
 use super::{Config, Line, kube_message};
