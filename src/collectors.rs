@@ -1,9 +1,10 @@
 //! The one list of collectors, and what each one tells the rest of sweeper about itself.
 //!
-//! `run` (building and starting), `/status` and `sweeper status`, the pause switch and the CLI's
-//! `--collector` and `--feature-gates` all iterate [`ALL`]. Adding a collector is a folder with
-//! its code and a [`Spec`] (crate::spec), and one line in [`ALL`]; nothing else names
-//! collectors.
+//! `run` (building and starting), `/status` and `sweeper status`, the pause switch, readiness's
+//! served kinds, `sweeper check` (CRDs, permissions, further sections), `sweeper uninstall` and
+//! the CLI's `--collector` and `--feature-gates` all iterate [`ALL`] and ask each [`Spec`].
+//! Adding a collector is a folder with its code and a [`Spec`] (crate::spec), and one line in
+//! [`ALL`]; nothing else names collectors.
 
 use crate::config::Gate;
 use crate::engine::served::{Needs, ServedKind};
@@ -16,59 +17,35 @@ pub static ALL: [&dyn Spec; 3] = [
     &crate::external::spec::SPEC,
 ];
 
-/// The kinds a collector cannot work without, by collector name: while one of an enabled
-/// collector's is not served, `engine::served` names its CRD in the log and on /readyz. The
-/// cascade collector works on whatever is served.
-pub static SERVED_KINDS: [(&str, &[ServedKind]); 2] = [
-    (
-        "tenant",
-        &[ServedKind {
-            group: "tenant.kubezoo.io",
-            resource: "tenants",
-            owner: "KubeZoo's Tenant",
-        }],
-    ),
-    (
-        "external",
-        &[
-            ServedKind {
-                group: "infrastructure.cluster.x-k8s.io",
-                resource: "awsclusters",
-                owner: "CAPA's AWSCluster",
-            },
-            ServedKind {
-                group: "controlplane.cluster.x-k8s.io",
-                resource: "awsmanagedcontrolplanes",
-                owner: "CAPA's AWSManagedControlPlane",
-            },
-        ],
-    ),
-];
-
-/// The kinds whose objects can hold the finalizers of these collectors, or None when one of them
-/// finalizes objects of every kind (cascade's `sweeper.dev/cascade-complete`). The tenant and the
-/// external collector finalize exactly the kinds they need served. `sweeper uninstall
-/// --collector` reads only these, so the chart's pre-delete hook needs no more than the role
-/// those collectors ran with.
+/// The kinds whose objects can hold the finalizers of these collectors (each one's finalized
+/// [`Spec::kinds`]), or None when one of them finalizes objects of every kind (cascade's
+/// `sweeper.dev/cascade-complete`) or is not a collector. `sweeper uninstall --collector` reads
+/// only these, so the chart's pre-delete hook needs no more than the role those collectors ran
+/// with.
 pub fn finalized_kinds<'a>(
     collectors: impl IntoIterator<Item = &'a str>,
 ) -> Option<Vec<ServedKind>> {
     let mut kinds = Vec::new();
     for name in collectors {
-        let (_, served) = SERVED_KINDS.iter().find(|(n, _)| *n == name)?;
-        kinds.extend(served.iter().copied());
+        let spec = ALL.iter().find(|s| s.name() == name)?;
+        if spec.finalizes_every_kind() {
+            return None;
+        }
+        kinds.extend(spec.kinds().iter().filter(|k| k.finalized.is_some()));
     }
     Some(kinds)
 }
 
-/// What `engine::served` checks for these enabled collectors.
+/// What `engine::served` checks for these enabled collectors: each one that finalizes a kind of
+/// another project's cannot work while that kind is not served. The cascade collector works on
+/// whatever is served.
 pub fn served_needs<'a>(enabled: impl IntoIterator<Item = &'a str>) -> Vec<Needs> {
     enabled
         .into_iter()
         .filter_map(|name| {
             let spec = ALL.iter().find(|s| s.name() == name)?;
-            let (_, kinds) = SERVED_KINDS.iter().find(|(n, _)| *n == name)?;
-            Some(Needs {
+            let kinds = spec.kinds();
+            kinds.iter().any(|k| k.finalized.is_some()).then(|| Needs {
                 collector: spec.name(),
                 gate: spec.gate().name,
                 kinds,
@@ -132,9 +109,6 @@ mod tests {
 
     #[test]
     fn served_kinds_name_collectors_and_follow_their_gates() {
-        for (name, _) in &SERVED_KINDS {
-            assert!(names().contains(name), "{name} is not a collector");
-        }
         let needs = served_needs(["cascade", "tenant", "external"]);
         let gates: Vec<_> = needs.iter().map(|n| (n.collector, n.gate)).collect();
         assert_eq!(

@@ -26,3 +26,8 @@ pub mod tenant;
 #[cfg(test)]
 mod testing;
 pub mod uninstall;
+
+/// docs/CONTRIBUTING.md's examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/CONTRIBUTING.md")]
+pub struct Contributing;

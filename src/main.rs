@@ -141,7 +141,7 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
         external_selector: args.run.config.external_gc_selector.clone(),
         external_dry_run: args.run.config.external_dry_run,
     };
-    let sessions = if cfg.enabled("external") && !args.skip_aws {
+    let sessions = if cfg.preflights().contains(&check::Preflight::Aws) && !args.skip_aws {
         Some(sweeper_aws::session::SessionCache::new(
             sweeper_aws::load_config().await,
             None,

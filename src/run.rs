@@ -132,7 +132,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 }
 
 /// The collectors the feature gates enable, built (each with its own client and fence) but not
-/// started.
+/// started, each under its spec's name.
 async fn build_collectors(
     registered: &RegisteredCollectors,
     args: &RunArgs,
@@ -141,14 +141,15 @@ async fn build_collectors(
     discovery: &watch::Receiver<Option<Arc<DiscoveryReport>>>,
     metrics: &Metrics,
     archive_hub: &ArchiveHub,
-) -> Result<Vec<Box<dyn Collector>>, RunError> {
-    let mut collectors: Vec<Box<dyn Collector>> = Vec::new();
+) -> Result<Vec<Named>, RunError> {
+    let mut collectors: Vec<Named> = Vec::new();
     for (spec, reg) in registered {
         if !args.feature_gates.enabled(spec.gate().name) {
             continue;
         }
         let (client, fence) = conn.for_collector(spec.name())?;
-        collectors.push(
+        collectors.push((
+            spec.name(),
             reg.build(BuildEnv {
                 config: &args.config,
                 sweeper_namespace: &conn.namespace,
@@ -161,7 +162,7 @@ async fn build_collectors(
                 archive_hub,
             })
             .await,
-        );
+        ));
     }
     Ok(collectors)
 }
@@ -196,6 +197,9 @@ async fn stop_server(
         }
     }
 }
+
+/// A built collector under its spec's name (the one name a collector has).
+type Named = (&'static str, Box<dyn Collector>);
 
 /// Every collector with its metrics registered, in the list's order.
 pub type RegisteredCollectors = Vec<(&'static dyn crate::spec::Spec, Arc<dyn Registered>)>;
@@ -377,7 +381,7 @@ impl Election {
 /// The HTTP routes: health, metrics, /status and every collector's queries.
 fn router(
     state: &AppState,
-    collectors: &[Box<dyn Collector>],
+    collectors: &[Named],
     registered: Vec<Arc<dyn Registered>>,
     election: &Election,
     teardowns: TeardownRegistry,
@@ -394,7 +398,7 @@ fn router(
         teardowns,
         pause,
     };
-    collectors.iter().filter_map(|c| c.routes()).fold(
+    collectors.iter().filter_map(|(_, c)| c.routes()).fold(
         server::router(state.clone()).merge(crate::status::router(status)),
         axum::Router::merge,
     )
@@ -427,7 +431,7 @@ fn start_leading(
     args: &RunArgs,
     conn: &Connection,
     state: &AppState,
-    collectors: Vec<Box<dyn Collector>>,
+    collectors: Vec<Named>,
     (disc_tx, disc_rx): (watch::Sender<Option<Arc<DiscoveryReport>>>, Discovery),
     shutdown: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
@@ -445,7 +449,7 @@ fn start_leading(
         shutdown.clone(),
     ))];
     // An enabled collector whose kind is not served (its CRD missing) is named, with its gate.
-    let needs = crate::collectors::served_needs(collectors.iter().map(|c| c.name()));
+    let needs = crate::collectors::served_needs(collectors.iter().map(|(name, _)| *name));
     if !needs.is_empty() {
         state.expect(crate::engine::served::COMPONENT);
         // Its own Pod, not an object a collector acts on: the fence (and a pause) need not hold
@@ -466,9 +470,9 @@ fn start_leading(
         state: state.health.clone(),
         shutdown: shutdown.clone(),
     };
-    for c in collectors {
+    for (name, c) in collectors {
         c.components().into_iter().for_each(|n| state.expect(n));
-        tracing::info!(collector = c.name(), "starting");
+        tracing::info!(collector = name, "starting");
         running.push(tokio::spawn(c.run(env.clone())));
     }
     running

@@ -54,10 +54,6 @@ impl CascadeCollector {
 }
 
 impl crate::engine::collector::Collector for CascadeCollector {
-    fn name(&self) -> &'static str {
-        "cascade"
-    }
-
     fn components(&self) -> Vec<&'static str> {
         vec!["cascade"]
     }

@@ -5,6 +5,7 @@ use super::context::CascadeConfig;
 use super::metrics::{CascadeMetrics, QueueLabels};
 use crate::config::Gate;
 use crate::engine::collector::Collector;
+use crate::spec::check::{self, Access, Permission, Preflight};
 use crate::spec::{BuildEnv, Registered, Spec};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
@@ -37,6 +38,20 @@ impl Spec for CascadeSpec {
             name: "CascadeGC",
             default: true,
         }
+    }
+
+    /// Its `sweeper.dev/cascade-complete` goes on owners of any kind.
+    fn finalizes_every_kind(&self) -> bool {
+        true
+    }
+
+    fn permissions(&self, access: Access<'_>) -> Vec<Permission> {
+        check::every_kind(access)
+    }
+
+    /// Beside kube-controller-manager's own garbage collector every delete is raced; it archives.
+    fn preflights(&self) -> &'static [Preflight] {
+        &[Preflight::KubeGc, Preflight::Archive]
     }
 
     fn register(&self, registry: &mut Registry) -> Arc<dyn Registered> {

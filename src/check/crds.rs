@@ -6,10 +6,12 @@
 
 use super::{Config, Line, kube_message, not_found};
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 const CATEGORY: &str = "crds";
 
-/// A kind a collector reads, and the versions it can read it at (preferred first).
+/// A kind an enabled collector reads, and the versions it can read it at (preferred first): one
+/// of its `Spec`'s kinds, with the collector that reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wanted {
     pub collector: &'static str,
@@ -20,67 +22,22 @@ pub struct Wanted {
     pub owner: &'static str,
 }
 
-const CAPA: &str = "CAPA (cluster-api-provider-aws v2)";
-
-/// Every kind, per collector. The cascade collector works on whatever is served.
-pub const WANTED: &[Wanted] = &[
-    Wanted {
-        collector: "tenant",
-        group: "tenant.kubezoo.io",
-        resource: "tenants",
-        versions: &["v1alpha1"],
-        owner: "KubeZoo",
-    },
-    Wanted {
-        collector: "external",
-        group: "infrastructure.cluster.x-k8s.io",
-        resource: "awsclusters",
-        versions: &["v1beta2"],
-        owner: CAPA,
-    },
-    Wanted {
-        collector: "external",
-        group: "controlplane.cluster.x-k8s.io",
-        resource: "awsmanagedcontrolplanes",
-        versions: &["v1beta2"],
-        owner: CAPA,
-    },
-    Wanted {
-        collector: "external",
-        group: "infrastructure.cluster.x-k8s.io",
-        resource: "awsmanagedclusters",
-        versions: &["v1beta2"],
-        owner: CAPA,
-    },
-    Wanted {
-        collector: "external",
-        group: "infrastructure.cluster.x-k8s.io",
-        resource: "awsclusterroleidentities",
-        versions: &["v1beta2"],
-        owner: CAPA,
-    },
-    Wanted {
-        collector: "external",
-        group: "infrastructure.cluster.x-k8s.io",
-        resource: "awsclusterstaticidentities",
-        versions: &["v1beta2"],
-        owner: CAPA,
-    },
-    Wanted {
-        collector: "external",
-        group: "infrastructure.cluster.x-k8s.io",
-        resource: "awsclustercontrolleridentities",
-        versions: &["v1beta2"],
-        owner: CAPA,
-    },
-    Wanted {
-        collector: "external",
-        group: "cluster.x-k8s.io",
-        resource: "clusters",
-        versions: &["v1beta2", "v1beta1"],
-        owner: "Cluster API",
-    },
-];
+/// Every kind, per collector, in the list's order (crate::collectors::ALL), as each collector's
+/// `Spec::kinds` declares them. The cascade collector works on whatever is served.
+pub static WANTED: LazyLock<Vec<Wanted>> = LazyLock::new(|| {
+    crate::collectors::ALL
+        .iter()
+        .flat_map(|spec| {
+            spec.kinds().iter().map(|k| Wanted {
+                collector: spec.name(),
+                group: k.group,
+                resource: k.resource,
+                versions: k.versions,
+                owner: k.project,
+            })
+        })
+        .collect()
+});
 
 /// What discovery says of one group: the versions it serves and, per version, its resources.
 /// `None` for a group the server does not serve at all.

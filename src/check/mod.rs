@@ -27,7 +27,9 @@ pub mod state;
 mod tests;
 
 use crate::config::FeatureGates;
+pub use crate::spec::check::Preflight;
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -199,6 +201,16 @@ impl Config {
             .is_some_and(|s| self.gates.enabled(s.gate().name))
     }
 
+    /// The further sections the enabled collectors ask for (each collector's
+    /// `Spec::preflights`).
+    pub fn preflights(&self) -> BTreeSet<Preflight> {
+        crate::collectors::ALL
+            .iter()
+            .filter(|s| self.gates.enabled(s.gate().name))
+            .flat_map(|s| s.preflights().iter().copied())
+            .collect()
+    }
+
     /// The enabled collectors, in the list's order.
     pub fn collectors(&self) -> Vec<&'static str> {
         crate::collectors::ALL
@@ -252,15 +264,18 @@ pub async fn run(
     }
     lines.extend(crds::check(client, cfg).await);
     lines.extend(rbac::check(client, cfg).await);
-    if cfg.enabled("external") {
+    let wanted = cfg.preflights();
+    if wanted.contains(&Preflight::Capa) {
         lines.extend(capa::check(client, cfg).await);
+    }
+    if wanted.contains(&Preflight::Aws) {
         lines.extend(aws::check(client, cfg, aws).await);
     }
-    if cfg.enabled("cascade") {
+    if wanted.contains(&Preflight::KubeGc) {
         lines.extend(kube_gc::check(client, cfg).await);
     }
     lines.extend(state::check(client, cfg).await);
-    if cfg.archive && (cfg.enabled("cascade") || cfg.enabled("tenant")) {
+    if cfg.archive && wanted.contains(&Preflight::Archive) {
         lines.extend(archive::check(client, cfg).await);
     }
     Report::new(lines)

@@ -1,11 +1,13 @@
 //! sweeper's identity may make every call it needs: one SelfSubjectAccessReview per permission.
 //!
-//! The list below is what the shipped roles grant (deploy/manifests/*/rbac.yaml and the chart),
-//! which tests/rbac.rs proves against the audit log of the whole suite: every call allowed, and
-//! every verb needed. Run by the chart's `helm test` as sweeper's own service account, a denied
+//! What every collector shares is listed here; what each collector needs beyond it is its
+//! `Spec`'s (`Spec::permissions`). Together they are what the shipped roles grant
+//! (deploy/manifests/*/rbac.yaml and the chart), which tests/rbac.rs proves against the audit log
+//! of the whole suite: every call allowed, and every verb needed. Run by the chart's `helm test` as sweeper's own service account, a denied
 //! permission here is a call the service would have refused.
 
 use super::{Config, Line, kube_message};
+use crate::spec::check::Access;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -13,61 +15,12 @@ use kube::api::{Api, PostParams};
 
 const CATEGORY: &str = "rbac";
 
-/// One permission: a verb on a resource, in a namespace (empty: every namespace) and on a name
-/// (empty: any).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Permission {
-    pub group: &'static str,
-    pub resource: &'static str,
-    pub subresource: &'static str,
-    pub verb: &'static str,
-    pub namespace: String,
-    pub name: String,
-}
+pub use crate::spec::check::Permission;
 
-impl std::fmt::Display for Permission {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let group = if self.group.is_empty() {
-            "core"
-        } else {
-            self.group
-        };
-        write!(f, "{} {group}/{}", self.verb, self.resource)?;
-        if !self.subresource.is_empty() {
-            write!(f, "/{}", self.subresource)?;
-        }
-        if !self.name.is_empty() {
-            write!(f, " {:?}", self.name)?;
-        }
-        if self.namespace.is_empty() {
-            f.write_str(" (all namespaces)")
-        } else {
-            write!(f, " in {}", self.namespace)
-        }
-    }
-}
-
-fn p(
-    group: &'static str,
-    resource: &'static str,
-    verbs: &[&'static str],
-    namespace: &str,
-) -> Vec<Permission> {
-    verbs
-        .iter()
-        .map(|verb| Permission {
-            group,
-            resource,
-            subresource: "",
-            verb,
-            namespace: namespace.to_string(),
-            name: String::new(),
-        })
-        .collect()
-}
-
-/// What each enabled collector needs, by collector (`sweeper` for what every collector shares).
+/// What each enabled collector needs, by collector (`sweeper` for what every collector shares),
+/// in the list's order: each collector's own as its `Spec::permissions` says.
 pub fn needed(cfg: &Config) -> Vec<(&'static str, Vec<Permission>)> {
+    let p = Permission::verbs;
     let mut out = Vec::new();
     let mut shared = Vec::new();
     shared.extend(p("events.k8s.io", "events", &["create"], ""));
@@ -98,49 +51,14 @@ pub fn needed(cfg: &Config) -> Vec<(&'static str, Vec<Permission>)> {
     if !cfg.collectors().is_empty() {
         out.push(("sweeper", shared));
     }
-    for collector in ["cascade", "tenant"] {
-        if !cfg.enabled(collector) {
-            continue;
+    let access = Access {
+        archive: cfg.archive,
+        capa_namespace: &cfg.capa_namespace,
+    };
+    for spec in crate::collectors::ALL {
+        if cfg.enabled(spec.name()) {
+            out.push((spec.name(), spec.permissions(access)));
         }
-        // Like kube-controller-manager's garbage collector: every kind it discovers.
-        let mut own = p("*", "*", &["get", "list", "watch", "patch", "delete"], "");
-        if cfg.archive {
-            // A Secret's record is a Secret, in the deleted object's namespace.
-            own.extend(p("", "secrets", &["create", "deletecollection"], ""));
-            own.extend(p("", "configmaps", &["create", "deletecollection"], ""));
-        }
-        out.push((collector, own));
-    }
-    if cfg.enabled("external") {
-        let mut own = Vec::new();
-        for (group, resource) in [
-            ("infrastructure.cluster.x-k8s.io", "awsclusters"),
-            ("controlplane.cluster.x-k8s.io", "awsmanagedcontrolplanes"),
-        ] {
-            own.extend(p(group, resource, &["get", "list", "watch", "patch"], ""));
-            own.push(Permission {
-                subresource: "status",
-                ..p(group, resource, &["patch"], "").remove(0)
-            });
-        }
-        own.extend(p(
-            "cluster.x-k8s.io",
-            "clusters",
-            &["get", "list", "watch"],
-            "",
-        ));
-        for resource in [
-            "awsmanagedclusters",
-            "awsclustercontrolleridentities",
-            "awsclusterroleidentities",
-            "awsclusterstaticidentities",
-        ] {
-            own.extend(p("infrastructure.cluster.x-k8s.io", resource, &["get"], ""));
-        }
-        own.extend(p("", "namespaces", &["get"], ""));
-        own.extend(p("", "secrets", &["get"], &cfg.capa_namespace));
-        own.extend(p("events.k8s.io", "events", &["patch"], ""));
-        out.push(("external", own));
     }
     out
 }

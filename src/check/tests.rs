@@ -118,6 +118,97 @@ fn a_crd_is_judged_by_the_versions_sweeper_reads() {
 }
 
 #[test]
+fn the_wanted_kinds_are_each_collectors_own_in_the_lists_order() {
+    let got: Vec<_> = crds::WANTED
+        .iter()
+        .map(|w| {
+            (
+                w.collector,
+                format!("{}.{}", w.resource, w.group),
+                w.versions,
+                w.owner,
+            )
+        })
+        .collect();
+    let capa = "CAPA (cluster-api-provider-aws v2)";
+    assert_eq!(
+        got,
+        [
+            (
+                "tenant",
+                "tenants.tenant.kubezoo.io".to_string(),
+                &["v1alpha1"][..],
+                "KubeZoo"
+            ),
+            (
+                "external",
+                "awsclusters.infrastructure.cluster.x-k8s.io".into(),
+                &["v1beta2"][..],
+                capa
+            ),
+            (
+                "external",
+                "awsmanagedcontrolplanes.controlplane.cluster.x-k8s.io".into(),
+                &["v1beta2"][..],
+                capa
+            ),
+            (
+                "external",
+                "awsmanagedclusters.infrastructure.cluster.x-k8s.io".into(),
+                &["v1beta2"][..],
+                capa
+            ),
+            (
+                "external",
+                "awsclusterroleidentities.infrastructure.cluster.x-k8s.io".into(),
+                &["v1beta2"][..],
+                capa
+            ),
+            (
+                "external",
+                "awsclusterstaticidentities.infrastructure.cluster.x-k8s.io".into(),
+                &["v1beta2"][..],
+                capa
+            ),
+            (
+                "external",
+                "awsclustercontrolleridentities.infrastructure.cluster.x-k8s.io".into(),
+                &["v1beta2"][..],
+                capa
+            ),
+            (
+                "external",
+                "clusters.cluster.x-k8s.io".into(),
+                &["v1beta2", "v1beta1"][..],
+                "Cluster API"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn the_further_sections_follow_the_enabled_collectors() {
+    use Preflight::*;
+    let of = |gates| cfg(gates).preflights().into_iter().collect::<Vec<_>>();
+    assert_eq!(
+        of("CascadeGC=true,TenantGC=true,ExternalResourceGC=true"),
+        [Capa, Aws, KubeGc, Archive]
+    );
+    assert_eq!(
+        of("CascadeGC=false,TenantGC=false,ExternalResourceGC=true"),
+        [Capa, Aws]
+    );
+    assert_eq!(
+        of("CascadeGC=false,TenantGC=true,ExternalResourceGC=false"),
+        [Archive]
+    );
+    assert_eq!(
+        of("CascadeGC=false,TenantGC=false,ExternalResourceGC=false"),
+        []
+    );
+}
+
+#[test]
 fn rbac_needs_follow_the_gates_and_name_every_denied_permission() {
     let external = rbac::needed(&cfg(
         "CascadeGC=false,TenantGC=false,ExternalResourceGC=true",

@@ -1,6 +1,8 @@
-//! What `sweeper run` needs of a collector, and nothing more: its name, the readiness components it
+//! What `sweeper run` needs of a built collector, and nothing more: the readiness components it
 //! reports, the HTTP routes it serves, and a future that runs it until shutdown. `run` builds a list
-//! of these from the feature gates and treats them alike; adding a collector is adding one entry.
+//! of these from the feature gates (`Registered::build`, under the `Spec`'s name: a collector has
+//! one name) and treats them alike. A collector is built on every replica (a standby serves its
+//! routes) but runs only on the leader: that is why building and running are two steps.
 
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::health::Health;
@@ -21,9 +23,6 @@ pub struct RunEnv {
 }
 
 pub trait Collector: Send {
-    /// For logs.
-    fn name(&self) -> &'static str;
-
     /// Readiness components this collector reports; /readyz waits for all of them once leading.
     fn components(&self) -> Vec<&'static str>;
 

@@ -211,12 +211,15 @@ pub trait Reconciler: Send + Sync + 'static {
         admitted: Self::Admitted,
     ) -> impl Future<Output = Result<Checked<Self::Input>, Self::Error>> + Send;
 
-    /// A valid object that is not being deleted (e.g. write its status).
+    /// A valid object that is not being deleted (e.g. write its status). Most have nothing to
+    /// do until the deletion.
     fn live(
         &self,
-        obj: &Self::Object,
-        input: Self::Input,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+        _obj: &Self::Object,
+        _input: Self::Input,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        async { Ok(()) }
+    }
 
     /// One idempotent teardown pass, re-deriving what is left from the world.
     fn pass(

@@ -20,13 +20,24 @@ use tokio_util::sync::CancellationToken;
 /// The readiness component this check reports on.
 pub const COMPONENT: &str = "crds";
 
-/// A kind a collector cannot work without, by group and plural resource.
+/// A kind of another project's that a collector reads, as its `Spec` declares it (see
+/// `crate::spec::Spec::kinds`): the one description `sweeper check` (served at a version sweeper
+/// reads), this readiness check (served at all), and `sweeper uninstall` (where the collector's
+/// finalizers can be) all read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServedKind {
     pub group: &'static str,
+    /// The plural resource.
     pub resource: &'static str,
-    /// Whose CRD it is, for the message: "KubeZoo's Tenant".
-    pub owner: &'static str,
+    /// The versions sweeper reads it at, preferred first.
+    pub versions: &'static [&'static str],
+    /// Whose CRD it is, as `sweeper check`'s hint names the project to install or upgrade:
+    /// "CAPA (cluster-api-provider-aws v2)".
+    pub project: &'static str,
+    /// Set when the collector watches this kind and puts its finalizer on its objects: then it
+    /// cannot work without it, and this names the kind while it is not served ("CAPA's
+    /// AWSCluster"). `None`: only read now and then (an identity, the owning Cluster).
+    pub finalized: Option<&'static str>,
 }
 
 impl ServedKind {
@@ -36,7 +47,7 @@ impl ServedKind {
     }
 }
 
-/// An enabled collector and the kinds it needs.
+/// An enabled collector and the kinds it declares (only the finalized ones are needed here).
 #[derive(Clone, Debug)]
 pub struct Needs {
     pub collector: &'static str,
@@ -60,15 +71,15 @@ impl std::fmt::Display for Missing {
              (--feature-gates={}=false; Helm: featureGates.{}=false)",
             self.collector,
             self.kind.crd_name(),
-            self.kind.owner,
+            self.kind.finalized.unwrap_or(self.kind.project),
             self.gate,
             self.gate
         )
     }
 }
 
-/// The needed kinds `report` does not serve. A kind whose group failed discovery this time is
-/// unknown, not missing: the watch's own health speaks for it.
+/// The needed kinds (the finalized ones) `report` does not serve. A kind whose group failed
+/// discovery this time is unknown, not missing: the watch's own health speaks for it.
 pub fn missing(report: &DiscoveryReport, needs: &[Needs]) -> Vec<Missing> {
     let served = |k: &ServedKind| {
         report
@@ -85,11 +96,14 @@ pub fn missing(report: &DiscoveryReport, needs: &[Needs]) -> Vec<Missing> {
     needs
         .iter()
         .flat_map(|n| {
-            n.kinds.iter().map(|k| Missing {
-                collector: n.collector,
-                gate: n.gate,
-                kind: *k,
-            })
+            n.kinds
+                .iter()
+                .filter(|k| k.finalized.is_some())
+                .map(|k| Missing {
+                    collector: n.collector,
+                    gate: n.gate,
+                    kind: *k,
+                })
         })
         .filter(|m| !served(&m.kind) && !unknown(&m.kind))
         .collect()
@@ -211,12 +225,16 @@ mod tests {
     const TENANT: ServedKind = ServedKind {
         group: "tenant.kubezoo.io",
         resource: "tenants",
-        owner: "KubeZoo's Tenant",
+        versions: &["v1alpha1"],
+        project: "KubeZoo",
+        finalized: Some("KubeZoo's Tenant"),
     };
     const AWSCLUSTER: ServedKind = ServedKind {
         group: "infrastructure.cluster.x-k8s.io",
         resource: "awsclusters",
-        owner: "CAPA's AWSCluster",
+        versions: &["v1beta2"],
+        project: "CAPA",
+        finalized: Some("CAPA's AWSCluster"),
     };
 
     fn report(served: &[(&str, &str)], failed: &[&str]) -> DiscoveryReport {
@@ -302,6 +320,25 @@ mod tests {
             &[],
         );
         assert_eq!(missing(&other, &needs()).len(), 1);
+    }
+
+    #[test]
+    fn a_kind_only_read_is_never_missing() {
+        const CLUSTERS: ServedKind = ServedKind {
+            group: "cluster.x-k8s.io",
+            resource: "clusters",
+            versions: &["v1beta2", "v1beta1"],
+            project: "Cluster API",
+            finalized: None,
+        };
+        let needs = [Needs {
+            collector: "external",
+            gate: "ExternalResourceGC",
+            kinds: &[AWSCLUSTER, CLUSTERS],
+        }];
+        let got = missing(&report(&[], &[]), &needs);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].kind, AWSCLUSTER);
     }
 
     #[tokio::test]

@@ -5,302 +5,35 @@
 //! Bad input (annotation, cluster name) is an Event + condition and blocks deletion until fixed.
 //! The finalizer dispatch, registry, metrics and completion Event are the engine's
 //! (engine::finalizer_controller); this module supplies validation and one pass.
+//!
+//! Beside it: the two kinds behind one trait (`kind.rs`: `GcKind`), what both kinds' teardowns
+//! share (`ctx.rs`: `ExternalCtx`), Cluster API's contract on this side (`admission.rs`), and how
+//! a pass is told on the object (`report.rs`: condition, Events, plan, audit record). The pass's
+//! request is built by `external::request`, as `gc plan` builds it.
 
 use super::annotations;
-use super::capi::Capi;
-use super::cluster::{
-    self, ClusterNameError, ClusterNames, LinkedAnnotations, Owning, ResolveError,
-};
-use super::conditions::{self, Desired, Severity};
+use super::cluster::{self, ClusterNames, LinkedAnnotations};
+use super::conditions::{Desired, Severity};
 use super::identity::{self, Placement};
-use super::metrics::ExternalMetrics;
-use super::outcome::{self, dry_run_summary};
-use crate::api::capa::IdentityRef;
+use super::outcome;
+use super::request::{self, Mode, ObjectFacts};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
-use crate::engine::events::Publisher;
 use crate::engine::finalizer::{self, Stage};
 use crate::engine::finalizer_controller::{
     Admission, Checked, FinalizerController, Pass, Pick, Reconciler, Watches,
 };
 use crate::engine::guard::{Guarded, Invalid};
 use crate::engine::leader::Fence;
-use crate::engine::selector::LabelFilter;
 use crate::engine::teardown_registry::TeardownRegistry;
 use crate::metrics::InvalidObjectLabels;
-use k8s_openapi::NamespaceResourceScope;
-use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
-use kube::{Api, Client, Resource, ResourceExt};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use serde::de::DeserializeOwned;
-use std::collections::HashMap;
-use std::fmt::Debug;
+use kube::{Api, ResourceExt};
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
-use sweeper_aws::phases::{EksFacts, PassReport, PassRequest, PhaseReport, teardown_pass};
-use sweeper_aws::session::SessionCache;
+use sweeper_aws::phases::{PhaseReport, teardown_pass};
 use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
-
-/// Where sweeper keeps, on a live AWSManagedControlPlane, the IRSA issuer CAPA recorded in its
-/// status. `clusterctl move` moves annotations but not the status (CAPA#3972: the provider's ARN
-/// was lost and CAPA never deleted it), so the teardown reads the status first, this second.
-pub const OIDC_ISSUER_ANNOTATION: &str = "sweeper.dev/oidc-issuer";
-
-/// The kinds the external collector handles.
-pub trait GcKind:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + serde::Serialize
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-    /// This kind's readiness component (not ready while its watch keeps failing).
-    const COMPONENT: &'static str;
-
-    /// The names in the cluster's AWS tags: CAPA's own and the cloud provider's.
-    fn names(&self) -> Result<ClusterNames, ClusterNameError>;
-
-    /// The cluster's VPC as the object states it (`spec.network.vpc.id`): it confirms what the
-    /// LB controller and the VPC CNI tagged for a cluster of this name.
-    fn vpc_ids(&self) -> Vec<String>;
-
-    /// Where the cluster lives: `spec.region` and `spec.identityRef`.
-    fn placement(&self) -> (Option<&str>, Option<&IdentityRef>);
-
-    /// What the EKS-made kinds need, read from the object before the teardown starts; `None`
-    /// for a kind that is not EKS.
-    fn eks_facts(&self) -> Option<EksFacts> {
-        None
-    }
-
-    /// The issuer to keep in [`OIDC_ISSUER_ANNOTATION`] while the object lives, when the
-    /// annotation does not say it yet; `None` for a kind that is not EKS.
-    fn issuer_to_keep(&self) -> Option<String> {
-        None
-    }
-
-    /// Another object whose GC annotations also govern this one (its label and annotations),
-    /// read fresh; `Ok(None)` when there is none. `owning`: the owning Cluster if this reconcile
-    /// already read it (`None`: read it when needed).
-    fn linked_switches(
-        &self,
-        capi: &Capi,
-        owning: Option<Owning>,
-    ) -> impl Future<Output = Result<Option<LinkedAnnotations>, ResolveError>> + Send;
-}
-
-impl GcKind for AWSCluster {
-    const COMPONENT: &'static str = "external-awscluster";
-
-    fn names(&self) -> Result<ClusterNames, ClusterNameError> {
-        cluster::for_aws_cluster(self)
-    }
-
-    fn vpc_ids(&self) -> Vec<String> {
-        crate::api::capa::vpc_ids(self.spec.network.as_ref())
-    }
-
-    fn placement(&self) -> (Option<&str>, Option<&IdentityRef>) {
-        (self.spec.region.as_deref(), self.spec.identity_ref.as_ref())
-    }
-
-    /// CAPA and clusterawsadm agree on the AWSCluster: nothing else to read.
-    async fn linked_switches(
-        &self,
-        _capi: &Capi,
-        _owning: Option<Owning>,
-    ) -> Result<Option<LinkedAnnotations>, ResolveError> {
-        Ok(None)
-    }
-}
-
-impl GcKind for AWSManagedControlPlane {
-    const COMPONENT: &'static str = "external-awsmanagedcontrolplane";
-
-    fn names(&self) -> Result<ClusterNames, ClusterNameError> {
-        cluster::for_control_plane(self)
-    }
-
-    fn vpc_ids(&self) -> Vec<String> {
-        crate::api::capa::vpc_ids(self.spec.network.as_ref())
-    }
-
-    fn placement(&self) -> (Option<&str>, Option<&IdentityRef>) {
-        (self.spec.region.as_deref(), self.spec.identity_ref.as_ref())
-    }
-
-    /// The IRSA issuer CAPA recorded in `status.oidcProvider`, else the one sweeper kept from
-    /// it while the object lived (none when neither says one).
-    fn eks_facts(&self) -> Option<EksFacts> {
-        Some(EksFacts {
-            oidc_issuer: recorded_issuer(self).or_else(|| {
-                self.annotations()
-                    .get(OIDC_ISSUER_ANNOTATION)
-                    .map(|i| i.trim().to_string())
-                    .filter(|i| !i.is_empty())
-            }),
-        })
-    }
-
-    fn issuer_to_keep(&self) -> Option<String> {
-        recorded_issuer(self).filter(|i| self.annotations().get(OIDC_ISSUER_ANNOTATION) != Some(i))
-    }
-
-    /// On EKS `clusterawsadm gc disable` annotates Cluster.spec.infrastructureRef, the
-    /// AWSManagedCluster, while CAPA reads this control plane: users who opted out with CAPA's
-    /// own tool have the annotation there.
-    async fn linked_switches(
-        &self,
-        capi: &Capi,
-        owning: Option<Owning>,
-    ) -> Result<Option<LinkedAnnotations>, ResolveError> {
-        cluster::managed_cluster_annotations(capi, self, owning).await
-    }
-}
-
-/// The issuer in CAPA's `status.oidcProvider` of a control plane.
-fn recorded_issuer(cp: &AWSManagedControlPlane) -> Option<String> {
-    cp.status
-        .as_ref()
-        .and_then(|s| s.oidc_provider.as_ref())
-        .and_then(|p| p.issuer())
-}
-
-/// What both kinds' teardowns share: clients, metrics, the Event publisher.
-pub struct ExternalCtx {
-    /// How long the AWS audit records live (`--archive-ttl`).
-    pub audit_ttl: Duration,
-    /// Where the AWS audit records are written: sweeper's own namespace (`--namespace`), so the
-    /// narrow role needs ConfigMap access there only.
-    pub audit_namespace: String,
-    pub client: Client,
-    /// Cluster API lookups, with discovery kept for the collector's life (both kinds share it).
-    pub(crate) capi: Capi,
-    /// One AWS session per cluster (its region and identity chain).
-    pub sessions: Arc<SessionCache>,
-    /// CAPA's own namespace, where static identities' Secrets live (`--capa-namespace`).
-    pub capa_namespace: String,
-    /// Teardowns of one kind run at once (`--external-concurrency`).
-    pub concurrency: u16,
-    pub metrics: ExternalMetrics,
-    /// AlternativeGCStrategy: discover with describe calls instead of the tagging API.
-    pub alternative_discovery: bool,
-    /// `--external-gc-selector`: the objects this collector takes.
-    pub selector: LabelFilter,
-    /// `--scope-namespaces`: the namespaces it watches (empty: all). Outside them nothing is seen.
-    pub scope: Vec<String>,
-    /// `--external-ebs-snapshot`: snapshot volumes before the opt-in `ebs-volume` task deletes them.
-    pub ebs_snapshot: bool,
-    /// `--external-dry-run`: plan each teardown and report it; delete nothing, take no finalizer.
-    pub dry_run: bool,
-    events: Publisher,
-    /// `sweeper_invalid_objects_total`, shared with the other collectors.
-    invalid_objects: Family<InvalidObjectLabels, Counter>,
-    /// Refused identities in a row, per object uid: the retry backs off.
-    refusals: Mutex<HashMap<String, u32>>,
-    /// The Clusters' pause as the Cluster watch last saw it: lets `sweeper status` show a live,
-    /// guarded cluster as paused without a read per reconcile.
-    pub(crate) pauses: super::cluster_watch::Pauses,
-}
-
-impl ExternalCtx {
-    pub fn new(
-        client: Client,
-        sessions: Arc<SessionCache>,
-        metrics: ExternalMetrics,
-        alternative_discovery: bool,
-        invalid_objects: Family<InvalidObjectLabels, Counter>,
-    ) -> Self {
-        ExternalCtx {
-            events: Publisher::new(client.clone(), "sweeper-external", "ExternalResourceGC"),
-            capi: Capi::new(client.clone()),
-            client,
-            sessions,
-            capa_namespace: "capa-system".into(),
-            concurrency: 8,
-            metrics,
-            alternative_discovery,
-            selector: LabelFilter::default(),
-            scope: Vec::new(),
-            ebs_snapshot: true,
-            dry_run: false,
-            invalid_objects,
-            audit_ttl: Duration::from_secs(72 * 3600),
-            audit_namespace: "sweeper-system".into(),
-            refusals: Mutex::new(HashMap::new()),
-            pauses: Default::default(),
-        }
-    }
-
-    /// CAPA's namespace, where static identities' Secrets are read (`--capa-namespace`).
-    pub fn with_capa_namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.capa_namespace = namespace.into();
-        self
-    }
-
-    /// Plan and report every teardown, delete nothing (`--external-dry-run`).
-    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
-    }
-
-    /// At most `n` teardowns of each kind at once.
-    pub fn with_concurrency(mut self, n: u16) -> Self {
-        self.concurrency = n;
-        self
-    }
-
-    /// The next retry after a refused identity: 5 s, doubling to 5 minutes.
-    fn refused_again(&self, uid: &str) -> Duration {
-        let mut map = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
-        let n = map.entry(uid.to_string()).or_insert(0);
-        *n = n.saturating_add(1);
-        Duration::from_secs(5u64.saturating_mul(1 << (*n - 1).min(6)).min(300))
-    }
-
-    fn accepted(&self, uid: &str) {
-        self.refusals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
-    }
-
-    /// How long the AWS audit records are kept (`--archive-ttl`).
-    pub fn with_audit_ttl(mut self, ttl: Duration) -> Self {
-        self.audit_ttl = ttl;
-        self
-    }
-
-    /// Sweeper's own namespace, where the AWS audit records are written.
-    pub fn with_audit_namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.audit_namespace = namespace.into();
-        self
-    }
-
-    pub fn with_ebs_snapshot(mut self, on: bool) -> Self {
-        self.ebs_snapshot = on;
-        self
-    }
-
-    /// Only the objects in `namespaces` (empty: all) are watched (`--scope-namespaces`).
-    pub fn with_scope(mut self, namespaces: Vec<String>) -> Self {
-        self.scope = namespaces;
-        self
-    }
-
-    /// Only the objects `selector` selects (see `--external-gc-selector`).
-    pub fn with_selector(mut self, selector: LabelFilter) -> Self {
-        self.selector = selector;
-        self
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExternalError {
@@ -308,7 +41,7 @@ pub enum ExternalError {
     Finalizer(#[from] finalizer::FinalizerError),
     #[error(
         "cannot set the {} condition on {object}: {source}",
-        conditions::CONDITION
+        super::conditions::CONDITION
     )]
     Condition {
         object: String,
@@ -383,10 +116,6 @@ fn finalizer_controller<K: GcKind>(
 }
 
 impl crate::engine::collector::Collector for ExternalCollector {
-    fn name(&self) -> &'static str {
-        COLLECTOR
-    }
-
     fn components(&self) -> Vec<&'static str> {
         vec![AWSCluster::COMPONENT, AWSManagedControlPlane::COMPONENT]
     }
@@ -459,165 +188,6 @@ pub struct Admitted {
 pub struct ClusterInput {
     settings: annotations::GcSettings,
     names: ClusterNames,
-}
-
-impl<K: GcKind> KindReconciler<K> {
-    fn dynamic(&self, obj: &impl Resource<DynamicType = ()>) -> Api<DynamicObject> {
-        let ns = obj.meta().namespace.clone().unwrap_or_default();
-        Api::namespaced_with(self.ctx.client.clone(), &ns, &ApiResource::erase::<K>(&()))
-    }
-
-    fn label(obj: &impl Resource<DynamicType = ()>) -> String {
-        crate::engine::meta::object_label(
-            &K::kind(&()),
-            obj.meta().namespace.as_deref(),
-            obj.meta().name.as_deref().unwrap_or_default(),
-        )
-    }
-
-    /// Sets our condition; true when it changed.
-    async fn condition(
-        &self,
-        obj: &impl Resource<DynamicType = ()>,
-        want: Desired<'_>,
-    ) -> Result<bool, ExternalError> {
-        let name = obj.meta().name.clone().unwrap_or_default();
-        conditions::set(&self.dynamic(obj), &name, want)
-            .await
-            .map_err(|source| ExternalError::Condition {
-                object: Self::label(obj),
-                source,
-            })
-    }
-
-    /// The cluster's identity or session was refused: nothing is called or deleted, the
-    /// finalizer stays, the condition and a Warning Event name the identity and the reason,
-    /// and the pass is retried with backoff (a fix to an identity object or Secret is seen at
-    /// the next try, since they are read fresh).
-    async fn refused(
-        &self,
-        o: &K,
-        uid: &str,
-        reason: &str,
-        message: String,
-    ) -> Result<Pass, ExternalError> {
-        let after = self.ctx.refused_again(uid);
-        tracing::warn!(%reason, error = %message, retry_in = ?after, "cluster identity refused: no AWS call made, nothing deleted");
-        self.ctx
-            .metrics
-            .identity_refused
-            .get_or_create(&super::metrics::ReasonLabels {
-                reason: reason.into(),
-            })
-            .inc();
-        let text = format!("{message}; nothing is deleted until it is fixed");
-        if self
-            .condition(o, Desired::not_done(Severity::Warning, reason, &text))
-            .await?
-        {
-            self.warn(o, reason, text.clone()).await;
-        }
-        Ok(Pass::Left {
-            phase: "identity".into(),
-            detail: text,
-            after,
-        })
-    }
-
-    /// `--external-dry-run`: a pass that only planned. The plan goes into the condition (reason
-    /// `DryRun`), an Event and the would-delete metric when it is new or changes, and into
-    /// `sweeper status`; it is made again every minute while the object is being deleted.
-    async fn planned(
-        &self,
-        o: &K,
-        cluster_name: &str,
-        place: &str,
-        report: &PassReport,
-        problem: Option<&str>,
-    ) -> Result<Pass, ExternalError> {
-        let mut message = format!("{} ({place})", dry_run_summary(report));
-        if let Some(p) = problem {
-            message = format!("{p}; {message}");
-        }
-        tracing::info!(cluster = %cluster_name, plan = %message, "dry run: external teardown plan");
-        let changed = self
-            .condition(o, Desired::not_done(Severity::Info, "DryRun", &message))
-            .await?;
-        if changed {
-            for r in report.phases.iter().flat_map(|p| &p.planned) {
-                self.ctx
-                    .metrics
-                    .would_delete
-                    .get_or_create(&ExternalMetrics::labels(&r.service, &r.kind))
-                    .inc();
-            }
-            self.ctx
-                .events
-                .emit(
-                    &o.object_ref(&()),
-                    EventType::Normal,
-                    "DryRunPlan",
-                    message.clone(),
-                )
-                .await;
-            if let Some(p) = problem {
-                self.warn(o, "InvalidConfiguration", p.to_string()).await;
-            }
-        }
-        Ok(Pass::Left {
-            phase: "DryRun".into(),
-            detail: message,
-            after: Duration::from_secs(60),
-        })
-    }
-
-    /// The audit trail: what this pass deleted in AWS, recorded in sweeper's namespace and
-    /// labelled with the cluster (its namespace and name). A failed write is logged, never
-    /// fatal: the deletes happened.
-    async fn audit(
-        &self,
-        o: &K,
-        names: &ClusterNames,
-        session: &sweeper_aws::session::Session,
-        report: &PassReport,
-    ) {
-        let deleted: Vec<_> = report
-            .phases
-            .iter()
-            .flat_map(|p| p.audit.iter().map(move |a| (p.phase.number(), a)))
-            .collect();
-        // What the pass found and left for the user (external-dns records of the cluster's load
-        // balancers): in the audit record of the pass that deletes those load balancers.
-        let kept: Vec<_> = report
-            .phases
-            .iter()
-            .flat_map(|p| p.kept.iter().map(move |k| (p.phase.number(), k)))
-            .collect();
-        if !deleted.is_empty()
-            && let Err(e) = super::audit::write(
-                &self.ctx.client,
-                &self.ctx.audit_namespace,
-                names,
-                session,
-                &o.object_ref(&()),
-                super::audit::Pass {
-                    deleted: &deleted,
-                    kept: &kept,
-                },
-                self.ctx.audit_ttl,
-            )
-            .await
-        {
-            tracing::warn!(error = %e, "cannot write the AWS audit record; the deletes happened and are logged");
-        }
-    }
-
-    async fn warn(&self, obj: &impl Resource<DynamicType = ()>, reason: &str, note: String) {
-        self.ctx
-            .events
-            .emit(&obj.object_ref(&()), EventType::Warning, reason, note)
-            .await;
-    }
 }
 
 impl<K: GcKind> Reconciler for KindReconciler<K> {
@@ -796,18 +366,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
         };
         self.ctx.accepted(&uid);
         let place = session.describe();
-        let req = PassRequest {
-            cluster_name: names.tag.clone(),
-            capa_name: names.capi.clone(),
-            external_gc: settings.external_gc,
-            tasks: settings.tasks,
-            dry_run: self.ctx.dry_run,
-            alternative_discovery: self.ctx.alternative_discovery,
-            vpc_ids: o.vpc_ids(),
-            ebs_snapshot: self.ctx.ebs_snapshot,
-            eks: o.eks_facts(),
-            external_dns_owner: settings.dns_owner.id().map(str::to_string),
-        };
+        let req = request::pass_request(&names, ObjectFacts::of(o), &settings, self.ctx.mode());
         // A bad owner id holds nothing: its records are only reported, and it is said with this
         // pass's condition and a Warning Event (below), as other bad annotations are.
         let problem = settings.dns_owner.problem().map(|e| e.to_string());
@@ -894,6 +453,12 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
 const COLLECTOR: &str = "external";
 
 mod admission;
+mod ctx;
+mod kind;
+mod report;
+
+pub use ctx::ExternalCtx;
+pub use kind::{GcKind, OIDC_ISSUER_ANNOTATION};
 
 #[cfg(test)]
 mod tests;

@@ -16,4 +16,5 @@ pub mod identity;
 pub mod metrics;
 pub mod outcome;
 pub mod plan;
+pub mod request;
 pub mod spec;

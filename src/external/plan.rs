@@ -1,26 +1,28 @@
 //! `sweeper gc plan`: what a teardown of the cluster would delete, per phase, deleting nothing.
-//! The same passes as the real teardown, in dry-run mode, against the same discovery.
+//! The same passes as the real teardown, in dry-run mode, against the same discovery, asked by
+//! the same request builder (request.rs).
 
 use super::annotations;
 use super::cluster;
 use super::collector::GcKind;
 use super::contract::{self, ClusterState, Decision, Subject};
 use super::identity::{self, Placement};
+use super::request::{self, Mode, ObjectFacts};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
 use sweeper_aws::discovery::tags::{capa_key, cloud_key};
-use sweeper_aws::phases::{PassReport, PassRequest, teardown_pass};
+use sweeper_aws::phases::{PassReport, teardown_pass};
 use sweeper_aws::session::SessionCache;
 
 /// What the plan reads of the cluster's CAPA object, whatever its kind.
 struct Target {
     names: cluster::ClusterNames,
-    vpc_ids: Vec<String>,
+    /// What the request takes from the object besides its names.
+    object: ObjectFacts,
     region: Option<String>,
     identity_ref: Option<crate::api::capa::IdentityRef>,
     annotations: std::collections::BTreeMap<String, String>,
     linked: Option<cluster::LinkedAnnotations>,
-    eks: Option<sweeper_aws::phases::EksFacts>,
     /// The owning Cluster, for Cluster API's contract (paused or not).
     cluster: ClusterState,
 }
@@ -36,12 +38,11 @@ impl Target {
         let cluster = cluster::cluster_state(client, &o).await;
         Ok(Target {
             names: o.names().map_err(|e| e.to_string())?,
-            vpc_ids: o.vpc_ids(),
+            object: ObjectFacts::of(&o),
             region: region.map(str::to_string),
             identity_ref: identity_ref.cloned(),
             annotations: o.annotations().clone(),
             linked: None,
-            eks: o.eks_facts(),
             cluster,
         })
     }
@@ -59,12 +60,11 @@ pub async fn plan(
     let (ar, target, t) = read_target(client, namespace, name).await?;
     let Target {
         names,
-        vpc_ids,
+        object,
         region,
         identity_ref,
         annotations: ann,
         linked,
-        eks,
         cluster: state,
     } = t;
     // Cluster API's contract first, as the controller applies it: what a teardown would do now.
@@ -90,18 +90,7 @@ pub async fn plan(
     let settings = annotations::settings_of(&ann, linked.as_ref())
         .map_err(|e| format!("{} {target}: {e}", ar.kind))?;
     let tasks_line = annotations::tasks::describe(settings.tasks.as_deref(), &settings.tasks_from);
-    let req = PassRequest {
-        cluster_name: names.tag.clone(),
-        capa_name: names.capi.clone(),
-        external_gc: settings.external_gc,
-        tasks: settings.tasks,
-        dry_run: true,
-        alternative_discovery: alternative,
-        vpc_ids,
-        ebs_snapshot: true,
-        eks,
-        external_dns_owner: settings.dns_owner.id().map(str::to_string),
-    };
+    let req = request::pass_request(&names, object, &settings, Mode::plan(alternative));
     // The cluster's own session, as the teardown would use it; refused means no plan.
     let at = Placement {
         namespace,

@@ -4,6 +4,8 @@
 use super::metrics::ExternalMetrics;
 use crate::config::Gate;
 use crate::engine::collector::Collector;
+use crate::engine::served::ServedKind;
+use crate::spec::check::{Access, Permission, Preflight};
 use crate::spec::{BuildEnv, Registered, Spec};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
@@ -15,6 +17,52 @@ pub const NAME: &str = "external";
 const HELD: &str = "external_held";
 /// The gate that switches AWS discovery from the tagging API to describe calls.
 pub const ALTERNATIVE_GC_STRATEGY: &str = "AlternativeGCStrategy";
+
+const CAPA: &str = "CAPA (cluster-api-provider-aws v2)";
+
+/// A CAPA kind it reads at v1beta2 (CAPA v2) and does not finalize.
+const fn capa(group: &'static str, resource: &'static str) -> ServedKind {
+    ServedKind {
+        group,
+        resource,
+        versions: &["v1beta2"],
+        project: CAPA,
+        finalized: None,
+    }
+}
+
+/// The kinds it reads: its two, the EKS cluster whose switches count too, the identities, and
+/// Cluster API's Cluster (for its contract), stored at v1beta2 and still read at v1beta1.
+const KINDS: &[ServedKind] = &[
+    ServedKind {
+        finalized: Some("CAPA's AWSCluster"),
+        ..capa("infrastructure.cluster.x-k8s.io", "awsclusters")
+    },
+    ServedKind {
+        finalized: Some("CAPA's AWSManagedControlPlane"),
+        ..capa("controlplane.cluster.x-k8s.io", "awsmanagedcontrolplanes")
+    },
+    capa("infrastructure.cluster.x-k8s.io", "awsmanagedclusters"),
+    capa(
+        "infrastructure.cluster.x-k8s.io",
+        "awsclusterroleidentities",
+    ),
+    capa(
+        "infrastructure.cluster.x-k8s.io",
+        "awsclusterstaticidentities",
+    ),
+    capa(
+        "infrastructure.cluster.x-k8s.io",
+        "awsclustercontrolleridentities",
+    ),
+    ServedKind {
+        group: "cluster.x-k8s.io",
+        resource: "clusters",
+        versions: &["v1beta2", "v1beta1"],
+        project: "Cluster API",
+        finalized: None,
+    },
+];
 
 pub struct ExternalSpec;
 pub static SPEC: ExternalSpec = ExternalSpec;
@@ -38,6 +86,64 @@ impl Spec for ExternalSpec {
             name: ALTERNATIVE_GC_STRATEGY,
             default: false,
         }]
+    }
+
+    fn kinds(&self) -> &'static [ServedKind] {
+        KINDS
+    }
+
+    /// A narrow role: its two kinds and their status, reads of what it resolves, and the Secrets
+    /// of static identities in CAPA's namespace only.
+    fn permissions(&self, access: Access<'_>) -> Vec<Permission> {
+        let mut own = Vec::new();
+        for (group, resource) in [
+            ("infrastructure.cluster.x-k8s.io", "awsclusters"),
+            ("controlplane.cluster.x-k8s.io", "awsmanagedcontrolplanes"),
+        ] {
+            own.extend(Permission::verbs(
+                group,
+                resource,
+                &["get", "list", "watch", "patch"],
+                "",
+            ));
+            own.push(Permission {
+                subresource: "status",
+                ..Permission::verbs(group, resource, &["patch"], "").remove(0)
+            });
+        }
+        own.extend(Permission::verbs(
+            "cluster.x-k8s.io",
+            "clusters",
+            &["get", "list", "watch"],
+            "",
+        ));
+        for resource in [
+            "awsmanagedclusters",
+            "awsclustercontrolleridentities",
+            "awsclusterroleidentities",
+            "awsclusterstaticidentities",
+        ] {
+            own.extend(Permission::verbs(
+                "infrastructure.cluster.x-k8s.io",
+                resource,
+                &["get"],
+                "",
+            ));
+        }
+        own.extend(Permission::verbs("", "namespaces", &["get"], ""));
+        own.extend(Permission::verbs(
+            "",
+            "secrets",
+            &["get"],
+            access.capa_namespace,
+        ));
+        own.extend(Permission::verbs("events.k8s.io", "events", &["patch"], ""));
+        own
+    }
+
+    /// The hand-over from CAPA's own gc, and every cluster identity in use.
+    fn preflights(&self) -> &'static [Preflight] {
+        &[Preflight::Capa, Preflight::Aws]
     }
 
     fn register(&self, registry: &mut Registry) -> Arc<dyn Registered> {

@@ -120,10 +120,6 @@ impl TenantCollector {
 }
 
 impl crate::engine::collector::Collector for TenantCollector {
-    fn name(&self) -> &'static str {
-        COLLECTOR
-    }
-
     fn components(&self) -> Vec<&'static str> {
         vec![COMPONENT]
     }

@@ -5,6 +5,8 @@ use super::metrics::TenantMetrics;
 use super::pass::PassSettings;
 use crate::config::Gate;
 use crate::engine::collector::Collector;
+use crate::engine::served::ServedKind;
+use crate::spec::check::{self, Access, Permission, Preflight};
 use crate::spec::{BuildEnv, Registered, Spec};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
@@ -27,6 +29,25 @@ impl Spec for TenantSpec {
             name: "TenantGC",
             default: false,
         }
+    }
+
+    fn kinds(&self) -> &'static [ServedKind] {
+        &[ServedKind {
+            group: "tenant.kubezoo.io",
+            resource: "tenants",
+            versions: &["v1alpha1"],
+            project: "KubeZoo",
+            finalized: Some("KubeZoo's Tenant"),
+        }]
+    }
+
+    /// A tenant's objects are of every kind discovery finds.
+    fn permissions(&self, access: Access<'_>) -> Vec<Permission> {
+        check::every_kind(access)
+    }
+
+    fn preflights(&self) -> &'static [Preflight] {
+        &[Preflight::Archive]
     }
 
     fn register(&self, registry: &mut Registry) -> Arc<dyn Registered> {

@@ -5,10 +5,14 @@
 
 use super::*;
 use crate::external::contract::{DELETE_FOR_MOVE, MANAGED_BY, PAUSED};
+use crate::external::metrics::ExternalMetrics;
 use crate::testing::MockApi;
 use http::Method;
+use kube::Client;
 use kube::runtime::controller::Action;
+use prometheus_client::metrics::family::Family;
 use serde_json::{Value, json};
+use sweeper_aws::session::SessionCache;
 use sweeper_aws::testing::{AwsCallCount, refusing_config};
 
 const OBJ: &str = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/ns/awsclusters/c1";

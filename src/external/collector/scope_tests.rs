@@ -4,9 +4,12 @@
 //! namespaces' objects to a cluster-wide watch.
 
 use super::*;
+use crate::external::metrics::ExternalMetrics;
 use crate::testing::MockApi;
 use http::Method;
+use prometheus_client::metrics::family::Family;
 use serde_json::{Value, json};
+use sweeper_aws::session::SessionCache;
 
 const KIND: &str = "/apis/infrastructure.cluster.x-k8s.io/v1beta2";
 

@@ -5,9 +5,13 @@
 
 use super::*;
 use crate::engine::finalizer::Stage;
+use crate::external::metrics::ExternalMetrics;
 use crate::testing::MockApi;
 use http::Method;
+use kube::Client;
+use prometheus_client::metrics::family::Family;
 use serde_json::{Value, json};
+use sweeper_aws::session::SessionCache;
 
 const CLUSTER: &str = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/ns/awsclusters/c1";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";

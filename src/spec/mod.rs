@@ -2,13 +2,35 @@
 //! `spec.rs` implements, and what `run` hands it to build ([`BuildEnv`]).
 //!
 //! The interface between the configuration below (crate::config) and the list of collectors
-//! above (crate::collectors): it names no collector.
+//! above (crate::collectors): it names no collector. Everything that differs by collector is
+//! said here once, by the collector: its name and gates, its metrics and status, the kinds it
+//! reads (`sweeper check`, readiness, `sweeper uninstall`), the permissions it needs and the
+//! further checks that apply to it ([`check`]). Nothing else keeps a list keyed by a collector's
+//! name.
+//!
+//! A new collector writes three pieces, because they live at three different times:
+//! - [`Spec`], a `static`: what is known before anything runs. The CLI reads it without a
+//!   registry or a client (`--feature-gates`, `sweeper check`, `sweeper status`, `sweeper
+//!   uninstall`).
+//! - [`Registered`], its metrics once registered (always, enabled or not): `/status` reads it on
+//!   every replica, and it builds the collector from what `run` hands it ([`BuildEnv`]).
+//! - [`Collector`], the built collector: every replica builds it and serves its routes, only the
+//!   leader runs it.
+//!
+//! A teardown collector (one that holds a finalizer until an object's teardown is done) writes
+//! one more: the engine's [`Reconciler`](crate::engine::finalizer_controller::Reconciler), the
+//! validation and the pass that differ per collector. The engine's `FinalizerController` drives
+//! it (a struct the collector fills, not a trait it implements). docs/CONTRIBUTING.md has a
+//! minimal collector, compiled and run as a doc test.
+
+pub mod check;
 
 use crate::archive::hub::ArchiveHub;
 use crate::config::{FeatureGates, Gate, RunConfig};
 use crate::engine::collector::Collector;
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::leader::Fence;
+use crate::engine::served::ServedKind;
 use crate::engine::teardown_registry::TeardownRegistry;
 use crate::metrics::InvalidObjectLabels;
 use futures::future::BoxFuture;
@@ -29,6 +51,28 @@ pub trait Spec: Sync {
 
     /// Further gates that change how it works (not whether it runs).
     fn further_gates(&self) -> &'static [Gate] {
+        &[]
+    }
+
+    /// The kinds of other projects it reads: `sweeper check` judges each is served at a version
+    /// it reads; those it finalizes are what readiness waits for and where `sweeper uninstall`
+    /// looks for its finalizers. None for a collector that works on whatever is served.
+    fn kinds(&self) -> &'static [ServedKind] {
+        &[]
+    }
+
+    /// Whether it may put its finalizer on objects of any kind (not only its finalized
+    /// [`Spec::kinds`]): then `sweeper uninstall --collector` must read every kind.
+    fn finalizes_every_kind(&self) -> bool {
+        false
+    }
+
+    /// What its identity must be allowed, beyond what every collector shares (`sweeper check`
+    /// reviews each).
+    fn permissions(&self, access: check::Access<'_>) -> Vec<check::Permission>;
+
+    /// The further sections of `sweeper check` that apply while it is enabled.
+    fn preflights(&self) -> &'static [check::Preflight] {
         &[]
     }
 
