@@ -52,7 +52,7 @@ pub struct Options {
 
 /// What a run did (or, in a dry run, would do).
 #[derive(Debug, Default)]
-pub struct Summary {
+pub struct UninstallSummary {
     /// `Kind ns/name: finalizer, …` per object released.
     pub released: Vec<String>,
     /// Objects or kinds that could not be read or patched; run again.
@@ -68,7 +68,10 @@ pub fn owned(resource: &kube::discovery::ApiResource, finalizer: &str, keep_tena
             && resource.kind == "Tenant")
 }
 
-pub async fn uninstall(client: &Client, opts: &Options) -> Result<Summary, UninstallError> {
+pub async fn uninstall(
+    client: &Client,
+    opts: &Options,
+) -> Result<UninstallSummary, UninstallError> {
     if !opts.dry_run {
         let record = PauseRecord {
             since: k8s_openapi::jiff::Timestamp::now().to_string(),
@@ -103,7 +106,7 @@ pub async fn uninstall(client: &Client, opts: &Options) -> Result<Summary, Unins
                 .any(|k| k.group == r.resource.group && k.resource == r.resource.plural)
         })
     };
-    let mut summary = Summary::default();
+    let mut summary = UninstallSummary::default();
     for f in discovery.failed.iter().filter(|f| {
         // "group/version", or "version" for the core group.
         let group = f.group_version.rsplit_once('/').map_or("", |(g, _)| g);
@@ -125,7 +128,7 @@ async fn release_kind(
     client: &Client,
     r: &DeletableResource,
     opts: &Options,
-    summary: &mut Summary,
+    summary: &mut UninstallSummary,
 ) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &r.resource);
     let mut lp = ListParams::default().limit(500);
@@ -307,7 +310,7 @@ mod tests {
             server
                 .expect(Method::PATCH, "/api/v1/namespaces/ns/configmaps/b")
                 .respond(200, item("b", &[]));
-            let mut summary = Summary::default();
+            let mut summary = UninstallSummary::default();
 
             release_kind(&client, &configmaps(), &opts(false), &mut summary).await;
 
@@ -330,7 +333,7 @@ mod tests {
         async fn a_dry_run_lists_what_it_would_release_and_writes_nothing() {
             let (client, server) = MockApi::new();
             script(&server);
-            let mut summary = Summary::default();
+            let mut summary = UninstallSummary::default();
 
             release_kind(&client, &configmaps(), &opts(true), &mut summary).await;
 
@@ -354,7 +357,7 @@ mod tests {
             server
                 .expect(Method::PATCH, "/api/v1/namespaces/ns/configmaps/b")
                 .respond(200, item("b", &[]));
-            let mut summary = Summary::default();
+            let mut summary = UninstallSummary::default();
 
             release_kind(&client, &configmaps(), &opts(false), &mut summary).await;
 

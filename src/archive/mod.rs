@@ -4,7 +4,7 @@
 //! What the Kubernetes garbage collector design rejected for lack of time ("recovering from
 //! abnormal cascading deletion"), built on its own guidelines:
 //! - **complete object, written first.** Each deleted object is kept whole minus server-set
-//!   metadata ([`strip`]), with who deleted it, why and when ([`Entry`]). The record is created
+//!   metadata ([`strip`]), with who deleted it, why and when ([`ArchiveEntry`]). The record is created
 //!   *pending* before the DELETE; once the deletes of its batch are answered it is *settled*: an
 //!   entry whose DELETE did not delete (precondition failed, already gone, error) is removed, and
 //!   the record is marked complete. A crash between the two leaves a pending record, which the
@@ -150,7 +150,7 @@ pub fn expires_after(
 /// Why sweeper deleted an object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Reason {
+pub struct DeletionReason {
     /// Cascade: the owner whose absence made the object garbage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<OwnerRef>,
@@ -175,7 +175,7 @@ pub struct OwnerRef {
     pub uid: String,
 }
 
-impl std::fmt::Display for Reason {
+impl std::fmt::Display for DeletionReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (&self.owner, &self.tenant, &self.with_crd, &self.released) {
             (Some(o), ..) => write!(f, "owner {} {} ({}) gone", o.kind, o.name, o.uid),
@@ -192,7 +192,7 @@ impl std::fmt::Display for Reason {
 /// One archived object: the object and what is known about its deletion.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Entry {
+pub struct ArchiveEntry {
     pub api_version: String,
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -204,14 +204,14 @@ pub struct Entry {
     pub resource_version: String,
     /// `sweeper-cascade` or `sweeper-tenant`.
     pub deleted_by: String,
-    pub reason: Reason,
+    pub reason: DeletionReason,
     /// When the record was written (RFC 3339), just before the DELETE.
     pub archived_at: String,
     /// The object without server-set metadata.
     pub object: Value,
 }
 
-impl Entry {
+impl ArchiveEntry {
     /// `Kind ns/name` or `Kind name`.
     pub fn label(&self) -> String {
         crate::engine::meta::object_label(&self.kind, self.namespace.as_deref(), &self.name)
@@ -237,7 +237,9 @@ impl Entry {
 
 /// A ConfigMap record's entries, and the keys whose value is not an entry (a hand edit, a
 /// record of another version): said, never silently dropped.
-pub fn read_configmap(c: &k8s_openapi::api::core::v1::ConfigMap) -> (Vec<Entry>, Vec<String>) {
+pub fn read_configmap(
+    c: &k8s_openapi::api::core::v1::ConfigMap,
+) -> (Vec<ArchiveEntry>, Vec<String>) {
     let mut entries = Vec::new();
     let mut bad = Vec::new();
     for (k, v) in c.data.iter().flatten() {
@@ -250,7 +252,7 @@ pub fn read_configmap(c: &k8s_openapi::api::core::v1::ConfigMap) -> (Vec<Entry>,
 }
 
 /// As [`read_configmap`], for a Secret record.
-pub fn read_secret(s: &k8s_openapi::api::core::v1::Secret) -> (Vec<Entry>, Vec<String>) {
+pub fn read_secret(s: &k8s_openapi::api::core::v1::Secret) -> (Vec<ArchiveEntry>, Vec<String>) {
     let mut entries = Vec::new();
     let mut bad = Vec::new();
     for (k, v) in s.data.iter().flatten() {
@@ -355,7 +357,7 @@ mod tests {
 
     #[test]
     fn reason_reads_as_a_sentence() {
-        let r = Reason {
+        let r = DeletionReason {
             owner: Some(OwnerRef {
                 api_version: "apps/v1".into(),
                 kind: "Deployment".into(),
@@ -365,7 +367,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(r.to_string(), "owner Deployment web (u1) gone");
-        let t = Reason {
+        let t = DeletionReason {
             tenant: Some("abc123".into()),
             ..Default::default()
         };

@@ -72,7 +72,7 @@ impl RecordKind {
     /// The record's entries, and the keys whose value is not an entry (see
     /// [`super::read_configmap`]). A record the API server returned that is not of its kind
     /// reads as empty.
-    pub fn read(self, o: &DynamicObject) -> (Vec<super::Entry>, Vec<String>) {
+    pub fn read(self, o: &DynamicObject) -> (Vec<super::ArchiveEntry>, Vec<String>) {
         let o = o.clone();
         match self {
             RecordKind::ConfigMap => o
@@ -87,7 +87,7 @@ impl RecordKind {
     }
 
     /// The record's entries.
-    pub fn entries(self, o: &DynamicObject) -> Vec<super::Entry> {
+    pub fn entries(self, o: &DynamicObject) -> Vec<super::ArchiveEntry> {
         self.read(o).0
     }
 }

@@ -11,7 +11,7 @@
 
 use super::record_kind::RecordKind;
 use super::store::Resolver;
-use super::{Entry, LABEL_ARCHIVE};
+use super::{ArchiveEntry, LABEL_ARCHIVE};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// read (e.g. Secret records, for a caller who may not list Secrets).
 #[derive(Debug, Default)]
 pub struct Archive {
-    pub entries: Vec<Entry>,
+    pub entries: Vec<ArchiveEntry>,
     /// `namespace/name` of the record of each entry (same order).
     pub records: Vec<String>,
     pub notes: Vec<String>,
@@ -59,7 +59,7 @@ pub async fn load(
         "{LABEL_ARCHIVE}=true,{}!=external",
         super::LABEL_COLLECTOR
     ));
-    let mut all: Vec<(Entry, String)> = Vec::new();
+    let mut all: Vec<(ArchiveEntry, String)> = Vec::new();
     let mut notes = Vec::new();
     for kind in super::record_kind::BOTH {
         match kind.api(client, namespace).list(&lp).await {
@@ -115,7 +115,7 @@ pub async fn load(
 }
 
 /// Whether an entry found in a record in `record_ns` is where sweeper writes it (see [`load`]).
-fn trusted(e: &Entry, record_ns: &str, sweeper_namespace: &str) -> bool {
+fn trusted(e: &ArchiveEntry, record_ns: &str, sweeper_namespace: &str) -> bool {
     match (&e.namespace, &e.reason.tenant) {
         // A namespace that refused a record (being deleted, over quota) sends it to sweeper's
         // namespace, which is trusted for everything.
@@ -147,9 +147,9 @@ fn split_gvk(gvk: &str) -> Option<(String, String)> {
 }
 
 /// The entries `sel` names, in the order they must be created.
-pub fn select(archive: &Archive, sel: &Selection) -> Result<Vec<Entry>, String> {
+pub fn select(archive: &Archive, sel: &Selection) -> Result<Vec<ArchiveEntry>, String> {
     let entries = &archive.entries;
-    let chosen: Vec<Entry> = match sel {
+    let chosen: Vec<ArchiveEntry> = match sel {
         Selection::Object {
             gvk,
             namespace,
@@ -216,7 +216,7 @@ pub fn select(archive: &Archive, sel: &Selection) -> Result<Vec<Entry>, String> 
 /// cluster-scoped custom resource thus waits for its owner's CRD and its owner, instead of being
 /// created first and losing its owner reference. An owner cycle (possible in the wild) is broken
 /// at the first of its members in that order. No recursion: any depth or size is fine.
-pub fn order(entries: Vec<Entry>) -> Vec<Entry> {
+pub fn order(entries: Vec<ArchiveEntry>) -> Vec<ArchiveEntry> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     let n = entries.len();
@@ -245,7 +245,7 @@ pub fn order(entries: Vec<Entry>) -> Vec<Entry> {
             waiting_on[i] += 1;
         }
     }
-    let rank = |e: &Entry| match (e.api_version.as_str(), e.kind.as_str(), &e.namespace) {
+    let rank = |e: &ArchiveEntry| match (e.api_version.as_str(), e.kind.as_str(), &e.namespace) {
         (
             "apiextensions.k8s.io/v1" | "apiextensions.k8s.io/v1beta1",
             "CustomResourceDefinition",
@@ -292,7 +292,7 @@ pub fn order(entries: Vec<Entry>) -> Vec<Entry> {
             }
         }
     }
-    let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
+    let mut slots: Vec<Option<ArchiveEntry>> = entries.into_iter().map(Some).collect();
     out.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
@@ -301,7 +301,7 @@ pub fn order(entries: Vec<Entry>) -> Vec<Entry> {
 struct CrdIndex<'a>(HashMap<(&'a str, &'a str), usize>);
 
 impl<'a> CrdIndex<'a> {
-    fn of(entries: &'a [Entry]) -> Self {
+    fn of(entries: &'a [ArchiveEntry]) -> Self {
         let mut index = HashMap::new();
         for (i, c) in entries.iter().enumerate() {
             if c.kind != "CustomResourceDefinition" {
@@ -319,7 +319,7 @@ impl<'a> CrdIndex<'a> {
     }
 
     /// The index of the CRD that serves `e`'s kind.
-    fn serving(&self, e: &Entry) -> Option<usize> {
+    fn serving(&self, e: &ArchiveEntry) -> Option<usize> {
         let group = e.api_version.rsplit_once('/')?.0;
         self.0.get(&(group, e.kind.as_str())).copied()
     }
@@ -327,7 +327,7 @@ impl<'a> CrdIndex<'a> {
 
 /// How a restore went.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Summary {
+pub struct RestoreSummary {
     pub restored: usize,
     pub skipped: usize,
     pub failed: usize,
@@ -337,10 +337,10 @@ pub struct Summary {
 /// on `out`. `dry_run` creates nothing and prints the plan.
 pub async fn restore(
     client: &Client,
-    entries: &[Entry],
+    entries: &[ArchiveEntry],
     dry_run: bool,
     out: &mut dyn FnMut(String),
-) -> Summary {
+) -> RestoreSummary {
     let mut run = Run {
         client,
         entries,
@@ -352,7 +352,7 @@ pub async fn restore(
         failed: HashSet::new(),
         unserved: HashSet::new(),
     };
-    let mut summary = Summary::default();
+    let mut summary = RestoreSummary::default();
     for e in entries {
         match run.one(e).await {
             Ok(Done::Restored(line)) => {
@@ -385,7 +385,7 @@ pub async fn restore(
 /// One restore's state across its entries.
 struct Run<'a> {
     client: &'a Client,
-    entries: &'a [Entry],
+    entries: &'a [ArchiveEntry],
     dry_run: bool,
     resolver: Resolver,
     /// Archived uid -> the uid its object has now (created, or existing again).
@@ -408,7 +408,7 @@ enum Done {
 }
 
 impl Run<'_> {
-    async fn one(&mut self, e: &Entry) -> Result<Done, String> {
+    async fn one(&mut self, e: &ArchiveEntry) -> Result<Done, String> {
         let label = e.label();
         if let Some(owner) = e
             .owner_uids()
@@ -492,7 +492,7 @@ fn suffix(notes: &[String]) -> String {
 async fn resolve_waiting(
     client: &Client,
     resolver: &mut Resolver,
-    e: &Entry,
+    e: &ArchiveEntry,
     dry_run: bool,
 ) -> Option<(kube::api::ApiResource, bool)> {
     let tries = if dry_run { 1 } else { 30 };
@@ -511,7 +511,7 @@ async fn resolve_waiting(
 /// Whether the entry agrees with itself and with the kind: namespaced exactly when the kind is,
 /// and the archived object's own name and namespace the entry's (what is checked for existence
 /// and trusted by record location is what gets created).
-fn consistent(e: &Entry, namespaced: bool) -> Result<(), String> {
+fn consistent(e: &ArchiveEntry, namespaced: bool) -> Result<(), String> {
     match (&e.namespace, namespaced) {
         (Some(ns), false) => {
             return Err(format!(
@@ -550,7 +550,7 @@ fn consistent(e: &Entry, namespaced: bool) -> Result<(), String> {
 async fn prepare(
     client: &Client,
     resolver: &mut Resolver,
-    e: &Entry,
+    e: &ArchiveEntry,
     new_uids: &HashMap<String, String>,
 ) -> Result<(Value, Vec<String>), String> {
     let mut object = e.object.clone();
@@ -700,15 +700,15 @@ pub fn render(archive: &Archive, since: Option<Timestamp>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::Reason;
+    use crate::archive::DeletionReason;
     use serde_json::json;
 
-    fn entry(uid: &str, kind: &str, ns: Option<&str>, owners: &[&str]) -> Entry {
+    fn entry(uid: &str, kind: &str, ns: Option<&str>, owners: &[&str]) -> ArchiveEntry {
         let refs: Vec<Value> = owners
             .iter()
             .map(|o| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": format!("n-{o}"), "uid": o}))
             .collect();
-        Entry {
+        ArchiveEntry {
             api_version: if kind == "CustomResourceDefinition" {
                 "apiextensions.k8s.io/v1".into()
             } else {
@@ -720,7 +720,7 @@ mod tests {
             uid: uid.into(),
             resource_version: "1".into(),
             deleted_by: "sweeper-cascade".into(),
-            reason: Reason::default(),
+            reason: DeletionReason::default(),
             archived_at: format!("2026-11-23T00:00:0{}Z", uid.len() % 10),
             object: json!({"metadata": {"name": format!("n-{uid}"), "ownerReferences": refs}}),
         }
@@ -795,7 +795,7 @@ mod tests {
     #[test]
     fn a_long_owner_chain_and_a_large_cycle_are_ordered_without_recursion() {
         let n = 50_000;
-        let mut chain: Vec<Entry> = (0..n)
+        let mut chain: Vec<ArchiveEntry> = (0..n)
             .map(|i| {
                 let owner = format!("u{}", (i + 1) % n);
                 entry(&format!("u{i}"), "ConfigMap", Some("ns"), &[owner.as_str()])

@@ -29,13 +29,13 @@ pub enum ActionError {
 }
 
 /// The target of an action: a resolved resource, a namespace (None for cluster-scoped), a name.
-pub struct Target<'a> {
+pub struct ActionTarget<'a> {
     pub resource: &'a ResolvedKind,
     pub namespace: Option<&'a str>,
     pub name: &'a str,
 }
 
-impl Target<'_> {
+impl ActionTarget<'_> {
     fn api(&self, client: &Client) -> Api<DynamicObject> {
         match (self.resource.namespaced, self.namespace) {
             (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &self.resource.resource),
@@ -106,7 +106,7 @@ pub fn is_status(e: &kube::Error, code: u16) -> bool {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ActionOutcome {
     Done,
     /// The object was already gone (404): nothing to do.
     Gone,
@@ -115,11 +115,11 @@ pub enum Outcome {
 /// DELETE with uid (and, when known, resourceVersion) preconditions.
 pub async fn delete(
     client: &Client,
-    t: &Target<'_>,
+    t: &ActionTarget<'_>,
     uid: &str,
     resource_version: u64,
     policy: Propagation,
-) -> Result<Outcome, ActionError> {
+) -> Result<ActionOutcome, ActionError> {
     let dp = DeleteParams {
         propagation_policy: Some(match policy {
             Propagation::Background => kube::api::PropagationPolicy::Background,
@@ -133,8 +133,8 @@ pub async fn delete(
         ..Default::default()
     };
     match t.api(client).delete(t.name, &dp).await {
-        Ok(_) => Ok(Outcome::Done),
-        Err(e) if is_status(&e, 404) => Ok(Outcome::Gone),
+        Ok(_) => Ok(ActionOutcome::Done),
+        Err(e) if is_status(&e, 404) => Ok(ActionOutcome::Gone),
         Err(e) => Err(t.err("delete", e)),
     }
 }
@@ -143,10 +143,10 @@ pub async fn delete(
 /// resourceVersion the new list was computed from.
 pub async fn set_owner_references(
     client: &Client,
-    t: &Target<'_>,
+    t: &ActionTarget<'_>,
     resource_version: u64,
     refs: serde_json::Value,
-) -> Result<Outcome, ActionError> {
+) -> Result<ActionOutcome, ActionError> {
     let mut meta = json!({ "ownerReferences": refs });
     if resource_version > 0 {
         meta["resourceVersion"] = json!(resource_version.to_string());
@@ -165,21 +165,21 @@ pub async fn set_owner_references(
 /// `expected_uid` guards against a recreated object with the same name.
 pub async fn remove_finalizers(
     client: &Client,
-    t: &Target<'_>,
+    t: &ActionTarget<'_>,
     expected_uid: &str,
     finalizers: &[&str],
-) -> Result<Outcome, ActionError> {
+) -> Result<ActionOutcome, ActionError> {
     let current = match t.meta_api(client).get_opt(t.name).await {
         Ok(Some(m)) => m.metadata,
-        Ok(None) => return Ok(Outcome::Gone),
+        Ok(None) => return Ok(ActionOutcome::Gone),
         Err(e) => return Err(t.err("read", e)),
     };
     if current.uid.as_deref() != Some(expected_uid) {
-        return Ok(Outcome::Gone);
+        return Ok(ActionOutcome::Gone);
     }
     let list = current.finalizers.unwrap_or_default();
     if !list.iter().any(|f| finalizers.contains(&f.as_str())) {
-        return Ok(Outcome::Done);
+        return Ok(ActionOutcome::Done);
     }
     let kept: Vec<&String> = list
         .iter()
@@ -193,21 +193,21 @@ pub async fn remove_finalizers(
 }
 
 /// A merge patch of the target, the one way this collector writes an object: gone (404) is
-/// [`Outcome::Gone`], a conflict (409, the resourceVersion the patch carries moved on) is
+/// [`ActionOutcome::Gone`], a conflict (409, the resourceVersion the patch carries moved on) is
 /// [`ActionError::Conflict`], anything else an error naming `verb` and the object.
 async fn merge_patch(
     client: &Client,
-    t: &Target<'_>,
+    t: &ActionTarget<'_>,
     verb: &'static str,
     patch: serde_json::Value,
-) -> Result<Outcome, ActionError> {
+) -> Result<ActionOutcome, ActionError> {
     match t
         .api(client)
         .patch(t.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        Ok(_) => Ok(Outcome::Done),
-        Err(e) if is_status(&e, 404) => Ok(Outcome::Gone),
+        Ok(_) => Ok(ActionOutcome::Done),
+        Err(e) if is_status(&e, 404) => Ok(ActionOutcome::Gone),
         Err(e) => Err(t.err(verb, e)),
     }
 }
@@ -216,7 +216,7 @@ async fn merge_patch(
 /// them): asked when a release's answer was lost, to settle its archive entry truthfully.
 pub async fn finalizers_released(
     client: &Client,
-    t: &Target<'_>,
+    t: &ActionTarget<'_>,
     uid: &str,
     finalizers: &[&str],
 ) -> Result<bool, ActionError> {
@@ -236,7 +236,7 @@ pub async fn finalizers_released(
 /// when a DELETE's answer was lost, to settle its archive entry truthfully.
 pub async fn deleted_or_deleting(
     client: &Client,
-    t: &Target<'_>,
+    t: &ActionTarget<'_>,
     uid: &str,
 ) -> Result<bool, ActionError> {
     match t.meta_api(client).get_opt(t.name).await {
@@ -251,7 +251,7 @@ pub async fn deleted_or_deleting(
 /// Whether the object exists with `uid` (a live lookup for a virtual owner).
 pub async fn exists_with_uid(
     client: &Client,
-    t: &Target<'_>,
+    t: &ActionTarget<'_>,
     uid: &str,
 ) -> Result<bool, ActionError> {
     match t.meta_api(client).get_opt(t.name).await {

@@ -41,7 +41,7 @@ impl Propagation {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum GcDecision {
     /// Nothing to do: no owners, a solid owner with nothing to tidy, or owners still pending.
     Keep,
     /// A solid owner keeps the object; drop these references (dangling or waiting owners).
@@ -60,7 +60,7 @@ pub enum Decision {
 
 /// The object's own state that matters to the decision.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Subject {
+pub struct ObjectState {
     pub has_orphan_finalizer: bool,
     pub has_foreground_finalizer: bool,
     pub has_dependents: bool,
@@ -68,19 +68,19 @@ pub struct Subject {
     pub dependent_deleting_dependents: bool,
 }
 
-pub fn decide(subject: Subject, owners: &[(Uid, OwnerStatus)]) -> Decision {
+pub fn decide(subject: ObjectState, owners: &[(Uid, OwnerStatus)]) -> GcDecision {
     use OwnerStatus::*;
     if owners.is_empty() {
-        return Decision::Keep;
+        return GcDecision::Keep;
     }
     if owners
         .iter()
         .any(|(_, s)| *s == ClusterScopedWithNamespacedOwner)
     {
-        return Decision::Never;
+        return GcDecision::Never;
     }
     if owners.iter().any(|(_, s)| *s == UnknownKind) {
-        return Decision::Retry;
+        return GcDecision::Retry;
     }
     let solid = owners.iter().any(|(_, s)| *s == Solid);
     let waiting = owners.iter().any(|(_, s)| *s == Waiting);
@@ -91,16 +91,16 @@ pub fn decide(subject: Subject, owners: &[(Uid, OwnerStatus)]) -> Decision {
             .map(|(u, _)| *u)
             .collect();
         return if drop.is_empty() {
-            Decision::Keep
+            GcDecision::Keep
         } else {
-            Decision::RemoveOwnerRefs(drop)
+            GcDecision::RemoveOwnerRefs(drop)
         };
     }
     if owners.iter().any(|(_, s)| *s == Pending) {
-        return Decision::Keep;
+        return GcDecision::Keep;
     }
     if waiting && subject.has_dependents {
-        return Decision::Delete {
+        return GcDecision::Delete {
             policy: Propagation::Foreground,
             unblock_first: subject.dependent_deleting_dependents,
         };
@@ -112,7 +112,7 @@ pub fn decide(subject: Subject, owners: &[(Uid, OwnerStatus)]) -> Decision {
     } else {
         Propagation::Background
     };
-    Decision::Delete {
+    GcDecision::Delete {
         policy,
         unblock_first: false,
     }
@@ -126,21 +126,21 @@ mod tests {
     fn u(n: u64) -> Uid {
         Uid([0, n])
     }
-    const BG: Decision = Decision::Delete {
+    const BG: GcDecision = GcDecision::Delete {
         policy: Propagation::Background,
         unblock_first: false,
     };
 
     #[test]
     fn object_without_owners_is_never_deleted() {
-        assert_eq!(decide(Subject::default(), &[]), Decision::Keep);
+        assert_eq!(decide(ObjectState::default(), &[]), GcDecision::Keep);
     }
 
     #[test]
     fn all_owners_gone_means_background_delete() {
         assert_eq!(
             decide(
-                Subject::default(),
+                ObjectState::default(),
                 &[(u(1), Dangling), (u(2), InvalidNamespace)]
             ),
             BG
@@ -151,27 +151,33 @@ mod tests {
     fn one_solid_owner_keeps_the_object_and_drops_dangling_refs() {
         assert_eq!(
             decide(
-                Subject::default(),
+                ObjectState::default(),
                 &[(u(1), Solid), (u(2), Dangling), (u(3), Waiting)]
             ),
-            Decision::RemoveOwnerRefs(vec![u(2), u(3)])
+            GcDecision::RemoveOwnerRefs(vec![u(2), u(3)])
         );
-        assert_eq!(decide(Subject::default(), &[(u(1), Solid)]), Decision::Keep);
+        assert_eq!(
+            decide(ObjectState::default(), &[(u(1), Solid)]),
+            GcDecision::Keep
+        );
     }
 
     #[test]
     fn pending_owner_defers_the_decision() {
         assert_eq!(
-            decide(Subject::default(), &[(u(1), Pending), (u(2), Dangling)]),
-            Decision::Keep
+            decide(ObjectState::default(), &[(u(1), Pending), (u(2), Dangling)]),
+            GcDecision::Keep
         );
     }
 
     #[test]
     fn unknown_owner_kind_retries_and_keeps() {
         assert_eq!(
-            decide(Subject::default(), &[(u(1), UnknownKind), (u(2), Dangling)]),
-            Decision::Retry
+            decide(
+                ObjectState::default(),
+                &[(u(1), UnknownKind), (u(2), Dangling)]
+            ),
+            GcDecision::Retry
         );
     }
 
@@ -179,62 +185,62 @@ mod tests {
     fn cluster_scoped_with_namespaced_owner_is_never_collected() {
         assert_eq!(
             decide(
-                Subject::default(),
+                ObjectState::default(),
                 &[(u(1), ClusterScopedWithNamespacedOwner), (u(2), Dangling)]
             ),
-            Decision::Never
+            GcDecision::Never
         );
     }
 
     #[test]
     fn waiting_owner_deletes_a_parent_in_the_foreground() {
-        let s = Subject {
+        let s = ObjectState {
             has_dependents: true,
             ..Default::default()
         };
         assert_eq!(
             decide(s, &[(u(1), Waiting)]),
-            Decision::Delete {
+            GcDecision::Delete {
                 policy: Propagation::Foreground,
                 unblock_first: false
             }
         );
-        let cyc = Subject {
+        let cyc = ObjectState {
             has_dependents: true,
             dependent_deleting_dependents: true,
             ..Default::default()
         };
         assert_eq!(
             decide(cyc, &[(u(1), Waiting)]),
-            Decision::Delete {
+            GcDecision::Delete {
                 policy: Propagation::Foreground,
                 unblock_first: true
             }
         );
         // A leaf under a waiting owner goes in the background.
-        assert_eq!(decide(Subject::default(), &[(u(1), Waiting)]), BG);
+        assert_eq!(decide(ObjectState::default(), &[(u(1), Waiting)]), BG);
     }
 
     #[test]
     fn own_finalizers_choose_the_policy() {
-        let orphan = Subject {
+        let orphan = ObjectState {
             has_orphan_finalizer: true,
             ..Default::default()
         };
-        let fg = Subject {
+        let fg = ObjectState {
             has_foreground_finalizer: true,
             ..Default::default()
         };
         assert!(matches!(
             decide(orphan, &[(u(1), Dangling)]),
-            Decision::Delete {
+            GcDecision::Delete {
                 policy: Propagation::Orphan,
                 ..
             }
         ));
         assert!(matches!(
             decide(fg, &[(u(1), Dangling)]),
-            Decision::Delete {
+            GcDecision::Delete {
                 policy: Propagation::Foreground,
                 ..
             }

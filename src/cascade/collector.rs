@@ -343,7 +343,7 @@ impl ServedKinds {
             )
             .await;
             match answer {
-                Ok(Ok(gone_kinds::Verdict::Gone)) => {
+                Ok(Ok(gone_kinds::KindPresence::Gone)) => {
                     let Some(r) = self.unserved.remove(&gk) else {
                         continue;
                     };
@@ -361,7 +361,7 @@ impl ServedKinds {
                 }
                 other => {
                     let why = match other {
-                        Ok(Ok(gone_kinds::Verdict::MayExist(why))) => why.to_string(),
+                        Ok(Ok(gone_kinds::KindPresence::MayExist(why))) => why.to_string(),
                         Ok(Err(e)) => e.to_string(),
                         _ => "the check timed out".to_string(),
                     };

@@ -6,7 +6,7 @@
 
 use super::actions::ActionError;
 use super::context::Ctx;
-use super::failure::{Failure, WorkError};
+use super::failure::{WorkError, WorkFailure};
 use super::metrics::CascadeMetrics;
 use crate::engine::graph::uid::Uid;
 use crate::engine::queue::WorkQueue;
@@ -37,7 +37,7 @@ impl Queue {
         }
     }
 
-    async fn attempt(self, ctx: &Ctx, uid: Uid) -> Result<(), Failure> {
+    async fn attempt(self, ctx: &Ctx, uid: Uid) -> Result<(), WorkFailure> {
         match self {
             Queue::Delete => super::worker::attempt_to_delete(ctx, uid).await,
             Queue::Orphan => super::orphan::attempt_to_orphan(ctx, uid).await,
@@ -118,7 +118,7 @@ pub async fn run(ctx: Arc<Ctx>, queue: Queue) {
 }
 
 /// Applies the error policy's effects (kind wait, count, log) and returns its decision.
-fn failed(ctx: &Ctx, queue: Queue, q: &WorkQueue<Uid>, uid: Uid, f: &Failure) -> Next {
+fn failed(ctx: &Ctx, queue: Queue, q: &WorkQueue<Uid>, uid: Uid, f: &WorkFailure) -> Next {
     let policy = error_policy(queue, &f.error);
     if policy.next == Next::AwaitResume {
         return policy.next;

@@ -1,5 +1,5 @@
 //! How a cascade attempt fails: the error of one attempt ([`WorkError`]) and the failure the
-//! queue driver counts ([`Failure`]). Below the driver and both queues' attempts, so that the
+//! queue driver counts ([`WorkFailure`]). Below the driver and both queues' attempts, so that the
 //! driver calls the attempts and the attempts name their failures without importing each other.
 
 use super::actions::ActionError;
@@ -58,7 +58,7 @@ impl WorkError {
 /// A failed attempt: what failed, and the resource (`group/version/kind`) of the object whose
 /// call or check failed, for the failure count.
 #[derive(Debug)]
-pub struct Failure {
+pub struct WorkFailure {
     pub resource: String,
     pub error: WorkError,
 }

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum KindPresence {
     /// Nothing can serve the kind: no object of it exists.
     Gone,
     /// Something may still serve it (the reason, for the log and the retry error).
@@ -55,21 +55,21 @@ pub fn verdict(
     kind: &str,
     services: &[ApiServiceFact],
     crds: &[(String, String)],
-) -> Verdict {
+) -> KindPresence {
     if group.is_empty() {
-        return Verdict::MayExist("the core group is built in");
+        return KindPresence::MayExist("the core group is built in");
     }
     for s in services {
         match s.automanaged.as_deref() {
             Some("true") => {}
-            Some("onstart") => return Verdict::MayExist("the group is built in"),
-            _ => return Verdict::MayExist("an aggregated API server serves the group"),
+            Some("onstart") => return KindPresence::MayExist("the group is built in"),
+            _ => return KindPresence::MayExist("an aggregated API server serves the group"),
         }
     }
     if crds.iter().any(|(g, k)| g == group && k == kind) {
-        return Verdict::MayExist("a CustomResourceDefinition still defines the kind");
+        return KindPresence::MayExist("a CustomResourceDefinition still defines the kind");
     }
-    Verdict::Gone
+    KindPresence::Gone
 }
 
 /// Every APIService's group and `automanaged` label (one metadata list).
@@ -115,7 +115,7 @@ pub async fn crd_groups(client: &Client) -> Result<HashSet<String>, kube::Error>
 
 /// Asks the API server (see the module docs). Calls: one metadata list of APIServices, one of
 /// CRDs, and one GET per CRD of the group.
-pub async fn check(client: &Client, group: &str, kind: &str) -> Result<Verdict, kube::Error> {
+pub async fn check(client: &Client, group: &str, kind: &str) -> Result<KindPresence, kube::Error> {
     if group.is_empty() {
         return Ok(verdict(group, kind, &[], &[]));
     }
@@ -125,8 +125,8 @@ pub async fn check(client: &Client, group: &str, kind: &str) -> Result<Verdict, 
         .filter(|(g, _)| g == group)
         .map(|(_, f)| f)
         .collect();
-    if let Verdict::MayExist(why) = verdict(group, kind, &services, &[]) {
-        return Ok(Verdict::MayExist(why));
+    if let KindPresence::MayExist(why) = verdict(group, kind, &services, &[]) {
+        return Ok(KindPresence::MayExist(why));
     }
     let suffix = format!(".{group}");
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -155,7 +155,7 @@ pub type GroupKind = (String, String);
 #[derive(Default)]
 pub struct KindHistory {
     crd_served: HashSet<GroupKind>,
-    answers: HashMap<GroupKind, (Instant, Verdict)>,
+    answers: HashMap<GroupKind, (Instant, KindPresence)>,
 }
 
 /// How long an answer is reused. Short: a CRD being deleted is gone within seconds.
@@ -182,14 +182,14 @@ impl KindHistory {
         self.crd_served.contains(gk)
     }
 
-    pub fn answer(&self, gk: &GroupKind, now: Instant) -> Option<Verdict> {
+    pub fn answer(&self, gk: &GroupKind, now: Instant) -> Option<KindPresence> {
         self.answers
             .get(gk)
             .filter(|(at, _)| now.duration_since(*at) < ANSWER_TTL)
             .map(|(_, v)| v.clone())
     }
 
-    pub fn remember(&mut self, gk: GroupKind, verdict: Verdict, now: Instant) {
+    pub fn remember(&mut self, gk: GroupKind, verdict: KindPresence, now: Instant) {
         if self.answers.len() >= ANSWERS_CAP {
             self.answers
                 .retain(|_, (at, _)| now.duration_since(*at) < ANSWER_TTL);
@@ -222,15 +222,18 @@ mod tests {
     fn a_kind_no_crd_defines_in_a_crd_group_is_gone() {
         assert_eq!(
             verdict("w.example.com", "Widget", &[svc(Some("true"))], &[]),
-            Verdict::Gone
+            KindPresence::Gone
         );
         // The group's last CRD went, and its APIService with it.
-        assert_eq!(verdict("w.example.com", "Widget", &[], &[]), Verdict::Gone);
+        assert_eq!(
+            verdict("w.example.com", "Widget", &[], &[]),
+            KindPresence::Gone
+        );
         // Another kind of the group is still defined.
         let other = [("w.example.com".to_string(), "Gadget".to_string())];
         assert_eq!(
             verdict("w.example.com", "Widget", &[svc(Some("true"))], &other),
-            Verdict::Gone
+            KindPresence::Gone
         );
     }
 
@@ -239,21 +242,24 @@ mod tests {
         let defined = [("w.example.com".to_string(), "Widget".to_string())];
         assert!(matches!(
             verdict("w.example.com", "Widget", &[svc(Some("true"))], &defined),
-            Verdict::MayExist(_)
+            KindPresence::MayExist(_)
         ));
         assert!(matches!(
             verdict("apps", "Deplyoment", &[svc(Some("onstart"))], &[]),
-            Verdict::MayExist(_)
+            KindPresence::MayExist(_)
         ));
         assert!(matches!(
             verdict("metrics.k8s.io", "PodMetrics", &[svc(None)], &[]),
-            Verdict::MayExist(_)
+            KindPresence::MayExist(_)
         ));
         assert!(matches!(
             verdict("w.example.com", "Widget", &[svc(Some("other"))], &[]),
-            Verdict::MayExist(_)
+            KindPresence::MayExist(_)
         ));
-        assert!(matches!(verdict("", "Pod", &[], &[]), Verdict::MayExist(_)));
+        assert!(matches!(
+            verdict("", "Pod", &[], &[]),
+            KindPresence::MayExist(_)
+        ));
     }
 
     fn gk(g: &str, k: &str) -> GroupKind {
@@ -284,14 +290,18 @@ mod tests {
     fn answers_are_reused_for_a_few_seconds() {
         let mut h = KindHistory::default();
         let t = Instant::now();
-        h.remember(gk("w", "Widget"), Verdict::Gone, t);
+        h.remember(gk("w", "Widget"), KindPresence::Gone, t);
         assert_eq!(
             h.answer(&gk("w", "Widget"), t + Duration::from_secs(1)),
-            Some(Verdict::Gone)
+            Some(KindPresence::Gone)
         );
         assert_eq!(h.answer(&gk("w", "Widget"), t + ANSWER_TTL), None);
         for i in 0..2 * ANSWERS_CAP {
-            h.remember(gk("w", &format!("K{i}")), Verdict::Gone, t + ANSWER_TTL * 2);
+            h.remember(
+                gk("w", &format!("K{i}")),
+                KindPresence::Gone,
+                t + ANSWER_TTL * 2,
+            );
         }
         assert!(h.answers.len() <= ANSWERS_CAP);
     }

@@ -7,7 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResourceLabels {
+pub struct GvkLabels {
     /// `group/version/kind` (empty group for core).
     pub resource: String,
 }
@@ -15,7 +15,7 @@ pub struct ResourceLabels {
 /// A failed attempt of either work queue: the resource it was about and why it failed
 /// (`WorkError::reason`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct FailureLabels {
+pub struct GvkReasonLabels {
     pub resource: String,
     pub reason: String,
 }
@@ -30,11 +30,11 @@ pub struct CascadeMetrics {
     pub objects_tracked: Gauge,
     pub virtual_nodes: Gauge,
     pub queue_depth: Family<QueueLabels, Gauge>,
-    pub deleted: Family<ResourceLabels, Counter>,
-    pub would_delete: Family<ResourceLabels, Counter>,
-    pub orphaned: Family<ResourceLabels, Counter>,
-    pub owner_refs_removed: Family<ResourceLabels, Counter>,
-    pub errors: Family<FailureLabels, Counter>,
+    pub deleted: Family<GvkLabels, Counter>,
+    pub would_delete: Family<GvkLabels, Counter>,
+    pub orphaned: Family<GvkLabels, Counter>,
+    pub owner_refs_removed: Family<GvkLabels, Counter>,
+    pub errors: Family<GvkReasonLabels, Counter>,
     pub watch_events: Counter,
 }
 
@@ -88,15 +88,15 @@ impl CascadeMetrics {
         );
     }
 
-    pub fn failure(resource: &str, reason: &str) -> FailureLabels {
-        FailureLabels {
+    pub fn failure(resource: &str, reason: &str) -> GvkReasonLabels {
+        GvkReasonLabels {
             resource: resource.to_string(),
             reason: reason.to_string(),
         }
     }
 
-    pub fn resource(r: &str) -> ResourceLabels {
-        ResourceLabels {
+    pub fn resource(r: &str) -> GvkLabels {
+        GvkLabels {
             resource: r.to_string(),
         }
     }

@@ -1,9 +1,9 @@
 //! attempt-to-orphan: an owner deleted with propagationPolicy=Orphan keeps the `orphan`
 //! finalizer until every dependent's reference to it is removed; the dependents survive.
 
-use super::actions::{self, Target};
+use super::actions::{self, ActionTarget};
 use super::context::Ctx;
-use super::failure::{Failure, WorkError};
+use super::failure::{WorkError, WorkFailure};
 use super::metrics::CascadeMetrics;
 use crate::engine::graph::kinds::ResolvedKind;
 use crate::engine::graph::node::CLUSTER;
@@ -71,7 +71,7 @@ fn plan(ctx: &Ctx, owner: Uid) -> Option<(Vec<Edit>, OwnerTarget)> {
 }
 
 #[tracing::instrument(skip(ctx, owner), fields(owner = %owner))]
-pub(crate) async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), Failure> {
+pub(crate) async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), WorkFailure> {
     // Collect the rewrites under the read lock; make the calls without it.
     let Some((edits, owner_target)) = plan(ctx, owner) else {
         return Ok(()); // gone, or no longer orphaning
@@ -85,7 +85,7 @@ pub(crate) async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), Failu
         let Some(resolved) = &e.resolved else {
             continue;
         };
-        let t = Target {
+        let t = ActionTarget {
             resource: resolved,
             namespace: e.namespace.as_deref(),
             name: &e.name,
@@ -98,7 +98,7 @@ pub(crate) async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), Failu
                     .inc();
             }
             Err(err) => {
-                first_error.get_or_insert(Failure {
+                first_error.get_or_insert(WorkFailure {
                     resource: e.gvk.clone(),
                     error: err.into(),
                 });
@@ -115,7 +115,7 @@ pub(crate) async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), Failu
         name,
         uid,
     } = owner_target;
-    let owner_failed = |error: WorkError| Failure {
+    let owner_failed = |error: WorkError| WorkFailure {
         resource: gvk.clone(),
         error,
     };
@@ -125,7 +125,7 @@ pub(crate) async fn attempt_to_orphan(ctx: &Ctx, owner: Uid) -> Result<(), Failu
             kind: "owner".into(),
         }));
     };
-    let t = Target {
+    let t = ActionTarget {
         resource: &resolved,
         namespace: namespace.as_deref(),
         name: &name,

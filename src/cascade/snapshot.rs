@@ -2,7 +2,7 @@
 //! call is ever made while holding it.
 
 use super::absent_owners::AbsentOwners;
-use super::classify::{OwnerStatus, Subject};
+use super::classify::{ObjectState, OwnerStatus};
 use crate::engine::graph::Graph;
 use crate::engine::graph::kinds::ResolvedKind;
 use crate::engine::graph::node::{CLUSTER, Node, OwnerLink};
@@ -84,8 +84,8 @@ impl Snapshot {
         })
     }
 
-    pub fn subject(&self) -> Subject {
-        Subject {
+    pub fn subject(&self) -> ObjectState {
+        ObjectState {
             has_orphan_finalizer: self.node.has(crate::engine::graph::node::flag::ORPHAN),
             has_foreground_finalizer: self.node.has(crate::engine::graph::node::flag::FOREGROUND),
             has_dependents: !self.dependents.is_empty(),

@@ -1,14 +1,14 @@
 //! attempt-to-delete: verify virtual owners, finish foreground and cascade-complete deletions,
 //! and collect objects whose owners are gone.
 
-use super::actions::{self, ActionError, Outcome, Target};
-use super::classify::{Decision, OwnerStatus, Propagation, decide};
+use super::actions::{self, ActionError, ActionOutcome, ActionTarget};
+use super::classify::{GcDecision, OwnerStatus, Propagation, decide};
 use super::context::Ctx;
-use super::failure::{Failure, WorkError};
+use super::failure::{WorkError, WorkFailure};
 use super::metrics::CascadeMetrics;
 use super::snapshot::Snapshot;
 use crate::archive::store::{Archiver, Item, Prepared};
-use crate::archive::{OwnerRef, Reason};
+use crate::archive::{DeletionReason, OwnerRef};
 use crate::engine::graph::node::{CLUSTER, flag};
 use crate::engine::graph::uid::Uid;
 use crate::engine::meta::{FINALIZER_CASCADE_COMPLETE, FINALIZER_FOREGROUND};
@@ -16,7 +16,7 @@ use kube::runtime::events::EventType;
 use std::time::Instant;
 
 #[tracing::instrument(skip(ctx, uid), fields(uid = %uid, object))]
-pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure> {
+pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), WorkFailure> {
     let Some(snap) = Snapshot::take(&ctx.read(), &ctx.absent, &uid) else {
         return Ok(()); // gone from the graph: nothing left to do
     };
@@ -30,7 +30,7 @@ pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure
         snap.name
     );
     tracing::Span::current().record("object", object.as_str());
-    let fail = |error: WorkError| Failure {
+    let fail = |error: WorkError| WorkFailure {
         resource: snap.gvk.clone(),
         error,
     };
@@ -70,14 +70,14 @@ pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure
             kind: snap.gvk.clone(),
         }));
     };
-    let target = Target {
+    let target = ActionTarget {
         resource: &resolved,
         namespace: snap.namespace.as_deref(),
         name: &snap.name,
     };
     match decide(snap.subject(), &owners) {
-        Decision::Keep => Ok(()),
-        Decision::Never => {
+        GcDecision::Keep => Ok(()),
+        GcDecision::Never => {
             let note = "cluster-scoped object has an owner reference to a namespaced kind; it is never garbage-collected".to_string();
             tracing::warn!("{note}");
             ctx.event(
@@ -90,7 +90,7 @@ pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure
             .await;
             Ok(())
         }
-        Decision::Retry => {
+        GcDecision::Retry => {
             let kind = snap
                 .owners
                 .iter()
@@ -99,10 +99,10 @@ pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure
                 .unwrap_or_default();
             Err(fail(WorkError::UnknownOwnerKind { object, kind }))
         }
-        Decision::RemoveOwnerRefs(drop) => remove_owner_refs(ctx, &snap, &target, &drop)
+        GcDecision::RemoveOwnerRefs(drop) => remove_owner_refs(ctx, &snap, &target, &drop)
             .await
             .map_err(fail),
-        Decision::Delete {
+        GcDecision::Delete {
             policy,
             unblock_first,
         } => delete(ctx, &snap, &target, policy, unblock_first)
@@ -115,7 +115,7 @@ pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), Failure
 async fn remove_owner_refs(
     ctx: &Ctx,
     snap: &Snapshot,
-    target: &Target<'_>,
+    target: &ActionTarget<'_>,
     drop: &[Uid],
 ) -> Result<(), WorkError> {
     let keep: Vec<serde_json::Value> = snap
@@ -149,7 +149,7 @@ async fn remove_owner_refs(
 async fn delete(
     ctx: &Ctx,
     snap: &Snapshot,
-    target: &Target<'_>,
+    target: &ActionTarget<'_>,
     policy: Propagation,
     unblock_first: bool,
 ) -> Result<(), WorkError> {
@@ -184,7 +184,7 @@ async fn delete(
                 snap,
                 target.resource,
                 (rv > 0).then(|| rv.to_string()),
-                Reason {
+                DeletionReason {
                     owner: gone_owner(snap),
                     ..Default::default()
                 },
@@ -213,9 +213,9 @@ async fn delete(
         ticket.as_slice(),
         actions::delete(&ctx.client, target, &snap.uid_text, rv, policy),
         async |outcome| match outcome {
-            Ok(Outcome::Done) => true,
+            Ok(ActionOutcome::Done) => true,
             // Already gone (not by this DELETE), changed since, or never sent (paused).
-            Ok(Outcome::Gone) | Err(ActionError::Conflict { .. }) => false,
+            Ok(ActionOutcome::Gone) | Err(ActionError::Conflict { .. }) => false,
             Err(e) if e.paused() => false,
             // The answer was lost: ask. When even that fails the entry is kept.
             Err(_) => actions::deleted_or_deleting(&ctx.client, target, &snap.uid_text)
@@ -224,7 +224,7 @@ async fn delete(
         },
     )
     .await?;
-    if ticket.is_some() && policy == Propagation::Foreground && outcome == Outcome::Done {
+    if ticket.is_some() && policy == Propagation::Foreground && outcome == ActionOutcome::Done {
         let mut set = ctx
             .archived_foreground
             .lock()
@@ -234,7 +234,7 @@ async fn delete(
         }
         set.insert(snap.uid);
     }
-    if outcome == Outcome::Done {
+    if outcome == ActionOutcome::Done {
         ctx.metrics
             .deleted
             .get_or_create(&CascadeMetrics::resource(&snap.gvk))
@@ -264,7 +264,7 @@ fn archive_item(
     snap: &Snapshot,
     resolved: &crate::engine::graph::kinds::ResolvedKind,
     expect_rv: Option<String>,
-    reason: Reason,
+    reason: DeletionReason,
 ) -> Item {
     Item {
         resource: resolved.resource.clone(),
@@ -304,7 +304,7 @@ async fn verify_virtual(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result<(), 
     } else {
         None
     };
-    let target = Target {
+    let target = ActionTarget {
         resource: &resolved,
         namespace,
         name: &snap.name,
@@ -359,7 +359,7 @@ async fn absent_if_kind_gone(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result
         },
     };
     match verdict {
-        super::gone_kinds::Verdict::Gone => {
+        super::gone_kinds::KindPresence::Gone => {
             tracing::info!(
                 kind = %snap.kind,
                 group,
@@ -368,7 +368,7 @@ async fn absent_if_kind_gone(ctx: &Ctx, snap: &Snapshot, object: &str) -> Result
             let _ = ctx.absent_tx.send(snap.uid);
             Ok(())
         }
-        super::gone_kinds::Verdict::MayExist(why) => Err(retry(why.to_string())),
+        super::gone_kinds::KindPresence::MayExist(why) => Err(retry(why.to_string())),
     }
 }
 
@@ -450,7 +450,7 @@ async fn release_archived(
         .contains(&snap.uid);
     let ticket = match (&ctx.archive, &snap.resolved, already) {
         (Some(batcher), Some(resolved), false) => {
-            let reason = Reason {
+            let reason = DeletionReason {
                 released: Some(finalizers.join(",")),
                 ..Default::default()
             };
@@ -521,8 +521,8 @@ async fn remove(ctx: &Ctx, snap: &Snapshot, finalizers: &[&str]) -> Result<(), W
 fn graph_target<'a>(
     snap: &'a Snapshot,
     resolved: &'a crate::engine::graph::kinds::ResolvedKind,
-) -> Target<'a> {
-    Target {
+) -> ActionTarget<'a> {
+    ActionTarget {
         resource: resolved,
         namespace: (snap.node.namespace != CLUSTER)
             .then_some(snap.namespace.as_deref())

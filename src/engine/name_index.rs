@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 
 /// One indexed object.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
+pub struct IndexedObject {
     pub uid: String,
     pub deleting: bool,
     pub finalizers: Vec<String>,
@@ -53,7 +53,7 @@ pub enum NotIndexed {
 
 #[derive(Debug, Default)]
 struct Kind {
-    objects: BTreeMap<String, Entry>,
+    objects: BTreeMap<String, IndexedObject>,
     /// None while the first list is running; Some(None) once synced and healthy;
     /// Some(Some(reason)) while the watch fails (the last good view is kept meanwhile).
     synced: Option<Option<String>>,
@@ -82,7 +82,7 @@ impl NameIndex {
         &self,
         r: &DeletableResource,
         prefix: &str,
-    ) -> Result<Vec<(String, Entry)>, NotIndexed> {
+    ) -> Result<Vec<(String, IndexedObject)>, NotIndexed> {
         self.answer(r, prefix, None)
     }
 
@@ -93,7 +93,7 @@ impl NameIndex {
         r: &DeletableResource,
         prefix: &str,
         since: u64,
-    ) -> Result<Vec<(String, Entry)>, NotIndexed> {
+    ) -> Result<Vec<(String, IndexedObject)>, NotIndexed> {
         self.answer(r, prefix, Some(since))
     }
 
@@ -105,7 +105,7 @@ impl NameIndex {
     }
 
     /// The entry of `name` in `r`, if the kind is indexed and holds it.
-    pub fn get(&self, r: &DeletableResource, name: &str) -> Option<Entry> {
+    pub fn get(&self, r: &DeletableResource, name: &str) -> Option<IndexedObject> {
         let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
         kinds.get(&resource_key(r))?.objects.get(name).cloned()
     }
@@ -115,7 +115,7 @@ impl NameIndex {
         r: &DeletableResource,
         prefix: &str,
         since: Option<u64>,
-    ) -> Result<Vec<(String, Entry)>, NotIndexed> {
+    ) -> Result<Vec<(String, IndexedObject)>, NotIndexed> {
         let kinds = self.kinds.read().unwrap_or_else(|p| p.into_inner());
         let kind = answerable(&kinds, resource_key(r), since)?;
         Ok(kind
@@ -199,10 +199,10 @@ fn answerable(
     Ok(kind)
 }
 
-fn entry(m: &ObjectMeta) -> Option<(String, Entry)> {
+fn entry(m: &ObjectMeta) -> Option<(String, IndexedObject)> {
     Some((
         m.name.clone()?,
-        Entry {
+        IndexedObject {
             uid: m.uid.clone().unwrap_or_default(),
             deleting: m.deletion_timestamp.is_some(),
             finalizers: m.finalizers.clone().unwrap_or_default(),
@@ -274,7 +274,7 @@ async fn watch(client: Client, r: DeletableResource, key: String, index: NameInd
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     // A relist builds a fresh view beside the current one, which keeps answering until the new
     // one is complete.
-    let mut relist: BTreeMap<String, Entry> = BTreeMap::new();
+    let mut relist: BTreeMap<String, IndexedObject> = BTreeMap::new();
     // A relist's revision is not exposed by the watcher: its newest object's stands in for it
     // (lower or equal, so freshness is never overstated).
     let mut relist_seen = Kind::default();
@@ -346,8 +346,8 @@ mod tests {
         }
     }
 
-    fn e(uid: &str) -> Entry {
-        Entry {
+    fn e(uid: &str) -> IndexedObject {
+        IndexedObject {
             uid: uid.into(),
             deleting: false,
             finalizers: vec![],

@@ -16,7 +16,7 @@
 use super::id::TenantId;
 use crate::config::TenantGcStrategy;
 use crate::engine::discovery::DeletableResource;
-use crate::engine::name_index::{Entry, NameIndex, NotIndexed};
+use crate::engine::name_index::{IndexedObject, NameIndex, NotIndexed};
 use futures::StreamExt;
 use kube::api::{DynamicObject, ListParams, PartialObjectMeta};
 use kube::discovery::ApiResource;
@@ -54,7 +54,7 @@ pub enum InventoryError {
 }
 
 #[derive(Debug, Default)]
-pub struct Inventory {
+pub struct TenantInventory {
     /// CustomResourceDefinitions whose spec.group starts with `<id>-`.
     pub crds: Vec<Found>,
     /// Every other cluster-scoped object named `<id>-...` (namespaces included).
@@ -64,7 +64,7 @@ pub struct Inventory {
     pub errors: Vec<InventoryError>,
 }
 
-impl Inventory {
+impl TenantInventory {
     pub fn is_empty(&self) -> bool {
         self.crds.is_empty() && self.objects.is_empty()
     }
@@ -130,7 +130,7 @@ pub async fn find(
     strategy: TenantGcStrategy,
     scan_kinds: &[String],
     index: &NameIndex,
-) -> Inventory {
+) -> TenantInventory {
     gather(client, id, resources, |r, prefix| {
         (strategy == TenantGcStrategy::Index && !scan_kinds.contains(&r.resource.plural))
             .then(|| index.with_prefix(r, prefix))
@@ -170,7 +170,7 @@ pub async fn confirm(
     index: &NameIndex,
     since: Option<u64>,
     gone: &[Found],
-) -> Inventory {
+) -> TenantInventory {
     let Some(since) = since else {
         // No revision to be fresh against: every kind is listed.
         return gather(client, id, resources, |_, _| None).await;
@@ -211,9 +211,9 @@ async fn gather(
     client: &Client,
     id: &TenantId,
     resources: &[DeletableResource],
-    ask: impl Fn(&DeletableResource, &str) -> Option<Result<Vec<(String, Entry)>, NotIndexed>>,
-) -> Inventory {
-    let mut inv = Inventory::default();
+    ask: impl Fn(&DeletableResource, &str) -> Option<Result<Vec<(String, IndexedObject)>, NotIndexed>>,
+) -> TenantInventory {
+    let mut inv = TenantInventory::default();
     let crd_kind = resources.iter().find(|r| is_crd_kind(r));
     // CRDs: their names don't carry the prefix, their group does (`<plural>.<group>`).
     let crds = match crd_kind.and_then(|r| ask(r, "")) {
@@ -293,7 +293,7 @@ async fn list_all(client: &Client, kinds: Vec<DeletableResource>) -> Vec<Listed>
 }
 
 /// Keeps the tenant's objects of what was listed; reports what could not be.
-fn collect(inv: &mut Inventory, id: &TenantId, lists: Vec<Listed>) {
+fn collect(inv: &mut TenantInventory, id: &TenantId, lists: Vec<Listed>) {
     for (r, result) in lists {
         match result {
             Ok((items, listed)) => {

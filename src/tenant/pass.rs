@@ -8,7 +8,7 @@
 //! namespace controller empties them) and reported by name when stuck.
 
 use super::id::TenantId;
-use super::inventory::{self, Found, Inventory};
+use super::inventory::{self, Found, TenantInventory};
 use super::metrics::TenantMetrics;
 use crate::config::TenantGcStrategy;
 use crate::engine::discovery::DeletableResource;
@@ -39,7 +39,7 @@ pub enum PassError {
         message: String,
     },
     #[error(transparent)]
-    Inventory(#[from] inventory::InventoryError),
+    TenantInventory(#[from] inventory::InventoryError),
     #[error("not deleting {kind} {name} yet: {source}")]
     Archive {
         kind: String,
@@ -50,7 +50,7 @@ pub enum PassError {
 }
 
 #[derive(Debug, Default)]
-pub struct PassReport {
+pub struct TenantPassReport {
     /// Nothing of the tenant is left and nothing failed: the finalizer may go.
     pub done: bool,
     /// What is still there, by kind (`group/Kind`, core kinds bare).
@@ -77,8 +77,8 @@ pub async fn pass(
     metrics: &TenantMetrics,
     index: &NameIndex,
     since: Option<u64>,
-) -> PassReport {
-    let mut report = PassReport::default();
+) -> TenantPassReport {
+    let mut report = TenantPassReport::default();
     if settings.strategy == TenantGcStrategy::Index {
         // Read before anything is found: whatever the tenant has at this revision is seen.
         report.since = match since {
@@ -86,7 +86,7 @@ pub async fn pass(
             None => name_index::current_revision(client).await,
         };
     }
-    let inv: Inventory = inventory::find(
+    let inv: TenantInventory = inventory::find(
         client,
         id,
         resources,
@@ -130,10 +130,10 @@ pub async fn pass(
 async fn delete_found(
     client: &Client,
     id: &TenantId,
-    inv: Inventory,
+    inv: TenantInventory,
     settings: &PassSettings,
     metrics: &TenantMetrics,
-    report: &mut PassReport,
+    report: &mut TenantPassReport,
 ) -> bool {
     report.listed += inv.listed;
     report
@@ -182,7 +182,7 @@ async fn delete_found(
 /// What of a stage is deleted now, decided without I/O: everything still there counts as
 /// remaining; an object already being deleted is waited for (reported stuck when finalizers hold
 /// it), a dry run only reports what it would delete, and the rest is returned.
-fn triage(stage: Vec<&Found>, dry_run: bool, report: &mut PassReport) -> Vec<Found> {
+fn triage(stage: Vec<&Found>, dry_run: bool, report: &mut TenantPassReport) -> Vec<Found> {
     let mut todo = Vec::new();
     for f in stage {
         *report.remaining.entry(f.kind_key()).or_default() += 1;
@@ -255,11 +255,11 @@ async fn archive_stage(
     archive: &crate::archive::store::Archiver,
     id: &TenantId,
     todo: Vec<Found>,
-    report: &mut PassReport,
+    report: &mut TenantPassReport,
 ) -> Vec<(Found, Vec<crate::archive::store::Ticket>)> {
-    use crate::archive::Reason;
+    use crate::archive::DeletionReason;
     use crate::archive::store::Item;
-    let reason = |with_crd: Option<String>| Reason {
+    let reason = |with_crd: Option<String>| DeletionReason {
         tenant: Some(id.to_string()),
         with_crd,
         ..Default::default()
@@ -327,7 +327,7 @@ type Ticket = crate::archive::store::Ticket;
 /// resources; `of[k]` is (the object item k belongs to, whether item k is that object itself).
 fn archive_items(
     ready: &[(Found, Vec<crate::archive::store::Item>)],
-    reason: crate::archive::Reason,
+    reason: crate::archive::DeletionReason,
 ) -> (Vec<crate::archive::store::Item>, Vec<(usize, bool)>) {
     let mut items = Vec::new();
     let mut of = Vec::new();

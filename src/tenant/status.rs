@@ -3,7 +3,7 @@
 //! (the status write answers 404 and the Events stand alone), so repeats are suppressed in memory,
 //! not by comparing with a status that may not exist.
 
-use super::pass::PassReport;
+use super::pass::TenantPassReport;
 use crate::api::tenant::{Condition, Tenant, TenantStatus};
 use crate::engine::events::Publisher;
 use kube::api::{Patch, PatchParams};
@@ -84,7 +84,7 @@ pub async fn force_status(
 }
 
 /// The status of a teardown that is not done.
-pub fn status_of(report: &PassReport, errors: &[String], dry_run: bool) -> TenantStatus {
+pub fn status_of(report: &TenantPassReport, errors: &[String], dry_run: bool) -> TenantStatus {
     let phase = if dry_run {
         "DryRun"
     } else if errors.is_empty() {

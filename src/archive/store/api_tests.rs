@@ -34,7 +34,7 @@ fn item(name: &str, expect_rv: Option<&str>) -> Item {
         name: name.into(),
         uid: format!("uid-{name}"),
         expect_rv: expect_rv.map(String::from),
-        reason: Reason::default(),
+        reason: DeletionReason::default(),
         object: None,
         in_sweeper_namespace: false,
     }
@@ -461,7 +461,7 @@ async fn an_archiver_expiring_only_configmaps_lists_no_secrets() {
 }
 
 fn entry_json(name: &str) -> String {
-    serde_json::to_string(&Entry {
+    serde_json::to_string(&ArchiveEntry {
         api_version: "v1".into(),
         kind: "Service".into(),
         namespace: Some("ns".into()),
@@ -469,7 +469,7 @@ fn entry_json(name: &str) -> String {
         uid: format!("uid-{name}"),
         resource_version: "7".into(),
         deleted_by: "sweeper-cascade".into(),
-        reason: Reason::default(),
+        reason: DeletionReason::default(),
         archived_at: "2026-01-01T00:00:00Z".into(),
         object: service(name, "7"),
     })

@@ -10,8 +10,8 @@
 
 use super::record_kind::{self, RecordKind};
 use super::{
-    ANNOTATION_EXPIRES, COMPLETE, Entry, LABEL_ARCHIVE, LABEL_COLLECTOR, LABEL_STATE, LABEL_TENANT,
-    LABEL_WRITER, PENDING, RECORD_BYTES, Reason, Settings, strip,
+    ANNOTATION_EXPIRES, ArchiveEntry, COMPLETE, DeletionReason, LABEL_ARCHIVE, LABEL_COLLECTOR,
+    LABEL_STATE, LABEL_TENANT, LABEL_WRITER, PENDING, RECORD_BYTES, Settings, strip,
 };
 use crate::engine::events::Publisher;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -51,7 +51,7 @@ pub struct Item {
     /// The resourceVersion the decision to delete was made on (cascade): the archived copy must
     /// be exactly that version, and the DELETE carries it as precondition. None: whatever is read.
     pub expect_rv: Option<String>,
-    pub reason: Reason,
+    pub reason: DeletionReason,
     /// Already read (a tenant CRD's custom resources, from their list).
     pub object: Option<Value>,
     /// Keep the record in sweeper's namespace whatever the object's (tenant teardowns).

@@ -14,7 +14,7 @@ impl Archiver {
             self.collector, self.writer
         );
         let lp = ListParams::default().labels(&selector);
-        let mut records: Vec<(RecordRef, Vec<Entry>)> = Vec::new();
+        let mut records: Vec<(RecordRef, Vec<ArchiveEntry>)> = Vec::new();
         for kind in record_kind::BOTH {
             self.call();
             let list = kind
@@ -175,7 +175,11 @@ impl Resolver {
 
     /// Whether the entry's object exists now with its uid and is not being deleted (Err: cannot
     /// tell). An object held by finalizers after a DELETE counts as deleted.
-    pub async fn exists(&mut self, client: &Client, e: &Entry) -> Result<bool, ArchiveError> {
+    pub async fn exists(
+        &mut self,
+        client: &Client,
+        e: &ArchiveEntry,
+    ) -> Result<bool, ArchiveError> {
         let Some((ar, namespaced)) = self.resolve(client, &e.api_version, &e.kind).await else {
             // The kind is not served any more: nothing of it exists.
             return Ok(false);

@@ -104,8 +104,10 @@ impl Archiver {
                 .get_or_create(&self.labels())
                 .inc_by(remove.len() as u64);
         }
-        let data: BTreeMap<String, Option<String>> =
-            remove.iter().map(|u| (Entry::key(u), None)).collect();
+        let data: BTreeMap<String, Option<String>> = remove
+            .iter()
+            .map(|u| (ArchiveEntry::key(u), None))
+            .collect();
         let patch = serde_json::json!({
             "metadata": {"labels": {LABEL_STATE: COMPLETE}},
             "data": data,

@@ -90,7 +90,7 @@ impl Archiver {
             self.skip("not_selected");
             return Judgement::Answer(Prepared::Unrecorded);
         }
-        let entry = Entry {
+        let entry = ArchiveEntry {
             api_version: item.resource.api_version.clone(),
             kind: item.resource.kind.clone(),
             namespace: item.namespace.clone(),
@@ -133,7 +133,7 @@ impl Archiver {
             .and_then(|(i, _)| items[*i].reason.tenant.clone());
         let data: BTreeMap<String, String> = chunk
             .iter()
-            .map(|(i, json)| (Entry::key(&items[*i].uid), json.clone()))
+            .map(|(i, json)| (ArchiveEntry::key(&items[*i].uid), json.clone()))
             .collect();
         let mut written = self
             .create(namespace, kind, tenant.clone(), data.clone())

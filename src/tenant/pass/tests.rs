@@ -82,7 +82,7 @@ fn tenant() -> TenantId {
     TenantId::parse("abc123", None).unwrap()
 }
 
-async fn run_pass(client: &Client, dry_run: bool) -> PassReport {
+async fn run_pass(client: &Client, dry_run: bool) -> TenantPassReport {
     pass(
         client,
         &tenant(),
@@ -394,7 +394,7 @@ fn triage_deletes_only_what_is_not_already_going_and_a_dry_run_nothing() {
         found("ClusterRole", "t1-held", true, &["example.com/hold"]),
         found("ClusterRole", "t1-going", true, &[]),
     ];
-    let mut report = PassReport::default();
+    let mut report = TenantPassReport::default();
     let todo = triage(stage.iter().collect(), false, &mut report);
     assert_eq!(
         todo.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
@@ -406,7 +406,7 @@ fn triage_deletes_only_what_is_not_already_going_and_a_dry_run_nothing() {
         ["rbac.authorization.k8s.io/ClusterRole t1-held [example.com/hold]"]
     );
 
-    let mut report = PassReport::default();
+    let mut report = TenantPassReport::default();
     let todo = triage(stage.iter().collect(), true, &mut report);
     assert!(todo.is_empty(), "a dry run deletes nothing");
     assert_eq!(
