@@ -269,7 +269,7 @@ impl Observed {
 
 /// What to do with the Lease as read: pure, unit tested.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum LeaseDecision {
     /// Ours: renew it.
     Renew,
     /// Free (no holder) or expired: take it.
@@ -284,13 +284,13 @@ pub fn decide(
     observed_at: Instant,
     now: Instant,
     default_duration: Duration,
-) -> Decision {
+) -> LeaseDecision {
     let holder = spec.holder_identity.as_deref().unwrap_or("");
     if holder == me {
-        return Decision::Renew;
+        return LeaseDecision::Renew;
     }
     if holder.is_empty() {
-        return Decision::Take;
+        return LeaseDecision::Take;
     }
     let duration = spec
         .lease_duration_seconds
@@ -298,9 +298,9 @@ pub fn decide(
         .map(Duration::from_secs)
         .unwrap_or(default_duration);
     if now.saturating_duration_since(observed_at) >= duration {
-        Decision::Take
+        LeaseDecision::Take
     } else {
-        Decision::Wait {
+        LeaseDecision::Wait {
             holder: holder.to_string(),
         }
     }
@@ -450,9 +450,9 @@ impl Elector {
             Instant::now(),
             self.cfg.lease_duration,
         ) {
-            Decision::Wait { holder } => return Ok(Attempt::HeldBy(holder)),
-            Decision::Renew => {}
-            Decision::Take => {
+            LeaseDecision::Wait { holder } => return Ok(Attempt::HeldBy(holder)),
+            LeaseDecision::Renew => {}
+            LeaseDecision::Take => {
                 spec.holder_identity = Some(self.cfg.identity.clone());
                 spec.acquire_time = Some(now.clone());
                 spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
@@ -694,12 +694,15 @@ mod tests {
         let t = Instant::now();
         assert_eq!(
             decide(&spec(Some("me"), Some(15)), "me", t, t, D),
-            Decision::Renew
+            LeaseDecision::Renew
         );
-        assert_eq!(decide(&spec(None, Some(15)), "me", t, t, D), Decision::Take);
+        assert_eq!(
+            decide(&spec(None, Some(15)), "me", t, t, D),
+            LeaseDecision::Take
+        );
         assert_eq!(
             decide(&spec(Some(""), Some(1)), "me", t, t, D),
-            Decision::Take
+            LeaseDecision::Take
         );
     }
 
@@ -709,19 +712,19 @@ mod tests {
         let s = spec(Some("other"), Some(4));
         assert_eq!(
             decide(&s, "me", t, t + Duration::from_millis(3999), D),
-            Decision::Wait {
+            LeaseDecision::Wait {
                 holder: "other".into()
             }
         );
         assert_eq!(
             decide(&s, "me", t, t + Duration::from_secs(4), D),
-            Decision::Take
+            LeaseDecision::Take
         );
         // Without a duration in the record, our own configured one applies.
         let s = spec(Some("other"), None);
         assert!(matches!(
             decide(&s, "me", t, t + Duration::from_secs(14), D),
-            Decision::Wait { .. }
+            LeaseDecision::Wait { .. }
         ));
     }
 

@@ -48,7 +48,7 @@ fn record_name(cluster: &str, millis: i64) -> String {
 }
 
 /// What one teardown pass has for the record: (phase, entry).
-pub struct Pass<'a> {
+pub struct AuditedPass<'a> {
     pub deleted: &'a [(u8, &'a Audited)],
     pub kept: &'a [(u8, &'a (ResourceRef, String))],
 }
@@ -64,10 +64,10 @@ pub async fn write(
     names: &super::cluster::ClusterNames,
     session: &sweeper_aws::session::Session,
     object: &ObjectReference,
-    pass: Pass<'_>,
+    pass: AuditedPass<'_>,
     ttl: Duration,
 ) -> Result<String, kube::Error> {
-    let Pass { deleted, kept } = pass;
+    let AuditedPass { deleted, kept } = pass;
     let now = Timestamp::now();
     let object_name = format!(
         "{}/{}",

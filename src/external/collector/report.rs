@@ -152,7 +152,7 @@ impl<K: GcKind> KindReconciler<K> {
                 names,
                 session,
                 &o.object_ref(&()),
-                crate::external::audit::Pass {
+                crate::external::audit::AuditedPass {
                     deleted: &deleted,
                     kept: &kept,
                 },
