@@ -36,7 +36,7 @@ async fn main() -> ExitCode {
                     if json {
                         println!("{}", body.trim_end());
                     } else {
-                        match serde_json::from_str::<sweeper::status::Status>(&body) {
+                        match serde_json::from_str::<sweeper::status::StatusReport>(&body) {
                             Ok(s) => print!("{}", sweeper::status::render(&s)),
                             Err(e) => {
                                 eprintln!("error: {url}: unexpected answer: {e}");

@@ -41,7 +41,7 @@ pub struct LeaderStatus {
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
-pub struct Status {
+pub struct StatusReport {
     pub ready: bool,
     pub not_ready: Vec<String>,
     /// Why a component is not ready, where it says (e.g. `tenant: watch failing: ...`).
@@ -60,8 +60,8 @@ pub struct Status {
     pub paused: Option<crate::engine::pause::Paused>,
 }
 
-pub fn snapshot(s: &StatusSources) -> Status {
-    Status {
+pub fn snapshot(s: &StatusSources) -> StatusReport {
+    StatusReport {
         ready: s.app.is_ready(),
         not_ready: s.app.not_ready().into_iter().map(String::from).collect(),
         not_ready_reasons: s.app.reasons(),
@@ -84,7 +84,7 @@ pub fn snapshot(s: &StatusSources) -> Status {
     }
 }
 
-async fn status(State(s): State<StatusSources>) -> Json<Status> {
+async fn status(State(s): State<StatusSources>) -> Json<StatusReport> {
     Json(snapshot(&s))
 }
 
@@ -95,7 +95,7 @@ pub fn router(sources: StatusSources) -> Router {
 }
 
 /// The table `sweeper status` prints.
-pub fn render(s: &Status) -> String {
+pub fn render(s: &StatusReport) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "ready: {}{}\n",
@@ -197,7 +197,7 @@ mod tests {
         assert_eq!(s.not_ready, vec!["cascade"]);
         assert_eq!(s.collectors["cascade"]["objects_tracked"], 42);
         // The answer keeps its shape: the CLI reads it back (JSON) and renders the same lines.
-        let wire: Status = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        let wire: StatusReport = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(wire, s);
         assert_eq!(wire.collectors["tenant_teardowns_in_progress"], 2);
         let text = render(&wire);

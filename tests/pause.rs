@@ -130,7 +130,7 @@ async fn pause_stops_a_running_cascade_within_a_second_and_resume_finishes_it() 
         .await
         .unwrap();
     assert_eq!(code, 200);
-    let status: sweeper::status::Status = serde_json::from_str(&status).unwrap();
+    let status: sweeper::status::StatusReport = serde_json::from_str(&status).unwrap();
     let paused = status.paused.expect("the switch was read");
     assert_eq!(paused.keys().collect::<Vec<_>>(), vec!["cascade"]);
     assert_eq!(paused["cascade"].reason.as_deref(), Some("test"));

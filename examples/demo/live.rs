@@ -6,7 +6,7 @@ use crate::step::StepState;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use sweeper::status::Status;
+use sweeper::status::StatusReport;
 
 /// One `sweeper run` replica the demo started.
 pub struct Replica {
@@ -50,7 +50,7 @@ impl Board {
     }
 }
 
-async fn fetch(url: &str) -> Option<Status> {
+async fn fetch(url: &str) -> Option<StatusReport> {
     let (code, body) = sweeper::http_get::get(&format!("{url}/status"))
         .await
         .ok()?;
@@ -78,7 +78,7 @@ pub async fn poll_status(board: Shared) {
 }
 
 /// Records the replicas' roles (a change is an event) and the leader's teardown phases.
-fn record(b: &mut Board, answers: &[Option<Status>]) {
+fn record(b: &mut Board, answers: &[Option<StatusReport>]) {
     let t = b.t0.elapsed();
     let mut changes = Vec::new();
     for (r, a) in b.replicas.iter_mut().zip(answers) {

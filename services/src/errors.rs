@@ -38,9 +38,9 @@ pub enum FailureKind {
     /// Something else must happen first: another resource still uses it, or a deletion (its own
     /// or one it waits for) is still under way. Clears with time.
     Dependency,
-    /// The call was never sent: this replica does not hold the leader lease (the [`Fence`]).
+    /// The call was never sent: this replica does not hold the leader lease (the [`AwsFence`]).
     ///
-    /// [`Fence`]: crate::fence::Fence
+    /// [`AwsFence`]: crate::fence::AwsFence
     LeaderLost,
     /// Anything else (access denied, validation, a server fault, no answer).
     #[default]

@@ -16,11 +16,11 @@ use std::sync::Arc;
 pub type FenceFn = Arc<dyn Fn() -> bool + Send + Sync>;
 
 #[derive(Clone)]
-pub struct Fence(pub FenceFn);
+pub struct AwsFence(pub FenceFn);
 
-impl fmt::Debug for Fence {
+impl fmt::Debug for AwsFence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Fence")
+        f.write_str("AwsFence")
     }
 }
 
@@ -42,7 +42,7 @@ pub fn refused_by_fence(err: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-impl Intercept for Fence {
+impl Intercept for AwsFence {
     fn name(&self) -> &'static str {
         "sweeper-leader-fence"
     }
@@ -91,7 +91,7 @@ mod tests {
 
     /// An EC2 client behind `fence`, whose HTTP client would accept the call. (An HTTP answer,
     /// not a mocked output: the mock sets an output over whatever error the attempt ended in.)
-    fn ec2_behind(fence: Fence) -> aws_sdk_ec2::Client {
+    fn ec2_behind(fence: AwsFence) -> aws_sdk_ec2::Client {
         let ok = mock!(aws_sdk_ec2::Client::describe_vpcs).then_http_response(|| {
             HttpResponse::new(
                 aws_smithy_runtime_api::http::StatusCode::try_from(200u16).unwrap(),
@@ -113,7 +113,7 @@ mod tests {
     #[tokio::test]
     async fn a_fenced_call_is_leader_lost_by_type_whichever_way_the_sdk_wraps_it() {
         // Closed from the start: refused before serialization (a construction failure).
-        let closed = ec2_behind(Fence(Arc::new(|| false)));
+        let closed = ec2_behind(AwsFence(Arc::new(|| false)));
         let err = closed.describe_vpcs().send().await.unwrap_err();
         assert!(matches!(err, SdkError::ConstructionFailure(_)), "{err:?}");
         assert_eq!(failure_of(&err).kind, FailureKind::LeaderLost, "{err:?}");
@@ -121,7 +121,7 @@ mod tests {
         // Open when the operation starts, closed before it is sent (a dispatch failure).
         let checks = Arc::new(AtomicUsize::new(0));
         let seen = checks.clone();
-        let late = ec2_behind(Fence(Arc::new(move || {
+        let late = ec2_behind(AwsFence(Arc::new(move || {
             seen.fetch_add(1, Ordering::SeqCst) == 0
         })));
         let err = late.describe_vpcs().send().await.unwrap_err();
@@ -130,7 +130,7 @@ mod tests {
         assert_eq!(failure_of(&err).kind, FailureKind::LeaderLost, "{err:?}");
 
         // Open: the call goes through.
-        let open = ec2_behind(Fence(Arc::new(|| true)));
+        let open = ec2_behind(AwsFence(Arc::new(|| true)));
         assert!(open.describe_vpcs().send().await.is_ok());
     }
 

@@ -4,7 +4,7 @@
 
 use crate::errors::CleanError;
 pub use crate::errors::FailureKind;
-use crate::fence::Fence;
+use crate::fence::AwsFence;
 use aws_config::SdkConfig;
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use aws_smithy_runtime_api::client::interceptors::SharedInterceptor;
@@ -46,14 +46,14 @@ impl AwsClients {
 
     /// Like [`AwsClients::new`], with every operation refused while `fence` is closed (leader
     /// election: a replica that lost its lease makes no AWS call).
-    pub fn fenced(sdk: &SdkConfig, fence: Fence) -> Self {
+    pub fn fenced(sdk: &SdkConfig, fence: AwsFence) -> Self {
         Self::build(sdk, Some(fence))
     }
 
     /// A cluster session's clients: fenced by `fence`, backing off with its account and region.
     pub fn for_session(
         sdk: &SdkConfig,
-        fence: Option<Fence>,
+        fence: Option<AwsFence>,
         throttle: std::sync::Arc<crate::throttle::Throttle>,
     ) -> Self {
         AwsClients {
@@ -91,7 +91,7 @@ impl AwsClients {
         self
     }
 
-    fn build(sdk: &SdkConfig, fence: Option<Fence>) -> Self {
+    fn build(sdk: &SdkConfig, fence: Option<AwsFence>) -> Self {
         let interceptors: Vec<SharedInterceptor> =
             fence.into_iter().map(SharedInterceptor::new).collect();
         Self::assemble(sdk, &interceptors, None)

@@ -55,7 +55,7 @@ pub fn runs_gc(words: &[String]) -> bool {
 
 /// What was seen of kube-controller-manager.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Seen {
+pub enum KcmSighting {
     /// Its pod and command line (`pod` names it).
     Pod { pod: String, runs_gc: bool },
     /// Its Lease, renewed `age_s` seconds ago, within its duration.
@@ -64,16 +64,16 @@ pub enum Seen {
     Nothing,
 }
 
-pub fn judge(seen: &Seen) -> Line {
+pub fn judge(seen: &KcmSighting) -> Line {
     match seen {
-        Seen::Pod { pod, runs_gc: true } => Line::fail(
+        KcmSighting::Pod { pod, runs_gc: true } => Line::fail(
             CATEGORY,
             format!(
                 "kube-controller-manager's garbage collector runs ({pod}) beside the cascade collector"
             ),
             HINT,
         ),
-        Seen::Pod {
+        KcmSighting::Pod {
             pod,
             runs_gc: false,
         } => Line::pass(
@@ -82,14 +82,14 @@ pub fn judge(seen: &Seen) -> Line {
                 "kube-controller-manager's garbage collector is off ({pod}): the cascade collector is the only one"
             ),
         ),
-        Seen::FreshLease { holder, age_s } => Line::fail(
+        KcmSighting::FreshLease { holder, age_s } => Line::fail(
             CATEGORY,
             format!(
                 "kube-controller-manager is active (Lease held by {holder:?}, renewed {age_s}s ago), so its garbage collector most likely runs beside the cascade collector"
             ),
             HINT,
         ),
-        Seen::Nothing => Line::pass(
+        KcmSighting::Nothing => Line::pass(
             CATEGORY,
             "no sign of kube-controller-manager's garbage collector (no pod, no fresh Lease): the cascade collector is the only one",
         ),
@@ -117,7 +117,7 @@ pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
                     .cloned()
                     .collect();
                 let pod = format!("{ns}/{}", p.metadata.name.as_deref().unwrap_or("?"));
-                return vec![judge(&Seen::Pod {
+                return vec![judge(&KcmSighting::Pod {
                     pod,
                     runs_gc: runs_gc(&words),
                 })];
@@ -139,9 +139,8 @@ pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
             let seen = lease
                 .as_ref()
                 .and_then(|l| fresh(l, k8s_openapi::jiff::Timestamp::now()))
-                .map_or(Seen::Nothing, |(holder, age_s)| Seen::FreshLease {
-                    holder,
-                    age_s,
+                .map_or(KcmSighting::Nothing, |(holder, age_s)| {
+                    KcmSighting::FreshLease { holder, age_s }
                 });
             vec![judge(&seen)]
         }

@@ -389,15 +389,18 @@ fn kube_controller_managers_flags_say_whether_its_gc_runs() {
         "namespace,garbagecollector"
     ])));
     assert!(!kube_gc::runs_gc(&w(&["--enable-garbage-collector=false"])));
-    let on = kube_gc::judge(&kube_gc::Seen::Pod {
+    let on = kube_gc::judge(&kube_gc::KcmSighting::Pod {
         pod: "kube-system/kcm".into(),
         runs_gc: true,
     });
     assert_eq!(on.status, Status::Fail);
     assert!(on.hint.unwrap().contains("CascadeGC=false"));
-    assert_eq!(kube_gc::judge(&kube_gc::Seen::Nothing).status, Status::Pass);
     assert_eq!(
-        kube_gc::judge(&kube_gc::Seen::FreshLease {
+        kube_gc::judge(&kube_gc::KcmSighting::Nothing).status,
+        Status::Pass
+    );
+    assert_eq!(
+        kube_gc::judge(&kube_gc::KcmSighting::FreshLease {
             holder: "a".into(),
             age_s: 2
         })

@@ -9,7 +9,7 @@ use std::time::Duration;
 use sweeper_aws::phases::PassReport;
 
 /// The decision for a pass that deleted (not a dry run).
-pub struct Outcome {
+pub struct PassOutcome {
     /// The condition: done, or why not (severity and reason), with `message`.
     pub done: bool,
     pub severity: Severity,
@@ -31,7 +31,7 @@ pub struct Outcome {
 }
 
 /// The decision for `report`, the pass of cluster `cluster_name` in session `place`.
-pub fn of(report: &PassReport, cluster_name: &str, place: &str) -> Outcome {
+pub fn of(report: &PassReport, cluster_name: &str, place: &str) -> PassOutcome {
     let tally = Tally::of(report);
     let notes = report
         .phases
@@ -41,7 +41,7 @@ pub fn of(report: &PassReport, cluster_name: &str, place: &str) -> Outcome {
     let left = tally.errors.len() + tally.remaining.len();
     let warnings_now = records_left(report).into_iter().collect::<Vec<_>>();
     if report.done {
-        return Outcome {
+        return PassOutcome {
             done: true,
             severity: Severity::Info,
             reason: "Deleted",
@@ -72,7 +72,7 @@ pub fn of(report: &PassReport, cluster_name: &str, place: &str) -> Outcome {
         warnings.push(("VpcDeletionBlocked", tally.blocked_vpcs()));
     }
     let (phase, detail) = phase_of(report);
-    Outcome {
+    PassOutcome {
         done: false,
         severity,
         reason,
@@ -95,7 +95,7 @@ pub fn of(report: &PassReport, cluster_name: &str, place: &str) -> Outcome {
 /// records reported, not deleted): said first in the condition, as a Warning Event
 /// `InvalidConfiguration` (emitted when the condition changes, like the other warnings), and as
 /// the condition's reason while the teardown has nothing worse to say. Done stays done.
-pub fn with_config_problem(mut out: Outcome, problem: &str) -> Outcome {
+pub fn with_config_problem(mut out: PassOutcome, problem: &str) -> PassOutcome {
     out.message = format!("{problem}; {}", out.message);
     out.warnings
         .push(("InvalidConfiguration", problem.to_string()));

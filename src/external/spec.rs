@@ -196,7 +196,9 @@ impl Registered for ExternalMetrics {
             // credentials): each cluster gets a session of its own region and identity.
             let sessions = Arc::new(sweeper_aws::session::SessionCache::new(
                 sweeper_aws::load_config().await,
-                Some(sweeper_aws::fence::Fence(Arc::new(move || gate.permits()))),
+                Some(sweeper_aws::fence::AwsFence(Arc::new(move || {
+                    gate.permits()
+                }))),
             ));
             let ctx = super::collector::ExternalCtx::new(
                 env.client,

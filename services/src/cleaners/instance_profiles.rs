@@ -123,7 +123,7 @@ impl Cleaner for InstanceProfiles {
             let Some(p) = p? else { continue };
             let name = p.instance_profile_name().to_string();
             let pairs: Vec<(&str, &str)> = p.tags().iter().map(|t| (t.key(), t.value())).collect();
-            let listed = policy::Profile {
+            let listed = policy::ListedProfile {
                 name: &name,
                 path: p.path(),
                 tags: &pairs,

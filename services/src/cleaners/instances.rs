@@ -58,7 +58,7 @@ const FILTER_CHUNK: usize = 200;
 struct ExternalShare(Vec<String>);
 
 /// A live instance as discovery sees it.
-pub struct Seen {
+pub struct LiveInstance {
     pub id: String,
     pub state: String,
     pub vpc: Option<String>,
@@ -72,7 +72,7 @@ pub struct Seen {
 pub async fn live_instances(
     c: &AwsClients,
     mut filters: Vec<aws_sdk_ec2::types::Filter>,
-) -> Result<Vec<Seen>, CleanError> {
+) -> Result<Vec<LiveInstance>, CleanError> {
     let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
     filters.push(tags::ec2_filter("instance-state-name", &states));
     let filters = &filters;
@@ -93,7 +93,7 @@ pub async fn live_instances(
             .flat_map(|r| r.instances())
             .filter_map(|i| {
                 let state = i.state().and_then(|s| s.name()).map(|n| n.as_str());
-                Some(Seen {
+                Some(LiveInstance {
                     id: i.instance_id()?.to_string(),
                     state: state.unwrap_or_default().to_string(),
                     vpc: i.vpc_id().map(str::to_string),

@@ -14,7 +14,7 @@ use crate::policy::Eks;
 use crate::policy::log_groups as policy;
 use async_trait::async_trait;
 
-pub use crate::policy::log_groups::{Seen, control_plane_group};
+pub use crate::policy::log_groups::{LogGroupFacts, control_plane_group};
 
 /// Selects the EKS control-plane log group (opt-in: see the module doc).
 pub const TASK: GcTask = GcTask::new("eks-log-group");
@@ -67,7 +67,7 @@ impl Cleaner for LogGroups {
         else {
             return Ok(Vec::new());
         };
-        let seen = Seen {
+        let seen = LogGroupFacts {
             name: name.clone(),
             retention_days: g.retention_in_days(),
             deletion_protection: g.deletion_protection_enabled().unwrap_or(false),

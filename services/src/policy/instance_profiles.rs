@@ -21,7 +21,7 @@ pub const REGION_TAG: &str = "topology.kubernetes.io/region";
 
 /// One profile as IAM lists it.
 #[derive(Clone, Copy, Debug)]
-pub struct Profile<'a> {
+pub struct ListedProfile<'a> {
     pub name: &'a str,
     pub path: &'a str,
     pub tags: &'a [(&'a str, &'a str)],
@@ -29,7 +29,7 @@ pub struct Profile<'a> {
 
 /// Whether a profile is Karpenter's for `cluster` in `region` (see the module doc), from what
 /// IAM lists; then [`by_user`] once the live instances are known.
-pub fn decide(p: &Profile<'_>, cluster: &str, region: &str) -> Verdict {
+pub fn decide(p: &ListedProfile<'_>, cluster: &str, region: &str) -> Verdict {
     let tagged = |k: &str, v: &str| p.tags.iter().any(|(tk, tv)| *tk == k && *tv == v);
     let named = p
         .name
@@ -74,7 +74,7 @@ mod tests {
     const REGION: (&str, &str) = (REGION_TAG, "us-east-1");
 
     fn d(name: &str, path: &str, tags: &[(&str, &str)]) -> Verdict {
-        decide(&Profile { name, path, tags }, "c1", "us-east-1")
+        decide(&ListedProfile { name, path, tags }, "c1", "us-east-1")
     }
 
     #[test]

@@ -22,14 +22,14 @@ pub fn control_plane_group(eks_name: &str) -> String {
 
 /// What DescribeLogGroups says of one group, as the rule needs it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Seen {
+pub struct LogGroupFacts {
     pub name: String,
     pub retention_days: Option<i32>,
     pub deletion_protection: bool,
 }
 
 /// Whether a described group is the cluster's (`eks_name`), then [`by_eks`].
-pub fn decide(g: &Seen, eks_name: &str) -> Verdict {
+pub fn decide(g: &LogGroupFacts, eks_name: &str) -> Verdict {
     if g.name != control_plane_group(eks_name) {
         return Verdict::foreign("not the cluster's control-plane log group");
     }
@@ -60,7 +60,7 @@ mod tests {
     use crate::policy::table::{self, Want::*};
 
     fn d(name: &str, retention_days: Option<i32>, deletion_protection: bool) -> Verdict {
-        let g = Seen {
+        let g = LogGroupFacts {
             name: name.into(),
             retention_days,
             deletion_protection,

@@ -24,7 +24,7 @@ pub use principal::{Principal, RoleSpec, SessionSpec, StaticKeys, partition_of};
 
 use crate::arn::Arn;
 use crate::errors::{FailureKind, kind_of};
-use crate::fence::Fence;
+use crate::fence::AwsFence;
 use crate::model::{AwsClients, Failure};
 use crate::throttle::Throttle;
 use aws_config::SdkConfig;
@@ -104,7 +104,7 @@ const MAX_SESSIONS: usize = 256;
 /// The sessions of every cluster, built on demand. Cheap to share (`Arc`).
 pub struct SessionCache {
     base: SdkConfig,
-    fence: Option<Fence>,
+    fence: Option<AwsFence>,
     hook: Option<ConfigHook>,
     sessions: Mutex<HashMap<SessionSpec, (Arc<Session>, Instant)>>,
     /// Throttling state per (account, region): sessions of one account and region share it,
@@ -125,7 +125,7 @@ impl std::fmt::Debug for SessionCache {
 impl SessionCache {
     /// Sessions on top of `base` (sweeper's own configuration: endpoint, default region, its
     /// own credentials), every client fenced by `fence` when given.
-    pub fn new(base: SdkConfig, fence: Option<Fence>) -> Self {
+    pub fn new(base: SdkConfig, fence: Option<AwsFence>) -> Self {
         SessionCache {
             base,
             fence,

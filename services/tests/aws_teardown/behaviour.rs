@@ -162,7 +162,7 @@ async fn production_clients_finish_a_cluster() {
 async fn a_closed_leader_gate_sends_no_aws_call() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use sweeper_aws::fence::Fence;
+    use sweeper_aws::fence::AwsFence;
     use sweeper_aws::phases::AwsClients;
 
     let (c, _rec) = env().await;
@@ -174,7 +174,7 @@ async fn a_closed_leader_gate_sends_no_aws_call() {
     let flag = open.clone();
     let gated = AwsClients::fenced(
         &sdk().await,
-        Fence(Arc::new(move || flag.load(Ordering::SeqCst))),
+        AwsFence(Arc::new(move || flag.load(Ordering::SeqCst))),
     );
     let report = teardown_pass(&gated, &PassRequest::new(&n)).await;
     assert!(!report.done, "a fenced pass cannot finish: {report:#?}");
