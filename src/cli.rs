@@ -651,9 +651,12 @@ mod tests {
     #[test]
     fn archive_flags_parse_and_validate() {
         let a = run_config(&["--archive", "selector=app=web", "--archive-ttl", "24h"]);
-        assert!(matches!(a.archive, crate::archive::Mode::Selector(_)));
+        assert!(matches!(
+            a.archive,
+            crate::archive::ArchiveMode::Selector(_)
+        ));
         assert_eq!(a.validate(), Ok(()));
-        assert_eq!(run_config(&[]).archive, crate::archive::Mode::All);
+        assert_eq!(run_config(&[]).archive, crate::archive::ArchiveMode::All);
         let err = Cli::try_parse_from(["sweeper", "run", "--archive", "some"])
             .unwrap_err()
             .to_string();

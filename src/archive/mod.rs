@@ -53,7 +53,7 @@ pub const COMPLETE: &str = "complete";
 
 /// Which deleted objects are archived (`--archive`).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub enum Mode {
+pub enum ArchiveMode {
     /// Every object sweeper deletes (the default: see the README's measured cost).
     #[default]
     All,
@@ -63,15 +63,15 @@ pub enum Mode {
     Selector(crate::engine::selector::LabelFilter),
 }
 
-impl std::str::FromStr for Mode {
+impl std::str::FromStr for ArchiveMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim() {
-            "all" => Ok(Mode::All),
-            "none" => Ok(Mode::None),
+            "all" => Ok(ArchiveMode::All),
+            "none" => Ok(ArchiveMode::None),
             other => match other.strip_prefix("selector=") {
                 Some(sel) if !sel.trim().is_empty() => crate::engine::selector::parse(sel)
-                    .map(Mode::Selector)
+                    .map(ArchiveMode::Selector)
                     .map_err(|e| format!("--archive selector={sel}: {e}")),
                 _ => Err(format!(
                     "--archive: {other:?} is not all, none or selector=<label selector>"
@@ -81,17 +81,17 @@ impl std::str::FromStr for Mode {
     }
 }
 
-impl Mode {
+impl ArchiveMode {
     pub fn is_on(&self) -> bool {
-        !matches!(self, Mode::None)
+        !matches!(self, ArchiveMode::None)
     }
 
     /// Whether an object with these labels is archived.
     pub fn selects(&self, labels: &std::collections::BTreeMap<String, String>) -> bool {
         match self {
-            Mode::All => true,
-            Mode::None => false,
-            Mode::Selector(f) => f.matches(labels),
+            ArchiveMode::All => true,
+            ArchiveMode::None => false,
+            ArchiveMode::Selector(f) => f.matches(labels),
         }
     }
 }
@@ -99,7 +99,7 @@ impl Mode {
 /// The archive's settings (`--archive`, `--archive-ttl`, `--archive-max-object-bytes`).
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub mode: Mode,
+    pub mode: ArchiveMode,
     pub ttl: std::time::Duration,
     /// An object larger than this (as JSON) is deleted without a record, and an Event says so.
     pub max_object_bytes: usize,
@@ -110,7 +110,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            mode: Mode::All,
+            mode: ArchiveMode::All,
             ttl: std::time::Duration::from_secs(72 * 3600),
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
             namespace: "sweeper-system".into(),
@@ -344,15 +344,20 @@ mod tests {
 
     #[test]
     fn modes_parse_and_select() {
-        assert_eq!("all".parse::<Mode>().unwrap(), Mode::All);
-        assert_eq!("none".parse::<Mode>().unwrap(), Mode::None);
-        let m: Mode = "selector=tier=prod".parse().unwrap();
+        assert_eq!("all".parse::<ArchiveMode>().unwrap(), ArchiveMode::All);
+        assert_eq!("none".parse::<ArchiveMode>().unwrap(), ArchiveMode::None);
+        let m: ArchiveMode = "selector=tier=prod".parse().unwrap();
         let mut labels = std::collections::BTreeMap::new();
         assert!(!m.selects(&labels));
         labels.insert("tier".to_string(), "prod".to_string());
         assert!(m.selects(&labels));
-        assert!("some".parse::<Mode>().unwrap_err().contains("--archive"));
-        assert!("selector=".parse::<Mode>().is_err());
+        assert!(
+            "some"
+                .parse::<ArchiveMode>()
+                .unwrap_err()
+                .contains("--archive")
+        );
+        assert!("selector=".parse::<ArchiveMode>().is_err());
     }
 
     #[test]

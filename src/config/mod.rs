@@ -148,7 +148,7 @@ pub struct RunConfig {
     /// Which deleted objects are archived first (restorable with `sweeper restore`): `all`,
     /// `none`, or `selector=<label selector>`. Cascade and tenant collectors.
     #[arg(long, default_value = "all", env = "SWEEPER_ARCHIVE")]
-    pub archive: crate::archive::Mode,
+    pub archive: crate::archive::ArchiveMode,
 
     /// How long archive records are kept before they are deleted.
     #[arg(long, default_value = "72h", env = "SWEEPER_ARCHIVE_TTL", value_parser = parse_duration)]

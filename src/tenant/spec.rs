@@ -15,10 +15,11 @@ use std::sync::Arc;
 
 pub const NAME: &str = "tenant";
 
-pub struct TenantSpec;
-pub static SPEC: TenantSpec = TenantSpec;
+// Not `TenantSpec`: that is the Tenant CRD's spec (`api::tenant`).
+pub struct TenantCollectorSpec;
+pub static SPEC: TenantCollectorSpec = TenantCollectorSpec;
 
-impl Spec for TenantSpec {
+impl Spec for TenantCollectorSpec {
     fn name(&self) -> &'static str {
         NAME
     }

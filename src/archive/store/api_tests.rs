@@ -3,7 +3,7 @@
 //! settled in one write once every DELETE of its batch is answered; expired records go by bucket.
 
 use super::*;
-use crate::archive::Mode;
+use crate::archive::ArchiveMode;
 use crate::testing::MockApi;
 use http::Method;
 use k8s_openapi::api::core::v1::Service;
@@ -13,7 +13,7 @@ const SVC: &str = "/api/v1/namespaces/ns/services";
 const RECORDS: &str = "/api/v1/namespaces/ns/configmaps";
 const HOME: &str = "/api/v1/namespaces/sweeper-system/configmaps";
 
-fn archiver(client: &Client, mode: Mode) -> Archiver {
+fn archiver(client: &Client, mode: ArchiveMode) -> Archiver {
     let settings = Settings {
         mode,
         ..Default::default()
@@ -73,7 +73,7 @@ async fn an_object_is_recorded_whole_in_a_pending_record_before_its_delete() {
     server
         .expect(Method::POST, RECORDS)
         .respond(201, record_answer("r", json!({})));
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
 
     let out = a.record(vec![item("a", Some("7"))]).await;
 
@@ -110,7 +110,7 @@ async fn an_object_changed_since_the_decision_is_not_recorded_and_must_not_be_de
     server
         .expect(Method::GET, &format!("{SVC}/a"))
         .respond(200, service("a", "8"));
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
 
     let out = a.record(vec![item("a", Some("7"))]).await;
 
@@ -126,7 +126,7 @@ async fn an_object_replaced_under_its_name_is_not_recorded() {
     server
         .expect(Method::GET, &format!("{SVC}/a"))
         .respond(200, other);
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
 
     assert_eq!(
         a.record(vec![item("a", None)]).await,
@@ -141,7 +141,7 @@ async fn an_object_that_cannot_be_read_is_not_deleted_now() {
     server
         .expect(Method::GET, &format!("{SVC}/a"))
         .respond_status(403, "Forbidden");
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
 
     let out = a.record(vec![item("a", None)]).await;
 
@@ -170,7 +170,7 @@ async fn a_failed_record_write_fails_every_entry_of_its_record_and_answers_keep_
     server
         .expect(Method::POST, RECORDS)
         .respond_status(500, "InternalError");
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
 
     // b changed since the decision (9, not 8): answered without a record; a and c share one.
     let out = a
@@ -208,7 +208,7 @@ async fn a_record_the_namespace_refuses_is_written_in_sweepers_namespace() {
     server
         .expect(Method::POST, HOME)
         .respond(201, record_answer("r", json!({})));
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
 
     let out = a.record(vec![item("a", None)]).await;
 
@@ -219,7 +219,7 @@ async fn a_record_the_namespace_refuses_is_written_in_sweepers_namespace() {
 #[tokio::test]
 async fn archiving_off_or_not_selected_records_nothing() {
     let (client, server) = MockApi::new();
-    let off = archiver(&client, Mode::None);
+    let off = archiver(&client, ArchiveMode::None);
     assert_eq!(
         off.record(vec![item("a", None)]).await,
         vec![Prepared::Unrecorded]
@@ -230,7 +230,7 @@ async fn archiving_off_or_not_selected_records_nothing() {
         .expect(Method::GET, &format!("{SVC}/a"))
         .respond(200, service("a", "7"));
     let selector = crate::engine::selector::parse("app=db").unwrap();
-    let some = archiver(&client, Mode::Selector(selector));
+    let some = archiver(&client, ArchiveMode::Selector(selector));
     assert_eq!(
         some.record(vec![item("a", None)]).await,
         vec![Prepared::Unrecorded]
@@ -279,7 +279,7 @@ async fn a_batch_of_one_namespace_is_read_by_one_list_and_kept_in_one_record() {
     server
         .expect(Method::POST, RECORDS)
         .respond(201, record_answer("r", json!({})));
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
 
     let out = a
         .record(vec![item("a", Some("7")), item("b", Some("9"))])
@@ -310,7 +310,7 @@ async fn two_recorded(server: &MockApi, a: &Archiver) -> (Ticket, Ticket) {
 #[tokio::test]
 async fn a_record_is_settled_once_every_delete_of_its_batch_is_answered_and_false_entries_go() {
     let (client, server) = MockApi::new();
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
     let (ta, tb) = two_recorded(&server, &a).await;
     let record = format!("{RECORDS}/{}", ta.record.name);
     server.expect(Method::PATCH, &record).respond(
@@ -339,7 +339,7 @@ async fn a_record_is_settled_once_every_delete_of_its_batch_is_answered_and_fals
 #[tokio::test]
 async fn a_record_left_without_entries_is_deleted() {
     let (client, server) = MockApi::new();
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
     let (ta, tb) = two_recorded(&server, &a).await;
     let record = format!("{RECORDS}/{}", ta.record.name);
     server
@@ -359,7 +359,7 @@ async fn a_record_left_without_entries_is_deleted() {
 #[tokio::test]
 async fn a_failed_settle_is_retried_before_the_next_batch() {
     let (client, server) = MockApi::new();
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
     let (ta, tb) = two_recorded(&server, &a).await;
     let record = format!("{RECORDS}/{}", ta.record.name);
     server
@@ -418,7 +418,7 @@ async fn expiry_deletes_ended_buckets_in_one_call_and_keeps_what_is_not_due() {
     server
         .expect(Method::DELETE, &format!("{RECORDS}/old-expired"))
         .respond(200, record_answer("old-expired", json!({})));
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
 
     let gone = a.expire().await.unwrap();
 
@@ -512,7 +512,7 @@ async fn a_pending_record_left_by_another_process_keeps_only_the_entries_of_obje
     server
         .expect(Method::PATCH, &format!("{RECORDS}/left"))
         .respond(200, record_answer("left", json!({"uid-b.json": "{}"})));
-    let a = archiver(&client, Mode::All);
+    let a = archiver(&client, ArchiveMode::All);
 
     assert_eq!(a.reconcile_pending().await.unwrap(), 1);
 
