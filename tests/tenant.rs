@@ -260,6 +260,8 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         has_finalizer(&c, &a).await,
         "the finalizer holds while objects remain"
     );
+    // Scoped, as the first one was: no other test's sweeper sees this Tenant, so what finishes
+    // the teardown is this restart.
     let _gc = Sweeper::start_scoped(&scope, &TENANT_GATES).await;
     let done = eventually(T, || async {
         !exists(&Api::<Tenant>::all(c.clone()), &a).await
