@@ -34,12 +34,11 @@ status=0
 # - tests/uninstall.rs removes sweeper's finalizers cluster-wide, as the real command must, so no
 #   other test's objects may lose theirs mid-test;
 # - tests/helm.rs's chart install over the upstream CRDs checks that no CRD changes, which other
-#   tests (installing sweeper's or the upstream CRDs) would change under it;
-# - tests/external.rs's selector test runs a sweeper with --external-gc-selector, which releases
-#   the finalizer of every cluster object outside its selector, cluster-wide, as it must: other
-#   tests' clusters would lose theirs mid-test (seen: a paused EKS control plane's deletion in
-#   tests/capi_contract.rs went through unheld).
-serial='binary(uninstall) or test(chart_install_over_upstream_crds_changes_none) or test(a_cluster_outside_the_selector_is_untouched)'
+#   tests (installing sweeper's or the upstream CRDs) would change under it.
+# (tests/external.rs's --external-gc-selector test, which releases the finalizer of every cluster
+# object outside its selector, no longer runs here: its sweeper, like every external and tenant
+# test's, is scoped to the test's own namespace, so other tests' clusters keep theirs.)
+serial='binary(uninstall) or test(chart_install_over_upstream_crds_changes_none)'
 cargo nextest run --workspace --locked --run-ignored all --no-fail-fast -E "not binary(rbac) and not ($serial)" "$@" || status=$?
 log "running the cluster-wide tests one at a time"
 cargo nextest run --workspace --locked --run-ignored all --test-threads 1 -E "$serial" || status=$?

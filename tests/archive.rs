@@ -395,7 +395,7 @@ async fn expired_records_are_deleted_and_live_ones_kept() {
         .await
         .unwrap();
     // As the external-only install's service account: its role allows the expiry there.
-    let _external = Sweeper::start_external_only(&["--archive", "none"]).await;
+    let _external = Sweeper::start_external_only_scoped(&s, &["--archive", "none"]).await;
     for old in [&old_audit, &legacy_name] {
         assert!(
             cm_gone(&c, SWEEPER_NS, old, T).await,
@@ -501,8 +501,12 @@ async fn a_tenant_teardown_is_restored_with_its_cluster_roles_crds_and_custom_re
         .await
     );
 
-    let _gc = Sweeper::start(&["--feature-gates", "CascadeGC=false,TenantGC=true"]).await;
-    tenant(&c, &a).await;
+    let _gc = Sweeper::start_scoped(
+        &scope,
+        &["--feature-gates", "CascadeGC=false,TenantGC=true"],
+    )
+    .await;
+    tenant(&scope, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
     delete_tenant(&c, &a).await;
     let released = eventually(Duration::from_secs(60), || async {

@@ -267,7 +267,7 @@ async fn clusterctl_move_keeps_every_aws_resource_of_the_moved_cluster() {
         ac["spec"]["network"]["vpc"]["id"] = json!(w.net.vpc);
     })
     .await;
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(eventually(T, || has_finalizer(&infra, &name)).await);
 
     // 1. clusterctl pauses the Cluster (written at v1beta1 by the template; paused through v1beta1).
@@ -327,7 +327,7 @@ async fn a_paused_clusters_deletion_waits_until_unpaused_while_its_neighbour_goe
         ac["spec"]["network"]["vpc"]["id"] = json!(wn.net.vpc);
     })
     .await;
-    let gc = Sweeper::start(&GATES).await;
+    let gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(eventually(T, || has_finalizer(&infra, &paused)).await);
     assert!(eventually(T, || has_finalizer(&infra, &neighbour)).await);
 
@@ -394,7 +394,7 @@ async fn the_paused_annotation_holds_an_aws_clusters_deletion() {
         ac["spec"]["network"]["vpc"]["id"] = json!(w.net.vpc);
     })
     .await;
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(eventually(T, || has_finalizer(&infra, &name)).await);
 
     annotate(&infra, &name, PAUSED, Some("")).await;
@@ -432,7 +432,7 @@ async fn the_paused_annotation_holds_an_eks_control_planes_deletion() {
     .await;
     let region = EnvFacts::load().get("AWS_REGION");
     let (cps, _managed, cp) = eks_cluster(&c, &ns, &name, &region, &name).await;
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(eventually(T, || has_finalizer(&cps, &cp)).await);
 
     annotate(&cps, &cp, PAUSED, Some("true")).await;
@@ -474,7 +474,7 @@ async fn an_externally_managed_cluster_is_never_held_nor_torn_down() {
     })
     .await;
     template_cluster(&c, &ns, &control, |_| {}).await;
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(eventually(T, || has_finalizer(&infra, &handed)).await);
     assert!(eventually(T, || has_finalizer(&infra, &control)).await);
     assert!(
@@ -515,7 +515,7 @@ async fn a_finalizer_removed_by_hand_while_paused_is_not_put_back() {
     upstream_crds(&c).await;
     let name = unique_name("hand");
     let infra = template_cluster(&c, &ns, &name, |_| {}).await;
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(eventually(T, || has_finalizer(&infra, &name)).await);
 
     set_paused(&c, &ns, &name, "v1beta1", true).await;

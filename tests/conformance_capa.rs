@@ -180,7 +180,7 @@ async fn capa_aws_cluster_from_the_template_is_torn_down_and_released() {
     .await;
     world.ready(&infra, &name).await;
 
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(
         eventually(T, || has_finalizer(&infra, &name)).await,
         "finalizer added while the cluster lives"
@@ -326,7 +326,7 @@ async fn capa_eks_cluster_from_the_template_gc_commands_and_teardown() {
         "a plan deletes nothing"
     );
 
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(eventually(T, || has_finalizer(&cps, &cp)).await);
     cps.delete(&cp, &Default::default()).await.unwrap();
     assert!(
@@ -392,7 +392,7 @@ async fn eks_opt_out_on_the_aws_managed_cluster_keeps_the_external_resources() {
         "the plan honours it too: {text}"
     );
 
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(eventually(T, || has_finalizer(&cps, &cp)).await);
     cps.delete(&cp, &Default::default()).await.unwrap();
     assert!(
@@ -534,7 +534,7 @@ async fn external_dry_run_plans_and_deletes_nothing() {
     .await;
     world.ready(&infra, &name).await;
 
-    let gc = Sweeper::start_external_only(&["--external-dry-run"]).await;
+    let gc = Sweeper::start_external_only_scoped(&scope, &["--external-dry-run"]).await;
     infra.delete(&name, &Default::default()).await.unwrap();
     let planned = |want: &'static str| {
         let infra = infra.clone();

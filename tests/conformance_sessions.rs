@@ -320,7 +320,7 @@ async fn each_cluster_is_torn_down_in_its_own_region_account_and_identity() {
         "the same-named cluster at home is not in the plan: {text}"
     );
 
-    let _gc = Sweeper::start_external_only(&[]).await;
+    let _gc = Sweeper::start_external_only_scoped(&scope, &[]).await;
     let infra = infra(&c, &ns);
     for (name, ..) in &worlds {
         assert!(
@@ -465,7 +465,7 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
         worlds.push((there, own, twin));
     }
 
-    let _gc = Sweeper::start_external_only(&[]).await;
+    let _gc = Sweeper::start_external_only_scoped(&scope, &[]).await;
     let infra = infra(&c, &ns);
     for (name, ..) in &cases {
         assert!(
@@ -600,7 +600,7 @@ async fn eks_network_goes_by_the_cluster_api_name_after_the_eks_security_group()
             && text.contains(&own.net.vpc),
         "the plan shows both names and finds CAPA's network: {text}"
     );
-    let _gc = Sweeper::start_external_only(&[]).await;
+    let _gc = Sweeper::start_external_only_scoped(&scope, &[]).await;
     assert!(eventually(T, || has_finalizer(&cps, &cp)).await);
     cps.delete(&cp, &Default::default()).await.unwrap();
 

@@ -100,12 +100,17 @@ async fn kubezoos_own_tenant_is_torn_down_completely_under_the_default_settings(
     let c = scope.client.clone();
     conformance::install_crd(&c, "kubezoo/tenants.tenant.kubezoo.io.yaml").await;
     let (a, b) = numeric_ids();
-    let (docs_a, docs_b) = (kubezoo_tenant(&a), kubezoo_tenant(&b));
+    let (mut docs_a, mut docs_b) = (kubezoo_tenant(&a), kubezoo_tenant(&b));
+    // The test's scope label on each Tenant, for its scoped sweeper: a label on the Tenant says
+    // nothing about its objects (KubeZoo's stay unlabelled), so the defaults are still what runs.
+    for docs in [&mut docs_a, &mut docs_b] {
+        docs[0]["metadata"]["labels"] = serde_json::json!(scope.tenant_labels());
+    }
     create_all(&c, &docs_a).await;
     create_all(&c, &docs_b).await;
 
     // Default settings: nothing tells sweeper about KubeZoo's unlabelled ClusterRoles.
-    let gc = Sweeper::start(&TENANT_GATES).await;
+    let gc = Sweeper::start_scoped(&scope, &TENANT_GATES).await;
     for id in [&a, &b] {
         assert!(
             eventually(T, || has_finalizer(&c, id)).await,

@@ -3,66 +3,21 @@
 
 mod support;
 
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use std::time::Duration;
 use support::aws::{
     Net, clients, gc_plan, held_target_group, lb_exists, network, nlb, sg, sg_exists, tagged,
     tg_exists,
 };
+use support::capa::{aws_cluster, infra_name};
 use support::sweeper::{Sweeper, eventually};
 use support::{TestScope, unique_name};
-use sweeper::api::capa::{AWSCluster, Cluster, ClusterSpec, ObjectRef};
+use sweeper::api::capa::AWSCluster;
 use sweeper_aws::phases::AwsClients;
 
 const T: Duration = Duration::from_secs(60);
 const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];
-
-/// An AWSCluster owned (by label) by CAPI cluster `cluster`, plus the Cluster pointing at it.
-async fn aws_cluster(
-    c: &Client,
-    ns: &str,
-    cluster: &str,
-    annotations: &[(&str, &str)],
-) -> Api<AWSCluster> {
-    let api: Api<AWSCluster> = Api::namespaced(c.clone(), ns);
-    let mut ac = AWSCluster::new(&infra_name(cluster), Default::default());
-    ac.metadata.labels = Some(
-        [(
-            "cluster.x-k8s.io/cluster-name".to_string(),
-            cluster.to_string(),
-        )]
-        .into(),
-    );
-    ac.metadata.annotations = Some(
-        annotations
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
-    api.create(&PostParams::default(), &ac)
-        .await
-        .expect("create AWSCluster");
-    let cl = Cluster::new(
-        cluster,
-        ClusterSpec {
-            infrastructure_ref: Some(ObjectRef {
-                api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
-                api_group: None,
-                kind: Some("AWSCluster".into()),
-                name: Some(infra_name(cluster)),
-                namespace: None,
-            }),
-            control_plane_ref: None,
-            paused: None,
-        },
-    );
-    Api::<Cluster>::namespaced(c.clone(), ns)
-        .create(&PostParams::default(), &cl)
-        .await
-        .expect("create Cluster");
-    api
-}
 
 /// Whether AWSCluster `name` carries an `ExternalResourcesDeleted=False` condition whose message
 /// satisfies `says`.
@@ -81,11 +36,6 @@ async fn condition_says(c: &Client, ns: &str, name: &str, says: impl Fn(&str) ->
             })
         })
     })
-}
-
-/// The AWSCluster [`aws_cluster`] creates for CAPI cluster `cluster`.
-fn infra_name(cluster: &str) -> String {
-    format!("{cluster}-infra")
 }
 
 /// The AWSCluster is gone (its finalizer was released).
@@ -145,7 +95,7 @@ async fn world(prefix: &str) -> World {
 #[ignore = "needs the test environment: make env-up"]
 async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_finalizer() {
     let World {
-        scope: _scope,
+        scope,
         ns,
         c,
         aws,
@@ -180,7 +130,7 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
     )
     .await;
 
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     let api = aws_cluster(&c, &ns, &cluster, &[]).await;
     let name = infra_name(&cluster);
     assert!(
@@ -245,7 +195,7 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
 #[ignore = "needs the test environment: make env-up"]
 async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixed() {
     let World {
-        scope: _scope,
+        scope,
         ns,
         c,
         aws,
@@ -254,7 +204,7 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
         owned_sg,
         ..
     } = world("extbad").await;
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     let api = aws_cluster(
         &c,
         &ns,
@@ -299,7 +249,7 @@ async fn a_bad_annotation_blocks_deletion_with_an_event_and_condition_until_fixe
 #[ignore = "needs the test environment: make env-up"]
 async fn a_bad_external_dns_owner_id_is_reported_and_holds_nothing() {
     let World {
-        scope: _scope,
+        scope,
         ns,
         c,
         aws,
@@ -308,7 +258,7 @@ async fn a_bad_external_dns_owner_id_is_reported_and_holds_nothing() {
         owned_sg,
         ..
     } = world("extdns").await;
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     let api = aws_cluster(
         &c,
         &ns,
@@ -347,7 +297,7 @@ async fn a_bad_external_dns_owner_id_is_reported_and_holds_nothing() {
 #[ignore = "needs the test environment: make env-up"]
 async fn an_opted_out_cluster_keeps_its_external_resources() {
     let World {
-        scope: _scope,
+        scope,
         ns,
         c,
         aws,
@@ -356,7 +306,7 @@ async fn an_opted_out_cluster_keeps_its_external_resources() {
         owned_sg,
         ..
     } = world("extopt").await;
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     let api = aws_cluster(
         &c,
         &ns,
@@ -413,7 +363,7 @@ async fn gc_plan_lists_what_would_be_deleted_and_deletes_nothing() {
 #[ignore = "needs the test environment: make env-up"]
 async fn with_the_feature_gate_off_nothing_is_touched() {
     let World {
-        scope: _scope,
+        scope,
         ns,
         c,
         aws,
@@ -423,7 +373,7 @@ async fn with_the_feature_gate_off_nothing_is_touched() {
         ..
     } = world("extoff").await;
     // Off by default, as in the CAPA proposal.
-    let _gc = Sweeper::start(&["--feature-gates", "CascadeGC=false"]).await;
+    let _gc = Sweeper::start_scoped(&scope, &["--feature-gates", "CascadeGC=false"]).await;
     let api = aws_cluster(&c, &ns, &cluster, &[]).await;
     let name = infra_name(&cluster);
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -443,7 +393,7 @@ async fn with_the_feature_gate_off_nothing_is_touched() {
 #[ignore = "needs the test environment: make env-up"]
 async fn killed_mid_teardown_then_restarted_finishes_it() {
     let World {
-        scope: _scope,
+        scope,
         ns,
         c,
         aws,
@@ -464,7 +414,7 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
     )
     .await;
 
-    let mut gc = Sweeper::start(&GATES).await;
+    let mut gc = Sweeper::start_scoped(&scope, &GATES).await;
     let api = aws_cluster(&c, &ns, &cluster, &[]).await;
     let name = infra_name(&cluster);
     assert!(eventually(T, || has_finalizer(&api, &name)).await);
@@ -506,7 +456,7 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         .send()
         .await
         .unwrap();
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     let released = eventually(T, || gone(&api, &name)).await;
     assert!(
         released,
@@ -526,7 +476,7 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
 #[ignore = "needs the test environment: make env-up"]
 async fn an_opted_out_cluster_with_a_capa_vpc_names_what_blocks_it_and_deletes_none_of_it() {
     let World {
-        scope: _scope,
+        scope,
         ns,
         c,
         aws,
@@ -546,7 +496,7 @@ async fn an_opted_out_cluster_with_a_capa_vpc_names_what_blocks_it_and_deletes_n
         &tagged(&capa_key, "owned"),
     )
     .await;
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     let api = aws_cluster(
         &c,
         &ns,
@@ -601,7 +551,7 @@ async fn an_opted_out_cluster_with_a_capa_vpc_names_what_blocks_it_and_deletes_n
 #[ignore = "needs the test environment: make env-up"]
 async fn a_cluster_outside_the_selector_is_untouched() {
     let World {
-        scope: _scope,
+        scope,
         ns,
         c,
         aws,
@@ -610,12 +560,17 @@ async fn a_cluster_outside_the_selector_is_untouched() {
         owned_sg,
         ..
     } = world("extsel").await;
-    let _gc = Sweeper::start(&[
-        GATES[0],
-        GATES[1],
-        "--external-gc-selector",
-        "sweeper.dev/external-gc in (on, yes)",
-    ])
+    // Scoped like every test's sweeper: the finalizers it releases for being outside its selector
+    // are those of this namespace only, not other tests' clusters (unscoped, it had to run alone).
+    let _gc = Sweeper::start_scoped(
+        &scope,
+        &[
+            GATES[0],
+            GATES[1],
+            "--external-gc-selector",
+            "sweeper.dev/external-gc in (on, yes)",
+        ],
+    )
     .await;
     // Not selected: no finalizer is added, and one put there earlier is taken off.
     let api = aws_cluster(&c, &ns, &cluster, &[]).await;

@@ -88,7 +88,7 @@ async fn an_undecodable_awscluster_is_reported_and_the_others_are_still_served()
     )
     .await;
 
-    let gc = Sweeper::start(&GATES).await;
+    let gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(
         eventually(T, || async {
             finalizers(&api, &good)

@@ -4,52 +4,16 @@
 
 mod support;
 
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
 use std::time::Duration;
 use support::aws::{clients, network, sg, sg_exists, tagged};
+use support::capa::{FINALIZER, aws_cluster, infra_name};
 use support::sweeper::{Sweeper, eventually};
 use support::{TestScope, unique_name};
-use sweeper::api::capa::{AWSCluster, Cluster, ClusterSpec, ObjectRef};
+use sweeper::api::capa::AWSCluster;
 
 const T: Duration = Duration::from_secs(60);
-const FINALIZER: &str = "sweeper.dev/external-resource-gc";
-
-/// AWSCluster `<cluster>-infra` in `ns`, labelled with its Cluster (also made), with `finalizers`.
-async fn aws_cluster(c: &Client, ns: &str, cluster: &str, finalizers: &[&str]) -> Api<AWSCluster> {
-    let api: Api<AWSCluster> = Api::namespaced(c.clone(), ns);
-    let mut ac = AWSCluster::new(&format!("{cluster}-infra"), Default::default());
-    ac.metadata.labels = Some(
-        [(
-            "cluster.x-k8s.io/cluster-name".to_string(),
-            cluster.to_string(),
-        )]
-        .into(),
-    );
-    ac.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
-    api.create(&PostParams::default(), &ac)
-        .await
-        .expect("create AWSCluster");
-    let cl = Cluster::new(
-        cluster,
-        ClusterSpec {
-            infrastructure_ref: Some(ObjectRef {
-                api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
-                api_group: None,
-                kind: Some("AWSCluster".into()),
-                name: Some(format!("{cluster}-infra")),
-                namespace: None,
-            }),
-            control_plane_ref: None,
-            paused: None,
-        },
-    );
-    Api::<Cluster>::namespaced(c.clone(), ns)
-        .create(&PostParams::default(), &cl)
-        .await
-        .expect("create Cluster");
-    api
-}
 
 async fn finalizers(api: &Api<AWSCluster>, name: &str) -> Option<Vec<String>> {
     api.get_opt(name)
@@ -86,19 +50,26 @@ async fn a_sweeper_scoped_to_one_namespace_leaves_another_namespaces_deletion_al
     .await;
 
     // B's object carries our finalizer (as another team's sweeper left it) and is being deleted.
-    let api_b = aws_cluster(&c, &ns_b, &cluster_b, &[FINALIZER]).await;
-    let name_b = format!("{cluster_b}-infra");
+    let api_b = aws_cluster(&c, &ns_b, &cluster_b, &[]).await;
+    let name_b = infra_name(&cluster_b);
+    let held = serde_json::json!({"metadata": {"finalizers": [FINALIZER]}});
+    api_b
+        .patch(&name_b, &PatchParams::default(), &Patch::Merge(&held))
+        .await
+        .unwrap();
     api_b.delete(&name_b, &Default::default()).await.unwrap();
 
-    let _gc = Sweeper::start(&[
-        "--feature-gates",
-        "CascadeGC=false,TenantGC=false,ExternalResourceGC=true",
-        "--scope-namespaces",
-        &ns_a,
-    ])
+    // Scoped to A's test scope: `--scope-namespaces <ns_a>` (and a Tenant selector, moot here).
+    let _gc = Sweeper::start_scoped(
+        &scope_a,
+        &[
+            "--feature-gates",
+            "CascadeGC=false,TenantGC=false,ExternalResourceGC=true",
+        ],
+    )
     .await;
     let api_a = aws_cluster(&c, &ns_a, &cluster_a, &[]).await;
-    let name_a = format!("{cluster_a}-infra");
+    let name_a = infra_name(&cluster_a);
     assert!(
         eventually(T, || async {
             finalizers(&api_a, &name_a)

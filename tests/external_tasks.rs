@@ -104,7 +104,7 @@ async fn configured_opt_in_and_capa_tasks_run_at_the_aws_clusters_teardown() {
         "{plan}"
     );
 
-    let _gc = Sweeper::start(&GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(
         eventually(T, || has_finalizer(&infra, &name)).await,
         "sweeper's finalizer write is accepted with CAPA's annotation as configured"

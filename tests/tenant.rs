@@ -72,9 +72,9 @@ async fn deleting_a_tenant_removes_all_of_its_objects_and_nothing_else() {
 
     // Default settings: the unlabelled ClusterRole and PriorityClass must go too (KubeZoo labels
     // nothing it creates; the label is an accelerator, never the filter).
-    let _gc = Sweeper::start(&TENANT_GATES).await;
-    tenant(&c, &a).await;
-    tenant(&c, &b).await;
+    let _gc = Sweeper::start_scoped(&scope, &TENANT_GATES).await;
+    tenant(&scope, &a).await;
+    tenant(&scope, &b).await;
     assert!(
         eventually(T, || has_finalizer(&c, &a)).await,
         "finalizer added to {a}"
@@ -152,16 +152,16 @@ async fn invalid_tenant_id_gets_an_event_and_a_condition_and_deletes_nothing() {
     let (a, _) = ids();
     let bad = a[..5].to_string(); // five characters: invalid
     cluster_role(&c, &format!("{bad}-reader"), Some(&bad)).await;
-    let _gc = Sweeper::start(&TENANT_GATES).await;
+    let _gc = Sweeper::start_scoped(&scope, &TENANT_GATES).await;
     let api: Api<Tenant> = Api::all(c.clone());
     // KubeZoo's CRD requires an int32 id and a quota; the id agrees with the (too short) name.
     let spec = sweeper::api::tenant::TenantSpec {
         id: Some(sweeper::api::tenant::SpecId::Int(bad.parse().unwrap())),
         quota: Some(serde_json::json!({})),
     };
-    api.create(&PostParams::default(), &Tenant::new(&bad, spec))
-        .await
-        .unwrap();
+    let mut t = Tenant::new(&bad, spec);
+    t.metadata.labels = Some(scope.tenant_labels());
+    api.create(&PostParams::default(), &t).await.unwrap();
     let with_status = support::tenant::crd_has_status(&c).await;
     let flagged = !with_status
         || eventually(T, || async {
@@ -234,16 +234,19 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
             .items
             .len()
     };
-    let mut gc = Sweeper::start(&[
-        "--feature-gates",
-        "CascadeGC=false,TenantGC=true",
-        "--kube-api-qps",
-        "20",
-        "--kube-api-burst",
-        "20",
-    ])
+    let mut gc = Sweeper::start_scoped(
+        &scope,
+        &[
+            "--feature-gates",
+            "CascadeGC=false,TenantGC=true",
+            "--kube-api-qps",
+            "20",
+            "--kube-api-burst",
+            "20",
+        ],
+    )
     .await;
-    tenant(&c, &a).await;
+    tenant(&scope, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
     delete_tenant(&c, &a).await;
     assert!(
@@ -257,7 +260,9 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
         has_finalizer(&c, &a).await,
         "the finalizer holds while objects remain"
     );
-    let _gc = Sweeper::start(&TENANT_GATES).await;
+    // Scoped, as the first one was: no other test's sweeper sees this Tenant, so what finishes
+    // the teardown is this restart.
+    let _gc = Sweeper::start_scoped(&scope, &TENANT_GATES).await;
     let done = eventually(T, || async {
         !exists(&Api::<Tenant>::all(c.clone()), &a).await
     })
@@ -285,8 +290,8 @@ async fn a_kind_that_cannot_be_listed_is_reported_and_holds_the_finalizer_until_
     cluster_role(&c, &format!("{a}-reader"), Some(&a)).await;
     priority_class(&c, &format!("{a}-high"), Some(&a)).await;
     let kubeconfig = impersonating_kubeconfig(&user);
-    let _gc = Sweeper::start_with_kubeconfig(&TENANT_GATES, &kubeconfig).await;
-    tenant(&c, &a).await;
+    let _gc = Sweeper::start_scoped_with_kubeconfig(&scope, &TENANT_GATES, &kubeconfig).await;
+    tenant(&scope, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
     delete_tenant(&c, &a).await;
     let roles: Api<ClusterRole> = Api::all(c.clone());
@@ -344,8 +349,8 @@ async fn a_group_failing_discovery_holds_the_finalizer_but_not_the_deletes() {
     cluster_role(&c, &format!("{a}-reader"), Some(&a)).await;
     let group = format!("{a}.broken.sweeper.dev");
     let broken = support::objects::BrokenApiGroup::create(&c, &group).await;
-    let _gc = Sweeper::start(&TENANT_GATES).await;
-    tenant(&c, &a).await;
+    let _gc = Sweeper::start_scoped(&scope, &TENANT_GATES).await;
+    tenant(&scope, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
     delete_tenant(&c, &a).await;
     let roles: Api<ClusterRole> = Api::all(c.clone());

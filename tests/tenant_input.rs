@@ -42,7 +42,7 @@ async fn an_undecodable_tenant_is_reported_and_every_other_tenant_is_still_serve
     let tenants = kube::api::ApiResource::erase::<Tenant>(&());
     let bad_obj: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "tenant.kubezoo.io/v1alpha1", "kind": "Tenant",
-        "metadata": {"name": bad},
+        "metadata": {"name": bad, "labels": scope.tenant_labels()},
         "spec": {"id": {"not": "an id"}},
     }))
     .unwrap();
@@ -51,10 +51,10 @@ async fn an_undecodable_tenant_is_reported_and_every_other_tenant_is_still_serve
         .await
         .expect("create the undecodable tenant");
     cluster_role(&c, &format!("{bad}-keep"), None).await;
-    tenant(&c, &good).await;
+    tenant(&scope, &good).await;
     cluster_role(&c, &format!("{good}-reader"), None).await;
 
-    let gc = Sweeper::start(&TENANT_GATES).await;
+    let gc = Sweeper::start_scoped(&scope, &TENANT_GATES).await;
     assert!(
         eventually(T, || has_finalizer(&c, &good)).await,
         "the good tenant is served although another one cannot be decoded"
@@ -118,7 +118,8 @@ async fn a_failing_tenant_watch_makes_the_replica_not_ready_and_sigterm_still_st
     let (a, _) = ids();
     let user = format!("nolist-{a}");
     restricted_role(&c, &user, Some("tenants")).await;
-    let mut gc = Sweeper::spawn_with(&TENANT_GATES, &impersonating_kubeconfig(&user));
+    let mut gc =
+        Sweeper::spawn_scoped_with(&scope, &TENANT_GATES, &impersonating_kubeconfig(&user));
 
     // Not ready, and saying why, for as long as the watch fails.
     let why = eventually(T, || async {

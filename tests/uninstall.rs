@@ -53,15 +53,20 @@ async fn uninstall_releases_sweepers_finalizers_and_deletes_nothing() {
     .await;
     let infra = template_cluster(&c, &ns, &name, |_| {}).await;
     let (tid, _) = tenant::ids();
-    tenant::tenant(&c, &tid).await;
+    tenant::tenant(&scope, &tid).await;
 
     // The pause switch in the test's namespace, so no other sweeper is paused.
-    let gc = Sweeper::start(&[
-        "--feature-gates",
-        "CascadeGC=true,TenantGC=true,ExternalResourceGC=true",
-        "--namespace",
-        &ns,
-    ])
+    // Scoped like every test's sweeper (the cascade collector has no scope); what acts
+    // cluster-wide here is `sweeper uninstall`, which is why this binary runs alone.
+    let gc = Sweeper::start_scoped(
+        &scope,
+        &[
+            "--feature-gates",
+            "CascadeGC=true,TenantGC=true,ExternalResourceGC=true",
+            "--namespace",
+            &ns,
+        ],
+    )
     .await;
     assert!(
         eventually(T, || has_finalizer(&infra, &name)).await,
@@ -232,7 +237,7 @@ async fn chart_pre_delete_hook_releases_every_cluster_and_deletes_nothing() {
 
     // The installed service: the external collector alone, as the external-only service account,
     // in sweeper-system (that account's namespace), as the chart runs it.
-    let gc = Sweeper::start_external_only(&[]).await;
+    let gc = Sweeper::start_external_only_scoped(&scope, &[]).await;
     for name in &names {
         assert!(
             eventually(T, || has_finalizer(&infra, name)).await,

@@ -1,6 +1,7 @@
 //! CAPA and Cluster API objects as the upstream projects define them: their CRDs from
 //! `../shared/conformance` (see support::conformance), objects from CAPA's own templates, and the
-//! reads the conformance tests make of them.
+//! reads the conformance tests make of them; and [`aws_cluster`], a minimal AWSCluster of
+//! sweeper's own type for the external collector's tests.
 
 #![allow(dead_code)] // each test binary uses a different part
 
@@ -8,6 +9,7 @@ use super::conformance;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
+use sweeper::api::capa::{AWSCluster, Cluster, ClusterSpec, ObjectRef};
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
 
@@ -164,6 +166,59 @@ pub async fn template_cluster(
     );
     create(&infra, ac).await;
     infra
+}
+
+/// The AWSCluster [`aws_cluster`] creates for CAPI cluster `cluster`.
+pub fn infra_name(cluster: &str) -> String {
+    format!("{cluster}-infra")
+}
+
+/// A minimal AWSCluster (sweeper's own type, on the CRDs `install_sweeper_crds` installs, not
+/// CAPA's template) for CAPI cluster `cluster` in `ns`: named [`infra_name`], labelled with its
+/// cluster, with `annotations`; plus the Cluster pointing at it. Returns the AWSCluster API.
+pub async fn aws_cluster(
+    c: &Client,
+    ns: &str,
+    cluster: &str,
+    annotations: &[(&str, &str)],
+) -> Api<AWSCluster> {
+    let api: Api<AWSCluster> = Api::namespaced(c.clone(), ns);
+    let mut ac = AWSCluster::new(&infra_name(cluster), Default::default());
+    ac.metadata.labels = Some(
+        [(
+            "cluster.x-k8s.io/cluster-name".to_string(),
+            cluster.to_string(),
+        )]
+        .into(),
+    );
+    ac.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    api.create(&PostParams::default(), &ac)
+        .await
+        .expect("create AWSCluster");
+    let cl = Cluster::new(
+        cluster,
+        ClusterSpec {
+            infrastructure_ref: Some(ObjectRef {
+                api_version: Some("infrastructure.cluster.x-k8s.io/v1beta2".into()),
+                api_group: None,
+                kind: Some("AWSCluster".into()),
+                name: Some(infra_name(cluster)),
+                namespace: None,
+            }),
+            control_plane_ref: None,
+            paused: None,
+        },
+    );
+    Api::<Cluster>::namespaced(c.clone(), ns)
+        .create(&PostParams::default(), &cl)
+        .await
+        .expect("create Cluster");
+    api
 }
 
 /// Every entry of the external collector's audit records of `cluster` in `ns`: wherever the

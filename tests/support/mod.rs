@@ -5,7 +5,9 @@
 //! is a test FAILURE that says how to start it — never a silent pass.
 //!
 //! Each test takes a [`TestScope`]: a unique name (namespace, name prefix, AWS tag value) so tests
-//! running in parallel never see each other's objects. Dropping it deletes its namespace.
+//! running in parallel never see each other's objects. Dropping it deletes its namespace. A test's
+//! sweeper is confined to it too ([`TestScope::sweeper_flags`]), so one test's sweeper never acts
+//! on another test's AWSClusters or Tenants.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod aws;
@@ -21,7 +23,7 @@ pub mod tenant;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use sweeper_aws::sdk::aws_config;
@@ -152,6 +154,10 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{}-{n}-{r:04x}", std::process::id() % 100_000)
 }
 
+/// The label a test puts on its Tenants: they are cluster-scoped, so no namespace confines them,
+/// and its sweeper's `--tenant-scope-selector` selects this label with the test's name.
+pub const SCOPE_LABEL: &str = "sweeper.dev/test-scope";
+
 /// One test's private corner of the servers: a namespace (created on demand), a name prefix and an
 /// AWS tag value. Dropping it deletes the namespace (the namespace controller removes its content).
 pub struct TestScope {
@@ -187,6 +193,25 @@ impl TestScope {
             self.namespace_created = true;
         }
         self.name.clone()
+    }
+
+    /// The labels that put a Tenant in this test's scope ([`SCOPE_LABEL`]).
+    pub fn tenant_labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([(SCOPE_LABEL.to_string(), self.name.clone())])
+    }
+
+    /// The flags that confine a `sweeper run` to this test (`--scope-namespaces` plus
+    /// `--tenant-scope-selector`): its external collector watches only the test's namespace (its
+    /// name, whether or not created yet), its tenant collector only the Tenants labelled with
+    /// [`TestScope::tenant_labels`]. The cascade collector has no scope (ownerReferences cross
+    /// namespaces): a cascade test's sweeper sees the whole cluster whatever the flags.
+    pub fn sweeper_flags(&self) -> Vec<String> {
+        vec![
+            "--scope-namespaces".into(),
+            self.name.clone(),
+            "--tenant-scope-selector".into(),
+            format!("{SCOPE_LABEL}={}", self.name),
+        ]
     }
 }
 

@@ -1,6 +1,6 @@
 //! Runs the real `sweeper` binary against the test environment, for tests of whole collectors.
 
-use super::EnvFacts;
+use super::{EnvFacts, TestScope};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,36 @@ impl Sweeper {
         let s = Sweeper::spawn(args);
         s.wait_ready(Duration::from_secs(60)).await;
         s
+    }
+
+    /// [`Sweeper::start`] confined to `scope` ([`TestScope::sweeper_flags`]): how every test of
+    /// the external or tenant collector starts its sweeper, so that it never acts on another
+    /// test's AWSClusters or Tenants (nor they on its).
+    pub async fn start_scoped(scope: &TestScope, args: &[&str]) -> Sweeper {
+        let args = scoped(scope, args);
+        Sweeper::start(&strs(&args)).await
+    }
+
+    /// [`Sweeper::start_with_kubeconfig`] confined to `scope`.
+    pub async fn start_scoped_with_kubeconfig(
+        scope: &TestScope,
+        args: &[&str],
+        kubeconfig: &str,
+    ) -> Sweeper {
+        let args = scoped(scope, args);
+        Sweeper::start_with_kubeconfig(&strs(&args), kubeconfig).await
+    }
+
+    /// [`Sweeper::spawn_with`] confined to `scope`.
+    pub fn spawn_scoped_with(scope: &TestScope, args: &[&str], kubeconfig: &str) -> Sweeper {
+        let args = scoped(scope, args);
+        Sweeper::spawn_with(&strs(&args), kubeconfig)
+    }
+
+    /// [`Sweeper::start_external_only`] confined to `scope`.
+    pub async fn start_external_only_scoped(scope: &TestScope, args: &[&str]) -> Sweeper {
+        let args = scoped(scope, args);
+        Sweeper::start_external_only(&strs(&args)).await
     }
 
     /// Like [`Sweeper::start`], connecting with another kubeconfig (e.g. an impersonating one).
@@ -156,6 +186,17 @@ impl Drop for Sweeper {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// `scope`'s flags, then `args`.
+fn scoped(scope: &TestScope, args: &[&str]) -> Vec<String> {
+    let mut all = scope.sweeper_flags();
+    all.extend(args.iter().map(|a| a.to_string()));
+    all
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
 }
 
 /// Runs a `sweeper <args>` command (`restore`, `pause`, `archive list`, ...) as the test's admin,

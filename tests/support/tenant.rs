@@ -1,6 +1,7 @@
 //! Tenant fixtures shared by the tenant collector's tests: ids, Tenant objects, cluster-scoped
 //! objects with or without the tenant label, and a restricted identity.
 
+use super::TestScope;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::PostParams;
@@ -17,9 +18,10 @@ pub fn ids() -> (String, String) {
     (format!("{base}1"), format!("{base}2"))
 }
 
-pub async fn tenant(c: &Client, id: &str) -> Tenant {
-    let api: Api<Tenant> = Api::all(c.clone());
-    let t = Tenant::new(
+/// Tenant `id`, in `scope` (labelled for it, so only that test's sweeper sees it).
+pub async fn tenant(scope: &TestScope, id: &str) -> Tenant {
+    let api: Api<Tenant> = Api::all(scope.client.clone());
+    let mut t = Tenant::new(
         id,
         sweeper::api::tenant::TenantSpec {
             // KubeZoo's CRD requires both: an int32 id (equal to the numeric name) and a quota.
@@ -29,6 +31,7 @@ pub async fn tenant(c: &Client, id: &str) -> Tenant {
             quota: Some(serde_json::json!({})),
         },
     );
+    t.metadata.labels = Some(scope.tenant_labels());
     api.create(&PostParams::default(), &t)
         .await
         .expect("create tenant")
