@@ -275,6 +275,42 @@ async fn discover_ref(client: &Client, key: &RefKey) -> Result<ApiResource, Capi
     kind_in(&g, kind, version.as_deref()).ok_or_else(not_served)
 }
 
+/// Unit tests' MockApi answers for Cluster API's discovery, shared by the Capi cache's tests and
+/// the external collector's admission tests.
+#[cfg(test)]
+pub(crate) mod mocked {
+    use crate::testing::MockApi;
+    use http::Method;
+    use serde_json::{Value, json};
+
+    /// `/apis` and each version's resource list, Cluster API serving `versions` (the first
+    /// preferred), its one kind `Cluster`; each answered once, or any number of times
+    /// (`repeatedly`).
+    pub(crate) fn discovery(server: &MockApi, versions: &[&str], repeatedly: bool) {
+        let gv = |v: &str| json!({"groupVersion": format!("cluster.x-k8s.io/{v}"), "version": v});
+        let all: Vec<Value> = versions.iter().map(|v| gv(v)).collect();
+        let expect = |path: &str| {
+            let e = server.expect(Method::GET, path);
+            if repeatedly { e.repeatedly() } else { e }
+        };
+        expect("/apis").respond(
+            200,
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": "cluster.x-k8s.io", "versions": all, "preferredVersion": gv(versions[0])}]}),
+        );
+        for v in versions {
+            expect(&format!("/apis/cluster.x-k8s.io/{v}")).respond(
+                200,
+                json!({"kind": "APIResourceList", "apiVersion": "v1",
+                       "groupVersion": format!("cluster.x-k8s.io/{v}"),
+                       "resources": [{"name": "clusters", "singularName": "cluster",
+                                      "namespaced": true, "kind": "Cluster",
+                                      "verbs": ["get", "list", "watch"]}]}),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

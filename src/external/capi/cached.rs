@@ -126,25 +126,7 @@ mod tests {
 
     /// One discovery of Cluster API serving `versions` (each call answered once).
     fn discovery(server: &MockApi, versions: &[&str]) {
-        let gv = |v: &str| json!({"groupVersion": format!("cluster.x-k8s.io/{v}"), "version": v});
-        let all: Vec<Value> = versions.iter().map(|v| gv(v)).collect();
-        server.expect(Method::GET, "/apis").respond(
-            200,
-            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": "cluster.x-k8s.io", "versions": all, "preferredVersion": gv(versions[0])}]}),
-        );
-        for v in versions {
-            server
-                .expect(Method::GET, &format!("/apis/cluster.x-k8s.io/{v}"))
-                .respond(
-                    200,
-                    json!({"kind": "APIResourceList", "apiVersion": "v1",
-                       "groupVersion": format!("cluster.x-k8s.io/{v}"),
-                       "resources": [{"name": "clusters", "singularName": "cluster",
-                                      "namespaced": true, "kind": "Cluster",
-                                      "verbs": ["get", "list", "watch"]}]}),
-                );
-        }
+        crate::external::capi::mocked::discovery(server, versions, false);
     }
 
     fn cluster(paused: bool) -> Value {

@@ -53,26 +53,7 @@ fn object(annotations: Value, finalizers: &[&str], deleting: bool) -> Value {
 /// Cluster API served at v1beta2 and v1beta1 (discovery answers any number of times), and the
 /// Cluster ns/c1 as `cluster` (a JSON object, or an HTTP status for a failed read).
 fn capi(server: &MockApi, cluster: Result<Value, u16>) {
-    let gv = |v: &str| json!({"groupVersion": format!("cluster.x-k8s.io/{v}"), "version": v});
-    server.expect(Method::GET, "/apis").repeatedly().respond(
-        200,
-        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-            {"name": "cluster.x-k8s.io", "versions": [gv("v1beta2"), gv("v1beta1")],
-             "preferredVersion": gv("v1beta2")}]}),
-    );
-    for v in ["v1beta2", "v1beta1"] {
-        server
-            .expect(Method::GET, &format!("/apis/cluster.x-k8s.io/{v}"))
-            .repeatedly()
-            .respond(
-                200,
-                json!({"kind": "APIResourceList", "apiVersion": "v1",
-                       "groupVersion": format!("cluster.x-k8s.io/{v}"),
-                       "resources": [{"name": "clusters", "singularName": "cluster",
-                                      "namespaced": true, "kind": "Cluster",
-                                      "verbs": ["get", "list", "watch"]}]}),
-            );
-    }
+    crate::external::capi::mocked::discovery(server, &["v1beta2", "v1beta1"], true);
     let get = server.expect(Method::GET, CAPI_CLUSTER).repeatedly();
     match cluster {
         Ok(c) => get.respond(200, c),
