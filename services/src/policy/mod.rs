@@ -25,6 +25,7 @@
 //! | EKS's control-plane log group (`eks-log-group`, opt-in) | 2 | EKS cluster, named exactly `/aws/eks/<eksName>/cluster`, no retention policy, no deletion protection, EKS says the cluster is gone | a prefix match, another cluster's, retention or protection set: foreign; EKS still reports the cluster, or cannot be asked: blocked | [`log_groups::decide`], [`log_groups::by_eks`] |
 //! | EKS's IRSA OIDC provider (`oidc-provider`) | 2 | EKS cluster with an issuer CAPA recorded, the provider's URL is that issuer, `kubernetes.io/cluster/<eksName>=owned`, no live EKS cluster reports the issuer | no recorded issuer: not looked at; another issuer's, untagged, `shared`: foreign; a live cluster reports it, EKS cannot be asked, the issuer is another region's: blocked | [`oidc_providers::decide`], [`oidc_providers::by_use`] |
 //! | phase 3's network: VPC endpoints, NAT gateways, Elastic IPs, internet gateways, route tables, subnets | 3 | in one of the cluster's CAPA-managed VPCs (CAPA-tagged), CAPA's tag (the server's filter); Elastic IPs: CAPA's tag or held by the VPC's CAPA-tagged NAT gateways | a NAT gateway or endpoint `deleting`, an Elastic IP still associated (unless only with deleted NAT gateways, whose stale association is removed first): blocked; one already deleted (endpoints: rejected, failed, expired too): no longer a target; the VPC's main route table: kept, it goes with the VPC; a bring-your-own VPC's: never asked for | [`capa::decide`] (as the filter), [`network::nat_gateway`], [`network::vpc_endpoint`], [`network::elastic_ip`], [`network::route_table`] |
+//! | a bring-your-own network's `shared` tag (`shared-tag`): **untagged, never deleted** | 3 | a VPC, subnet or route table in the cluster's bring-your-own VPC (`spec.network.vpc.id`, not CAPA-tagged) with `kubernetes.io/cluster/N=shared`: only that key is removed | another cluster's key, `owned`, CAPA-owned, another VPC: kept | [`shared_tags::decide`] |
 //! | the VPC (phase 3's gate) | 3 | CAPA-tagged, and nothing in it blocks | another's load balancer, live instance, live NAT gateway, detached interface (not a NAT gateway's), security group (not `default`), live endpoint or subnet in it: the whole phase waits, reporting them as blockers | [`network::blocks_vpc`] |
 //!
 //! Every kind sweeper deletes is in this table. Where a rule is sent as the server's filter
@@ -43,6 +44,7 @@ pub mod network_interfaces;
 pub mod oidc_providers;
 pub mod ownership;
 pub mod security_groups;
+pub mod shared_tags;
 pub mod tags;
 pub mod target_groups;
 
@@ -59,7 +61,7 @@ pub enum Verdict {
     /// The cluster's, and this step deletes it.
     Delete,
     /// Used by the cluster but not its own (a bring-your-own network's `shared` tag): the
-    /// cluster's tag is removed, the resource stays. Issue #44; no rule returns it yet.
+    /// cluster's tag is removed, the resource stays ([`shared_tags::decide`]).
     Untag,
     /// The cluster's or looks like it, but this step leaves it: another phase or AWS itself
     /// deletes it, or sweeper only reports it.

@@ -263,6 +263,7 @@ mod tests {
             (&["route_tables.rs"], vec![&c::route_tables::DESCRIPTOR]),
             (&["subnets.rs"], vec![&c::subnets::DESCRIPTOR]),
             (&["vpcs.rs"], vec![&c::vpcs::DESCRIPTOR]),
+            (&["shared_tags.rs"], vec![&c::shared_tags::DESCRIPTOR]),
         ];
         let dir = root().join("services/src/cleaners");
         let mut covered = BTreeSet::new();
