@@ -4,6 +4,7 @@ use crate::fixtures::*;
 use std::collections::BTreeMap;
 use sweeper_aws::model::AuditAction;
 use sweeper_aws::phases::{PassRequest, teardown_pass};
+use sweeper_aws::sdk::ec2::types::{IpPermission, IpRange, UserIdGroupPair};
 
 /// The tags of one EC2 resource, as `DescribeTags` reports them (on clients of their own: sweeper
 /// never calls `DescribeTags`, and the recorder checks what the teardown calls).
@@ -158,4 +159,152 @@ async fn phase3_untags_the_clusters_shared_key_in_its_byo_vpc_only() {
         tags_of(&subnets[0]).await.get(&key).map(String::as_str),
         Some("shared")
     );
+}
+
+/// The ingress and egress rules of `group`: (direction, the group a pair names or the CIDR).
+async fn rules_of(group: &str) -> Vec<(&'static str, String)> {
+    let out = retrying_clients()
+        .await
+        .ec2
+        .describe_security_groups()
+        .group_ids(group)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("DescribeSecurityGroups {group}: {e}"));
+    let mut rules = Vec::new();
+    for g in out.security_groups() {
+        for (way, perms) in [
+            ("ingress", g.ip_permissions()),
+            ("egress", g.ip_permissions_egress()),
+        ] {
+            for p in perms {
+                for u in p.user_id_group_pairs() {
+                    rules.push((way, u.group_id().unwrap_or_default().to_string()));
+                }
+                for r in p.ip_ranges() {
+                    rules.push((way, r.cidr_ip().unwrap_or_default().to_string()));
+                }
+            }
+        }
+    }
+    rules.sort();
+    rules
+}
+
+fn pair(group: &str) -> IpPermission {
+    IpPermission::builder()
+        .ip_protocol("tcp")
+        .from_port(443)
+        .to_port(443)
+        .user_id_group_pairs(UserIdGroupPair::builder().group_id(group).build())
+        .build()
+}
+
+/// Kind 3: the rules of groups sweeper keeps that name a group it deletes are revoked (each
+/// audited as revoked, not deleted), in the group's VPC and in another VPC of the account; every
+/// other rule of those groups stays, and a rule naming a group that is not deleted is untouched.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn rules_naming_a_deleted_group_are_revoked_alone_and_audited() {
+    let (c, _rec) = env().await;
+    let n = cluster("refs");
+    let a = vpc(&c, &[]).await;
+    let b = vpc(&c, &[]).await;
+    let ours = sg(&c, &a, &format!("{n}-lb"), &[cloud(&n, "owned")]).await;
+    let kept = sg(&c, &a, &format!("{n}-kept"), &[]).await;
+    let bastion = sg(&c, &a, &format!("{n}-bastion"), &[]).await;
+    let peer = sg(&c, &b, &format!("{n}-peer"), &[]).await;
+    let bystander = sg(&c, &a, &format!("{n}-bystander"), &[]).await;
+    let ingress = |g: &str, p: IpPermission| {
+        c.ec2
+            .authorize_security_group_ingress()
+            .group_id(g)
+            .ip_permissions(p)
+            .send()
+    };
+    ingress(&bastion, pair(&ours)).await.unwrap();
+    ingress(&bastion, pair(&kept)).await.unwrap();
+    ingress(
+        &bastion,
+        IpPermission::builder()
+            .ip_protocol("tcp")
+            .from_port(22)
+            .to_port(22)
+            .ip_ranges(IpRange::builder().cidr_ip("10.9.0.0/16").build())
+            .build(),
+    )
+    .await
+    .unwrap();
+    ingress(&bystander, pair(&kept)).await.unwrap();
+    c.ec2
+        .authorize_security_group_egress()
+        .group_id(&peer)
+        .ip_permissions(pair(&ours))
+        .send()
+        .await
+        .unwrap();
+    let bastion_before = rules_of(&bastion).await;
+    let peer_before = rules_of(&peer).await;
+    let bystander_before = rules_of(&bystander).await;
+
+    let req = PassRequest::new(&n);
+    let plan = teardown_pass(
+        &c,
+        &PassRequest {
+            dry_run: true,
+            ..req.clone()
+        },
+    )
+    .await;
+    let mut planned: Vec<String> = plan
+        .phases
+        .iter()
+        .flat_map(|p| p.planned_changes.iter())
+        .filter(|(_, a)| matches!(a, AuditAction::Revoked { .. }))
+        .map(|(r, _)| r.id.clone())
+        .collect();
+    planned.sort();
+    let mut holders = vec![bastion.clone(), peer.clone()];
+    holders.sort();
+    assert_eq!(planned, holders, "{plan:#?}");
+    assert_eq!(
+        rules_of(&bastion).await,
+        bastion_before,
+        "a dry run revokes nothing"
+    );
+
+    let reports = until_done(&c, &req, 10).await;
+    assert!(!sg_exists(&c, &ours).await);
+    for g in [&kept, &bastion, &peer, &bystander] {
+        assert!(sg_exists(&c, g).await, "{g} is kept");
+    }
+    let without = |before: Vec<(&'static str, String)>| -> Vec<(&'static str, String)> {
+        before.into_iter().filter(|(_, g)| *g != ours).collect()
+    };
+    assert_eq!(
+        rules_of(&bastion).await,
+        without(bastion_before),
+        "only the rule naming ours went"
+    );
+    assert_eq!(
+        rules_of(&peer).await,
+        without(peer_before),
+        "another VPC's rule naming ours went"
+    );
+    assert_eq!(rules_of(&bystander).await, bystander_before, "untouched");
+    let mut revoked: Vec<(String, String)> = reports
+        .iter()
+        .flat_map(|r| r.phases.iter().flat_map(|p| p.audit.iter()))
+        .filter_map(|a| match &a.action {
+            AuditAction::Revoked { rule } => Some((a.resource.id.clone(), rule.clone())),
+            _ => None,
+        })
+        .collect();
+    revoked.sort();
+    let mut want = vec![
+        (bastion.clone(), format!("ingress tcp port 443 from {ours}")),
+        (peer.clone(), format!("egress tcp port 443 to {ours}")),
+    ];
+    want.sort();
+    assert_eq!(revoked, want, "each revoked rule is audited as revoked");
 }
