@@ -7,6 +7,7 @@
 
 pub mod addresses;
 pub mod dns_records;
+pub mod guardduty;
 pub mod instance_profiles;
 pub mod instances;
 pub mod internet_gateways;

@@ -10,6 +10,8 @@ use crate::discovery::describe;
 use crate::discovery::tags;
 use crate::errors::call;
 use crate::model::{AwsClients, Phase, ResourceRef};
+use crate::policy::Candidate;
+use crate::policy::guardduty;
 use crate::policy::network::{InVpc, blocks_vpc};
 use async_trait::async_trait;
 
@@ -105,10 +107,15 @@ pub async fn blockers(
             out.push(blocker("ec2", "network-interface", id, vpc));
         }
     }
+    let region = super::guardduty::region(c);
     for g in describe::security_groups(c, vec![in_vpcs()]).await? {
-        let found = InVpc::SecurityGroup {
-            name: g.group_name(),
-            capa_owned: tags::is_owned(tags::ec2_pairs(g.tags()), &capa),
+        let found = if guardduty::group(g.group_name(), g.vpc_id(), vpcs).is_delete() {
+            InVpc::GuardDuty
+        } else {
+            InVpc::SecurityGroup {
+                name: g.group_name(),
+                capa_owned: tags::is_owned(tags::ec2_pairs(g.tags()), &capa),
+            }
         };
         if !blocks_vpc(&found) {
             continue;
@@ -124,9 +131,18 @@ pub async fn blockers(
     .await
     .map_err(CleanError::discover("vpc-endpoint", "DescribeVpcEndpoints"))?;
     for e in endpoints.vpc_endpoints() {
-        let found = InVpc::VpcEndpoint {
-            state: e.state().map(|s| s.as_str()),
-            capa_owned: tags::is_owned(tags::ec2_pairs(e.tags()), &capa),
+        let pairs: Vec<_> = tags::ec2_pairs(e.tags()).collect();
+        let gd = Candidate {
+            tags: &pairs,
+            vpc: e.vpc_id(),
+        };
+        let found = if guardduty::endpoint(&gd, e.service_name(), &region, vpcs).is_delete() {
+            InVpc::GuardDuty
+        } else {
+            InVpc::VpcEndpoint {
+                state: e.state().map(|s| s.as_str()),
+                capa_owned: tags::is_owned(pairs.iter().copied(), &capa),
+            }
         };
         if !blocks_vpc(&found) {
             continue;

@@ -5,6 +5,7 @@
 
 use super::runner::AnyCleaner;
 use crate::cleaners::dns_records::DnsRecords;
+use crate::cleaners::guardduty::{GuardDutyEndpoint, GuardDutyGroup};
 use crate::cleaners::instance_profiles::InstanceProfiles;
 use crate::cleaners::instances::Instances;
 use crate::cleaners::load_balancers::LoadBalancers;
@@ -53,7 +54,11 @@ fn all() -> Vec<Box<dyn AnyCleaner>> {
         Box::new(Addresses),
         Box::new(InternetGateways),
         Box::new(RouteTables),
+        // GuardDuty's managed endpoint, before the subnets its interfaces live in, and its group
+        // once the endpoint is gone; only in a CAPA-managed VPC.
+        Box::new(GuardDutyEndpoint),
         Box::new(Subnets),
+        Box::new(GuardDutyGroup),
         Box::new(Vpcs),
         // Last, and only in a bring-your-own VPC: the cluster's `shared` tag removed, nothing
         // deleted.
@@ -221,7 +226,9 @@ mod tests {
                 ("elastic-ip", 20, None, false, true),
                 ("internet-gateway", 30, None, false, true),
                 ("route-table", 40, None, false, true),
+                ("vpc-endpoint", 45, None, true, true),
                 ("subnet", 50, None, false, true),
+                ("security-group", 60, None, false, true),
                 ("vpc", 70, None, false, true),
                 ("shared-tag", 80, Some("shared-tag"), false, true),
             ]

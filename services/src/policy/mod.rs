@@ -27,6 +27,7 @@
 //! | EKS's IRSA OIDC provider (`oidc-provider`) | 2 | EKS cluster with an issuer CAPA recorded, the provider's URL is that issuer, `kubernetes.io/cluster/<eksName>=owned`, no live EKS cluster reports the issuer | no recorded issuer: not looked at; another issuer's, untagged, `shared`: foreign; a live cluster reports it, EKS cannot be asked, the issuer is another region's: blocked | [`oidc_providers::decide`], [`oidc_providers::by_use`] |
 //! | phase 3's network: VPC endpoints, NAT gateways, Elastic IPs, internet gateways, route tables, subnets | 3 | in one of the cluster's CAPA-managed VPCs (CAPA-tagged), CAPA's tag (the server's filter); Elastic IPs: CAPA's tag or held by the VPC's CAPA-tagged NAT gateways | a NAT gateway or endpoint `deleting`, an Elastic IP still associated (unless only with deleted NAT gateways, whose stale association is removed first): blocked; one already deleted (endpoints: rejected, failed, expired too): no longer a target; the VPC's main route table: kept, it goes with the VPC; a bring-your-own VPC's: never asked for | [`capa::decide`] (as the filter), [`network::nat_gateway`], [`network::vpc_endpoint`], [`network::elastic_ip`], [`network::route_table`] |
 //! | a bring-your-own network's `shared` tag (`shared-tag`): **untagged, never deleted** | 3 | a VPC, subnet or route table in the cluster's bring-your-own VPC (`spec.network.vpc.id`, not CAPA-tagged) with `kubernetes.io/cluster/N=shared`: only that key is removed | another cluster's key, `owned`, CAPA-owned, another VPC: kept | [`shared_tags::decide`] |
+//! | GuardDuty's managed VPC endpoint and security group | 3 | in one of the cluster's CAPA-managed VPCs: the interface endpoint of `com.amazonaws.<region>.guardduty-data` tagged `GuardDutyManaged=true` (before the subnets), the group `GuardDutyManagedSecurityGroup-<vpc-id>` of that VPC (after the endpoint) | in any other VPC, or any look-alike (another service, tag missing, another VPC's name): never touched; while present in a CAPA VPC they are not blockers | [`guardduty::endpoint`], [`guardduty::group`] |
 //! | the VPC (phase 3's gate) | 3 | CAPA-tagged, and nothing in it blocks | another's load balancer, live instance, live NAT gateway, detached interface (not a NAT gateway's), security group (not `default`), live endpoint or subnet in it: the whole phase waits, reporting them as blockers | [`network::blocks_vpc`] |
 //!
 //! Every kind sweeper deletes is in this table. Where a rule is sent as the server's filter
@@ -37,6 +38,7 @@
 pub mod capa;
 pub mod dns_records;
 pub mod ebs;
+pub mod guardduty;
 pub mod instance_profiles;
 pub mod instances;
 pub mod log_groups;

@@ -264,6 +264,10 @@ mod tests {
             (&["subnets.rs"], vec![&c::subnets::DESCRIPTOR]),
             (&["vpcs.rs"], vec![&c::vpcs::DESCRIPTOR]),
             (&["shared_tags.rs"], vec![&c::shared_tags::DESCRIPTOR]),
+            (
+                &["guardduty.rs"],
+                vec![&c::guardduty::ENDPOINT, &c::guardduty::GROUP],
+            ),
         ];
         let dir = root().join("services/src/cleaners");
         let mut covered = BTreeSet::new();
