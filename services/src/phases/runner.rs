@@ -160,12 +160,8 @@ pub(crate) async fn run_cleaner<C: Cleaner>(
         while let Ok(Outcome::Also(changed, then)) = res {
             for a in changed {
                 tracing::info!(arn = %t.id, changed = %a.resource, action = ?a.action, "changed, kept");
-                if let AuditAction::Revoked { rule } = &a.action {
-                    let r = &a.resource;
-                    report
-                        .notes
-                        .push(format!("revoked in {} {}: {rule}", r.kind, r.id));
-                }
+                // Not a note: the service emits notes as the snapshot Event
+                // (`DeletedWithSnapshot`); the audit record and `gc plan` carry it.
                 report.audit.push(a);
             }
             res = Ok(*then);
