@@ -98,13 +98,12 @@ pub async fn blockers(
         }
     }
     let enis = describe::detached_network_interfaces(c, vec![in_vpcs()]).await?;
+    // Judged once the endpoints are known: an interface endpoint's interfaces go with it (AWS
+    // reports them in use, LocalStack `available`).
+    let mut detached = Vec::new();
     for n in &enis {
-        if let (Some(id), Some(vpc)) = (n.network_interface_id(), n.vpc_id())
-            && blocks_vpc(&InVpc::DetachedInterface {
-                nat_gateways: nat_enis.contains(id),
-            })
-        {
-            out.push(blocker("ec2", "network-interface", id, vpc));
+        if let (Some(id), Some(vpc)) = (n.network_interface_id(), n.vpc_id()) {
+            detached.push((id, vpc));
         }
     }
     let region = super::guardduty::region(c);
@@ -149,6 +148,18 @@ pub async fn blockers(
         }
         if let (Some(id), Some(vpc)) = (e.vpc_endpoint_id(), e.vpc_id()) {
             out.push(blocker("ec2", "vpc-endpoint", id, vpc));
+        }
+    }
+    let endpoint_enis: std::collections::HashSet<&str> = endpoints
+        .vpc_endpoints()
+        .iter()
+        .flat_map(|e| e.network_interface_ids().iter().map(String::as_str))
+        .collect();
+    for (id, vpc) in detached {
+        if blocks_vpc(&InVpc::DetachedInterface {
+            nat_gateways: nat_enis.contains(id) || endpoint_enis.contains(id),
+        }) {
+            out.push(blocker("ec2", "network-interface", id, vpc));
         }
     }
     let subnets = call("ec2.DescribeSubnets", || {
@@ -329,6 +340,8 @@ mod calls {
                 };
                 DescribeNetworkInterfacesOutput::builder()
                     .network_interfaces(eni("eni-nat-capa"))
+                    // An interface endpoint's: goes with it.
+                    .network_interfaces(eni("eni-vpce"))
                     .network_interfaces(eni("eni-left"))
                     .build()
             });
@@ -359,6 +372,15 @@ mod calls {
                     (if capa { b.tags(owned()) } else { b }).build()
                 };
                 DescribeVpcEndpointsOutput::builder()
+                    .vpc_endpoints(
+                        VpcEndpoint::builder()
+                            .vpc_endpoint_id("vpce-capa-interface")
+                            .vpc_id("vpc-1")
+                            .state(State::from("available"))
+                            .network_interface_ids("eni-vpce")
+                            .tags(owned())
+                            .build(),
+                    )
                     .vpc_endpoints(e("vpce-capa", true, "available"))
                     .vpc_endpoints(e("vpce-theirs", false, "available"))
                     .vpc_endpoints(e("vpce-gone", false, "deleted"))
@@ -390,9 +412,9 @@ mod calls {
                 ("arn:lb/app/theirs/1", "vpc-1"),
                 ("i-workload", "vpc-1"),
                 ("nat-theirs", "vpc-1"),
-                ("eni-left", "vpc-1"),
                 ("sg-theirs", "vpc-1"),
                 ("vpce-theirs", "vpc-1"),
+                ("eni-left", "vpc-1"),
                 ("subnet-theirs", "vpc-1"),
             ]
         );

@@ -87,8 +87,8 @@ pub enum InVpc<'a> {
         state: Option<&'a str>,
         capa_owned: bool,
     },
-    /// A detached network interface; `nat_gateways`: it is a NAT gateway's (LocalStack reports
-    /// those `available`), so it goes with the gateway.
+    /// A detached network interface; `nat_gateways`: it is a NAT gateway's or a VPC endpoint's
+    /// (LocalStack reports those `available`), so it goes with the gateway or endpoint.
     DetachedInterface {
         nat_gateways: bool,
     },
