@@ -321,12 +321,34 @@ pub struct PhaseReport {
     /// Found and left alone, with why: what the user must know of but sweeper does not delete
     /// (external-dns records of the cluster's load balancers). Never holds the phase.
     pub kept: Vec<(ResourceRef, String)>,
+    /// Resources that stay but lost the cluster's tag (a bring-your-own network's `shared`
+    /// tag), with the tag key removed. Never deleted.
+    pub untagged: Vec<(ResourceRef, String)>,
+    /// Dry run: resources that would be changed and kept (a tag removed, a rule revoked), with
+    /// what would be done; apart from `planned` (deletes).
+    pub planned_changes: Vec<(ResourceRef, AuditAction)>,
 }
 
-/// One deleted resource as the audit trail records it.
+/// What sweeper did to an audited resource.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AuditAction {
+    /// Deleted.
+    #[default]
+    Deleted,
+    /// Kept, with the tag of this key removed (a bring-your-own network's `shared` tag).
+    Untagged { key: String },
+    /// Kept, with one rule revoked because it named a security group sweeper deletes: the
+    /// resource is the group that held the rule; `rule` says what `AuthorizeSecurityGroupIngress`
+    /// / `Egress` needs to put it back.
+    Revoked { rule: String },
+}
+
+/// One resource sweeper changed (deleted, untagged, a rule revoked in it) as the audit trail
+/// records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Audited {
     pub resource: ResourceRef,
+    pub action: AuditAction,
     /// The cleaner's describe facts (`Debug` of its target detail), and any note of the delete.
     pub detail: String,
     /// Its tags, as discovery read them (the tagging API's, or the Describe call's). `None`: the
@@ -375,6 +397,8 @@ impl PhaseReport {
         self.audit.extend(other.audit);
         self.foreign.extend(other.foreign);
         self.kept.extend(other.kept);
+        self.untagged.extend(other.untagged);
+        self.planned_changes.extend(other.planned_changes);
     }
 }
 

@@ -1,6 +1,8 @@
 //! The external collector's audit trail: after each teardown pass, one record of every AWS
 //! resource it deleted (ARN or id, service, kind, phase, and what discovery knew of it: its
-//! describe facts and its tags; `tags: null` where the discovery that found it read none). AWS resources cannot be re-created from a description, so this is an audit
+//! describe facts and its tags; `tags: null` where the discovery that found it read none), and
+//! of every resource it changed and kept: `untagged` (the tag key removed, `untaggedAt`) or
+//! `revoked` (a rule revoked in a security group, `revokedAt`, with what putting it back needs). AWS resources cannot be re-created from a description, so this is an audit
 //! trail, not something `sweeper restore` reads.
 //!
 //! A record is a ConfigMap in sweeper's own namespace (so the external collector's role needs
@@ -14,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use sweeper_aws::model::{Audited, ResourceRef};
+use sweeper_aws::model::{AuditAction, Audited, ResourceRef};
 
 /// The label naming the workload cluster of an audit record.
 pub const LABEL_CLUSTER: &str = "sweeper.dev/audit-cluster";
@@ -89,14 +91,25 @@ pub async fn write(
         .iter()
         .map(|(phase, a)| {
             let r = &a.resource;
-            let v = serde_json::json!({
+            let mut v = serde_json::json!({
                 "service": r.service, "kind": r.kind, "id": r.id, "phase": phase,
-                "detail": a.detail, "tags": a.tags, "deletedAt": now.to_string(),
+                "detail": a.detail, "tags": a.tags,
                 "cluster": names.capi, "tagName": names.tag,
                 "region": session.scope.region, "account": session.scope.account,
                 "partition": session.scope.partition, "identity": session.chain,
                 "object": object_name, "namespace": object_namespace,
             });
+            // What was done, and when: a resource kept with a tag removed or a rule revoked is
+            // never recorded as deleted.
+            let (when, what) = match &a.action {
+                AuditAction::Deleted => ("deletedAt", None),
+                AuditAction::Untagged { key } => ("untaggedAt", Some(("untagged", key))),
+                AuditAction::Revoked { rule } => ("revokedAt", Some(("revoked", rule))),
+            };
+            v[when] = now.to_string().into();
+            if let Some((field, value)) = what {
+                v[field] = value.clone().into();
+            }
             v
         })
         .chain(reported)

@@ -11,6 +11,7 @@ use super::request::{self, Mode, ObjectFacts};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
 use sweeper_aws::discovery::tags::{capa_key, cloud_key};
+use sweeper_aws::model::AuditAction;
 use sweeper_aws::phases::{PassReport, teardown_pass};
 use sweeper_aws::session::SessionCache;
 
@@ -175,6 +176,19 @@ fn render_phases(out: &mut String, report: &PassReport) {
         for r in &p.planned {
             out.push_str(&format!("  {} {} {}\n", r.service, r.kind, r.id));
         }
+        for (r, action) in &p.planned_changes {
+            match action {
+                AuditAction::Untagged { key } => out.push_str(&format!(
+                    "  untag, not delete: {} {}: remove {key}=shared\n",
+                    r.service, r.id
+                )),
+                AuditAction::Revoked { rule } => out.push_str(&format!(
+                    "  revoke, not delete: in {} {} {}: {rule}\n",
+                    r.service, r.kind, r.id
+                )),
+                AuditAction::Deleted => {}
+            }
+        }
         for (r, vpc) in &p.blockers {
             out.push_str(&format!(
                 "  blocked by {} {} {} (not the cluster's; kept, and {vpc} with it until it is gone)\n",
@@ -193,5 +207,39 @@ fn render_phases(out: &mut String, report: &PassReport) {
         for f in &p.foreign {
             out.push_str(&format!("  ignored (outside the cluster's session): {f}\n"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sweeper_aws::phases::{Phase, PhaseReport, ResourceRef};
+
+    #[test]
+    fn an_untag_is_planned_as_an_untag_never_as_a_delete() {
+        let subnet = ResourceRef {
+            service: "ec2".into(),
+            kind: "shared-tag".into(),
+            id: "subnet-1".into(),
+        };
+        let mut p3 = PhaseReport::started(Phase::Network);
+        p3.planned_changes.push((
+            subnet,
+            AuditAction::Untagged {
+                key: "kubernetes.io/cluster/c1".into(),
+            },
+        ));
+        let mut out = String::new();
+        render_phases(
+            &mut out,
+            &PassReport {
+                done: false,
+                phases: vec![p3],
+            },
+        );
+        assert_eq!(
+            out,
+            "phase 3: 0 resource(s)\n  untag, not delete: ec2 subnet-1: remove kubernetes.io/cluster/c1=shared\n"
+        );
     }
 }

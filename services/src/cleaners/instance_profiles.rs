@@ -171,7 +171,11 @@ impl Cleaner for InstanceProfiles {
             .await;
             match settle(res, KIND, &t.id, "RemoveRoleFromInstanceProfile")? {
                 // The role already left the profile (or the profile is gone): go on.
-                Outcome::Deleted | Outcome::Gone | Outcome::DeletedWith(_) => {}
+                Outcome::Deleted
+                | Outcome::Gone
+                | Outcome::DeletedWith(_)
+                | Outcome::Untagged(_)
+                | Outcome::Also(..) => {}
                 left @ Outcome::Remaining(_) => return Ok(left),
             }
         }

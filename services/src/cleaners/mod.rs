@@ -7,6 +7,7 @@
 
 pub mod addresses;
 pub mod dns_records;
+pub mod guardduty;
 pub mod instance_profiles;
 pub mod instances;
 pub mod internet_gateways;
@@ -18,6 +19,7 @@ pub mod network_interfaces;
 pub mod oidc_providers;
 pub mod route_tables;
 pub mod security_groups;
+pub mod shared_tags;
 pub mod snapshots;
 pub mod subnets;
 pub mod target_groups;
@@ -54,6 +56,9 @@ pub struct CleanCtx<'a> {
     pub inventory: &'a Inventory,
     /// Phase 3: the CAPA-managed VPCs of the cluster. Empty means nothing of the network is ours.
     pub vpc_ids: &'a [String],
+    /// Phase 3: the cluster's bring-your-own VPCs (its object's `spec.network.vpc.id`, not
+    /// CAPA-tagged). Nothing in them is ever deleted; only the `shared-tag` task looks at them.
+    pub byo_vpcs: &'a [String],
     /// Phase 2: the VPCs the cluster lives in (its object's, the CAPA-tagged ones), where its
     /// resources are looked for first. Nothing is deleted for being in one of them.
     pub cluster_vpcs: &'a [String],
@@ -152,6 +157,11 @@ pub enum Outcome {
     /// Deleted, with something the user must be told (e.g. the snapshot taken first): reported in
     /// the phase's `notes` and as an Event.
     DeletedWith(String),
+    /// Not deleted: the cluster's tag of this key was removed (see [`Descriptor::untags`]).
+    Untagged(String),
+    /// The inner outcome, after changes to other resources that stay (a rule revoked in another
+    /// security group): each is audited whatever became of the target.
+    Also(Vec<crate::model::Audited>, Box<Outcome>),
     /// Already gone (NotFound): as good as deleted.
     Gone,
     /// Deletion started or still blocked; the reason says what we wait for (its kind: a failed
@@ -239,6 +249,9 @@ pub struct Descriptor {
     /// `deploy/iam/sweeper-policy.json` grants exactly these and the pass's own
     /// (`phases::PASS_IAM_ACTIONS`), which a test checks.
     pub iam_actions: &'static [&'static str],
+    /// True for a kind that never deletes: its "delete" removes the cluster's tag and the
+    /// resource stays (`shared-tag`). A dry run plans it as an untag, not a delete.
+    pub untags: bool,
 }
 
 impl Descriptor {
@@ -254,6 +267,7 @@ impl Descriptor {
             gates_later: false,
             holds_next_phase: true,
             iam_actions: &[],
+            untags: false,
         }
     }
 }
@@ -304,6 +318,11 @@ pub trait Cleaner: Send + Sync {
         ctx: &CleanCtx<'_>,
         t: &Target<Self::Detail>,
     ) -> Result<Outcome, CleanError>;
+    /// What deleting a target with this detail changes besides it, kept (the rules of other
+    /// security groups naming it, revoked first): a dry run's plan lists them. None by default.
+    fn also_changes(&self, _detail: &Self::Detail) -> Vec<crate::model::Audited> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]
@@ -317,6 +336,7 @@ pub(crate) fn test_ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) ->
         capa_cluster: crate::mocked::CLUSTER,
         inventory,
         vpc_ids: &[],
+        byo_vpcs: &[],
         cluster_vpcs: &[],
         snapshot_volumes: false,
         eks: None,

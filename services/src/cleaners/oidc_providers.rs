@@ -296,6 +296,7 @@ mod tests {
             capa_cluster: "ek1",
             inventory: &inv,
             vpc_ids: &[],
+            byo_vpcs: &[],
             cluster_vpcs: &[],
             snapshot_volumes: false,
             eks: Some(&facts),

@@ -59,7 +59,11 @@ pub(crate) fn before_delete<T>(
 ) -> Result<Option<Outcome>, CleanError> {
     match super::settle(res, kind, id, op)? {
         left @ Outcome::Remaining(_) => Ok(Some(left)),
-        Outcome::Deleted | Outcome::DeletedWith(_) | Outcome::Gone => Ok(None),
+        Outcome::Deleted
+        | Outcome::DeletedWith(_)
+        | Outcome::Untagged(_)
+        | Outcome::Also(..)
+        | Outcome::Gone => Ok(None),
     }
 }
 

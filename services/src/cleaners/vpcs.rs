@@ -10,6 +10,8 @@ use crate::discovery::describe;
 use crate::discovery::tags;
 use crate::errors::call;
 use crate::model::{AwsClients, Phase, ResourceRef};
+use crate::policy::Candidate;
+use crate::policy::guardduty;
 use crate::policy::network::{InVpc, blocks_vpc};
 use async_trait::async_trait;
 
@@ -96,19 +98,23 @@ pub async fn blockers(
         }
     }
     let enis = describe::detached_network_interfaces(c, vec![in_vpcs()]).await?;
+    // Judged once the endpoints are known: an interface endpoint's interfaces go with it (AWS
+    // reports them in use, LocalStack `available`).
+    let mut detached = Vec::new();
     for n in &enis {
-        if let (Some(id), Some(vpc)) = (n.network_interface_id(), n.vpc_id())
-            && blocks_vpc(&InVpc::DetachedInterface {
-                nat_gateways: nat_enis.contains(id),
-            })
-        {
-            out.push(blocker("ec2", "network-interface", id, vpc));
+        if let (Some(id), Some(vpc)) = (n.network_interface_id(), n.vpc_id()) {
+            detached.push((id, vpc));
         }
     }
+    let region = super::guardduty::region(c);
     for g in describe::security_groups(c, vec![in_vpcs()]).await? {
-        let found = InVpc::SecurityGroup {
-            name: g.group_name(),
-            capa_owned: tags::is_owned(tags::ec2_pairs(g.tags()), &capa),
+        let found = if guardduty::group(g.group_name(), g.vpc_id(), vpcs).is_delete() {
+            InVpc::GuardDuty
+        } else {
+            InVpc::SecurityGroup {
+                name: g.group_name(),
+                capa_owned: tags::is_owned(tags::ec2_pairs(g.tags()), &capa),
+            }
         };
         if !blocks_vpc(&found) {
             continue;
@@ -124,15 +130,36 @@ pub async fn blockers(
     .await
     .map_err(CleanError::discover("vpc-endpoint", "DescribeVpcEndpoints"))?;
     for e in endpoints.vpc_endpoints() {
-        let found = InVpc::VpcEndpoint {
-            state: e.state().map(|s| s.as_str()),
-            capa_owned: tags::is_owned(tags::ec2_pairs(e.tags()), &capa),
+        let pairs: Vec<_> = tags::ec2_pairs(e.tags()).collect();
+        let gd = Candidate {
+            tags: &pairs,
+            vpc: e.vpc_id(),
+        };
+        let found = if guardduty::endpoint(&gd, e.service_name(), &region, vpcs).is_delete() {
+            InVpc::GuardDuty
+        } else {
+            InVpc::VpcEndpoint {
+                state: e.state().map(|s| s.as_str()),
+                capa_owned: tags::is_owned(pairs.iter().copied(), &capa),
+            }
         };
         if !blocks_vpc(&found) {
             continue;
         }
         if let (Some(id), Some(vpc)) = (e.vpc_endpoint_id(), e.vpc_id()) {
             out.push(blocker("ec2", "vpc-endpoint", id, vpc));
+        }
+    }
+    let endpoint_enis: std::collections::HashSet<&str> = endpoints
+        .vpc_endpoints()
+        .iter()
+        .flat_map(|e| e.network_interface_ids().iter().map(String::as_str))
+        .collect();
+    for (id, vpc) in detached {
+        if blocks_vpc(&InVpc::DetachedInterface {
+            nat_gateways: nat_enis.contains(id) || endpoint_enis.contains(id),
+        }) {
+            out.push(blocker("ec2", "network-interface", id, vpc));
         }
     }
     let subnets = call("ec2.DescribeSubnets", || {
@@ -313,6 +340,8 @@ mod calls {
                 };
                 DescribeNetworkInterfacesOutput::builder()
                     .network_interfaces(eni("eni-nat-capa"))
+                    // An interface endpoint's: goes with it.
+                    .network_interfaces(eni("eni-vpce"))
                     .network_interfaces(eni("eni-left"))
                     .build()
             });
@@ -343,6 +372,15 @@ mod calls {
                     (if capa { b.tags(owned()) } else { b }).build()
                 };
                 DescribeVpcEndpointsOutput::builder()
+                    .vpc_endpoints(
+                        VpcEndpoint::builder()
+                            .vpc_endpoint_id("vpce-capa-interface")
+                            .vpc_id("vpc-1")
+                            .state(State::from("available"))
+                            .network_interface_ids("eni-vpce")
+                            .tags(owned())
+                            .build(),
+                    )
                     .vpc_endpoints(e("vpce-capa", true, "available"))
                     .vpc_endpoints(e("vpce-theirs", false, "available"))
                     .vpc_endpoints(e("vpce-gone", false, "deleted"))
@@ -374,9 +412,9 @@ mod calls {
                 ("arn:lb/app/theirs/1", "vpc-1"),
                 ("i-workload", "vpc-1"),
                 ("nat-theirs", "vpc-1"),
-                ("eni-left", "vpc-1"),
                 ("sg-theirs", "vpc-1"),
                 ("vpce-theirs", "vpc-1"),
+                ("eni-left", "vpc-1"),
                 ("subnet-theirs", "vpc-1"),
             ]
         );

@@ -49,6 +49,7 @@ pub(crate) async fn phase2_in(
         capa_cluster: &req.capa_name,
         inventory: &inv,
         vpc_ids: &[],
+        byo_vpcs: &[],
         cluster_vpcs: own.vpcs(),
         snapshot_volumes: req.ebs_snapshot,
         eks: req.eks.as_ref(),

@@ -70,6 +70,7 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
         capa_cluster: capa,
         inventory: &empty,
         vpc_ids: &[],
+        byo_vpcs: &[],
         cluster_vpcs: &[],
         snapshot_volumes: req.ebs_snapshot,
         eks: req.eks.as_ref(),
@@ -127,9 +128,13 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
     // Done only when a pass found nothing at all: the pass that deletes the last resources is not
     // done yet, the next one verifies. This catches resources a discovery missed (an eventually
     // consistent tagging API; LocalStack's tagging pagination dropping items under load).
-    let done = phases
-        .iter()
-        .all(|p| p.is_clear() && p.planned.is_empty() && p.deleted.is_empty());
+    let done = phases.iter().all(|p| {
+        p.is_clear()
+            && p.planned.is_empty()
+            && p.planned_changes.is_empty()
+            && p.deleted.is_empty()
+            && p.untagged.is_empty()
+    });
     tracing::info!(
         done,
         deleted = phases.iter().map(|p| p.deleted.len()).sum::<usize>(),
@@ -173,6 +178,20 @@ async fn phase3(
     if !blockers.is_empty() {
         tracing::warn!(blockers = ?blockers.iter().map(|(r, _)| r.to_string()).collect::<Vec<_>>(), "the CAPA-managed VPC holds resources the cluster does not own: phase 3 waits");
     }
+    // The cluster's bring-your-own VPCs: its object's that are not CAPA-tagged (CAPA's own
+    // test, `VPCSpec.IsUnmanaged`: an id is set and the VPC is not tagged owned for the
+    // cluster). Only the `shared-tag` task looks at them, and only when phase 2 may run (an
+    // opted-out cluster's network tags are left as they are).
+    let byo_vpcs: Vec<String> = req
+        .vpc_ids
+        .iter()
+        .filter(|v| !vpc_ids.contains(v))
+        .cloned()
+        .collect();
+    let cleaners: Vec<_> = registry::selected(Phase::Network, req.tasks.as_deref())
+        .into_iter()
+        .filter(|c| req.external_gc || c.descriptor().task.is_none())
+        .collect();
     if dry_run || blockers.is_empty() {
         let ctx = CleanCtx {
             clients,
@@ -180,13 +199,14 @@ async fn phase3(
             capa_cluster: &req.capa_name,
             inventory: &empty,
             vpc_ids,
+            byo_vpcs: &byo_vpcs,
             cluster_vpcs: &[],
             snapshot_volumes: false,
             eks: req.eks.as_ref(),
             tasks: &[],
             external_dns_owner: None,
         };
-        p3 = run_phase(Phase::Network, &registry::of(Phase::Network), &ctx, dry_run)
+        p3 = run_phase(Phase::Network, &cleaners, &ctx, dry_run)
             .await
             .report;
     }

@@ -5,6 +5,7 @@
 
 use super::runner::AnyCleaner;
 use crate::cleaners::dns_records::DnsRecords;
+use crate::cleaners::guardduty::{GuardDutyEndpoint, GuardDutyGroup};
 use crate::cleaners::instance_profiles::InstanceProfiles;
 use crate::cleaners::instances::Instances;
 use crate::cleaners::load_balancers::LoadBalancers;
@@ -15,9 +16,9 @@ use crate::cleaners::security_groups::eks::EksClusterSecurityGroup;
 use crate::cleaners::{
     Descriptor, addresses::Addresses, internet_gateways::InternetGateways,
     launch_templates::LaunchTemplates, nat_gateways::NatGateways,
-    network_interfaces::NetworkInterfaces, route_tables::RouteTables, snapshots::Snapshots,
-    subnets::Subnets, target_groups::TargetGroups, volumes::Volumes, vpc_endpoints::VpcEndpoints,
-    vpcs::Vpcs,
+    network_interfaces::NetworkInterfaces, route_tables::RouteTables, shared_tags::SharedTags,
+    snapshots::Snapshots, subnets::Subnets, target_groups::TargetGroups, volumes::Volumes,
+    vpc_endpoints::VpcEndpoints, vpcs::Vpcs,
 };
 use crate::model::{GcTask, Phase, UnknownGcTask};
 use std::str::FromStr;
@@ -53,8 +54,15 @@ fn all() -> Vec<Box<dyn AnyCleaner>> {
         Box::new(Addresses),
         Box::new(InternetGateways),
         Box::new(RouteTables),
+        // GuardDuty's managed endpoint, before the subnets its interfaces live in, and its group
+        // once the endpoint is gone; only in a CAPA-managed VPC.
+        Box::new(GuardDutyEndpoint),
         Box::new(Subnets),
+        Box::new(GuardDutyGroup),
         Box::new(Vpcs),
+        // Last, and only in a bring-your-own VPC: the cluster's `shared` tag removed, nothing
+        // deleted.
+        Box::new(SharedTags),
     ]
 }
 
@@ -93,7 +101,13 @@ pub const CAPA: [GcTask; 3] = [
 
 /// Phase 2's cleaners, limited to `tasks` when given (without, every task but the opt-in ones).
 pub(crate) fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn AnyCleaner>> {
-    of(Phase::External)
+    selected(Phase::External, tasks)
+}
+
+/// The cleaners of `phase`, those with a task limited to `tasks` when given (without, every
+/// task but the opt-in ones). A cleaner without a task always runs.
+pub(crate) fn selected(phase: Phase, tasks: Option<&[GcTask]>) -> Vec<Box<dyn AnyCleaner>> {
+    of(phase)
         .into_iter()
         .filter(|c| match (tasks, c.descriptor().task) {
             (Some(sel), Some(t)) => sel.contains(&t),
@@ -103,13 +117,11 @@ pub(crate) fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn AnyCleaner>> {
         .collect()
 }
 
-/// The task names phase 2's cleaners declare, in registry order, each once.
+/// The task names the cleaners declare (phase 2's, then phase 3's `shared-tag`), in registry
+/// order, each once.
 pub fn tasks() -> Vec<GcTask> {
     let mut out: Vec<GcTask> = Vec::new();
-    let phase2 = descriptors()
-        .into_iter()
-        .filter(|d| d.phase == Phase::External);
-    for t in phase2.filter_map(|d| d.task) {
+    for t in descriptors().into_iter().filter_map(|d| d.task) {
         if !out.contains(&t) {
             out.push(t);
         }
@@ -214,8 +226,11 @@ mod tests {
                 ("elastic-ip", 20, None, false, true),
                 ("internet-gateway", 30, None, false, true),
                 ("route-table", 40, None, false, true),
+                ("vpc-endpoint", 45, None, true, true),
                 ("subnet", 50, None, false, true),
+                ("security-group", 60, None, false, true),
                 ("vpc", 70, None, false, true),
+                ("shared-tag", 80, Some("shared-tag"), false, true),
             ]
         );
         let services: Vec<(&str, &str)> = descriptors()
@@ -288,7 +303,8 @@ mod tests {
                 "ebs-volume",
                 "ebs-snapshot",
                 "security-group",
-                "eks-security-group"
+                "eks-security-group",
+                "shared-tag"
             ]
         );
         for t in tasks() {
@@ -314,6 +330,7 @@ mod tests {
             names(&default),
             phase2(None)
                 .iter()
+                .chain(selected(Phase::Network, None).iter())
                 .filter_map(|c| c.descriptor().task)
                 .fold(Vec::new(), |mut v, t| {
                     if !v.contains(&t.name()) {
@@ -321,7 +338,7 @@ mod tests {
                     }
                     v
                 }),
-            "the default set is what phase 2 runs without a selection"
+            "the default set is what phases 2 and 3 run without a selection"
         );
     }
 
@@ -331,7 +348,7 @@ mod tests {
         assert!(e.to_string().contains("\"load-balancers\""), "{e}");
         assert_eq!(
             e.to_string(),
-            "unknown GC task \"load-balancers\": expected one of dns-record, load-balancer, target-group, instance, launch-template, instance-profile, oidc-provider, eks-log-group, ebs-volume, ebs-snapshot, security-group, eks-security-group"
+            "unknown GC task \"load-balancers\": expected one of dns-record, load-balancer, target-group, instance, launch-template, instance-profile, oidc-provider, eks-log-group, ebs-volume, ebs-snapshot, security-group, eks-security-group, shared-tag"
         );
         let e = "".parse::<GcTask>().unwrap_err();
         assert!(e.to_string().contains("\"\""), "{e}");

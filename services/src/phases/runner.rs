@@ -5,7 +5,7 @@
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target};
 use crate::discovery::inventory::Inventory;
 use crate::discovery::tagging::TaggedResource;
-use crate::model::{Audited, AwsClients, Failure, Phase, PhaseReport, ResourceRef};
+use crate::model::{AuditAction, Audited, AwsClients, Failure, Phase, PhaseReport, ResourceRef};
 use crate::policy::Ownership;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -65,6 +65,7 @@ pub(crate) async fn run_cleaner<C: Cleaner>(
         service,
         kind,
         phase,
+        untags,
         ..
     } = *cleaner.descriptor();
     let mut report = PhaseReport::started(phase);
@@ -90,7 +91,23 @@ pub(crate) async fn run_cleaner<C: Cleaner>(
         report.kept.push((rref(&t.id), why));
     }
     if dry_run {
-        report.planned = targets.iter().map(|t| rref(&t.id)).collect();
+        for t in &targets {
+            if untags {
+                // What would lose the cluster's tag, with the key (the detail's `Debug` is it).
+                let key = format!("{:?}", t.detail);
+                let action = AuditAction::Untagged { key };
+                report.planned_changes.push((rref(&t.id), action));
+            } else {
+                report.planned.push(rref(&t.id));
+            }
+            // What deleting it would change and keep (rules of other groups naming it).
+            report.planned_changes.extend(
+                cleaner
+                    .also_changes(&t.detail)
+                    .into_iter()
+                    .map(|a| (a.resource, a.action)),
+            );
+        }
         return report;
     }
     type Done<D> = (Target<D>, Result<Outcome, CleanError>);
@@ -137,6 +154,18 @@ pub(crate) async fn run_cleaner<C: Cleaner>(
         }
     }
     for (t, res) in results {
+        // What the delete changed besides its target, kept (rules revoked in other groups):
+        // audited whatever became of the target.
+        let mut res = res;
+        while let Ok(Outcome::Also(changed, then)) = res {
+            for a in changed {
+                tracing::info!(arn = %t.id, changed = %a.resource, action = ?a.action, "changed, kept");
+                // Not a note: the service emits notes as the snapshot Event
+                // (`DeletedWithSnapshot`); the audit record and `gc plan` carry it.
+                report.audit.push(a);
+            }
+            res = Ok(*then);
+        }
         match res {
             Ok(Outcome::Deleted) => {
                 report.deleted.push(rref(&t.id));
@@ -151,6 +180,15 @@ pub(crate) async fn run_cleaner<C: Cleaner>(
                 report.audit.push(audited(rref(&t.id), &t, detail, ctx));
                 report.notes.push(note);
             }
+            Ok(Outcome::Untagged(key)) => {
+                tracing::info!(arn = %t.id, %key, "untagged, kept");
+                report.untagged.push((rref(&t.id), key.clone()));
+                let mut a = audited(rref(&t.id), &t, format!("{:?}", t.detail), ctx);
+                a.action = AuditAction::Untagged { key };
+                report.audit.push(a);
+            }
+            // Unwrapped above.
+            Ok(Outcome::Also(..)) => {}
             // Not deleted by this pass, so not reported: a discovery that keeps listing a gone
             // resource (eventual consistency) must not keep the teardown from being done.
             Ok(Outcome::Gone) => tracing::debug!(arn = %t.id, "already gone"),
@@ -171,6 +209,7 @@ pub(crate) async fn run_cleaner<C: Cleaner>(
 fn audited<D>(resource: ResourceRef, t: &Target<D>, detail: String, ctx: &CleanCtx<'_>) -> Audited {
     Audited {
         resource,
+        action: AuditAction::Deleted,
         detail,
         tags: t
             .tags

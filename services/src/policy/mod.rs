@@ -15,6 +15,7 @@
 //! | target groups | 2 | the phase-2 rule | still attached to a load balancer that exists: blocked | [`target_groups::decide`] |
 //! | security groups (`security-group`) | 2 | the phase-2 rule | EKS's cluster group (`aws:eks:cluster-name`): kept, EKS deletes it | [`security_groups::decide`] |
 //! | EKS's cluster security group (`eks-security-group`) | 2 | EKS cluster, `aws:eks:cluster-name=<eksName>`, in the cluster's VPCs, no interface uses it, EKS says the cluster is gone | any check fails or errs: kept | [`security_groups::eks_candidate`] (the tags and VPC), [`security_groups::eks_group`] (EKS, then the interfaces) |
+//! | a rule of a group sweeper keeps that names a group it deletes (with `security-group`, `eks-security-group`, and phase 1's): **revoked, that rule alone** | 1, 2 | the group it names is deleted in this pass, the rule is in another group of the account (its VPC or any other), the pair names no other account | a rule naming a group that stays: never touched; a group's rule naming itself: goes with it; another account's group: foreign | [`security_groups::referencing_rule`] |
 //! | CAPA's load balancers and security groups | 1 | `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned` | a VPC's `default` group: kept; anything else: foreign | [`capa::decide`], [`security_groups::decide_capa`] |
 //! | instances | 1 | CAPA's tag (the describe's filter) | `shutting-down`: blocked until terminated | [`instances::by_state`] |
 //! | instances (`instance`) | 2 | the phase-2 rule | a member of an Auto Scaling group or EKS node group: kept, its group owns it; `shutting-down`: blocked | [`instances::decide`], [`instances::by_state`] |
@@ -25,6 +26,8 @@
 //! | EKS's control-plane log group (`eks-log-group`, opt-in) | 2 | EKS cluster, named exactly `/aws/eks/<eksName>/cluster`, no retention policy, no deletion protection, EKS says the cluster is gone | a prefix match, another cluster's, retention or protection set: foreign; EKS still reports the cluster, or cannot be asked: blocked | [`log_groups::decide`], [`log_groups::by_eks`] |
 //! | EKS's IRSA OIDC provider (`oidc-provider`) | 2 | EKS cluster with an issuer CAPA recorded, the provider's URL is that issuer, `kubernetes.io/cluster/<eksName>=owned`, no live EKS cluster reports the issuer | no recorded issuer: not looked at; another issuer's, untagged, `shared`: foreign; a live cluster reports it, EKS cannot be asked, the issuer is another region's: blocked | [`oidc_providers::decide`], [`oidc_providers::by_use`] |
 //! | phase 3's network: VPC endpoints, NAT gateways, Elastic IPs, internet gateways, route tables, subnets | 3 | in one of the cluster's CAPA-managed VPCs (CAPA-tagged), CAPA's tag (the server's filter); Elastic IPs: CAPA's tag or held by the VPC's CAPA-tagged NAT gateways | a NAT gateway or endpoint `deleting`, an Elastic IP still associated (unless only with deleted NAT gateways, whose stale association is removed first): blocked; one already deleted (endpoints: rejected, failed, expired too): no longer a target; the VPC's main route table: kept, it goes with the VPC; a bring-your-own VPC's: never asked for | [`capa::decide`] (as the filter), [`network::nat_gateway`], [`network::vpc_endpoint`], [`network::elastic_ip`], [`network::route_table`] |
+//! | a bring-your-own network's `shared` tag (`shared-tag`): **untagged, never deleted** | 3 | a VPC, subnet or route table in the cluster's bring-your-own VPC (`spec.network.vpc.id`, not CAPA-tagged) with `kubernetes.io/cluster/N=shared`: only that key is removed | another cluster's key, `owned`, CAPA-owned, another VPC: kept | [`shared_tags::decide`] |
+//! | GuardDuty's managed VPC endpoint and security group | 3 | in one of the cluster's CAPA-managed VPCs: the interface endpoint of `com.amazonaws.<region>.guardduty-data` tagged `GuardDutyManaged=true` (before the subnets), the group `GuardDutyManagedSecurityGroup-<vpc-id>` of that VPC (after the endpoint) | in any other VPC, or any look-alike (another service, tag missing, another VPC's name): never touched; while present in a CAPA VPC they are not blockers | [`guardduty::endpoint`], [`guardduty::group`] |
 //! | the VPC (phase 3's gate) | 3 | CAPA-tagged, and nothing in it blocks | another's load balancer, live instance, live NAT gateway, detached interface (not a NAT gateway's), security group (not `default`), live endpoint or subnet in it: the whole phase waits, reporting them as blockers | [`network::blocks_vpc`] |
 //!
 //! Every kind sweeper deletes is in this table. Where a rule is sent as the server's filter
@@ -35,6 +38,7 @@
 pub mod capa;
 pub mod dns_records;
 pub mod ebs;
+pub mod guardduty;
 pub mod instance_profiles;
 pub mod instances;
 pub mod log_groups;
@@ -43,6 +47,7 @@ pub mod network_interfaces;
 pub mod oidc_providers;
 pub mod ownership;
 pub mod security_groups;
+pub mod shared_tags;
 pub mod tags;
 pub mod target_groups;
 
@@ -59,7 +64,7 @@ pub enum Verdict {
     /// The cluster's, and this step deletes it.
     Delete,
     /// Used by the cluster but not its own (a bring-your-own network's `shared` tag): the
-    /// cluster's tag is removed, the resource stays. Issue #44; no rule returns it yet.
+    /// cluster's tag is removed, the resource stays ([`shared_tags::decide`]).
     Untag,
     /// The cluster's or looks like it, but this step leaves it: another phase or AWS itself
     /// deletes it, or sweeper only reports it.

@@ -87,8 +87,8 @@ pub enum InVpc<'a> {
         state: Option<&'a str>,
         capa_owned: bool,
     },
-    /// A detached network interface; `nat_gateways`: it is a NAT gateway's (LocalStack reports
-    /// those `available`), so it goes with the gateway.
+    /// A detached network interface; `nat_gateways`: it is a NAT gateway's or a VPC endpoint's
+    /// (LocalStack reports those `available`), so it goes with the gateway or endpoint.
     DetachedInterface {
         nat_gateways: bool,
     },
@@ -103,6 +103,9 @@ pub enum InVpc<'a> {
     Subnet {
         capa_owned: bool,
     },
+    /// GuardDuty's managed endpoint or group, by `guardduty::endpoint` / `guardduty::group`:
+    /// phase 3 deletes them, they hold nothing up.
+    GuardDuty,
 }
 
 /// Whether `r` keeps its VPC from being deleted and is not phase 3's to delete: phase 1 has
@@ -118,6 +121,7 @@ pub fn blocks_vpc(r: &InVpc<'_>) -> bool {
         InVpc::SecurityGroup { name, capa_owned } => name != Some("default") && !capa_owned,
         InVpc::VpcEndpoint { state, capa_owned } => !endpoint_gone(state) && !capa_owned,
         InVpc::Subnet { capa_owned } => !capa_owned,
+        InVpc::GuardDuty => false,
     }
 }
 

@@ -3,8 +3,9 @@
 //! Phase 2: the phase-2 ownership rule, less EKS's cluster group (`aws:eks:cluster-name`): EKS
 //! deletes it with the cluster. Only when it outlives the cluster (eksctl#5135) does the
 //! `eks-security-group` task take it, see [`eks_candidate`]. Never "every group in the VPC":
-//! ownership decides. A rule in another group that names a deleted group is revoked; the group
-//! holding the rule stays (`cleaners::security_groups::refs`).
+//! ownership decides. A rule in another group of the account that names a deleted group is
+//! revoked, that rule alone; the group holding it stays ([`referencing_rule`], carried out by
+//! `cleaners::security_groups::refs`).
 
 use super::{Candidate, Eks, Ownership, Verdict, capa, tags};
 
@@ -64,6 +65,33 @@ pub fn eks_group(eks: Eks<'_>, user: Option<&str>) -> Verdict {
         )),
         (Eks::Gone, None) => Verdict::Delete,
     }
+}
+
+/// A rule of group `holder` naming group `named` (one `UserIdGroupPair`, whose account is
+/// `pair_account` when the pair says), for the groups sweeper deletes in this pass: revoked
+/// (`Delete`) only when `named` is one of them (`deleting`), the rule is in another group, and
+/// the pair does not name another account than the session's (`account`, when known). The group
+/// holding the rule is never deleted for it, and its other rules stay: the revoke names this
+/// pair alone. A rule naming a group sweeper keeps is never touched.
+pub fn referencing_rule(
+    holder: &str,
+    named: &str,
+    deleting: bool,
+    pair_account: Option<&str>,
+    account: Option<&str>,
+) -> Verdict {
+    if !deleting {
+        return Verdict::foreign("names a group sweeper does not delete");
+    }
+    if holder == named {
+        return Verdict::keep("a group's rule naming itself goes with the group");
+    }
+    if let (Some(p), Some(a)) = (pair_account, account)
+        && p != a
+    {
+        return Verdict::foreign("names a group of another account");
+    }
+    Verdict::Delete
 }
 
 #[cfg(test)]
@@ -173,6 +201,39 @@ mod tests {
                 d(&eks, Some("vpc-1"), &[]),
                 Foreign,
                 "the cluster's VPC unknown",
+            ),
+        ]);
+    }
+
+    #[test]
+    fn only_rules_naming_a_group_being_deleted_are_revoked_and_only_in_other_groups() {
+        let r = referencing_rule;
+        table::check(&[
+            (
+                r("sg-bastion", "sg-x", true, None, Some("111")),
+                Delete,
+                "a user's group naming ours",
+            ),
+            (
+                r("sg-bastion", "sg-x", true, Some("111"), Some("111")),
+                Delete,
+                "the pair names our account",
+            ),
+            (
+                r("sg-bastion", "sg-y", false, None, Some("111")),
+                Foreign,
+                "names a group that is not deleted",
+            ),
+            (r("sg-x", "sg-x", true, None, None), Keep, "its own rule"),
+            (
+                r("sg-bastion", "sg-x", true, Some("222"), Some("111")),
+                Foreign,
+                "another account's group of that id",
+            ),
+            (
+                r("sg-bastion", "sg-x", true, Some("222"), None),
+                Delete,
+                "the session's account unknown (tests): the id decides",
             ),
         ]);
     }

@@ -29,7 +29,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
     };
     let mut record = |kind: &str, id: &str, res: Result<Outcome, CleanError>| match res {
         Ok(Outcome::Deleted | Outcome::DeletedWith(_)) => report.deleted.push(rref(kind, id)),
-        Ok(Outcome::Gone) => {}
+        Ok(Outcome::Gone | Outcome::Untagged(_) | Outcome::Also(..)) => {}
         Ok(Outcome::Remaining(r)) => report.remaining.push((rref(kind, id), r)),
         Err(e) => report.errors.push(Failure::of(&e)),
     };

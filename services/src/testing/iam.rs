@@ -263,6 +263,11 @@ mod tests {
             (&["route_tables.rs"], vec![&c::route_tables::DESCRIPTOR]),
             (&["subnets.rs"], vec![&c::subnets::DESCRIPTOR]),
             (&["vpcs.rs"], vec![&c::vpcs::DESCRIPTOR]),
+            (&["shared_tags.rs"], vec![&c::shared_tags::DESCRIPTOR]),
+            (
+                &["guardduty.rs"],
+                vec![&c::guardduty::ENDPOINT, &c::guardduty::GROUP],
+            ),
         ];
         let dir = root().join("services/src/cleaners");
         let mut covered = BTreeSet::new();

@@ -7,6 +7,7 @@ mod controllers;
 mod dns;
 mod eks;
 mod fixtures;
+mod leaks;
 mod phase1;
 mod phase2;
 mod phase3;

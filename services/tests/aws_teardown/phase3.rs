@@ -216,3 +216,72 @@ async fn phase3_waits_for_what_the_cluster_does_not_own_and_deletes_none_of_it()
     until_done(&c, &req, 20).await;
     assert!(!vpc_exists(&c, &v).await);
 }
+
+/// GuardDuty Runtime Monitoring's endpoint (`com.amazonaws.<region>.guardduty-data`, tagged
+/// `GuardDutyManaged=true`, LocalStack accepts the service name) and its group
+/// (`GuardDutyManagedSecurityGroup-<vpc-id>`).
+async fn guardduty(c: &AwsClients, vpc: &str, subnet: &str) -> (String, String) {
+    let group = sg(c, vpc, &format!("GuardDutyManagedSecurityGroup-{vpc}"), &[]).await;
+    let out = c
+        .ec2
+        .create_vpc_endpoint()
+        .vpc_id(vpc)
+        .service_name("com.amazonaws.us-east-1.guardduty-data")
+        .vpc_endpoint_type(sweeper_aws::sdk::ec2::types::VpcEndpointType::Interface)
+        .subnet_ids(subnet)
+        .security_group_ids(&group)
+        .tag_specifications(
+            sweeper_aws::sdk::ec2::types::TagSpecification::builder()
+                .resource_type(sweeper_aws::sdk::ec2::types::ResourceType::VpcEndpoint)
+                .tags(
+                    sweeper_aws::sdk::ec2::types::Tag::builder()
+                        .key("GuardDutyManaged")
+                        .value("true")
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateVpcEndpoint guardduty-data: {e:?}"));
+    let endpoint = out
+        .vpc_endpoint()
+        .and_then(|e| e.vpc_endpoint_id())
+        .unwrap()
+        .to_string();
+    (endpoint, group)
+}
+
+/// Kind 2 of issue #44: GuardDuty's managed endpoint and group no longer hold a CAPA-managed VPC:
+/// phase 3 deletes exactly those two (the endpoint before the subnets) and the VPC goes. The same
+/// pair in a bring-your-own VPC is never touched.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn phase3_deletes_guarddutys_endpoint_and_group_in_a_capa_vpc_only() {
+    let (c, rec) = env().await;
+    let n = cluster("p3gd");
+    let (v, subnets, _) = capa_network(&c, &n).await;
+    let (gd_endpoint, gd_group) = guardduty(&c, &v, &subnets[0]).await;
+    let (byo, byo_subnets) = byo_network(&c).await;
+    let (byo_endpoint, byo_group) = guardduty(&c, &byo, &byo_subnets[0]).await;
+
+    let req = PassRequest {
+        vpc_ids: vec![v.clone(), byo.clone()],
+        ..PassRequest::new(&n)
+    };
+    until_done(&c, &req, 20).await;
+    assert!(!vpc_endpoint_exists(&c, &gd_endpoint).await);
+    assert!(!sg_exists(&c, &gd_group).await);
+    assert!(!vpc_exists(&c, &v).await, "the VPC is no longer held");
+    let calls = rec.calls();
+    assert!(
+        first(&calls, "EC2.DeleteVpcEndpoints") < first(&calls, "EC2.DeleteSubnet"),
+        "{calls:?}"
+    );
+    assert!(
+        vpc_endpoint_exists(&c, &byo_endpoint).await,
+        "a bring-your-own VPC's: kept"
+    );
+    assert!(sg_exists(&c, &byo_group).await);
+    assert!(vpc_exists(&c, &byo).await);
+}

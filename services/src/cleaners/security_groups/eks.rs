@@ -11,8 +11,8 @@
 //!
 //! Rules in other groups of its VPC that reference it are revoked first, as for every group.
 
-use super::{Group, plan_targets};
-use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
+use super::Group;
+use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target};
 use crate::discovery::eks::{self, EksCluster};
 use crate::discovery::{describe, tags};
 use crate::errors::call;
@@ -127,22 +127,14 @@ impl Cleaner for EksClusterSecurityGroup {
         let vpcs: Vec<String> = vpcs.into_iter().collect();
         let all =
             describe::security_groups(ctx.clients, vec![tags::ec2_filter("vpc-id", &vpcs)]).await?;
-        Ok(plan_targets(ours, &all))
+        super::planned_with_holders(ctx, ours, all).await
+    }
+
+    fn also_changes(&self, detail: &Group) -> Vec<crate::model::Audited> {
+        super::refs::planned(&detail.group_id, &detail.revokes)
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Group>) -> Result<Outcome, CleanError> {
-        let Group { group_id, revokes } = &t.detail;
-        if let Some(o) = super::refs::revoke(ctx.clients, &t.id, revokes).await? {
-            return Ok(o);
-        }
-        let res = call("ec2.DeleteSecurityGroup", || {
-            ctx.clients
-                .ec2
-                .delete_security_group()
-                .group_id(group_id)
-                .send()
-        })
-        .await;
-        settle(res, KIND, &t.id, "DeleteSecurityGroup")
+        super::delete_group(ctx, t).await
     }
 }

@@ -1,9 +1,12 @@
 //! Security groups. Phase 1: CAPA's own groups (tagged
 //! `sigs.k8s.io/cluster-api-provider-aws/cluster/<name>=owned`), in whatever VPC, CAPA-managed or
 //! brought by the user; phase 2: the groups in the inventory (the EKS cluster group already left
-//! out). Never "every group in the VPC": `policy::security_groups` decides. Either way, rules in other groups of
-//! the same VPC that reference a group are revoked right before that group is deleted (a rule
-//! naming a group that is going away; the group holding the rule is kept).
+//! out). Never "every group in the VPC": `policy::security_groups` decides. Either way, rules in
+//! other groups of the account that reference a group (its VPC's, and any other VPC's that
+//! name it, found by the `ip-permission.group-id` filters) are revoked right before that group
+//! is deleted: that rule alone, the group holding it kept
+//! (`policy::security_groups::referencing_rule`). Each rule revoked is audited as revoked, not
+//! deleted (`refs`).
 
 pub mod eks;
 pub mod refs;
@@ -231,24 +234,75 @@ impl Cleaner for SecurityGroups {
                 (found, in_vpcs(ctx, vpcs).await?)
             }
         };
-        Ok(plan_targets(ours, &all))
+        planned_with_holders(ctx, ours, all).await
+    }
+
+    fn also_changes(&self, detail: &Group) -> Vec<crate::model::Audited> {
+        refs::planned(&detail.group_id, &detail.revokes)
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Group>) -> Result<Outcome, CleanError> {
-        let Group { group_id, revokes } = &t.detail;
-        if let Some(o) = refs::revoke(ctx.clients, &t.id, revokes).await? {
-            return Ok(o);
-        }
-        let res = call("ec2.DeleteSecurityGroup", || {
-            ctx.clients
-                .ec2
-                .delete_security_group()
-                .group_id(group_id)
-                .send()
-        })
-        .await;
-        settle(res, KIND, &t.id, "DeleteSecurityGroup")
+        delete_group(ctx, t).await
     }
+}
+
+/// The targets for `ours` (group id -> report id), planned from `all` (the groups of their VPCs)
+/// and the groups of the account naming them from elsewhere (a peered VPC's): their rules hold
+/// ours too.
+pub(super) async fn planned_with_holders(
+    ctx: &CleanCtx<'_>,
+    ours: HashMap<String, String>,
+    mut all: Vec<SecurityGroup>,
+) -> Result<Vec<Target<Group>>, CleanError> {
+    if ours.is_empty() {
+        return Ok(Vec::new());
+    }
+    all.extend(naming(ctx, ours.keys().cloned().collect()).await?);
+    let account = ctx.clients.scope.as_ref().map(|s| s.account.as_str());
+    Ok(plan_targets(ours, &all, account))
+}
+
+/// Revokes the rules of other groups naming the group, then deletes it. Every rule revoked is
+/// audited (`Outcome::Also`), whatever becomes of the group.
+pub(super) async fn delete_group(
+    ctx: &CleanCtx<'_>,
+    t: &Target<Group>,
+) -> Result<Outcome, CleanError> {
+    let Group { group_id, revokes } = &t.detail;
+    let mut revoked = Vec::new();
+    let res = refs::revoke(ctx.clients, group_id, revokes, &mut revoked).await;
+    let with = |o: Outcome| {
+        if revoked.is_empty() {
+            o
+        } else {
+            Outcome::Also(revoked.clone(), Box::new(o))
+        }
+    };
+    if let Some(o) = res? {
+        return Ok(with(o));
+    }
+    let res = call("ec2.DeleteSecurityGroup", || {
+        ctx.clients
+            .ec2
+            .delete_security_group()
+            .group_id(group_id)
+            .send()
+    })
+    .await;
+    Ok(with(settle(res, KIND, &t.id, "DeleteSecurityGroup")?))
+}
+
+/// The groups of the account (the session's region) with an ingress or egress rule naming one
+/// of `ids`, whatever their VPC: one Describe per direction and chunk of ids.
+async fn naming(ctx: &CleanCtx<'_>, ids: Vec<String>) -> Result<Vec<SecurityGroup>, CleanError> {
+    let mut out = Vec::new();
+    for chunk in ids.chunks(FILTER_CHUNK) {
+        for filter in ["ip-permission.group-id", "egress.ip-permission.group-id"] {
+            let f = tags::ec2_filter(filter, chunk);
+            out.extend(describe::security_groups(ctx.clients, vec![f]).await?);
+        }
+    }
+    Ok(out)
 }
 
 /// Splits the wanted groups (group id -> report id) into those `known` describes, which exist
@@ -279,9 +333,13 @@ async fn in_vpcs(
 
 /// The targets for `ours` (group id -> report id), each with the revokes its deletion needs in
 /// the other groups of `all` and its tags as `all` shows them. Sorted by report id.
-fn plan_targets(ours: HashMap<String, String>, all: &[SecurityGroup]) -> Vec<Target<Group>> {
+fn plan_targets(
+    ours: HashMap<String, String>,
+    all: &[SecurityGroup],
+    account: Option<&str>,
+) -> Vec<Target<Group>> {
     let ids: HashSet<String> = ours.keys().cloned().collect();
-    let mut revokes = refs::plan(&ids, all);
+    let mut revokes = refs::plan(&ids, all, account);
     let tags_of: HashMap<&str, &[aws_sdk_ec2::types::Tag]> = all
         .iter()
         .filter_map(|g| Some((g.group_id()?, g.tags())))
@@ -387,7 +445,7 @@ mod tests {
                 &[("kubernetes.io/cluster/c1", "shared")],
             ),
         ];
-        let targets = plan_targets(wanted(&["sg-ours"]), &all);
+        let targets = plan_targets(wanted(&["sg-ours"]), &all, None);
         assert_eq!(targets.len(), 1, "{targets:?}");
         let t = &targets[0];
         assert_eq!(t.detail.group_id, "sg-ours");
@@ -419,6 +477,7 @@ mod calls {
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_security_group::DeleteSecurityGroupOutput;
     use aws_sdk_ec2::operation::describe_security_groups::DescribeSecurityGroupsOutput;
+    use aws_sdk_ec2::operation::revoke_security_group_egress::RevokeSecurityGroupEgressOutput;
     use aws_sdk_ec2::operation::revoke_security_group_ingress::RevokeSecurityGroupIngressOutput;
     use aws_sdk_ec2::types::{IpPermission, UserIdGroupPair};
 
@@ -477,7 +536,59 @@ mod calls {
         let delete = mock!(Client::delete_security_group)
             .match_requests(|r| r.group_id() == Some("sg-node"))
             .then_output(|| DeleteSecurityGroupOutput::builder().build());
-        let c = mocked::in_order(&[&capa, &vpc, &revoke, &delete]);
+        // The account's groups naming ours, whatever their VPC: sg-app again (planned once), and
+        // a peered VPC's group whose egress rule names ours; its rule naming a group that stays
+        // is kept.
+        let naming_in = mock!(Client::describe_security_groups)
+            .match_requests(|r| {
+                filter_is(r.filters(), "ip-permission.group-id", &["sg-node"])
+                    && r.filters().len() == 1
+            })
+            .then_output(|| {
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(sg("sg-app", "app", Some("sg-node"), &[]))
+                    .build()
+            });
+        let naming_out = mock!(Client::describe_security_groups)
+            .match_requests(|r| {
+                filter_is(r.filters(), "egress.ip-permission.group-id", &["sg-node"])
+                    && r.filters().len() == 1
+            })
+            .then_output(|| {
+                let to = |g: &str| {
+                    IpPermission::builder()
+                        .ip_protocol("-1")
+                        .user_id_group_pairs(UserIdGroupPair::builder().group_id(g).build())
+                        .build()
+                };
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(
+                        SecurityGroup::builder()
+                            .group_id("sg-peer")
+                            .vpc_id("vpc-2")
+                            .ip_permissions_egress(to("sg-node"))
+                            .ip_permissions_egress(to("sg-stays"))
+                            .build(),
+                    )
+                    .build()
+            });
+        let revoke_out = mock!(Client::revoke_security_group_egress)
+            .match_requests(|r| {
+                r.group_id() == Some("sg-peer")
+                    && r.ip_permissions().len() == 1
+                    && r.ip_permissions()[0].user_id_group_pairs().len() == 1
+                    && r.ip_permissions()[0].user_id_group_pairs()[0].group_id() == Some("sg-node")
+            })
+            .then_output(|| RevokeSecurityGroupEgressOutput::builder().build());
+        let c = mocked::in_order(&[
+            &capa,
+            &vpc,
+            &naming_in,
+            &naming_out,
+            &revoke,
+            &revoke_out,
+            &delete,
+        ]);
         let inv = Inventory::default();
         let cx = ctx(&c, &inv);
         let cleaner = SecurityGroups::CAPA_OWNED;
@@ -486,11 +597,33 @@ mod calls {
             found.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
             ["sg-node"]
         );
-        assert_eq!(
-            cleaner.delete(&cx, &found[0]).await.unwrap(),
-            Outcome::Deleted
-        );
+        let planned: Vec<_> = cleaner
+            .also_changes(&found[0].detail)
+            .into_iter()
+            .map(|a| (a.resource.id, a.action))
+            .collect();
+        let revoked = |rule: &str| crate::model::AuditAction::Revoked { rule: rule.into() };
+        let want = vec![
+            (
+                "sg-app".to_string(),
+                revoked("ingress tcp port 443 from sg-node"),
+            ),
+            ("sg-peer".to_string(), revoked("egress all to sg-node")),
+        ];
+        assert_eq!(planned, want, "the plan lists each rule to revoke");
+        match cleaner.delete(&cx, &found[0]).await.unwrap() {
+            Outcome::Also(audited, then) => {
+                assert_eq!(*then, Outcome::Deleted);
+                let got: Vec<_> = audited
+                    .into_iter()
+                    .map(|a| (a.resource.id, a.action))
+                    .collect();
+                assert_eq!(got, want, "each revoked rule is audited as revoked");
+            }
+            o => panic!("{o:?}"),
+        }
         assert_calls(&revoke, 1, "RevokeSecurityGroupIngress in sg-app");
+        assert_calls(&revoke_out, 1, "RevokeSecurityGroupEgress in sg-peer");
         assert_calls(&delete, 1, "DeleteSecurityGroup sg-node");
     }
 
@@ -508,7 +641,17 @@ mod calls {
                 sg("sg-node", "c1-node", Some("sg-lb"), &[(CAPA_KEY, "owned")]),
             ],
         });
-        let c = mocked::no_calls();
+        // The VPC is not described again; only who names sg-lb, account-wide, is asked.
+        let naming = |filter: &'static str| {
+            mock!(Client::describe_security_groups)
+                .match_requests(move |r| filter_is(r.filters(), filter, &["sg-lb"]))
+                .then_output(|| DescribeSecurityGroupsOutput::builder().build())
+        };
+        let (naming_in, naming_out) = (
+            naming("ip-permission.group-id"),
+            naming("egress.ip-permission.group-id"),
+        );
+        let c = mocked::in_order(&[&naming_in, &naming_out]);
         let found = SecurityGroups::EXTERNAL
             .discover(&ctx(&c, &inv))
             .await

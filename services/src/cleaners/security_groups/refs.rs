@@ -1,70 +1,135 @@
 //! Cross-references between security groups: a group referenced by a rule of another group cannot
 //! be deleted (DependencyViolation), so before deleting group X we revoke, in every other group of
-//! the VPC, the ingress and egress rules whose UserIdGroupPairs name X. Planned from one bulk
-//! Describe at discovery; the revokes name exactly the pair that references X.
+//! the account that names X (its VPC's, and any other VPC's: a peered VPC's group may name it),
+//! the ingress and egress rules whose UserIdGroupPairs name X. Which pairs go is
+//! `policy::security_groups::referencing_rule`; the revokes name exactly those pairs, so every
+//! other rule of the holding group stays. Planned from the Describes of discovery; each rule
+//! revoked is returned for the audit record (`AuditAction::Revoked`), saying what putting it
+//! back takes.
 
 use crate::cleaners::{CleanError, Outcome};
 use crate::errors::{ApiFailure, ErrorClass, call};
-use crate::model::AwsClients;
+use crate::model::{AuditAction, Audited, AwsClients, ResourceRef};
+use crate::policy::security_groups::referencing_rule;
 use aws_sdk_ec2::types::{IpPermission, SecurityGroup, UserIdGroupPair};
 use std::collections::{HashMap, HashSet};
 
-/// Rules to revoke in `group_id` because they reference a group about to be deleted.
+/// Rules to revoke in `group_id` because they reference a group about to be deleted, with each
+/// permission's readable form (`ingress_rules[i]` is `ingress[i]`'s) for the audit record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SgRevoke {
     pub group_id: String,
     pub ingress: Vec<IpPermission>,
     pub egress: Vec<IpPermission>,
+    pub ingress_rules: Vec<String>,
+    pub egress_rules: Vec<String>,
 }
 
-/// The permissions of `perms` that reference `target`, each narrowed to that one pair.
-fn referencing(perms: &[IpPermission], target: &str) -> Vec<IpPermission> {
-    perms
-        .iter()
-        .filter_map(|p| {
-            let pairs: Vec<UserIdGroupPair> = p
-                .user_id_group_pairs()
+/// One rule as the audit record and `gc plan` say it: enough to authorize it again.
+fn describe(direction: &str, p: &IpPermission, pair: &UserIdGroupPair) -> String {
+    let proto = match p.ip_protocol() {
+        Some("-1") | None => "all".to_string(),
+        Some(x) => x.to_string(),
+    };
+    let ports = match (p.from_port(), p.to_port()) {
+        (Some(f), Some(t)) if f == t => format!(" port {f}"),
+        (Some(f), Some(t)) if f >= 0 => format!(" ports {f}-{t}"),
+        _ => String::new(),
+    };
+    let way = if direction == "ingress" { "from" } else { "to" };
+    let mut out = format!(
+        "{direction} {proto}{ports} {way} {}",
+        pair.group_id().unwrap_or_default()
+    );
+    if let Some(a) = pair.user_id() {
+        out.push_str(&format!(" (account {a})"));
+    }
+    if let Some(d) = pair.description().filter(|d| !d.is_empty()) {
+        out.push_str(&format!(" description {d:?}"));
+    }
+    out
+}
+
+/// The permissions of `perms` (of group `holder`) whose pairs name `target` and are to be
+/// revoked by the rule, each narrowed to those pairs, with their readable forms.
+fn referencing(
+    direction: &str,
+    holder: &str,
+    perms: &[IpPermission],
+    target: &str,
+    account: Option<&str>,
+) -> (Vec<IpPermission>, Vec<String>) {
+    let mut out = (Vec::new(), Vec::new());
+    for p in perms {
+        let named: Vec<&UserIdGroupPair> = p
+            .user_id_group_pairs()
+            .iter()
+            .filter(|u| u.group_id() == Some(target))
+            .filter(|u| referencing_rule(holder, target, true, u.user_id(), account).is_delete())
+            .collect();
+        if named.is_empty() {
+            continue;
+        }
+        // The revoke names the pair (group and account) alone: no description, no CIDR of the
+        // same permission, so nothing else of the group is revoked.
+        let pairs = named
+            .iter()
+            .map(|u| {
+                UserIdGroupPair::builder()
+                    .group_id(target)
+                    .set_user_id(u.user_id().map(str::to_string))
+                    .build()
+            })
+            .collect();
+        out.0.push(
+            IpPermission::builder()
+                .set_ip_protocol(p.ip_protocol().map(str::to_string))
+                .set_from_port(p.from_port())
+                .set_to_port(p.to_port())
+                .set_user_id_group_pairs(Some(pairs))
+                .build(),
+        );
+        out.1.push(
+            named
                 .iter()
-                .filter(|u| u.group_id() == Some(target))
-                .map(|u| {
-                    UserIdGroupPair::builder()
-                        .group_id(target)
-                        .set_user_id(u.user_id().map(str::to_string))
-                        .build()
-                })
-                .collect();
-            if pairs.is_empty() {
-                return None;
-            }
-            Some(
-                IpPermission::builder()
-                    .set_ip_protocol(p.ip_protocol().map(str::to_string))
-                    .set_from_port(p.from_port())
-                    .set_to_port(p.to_port())
-                    .set_user_id_group_pairs(Some(pairs))
-                    .build(),
-            )
-        })
-        .collect()
+                .map(|u| describe(direction, p, u))
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+    }
+    out
 }
 
-/// For each group in `targets`, the revokes needed in the OTHER groups of `all`. Self-references
-/// are left alone: they go with the group.
-pub fn plan(targets: &HashSet<String>, all: &[SecurityGroup]) -> HashMap<String, Vec<SgRevoke>> {
+/// For each group in `targets`, the revokes needed in the OTHER groups of `all` (the session's
+/// `account` when known). Self-references are left alone: they go with the group.
+pub fn plan(
+    targets: &HashSet<String>,
+    all: &[SecurityGroup],
+    account: Option<&str>,
+) -> HashMap<String, Vec<SgRevoke>> {
     let mut out: HashMap<String, Vec<SgRevoke>> = HashMap::new();
+    let mut seen = HashSet::new();
     for g in all {
         let Some(gid) = g.group_id() else { continue };
+        // `all` may list a group twice (its VPC's and the account-wide lookup).
+        if !seen.insert(gid) {
+            continue;
+        }
         for t in targets {
             if t == gid {
                 continue;
             }
-            let ingress = referencing(g.ip_permissions(), t);
-            let egress = referencing(g.ip_permissions_egress(), t);
+            let (ingress, ingress_rules) =
+                referencing("ingress", gid, g.ip_permissions(), t, account);
+            let (egress, egress_rules) =
+                referencing("egress", gid, g.ip_permissions_egress(), t, account);
             if !ingress.is_empty() || !egress.is_empty() {
                 out.entry(t.clone()).or_default().push(SgRevoke {
                     group_id: gid.to_string(),
                     ingress,
                     egress,
+                    ingress_rules,
+                    egress_rules,
                 });
             }
         }
@@ -72,13 +137,46 @@ pub fn plan(targets: &HashSet<String>, all: &[SecurityGroup]) -> HashMap<String,
     out
 }
 
-/// Revokes the planned rules. `Ok(None)` when all are gone; `Ok(Some(Remaining))` when a
-/// transient error outlived the retries; `Err` for anything else. A rule or group already gone
-/// counts as revoked.
+/// The audit entry of one rule revoked in `holder` because it named `target`.
+pub fn revoked(holder: &str, target: &str, rule: &str) -> Audited {
+    Audited {
+        resource: ResourceRef {
+            service: "ec2".into(),
+            kind: "security-group".into(),
+            id: holder.to_string(),
+        },
+        action: AuditAction::Revoked {
+            rule: rule.to_string(),
+        },
+        detail: format!(
+            "revoked before deleting {target}, which it named; the group and its other rules are kept"
+        ),
+        tags: None,
+    }
+}
+
+/// What revoking `revokes` changes (for a dry run's plan).
+pub fn planned(target: &str, revokes: &[SgRevoke]) -> Vec<Audited> {
+    revokes
+        .iter()
+        .flat_map(|r| {
+            r.ingress_rules
+                .iter()
+                .chain(&r.egress_rules)
+                .map(|rule| revoked(&r.group_id, target, rule))
+        })
+        .collect()
+}
+
+/// Revokes the planned rules, appending each rule revoked to `done` (for the audit, whatever
+/// happens next). `Ok(None)` when all are gone; `Ok(Some(Remaining))` when a transient error
+/// outlived the retries; `Err` for anything else. A rule or group already gone counts as revoked
+/// (and is not recorded: this pass did not revoke it).
 pub async fn revoke(
     c: &AwsClients,
     target: &str,
     revokes: &[SgRevoke],
+    done: &mut Vec<Audited>,
 ) -> Result<Option<Outcome>, CleanError> {
     for r in revokes {
         if !r.ingress.is_empty() {
@@ -90,8 +188,16 @@ pub async fn revoke(
                     .send()
             })
             .await;
+            let revoked_now = res.is_ok();
             if let Some(o) = check(res, target, &r.group_id, "RevokeSecurityGroupIngress")? {
                 return Ok(Some(o));
+            }
+            if revoked_now {
+                done.extend(
+                    r.ingress_rules
+                        .iter()
+                        .map(|x| revoked(&r.group_id, target, x)),
+                );
             }
         }
         if !r.egress.is_empty() {
@@ -103,8 +209,16 @@ pub async fn revoke(
                     .send()
             })
             .await;
+            let revoked_now = res.is_ok();
             if let Some(o) = check(res, target, &r.group_id, "RevokeSecurityGroupEgress")? {
                 return Ok(Some(o));
+            }
+            if revoked_now {
+                done.extend(
+                    r.egress_rules
+                        .iter()
+                        .map(|x| revoked(&r.group_id, target, x)),
+                );
             }
         }
     }
@@ -167,7 +281,7 @@ mod tests {
             .ip_permissions(pair_perm("sg-x"))
             .build();
         let targets = HashSet::from(["sg-x".to_string()]);
-        let plan = plan(&targets, &[a, b, x]);
+        let plan = plan(&targets, &[a, b, x], None);
         let revokes = &plan["sg-x"];
         assert_eq!(revokes.len(), 2);
         assert_eq!(revokes[0].group_id, "sg-a");
@@ -175,6 +289,69 @@ mod tests {
         assert!(revokes[0].egress.is_empty());
         assert_eq!(revokes[1].group_id, "sg-b");
         assert_eq!(revokes[1].egress, vec![pair_perm("sg-x")]);
+        assert_eq!(revokes[1].egress_rules, ["egress tcp port 443 to sg-x"]);
+    }
+
+    #[test]
+    fn a_revoke_names_the_pair_alone_and_the_audit_says_how_to_put_it_back() {
+        // One permission of the bastion group: a CIDR, our group and a group that stays.
+        let perm = IpPermission::builder()
+            .ip_protocol("tcp")
+            .from_port(22)
+            .to_port(22)
+            .ip_ranges(
+                aws_sdk_ec2::types::IpRange::builder()
+                    .cidr_ip("10.0.0.0/8")
+                    .build(),
+            )
+            .user_id_group_pairs(
+                UserIdGroupPair::builder()
+                    .group_id("sg-x")
+                    .user_id("111")
+                    .description("ssh from nodes")
+                    .build(),
+            )
+            .user_id_group_pairs(UserIdGroupPair::builder().group_id("sg-keep").build())
+            .build();
+        let bastion = SecurityGroup::builder()
+            .group_id("sg-bastion")
+            .ip_permissions(perm)
+            .build();
+        let targets = HashSet::from(["sg-x".to_string()]);
+        let planned_revokes = plan(&targets, &[bastion.clone(), bastion], Some("111"));
+        let r = &planned_revokes["sg-x"];
+        assert_eq!(r.len(), 1, "a group listed twice is planned once");
+        let sent = &r[0].ingress[0];
+        assert!(sent.ip_ranges().is_empty(), "the CIDR rule stays");
+        assert_eq!(
+            sent.user_id_group_pairs().len(),
+            1,
+            "the other group's rule stays"
+        );
+        assert_eq!(sent.user_id_group_pairs()[0].group_id(), Some("sg-x"));
+        assert_eq!(
+            r[0].ingress_rules,
+            [r#"ingress tcp port 22 from sg-x (account 111) description "ssh from nodes""#]
+        );
+        let a = &planned("sg-x", r)[0];
+        assert_eq!(a.resource.id, "sg-bastion");
+        assert!(matches!(&a.action, AuditAction::Revoked { rule } if rule.contains("port 22")));
+        // A pair naming another account's group of that id is not ours to revoke.
+        let foreign = SecurityGroup::builder()
+            .group_id("sg-peer")
+            .ip_permissions(
+                IpPermission::builder()
+                    .ip_protocol("-1")
+                    .user_id_group_pairs(
+                        UserIdGroupPair::builder()
+                            .group_id("sg-x")
+                            .user_id("222")
+                            .build(),
+                    )
+                    .build(),
+            )
+            .build();
+        assert!(plan(&targets, &[foreign], Some("111")).is_empty());
     }
 }
 
@@ -198,6 +375,8 @@ mod calls {
             group_id: holder.into(),
             ingress: vec![perm()],
             egress: vec![perm()],
+            ingress_rules: vec!["ingress all from sg-x".into()],
+            egress_rules: vec!["egress all to sg-x".into()],
         }
     }
 
@@ -210,8 +389,16 @@ mod calls {
             .match_requests(|r| r.group_id() == Some("sg-a"))
             .then_output(|| RevokeSecurityGroupEgressOutput::builder().build());
         let c = mocked::in_order(&[&ingress, &egress]);
-        assert_eq!(revoke(&c, "sg-x", &[both("sg-a")]).await.unwrap(), None);
+        let mut done = Vec::new();
+        assert_eq!(
+            revoke(&c, "sg-x", &[both("sg-a")], &mut done)
+                .await
+                .unwrap(),
+            None
+        );
         assert_calls(&egress, 1, "RevokeSecurityGroupEgress");
+        // The ingress rule was already gone: only the egress rule this call revoked is recorded.
+        assert_eq!(done, [revoked("sg-a", "sg-x", "egress all to sg-x")]);
     }
 
     #[tokio::test]
@@ -220,7 +407,7 @@ mod calls {
             .then_error(|| RevokeSecurityGroupIngressError::generic(code("UnauthorizedOperation")));
         // No rule for sg-b or for egress: asking would panic the mock.
         let c = mocked::in_order(&[&denied]);
-        let err = revoke(&c, "sg-x", &[both("sg-a"), both("sg-b")])
+        let err = revoke(&c, "sg-x", &[both("sg-a"), both("sg-b")], &mut Vec::new())
             .await
             .unwrap_err();
         assert!(err.to_string().contains("security-group sg-x"), "{err}");
