@@ -135,14 +135,37 @@ async fn review(client: &kube::Client, p: &Permission) -> Result<bool, String> {
 }
 
 pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
-    let mut lines = Vec::new();
-    for (collector, perms) in needed(cfg) {
-        let answers = futures::future::join_all(perms.into_iter().map(|p| async move {
-            let a = review(client, &p).await;
-            (p, a)
-        }))
-        .await;
-        lines.push(judge(collector, &answers));
+    let needed = needed(cfg);
+    // Collectors ask for some of the same permissions (cascade and tenant both list and delete
+    // namespaces): each distinct one is reviewed once, and every collector that needs it is
+    // judged on that one answer.
+    let mut distinct: Vec<&Permission> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for p in needed.iter().flat_map(|(_, perms)| perms) {
+        if seen.insert(p) {
+            distinct.push(p);
+        }
     }
-    lines
+    let answers: std::collections::HashMap<&Permission, Result<bool, String>> =
+        futures::future::join_all(
+            distinct
+                .into_iter()
+                .map(|p| async move { (p, review(client, p).await) }),
+        )
+        .await
+        .into_iter()
+        .collect();
+    needed
+        .iter()
+        .map(|(collector, perms)| {
+            let mine: Vec<_> = perms
+                .iter()
+                .map(|p| {
+                    let a = answers.get(p).cloned();
+                    (p.clone(), a.unwrap_or_else(|| Err("not reviewed".into())))
+                })
+                .collect();
+            judge(collector, &mine)
+        })
+        .collect()
 }

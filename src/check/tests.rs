@@ -542,3 +542,39 @@ fn sizes_parse_with_binary_units() {
     assert!(parse_bytes("1G").is_err());
     assert!(parse_bytes("Mi").is_err());
 }
+
+/// Cascade and tenant both need some of the same permissions: `check` asks the API server about
+/// each distinct permission once, and every collector needing it is judged on that answer.
+#[tokio::test]
+async fn rbac_reviews_each_distinct_permission_once() {
+    use crate::testing::mock_api::MockApi;
+    use http::Method;
+    let cfg = cfg("CascadeGC=true,TenantGC=true,ExternalResourceGC=true");
+    let needed = rbac::needed(&cfg);
+    let total: usize = needed.iter().map(|(_, p)| p.len()).sum();
+    let distinct: std::collections::HashSet<_> =
+        needed.iter().flat_map(|(_, p)| p.iter()).collect();
+    // The case the dedup is for: some permissions are asked by more than one collector.
+    assert!(distinct.len() < total, "{} of {total}", distinct.len());
+    let (client, server) = MockApi::new();
+    server
+        .expect(
+            Method::POST,
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        )
+        .repeatedly()
+        .respond(
+            201,
+            serde_json::json!({
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {},
+                "status": {"allowed": true},
+            }),
+        );
+    let lines = rbac::check(&client, &cfg).await;
+    let calls = server.finish();
+    assert_eq!(calls.len(), distinct.len());
+    assert_eq!(lines.len(), needed.len());
+    assert!(lines.iter().all(|l| l.status == Status::Pass), "{lines:?}");
+}

@@ -5,7 +5,7 @@
 
 /// One permission: a verb on a resource, in a namespace (empty: every namespace) and on a name
 /// (empty: any).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Permission {
     pub group: &'static str,
     pub resource: &'static str,
