@@ -43,7 +43,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
 
 /// One of the pair.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Member {
+pub enum PairMember {
     /// The rule's name and its target's id (the queue's name).
     Rule { name: String, target_id: String },
     /// The queue's URL.
@@ -132,13 +132,13 @@ async fn queue(ctx: &CleanCtx<'_>, name: &str) -> Result<Option<QueueFacts>, Cle
 
 #[async_trait]
 impl Cleaner for InstanceStateQueue {
-    type Detail = Member;
+    type Detail = PairMember;
 
     fn descriptor(&self) -> &'static Descriptor {
         &DESCRIPTOR
     }
 
-    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Member>>, CleanError> {
+    async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<PairMember>>, CleanError> {
         let (rule_name, queue_name) = (
             policy::rule_name(ctx.capa_cluster),
             policy::queue_name(ctx.capa_cluster),
@@ -151,7 +151,7 @@ impl Cleaner for InstanceStateQueue {
             let id = if r.arn.is_empty() { r.name } else { r.arn };
             out.push(Target::new(
                 id,
-                Member::Rule {
+                PairMember::Rule {
                     name: rule_name,
                     target_id: queue_name.clone(),
                 },
@@ -163,7 +163,7 @@ impl Cleaner for InstanceStateQueue {
             } else {
                 q.arn
             };
-            out.push(Target::new(id, Member::Queue { url: q.url }));
+            out.push(Target::new(id, PairMember::Queue { url: q.url }));
         }
         Ok(match verdict {
             Verdict::Delete => out,
@@ -181,15 +181,15 @@ impl Cleaner for InstanceStateQueue {
     async fn delete_together(
         &self,
         ctx: &CleanCtx<'_>,
-        targets: &[Target<Member>],
+        targets: &[Target<PairMember>],
     ) -> Option<Vec<Result<Outcome, CleanError>>> {
         let mut rule_gone = !targets
             .iter()
-            .any(|t| matches!(t.detail, Member::Rule { .. }));
+            .any(|t| matches!(t.detail, PairMember::Rule { .. }));
         let mut rule_outcome = None;
         if let Some(t) = targets
             .iter()
-            .find(|t| matches!(t.detail, Member::Rule { .. }))
+            .find(|t| matches!(t.detail, PairMember::Rule { .. }))
         {
             let o = self.delete(ctx, t).await;
             rule_gone = matches!(o, Ok(Outcome::Deleted | Outcome::Gone));
@@ -198,9 +198,11 @@ impl Cleaner for InstanceStateQueue {
         let mut out = Vec::with_capacity(targets.len());
         for t in targets {
             match t.detail {
-                Member::Rule { .. } => out.push(rule_outcome.take().unwrap_or(Ok(Outcome::Gone))),
-                Member::Queue { .. } if rule_gone => out.push(self.delete(ctx, t).await),
-                Member::Queue { .. } => out.push(Ok(Outcome::Remaining(Failure::waiting(
+                PairMember::Rule { .. } => {
+                    out.push(rule_outcome.take().unwrap_or(Ok(Outcome::Gone)))
+                }
+                PairMember::Queue { .. } if rule_gone => out.push(self.delete(ctx, t).await),
+                PairMember::Queue { .. } => out.push(Ok(Outcome::Remaining(Failure::waiting(
                     "waits until its rule is deleted",
                 )))),
             }
@@ -208,9 +210,13 @@ impl Cleaner for InstanceStateQueue {
         Some(out)
     }
 
-    async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Member>) -> Result<Outcome, CleanError> {
+    async fn delete(
+        &self,
+        ctx: &CleanCtx<'_>,
+        t: &Target<PairMember>,
+    ) -> Result<Outcome, CleanError> {
         match &t.detail {
-            Member::Rule { name, target_id } => {
+            PairMember::Rule { name, target_id } => {
                 let removed = call("events.RemoveTargets", || {
                     ctx.clients
                         .events
@@ -245,7 +251,7 @@ impl Cleaner for InstanceStateQueue {
                 .await;
                 settle(res, KIND, &t.id, "DeleteRule")
             }
-            Member::Queue { url } => {
+            PairMember::Queue { url } => {
                 let res = call("sqs.DeleteQueue", || {
                     ctx.clients.sqs.delete_queue().queue_url(url).send()
                 })
@@ -406,12 +412,12 @@ mod calls {
         let pair = [
             Target::new(
                 R_ARN,
-                Member::Rule {
+                PairMember::Rule {
                     name: "c1-ec2-rule".into(),
                     target_id: "c1-queue".into(),
                 },
             ),
-            Target::new(Q_ARN, Member::Queue { url: Q_URL.into() }),
+            Target::new(Q_ARN, PairMember::Queue { url: Q_URL.into() }),
         ];
         let outcomes = InstanceStateQueue
             .delete_together(&cx, &pair)

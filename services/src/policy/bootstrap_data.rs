@@ -29,32 +29,32 @@ use super::tags::{OWNED, capa_key, cloud_key};
 
 /// Where CAPA stores a machine's bootstrap data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Store {
+pub enum BootstrapStore {
     SecretsManager,
     Ssm,
 }
 
-impl Store {
+impl BootstrapStore {
     /// The prefix of every name CAPA gives in this store (the listing's name filter).
     pub fn prefix(self) -> &'static str {
         match self {
-            Store::SecretsManager => "aws.cluster.x-k8s.io/",
-            Store::Ssm => "/cluster.x-k8s.io/",
+            BootstrapStore::SecretsManager => "aws.cluster.x-k8s.io/",
+            BootstrapStore::Ssm => "/cluster.x-k8s.io/",
         }
     }
 
     /// Between the UUID and the chunk number.
     fn separator(self) -> char {
         match self {
-            Store::SecretsManager => '-',
-            Store::Ssm => '/',
+            BootstrapStore::SecretsManager => '-',
+            BootstrapStore::Ssm => '/',
         }
     }
 }
 
 /// Whether `name` has exactly the shape CAPA gives bootstrap data in `store`:
 /// prefix, a UUID (8-4-4-4-12 hex digits), the separator, a chunk number.
-pub fn capa_name(store: Store, name: &str) -> bool {
+pub fn capa_name(store: BootstrapStore, name: &str) -> bool {
     let Some(rest) = name.strip_prefix(store.prefix()) else {
         return false;
     };
@@ -74,7 +74,12 @@ pub fn capa_name(store: Store, name: &str) -> bool {
 
 /// Whether `name` in `store`, tagged `tags`, is CAPA's bootstrap data of Cluster API Cluster
 /// `capa_cluster` (see the module doc).
-pub fn decide(store: Store, name: &str, tags: &[(&str, &str)], capa_cluster: &str) -> Verdict {
+pub fn decide(
+    store: BootstrapStore,
+    name: &str,
+    tags: &[(&str, &str)],
+    capa_cluster: &str,
+) -> Verdict {
     let capa = capa_key(capa_cluster);
     let cloud = cloud_key(capa_cluster);
     let value = |key: &str| tags.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
@@ -106,8 +111,8 @@ mod tests {
 
     #[test]
     fn names_are_capas_per_store() {
-        let s = |n: &str| capa_name(Store::SecretsManager, n);
-        let p = |n: &str| capa_name(Store::Ssm, n);
+        let s = |n: &str| capa_name(BootstrapStore::SecretsManager, n);
+        let p = |n: &str| capa_name(BootstrapStore::Ssm, n);
         assert!(s(&format!("aws.cluster.x-k8s.io/{UUID}-0")));
         assert!(s(&format!("aws.cluster.x-k8s.io/{UUID}-12")));
         assert!(p(&format!("/cluster.x-k8s.io/{UUID}/0")));
@@ -135,7 +140,7 @@ mod tests {
         let param = format!("/cluster.x-k8s.io/{UUID}/1");
         let both = [(capa, "owned"), (cloud, "owned")];
         let d = |store, name: &str, tags: &[(&str, &str)]| decide(store, name, tags, "c1");
-        use Store::*;
+        use BootstrapStore::*;
         table::check(&[
             (d(SecretsManager, &secret, &both), Delete, "CAPA's secret"),
             (d(Ssm, &param, &both), Delete, "CAPA's parameter"),

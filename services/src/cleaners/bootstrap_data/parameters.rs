@@ -4,7 +4,7 @@
 use super::{PARAMETERS, judged};
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::errors::call;
-use crate::policy::bootstrap_data::{Store, decide};
+use crate::policy::bootstrap_data::{BootstrapStore, decide};
 use crate::policy::tags::OWNED;
 use async_trait::async_trait;
 
@@ -24,7 +24,7 @@ impl Cleaner for BootstrapParameters {
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<String>>, CleanError> {
         use aws_sdk_ssm::types::ParameterStringFilter as F;
-        let store = Store::Ssm;
+        let store = BootstrapStore::Ssm;
         let capa = ctx.capa_key();
         let filters = [
             F::builder()

@@ -3,7 +3,7 @@
 use super::{RECOVERY_DAYS, SECRETS, judged};
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::errors::call;
-use crate::policy::bootstrap_data::{Store, decide};
+use crate::policy::bootstrap_data::{BootstrapStore, decide};
 use async_trait::async_trait;
 
 pub struct BootstrapSecrets;
@@ -19,7 +19,7 @@ impl Cleaner for BootstrapSecrets {
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<String>>, CleanError> {
         use aws_sdk_secretsmanager::types::{Filter, FilterNameStringType as F};
-        let store = Store::SecretsManager;
+        let store = BootstrapStore::SecretsManager;
         let filters = vec![
             Filter::builder()
                 .key(F::Name)
