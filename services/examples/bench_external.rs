@@ -16,6 +16,10 @@
 //! snapshots; and external-dns's records of 10 of the cluster's load balancers (an alias and its
 //! TXT companion each, under the owner id sweeper's request names: 10 targets, one Route53
 //! change batch): 380 resources. CAPA's gc deletes none of these, so the baseline leaves 80.
+//! Issue #44's CAPA leftovers too: CAPA's EventBridgeInstanceState queue and rule (one pair, 2
+//! targets of `instance-state-queue`) and CAPA's bootstrap data of 10 machines (10 Secrets
+//! Manager secrets and 10 SSM parameters, `bootstrap-data`), which CAPA's gc does not know
+//! either: 402 resources, the baseline leaves 102.
 //! Not in it: Karpenter's instances (their termination is waited for across passes by design,
 //! and this measures one pass); EKS's leftovers (OIDC provider, log group, cluster security
 //! group), which need EKS, which LocalStack does not serve.
@@ -31,8 +35,8 @@ use sweeper_aws::testing::build::{
     byo_network, classic_lb, cloud, eni, listener, sg, tag, tg, v2_lb,
 };
 use sweeper_aws::testing::leaks::{
-    csi_snapshot, csi_volume, external_dns_pair, hosted_zone, karpenter_profile, lb_dns_names,
-    node_role,
+    bootstrap_parameter, bootstrap_secret, csi_snapshot, csi_volume, external_dns_pair,
+    hosted_zone, instance_state_pair, karpenter_profile, lb_dns_names, node_role, uuid_like,
 };
 use sweeper_aws::testing::{Recorder, baseline_phase2, localstack};
 
@@ -46,7 +50,7 @@ const M: usize = 10;
 /// Issue #34's leftovers of each kind (instance profile, EBS volume, EBS snapshot).
 const L: usize = 10;
 
-/// Creates the cluster's 380 resources; returns how many, and its VPC. The shared builders panic
+/// Creates the cluster's 402 resources; returns how many, and its VPC. The shared builders panic
 /// on a failed create: a half-built world would make the figures meaningless anyway.
 async fn world(c: &AwsClients, n: &str) -> (usize, String) {
     let leftovers = leftovers(c, n).await;
@@ -116,7 +120,8 @@ async fn dns_records(c: &AwsClients, n: &str, lbs: &[String]) -> usize {
     names.len()
 }
 
-/// Issue #34's kinds: Karpenter's instance profiles, the EBS CSI driver's volumes and snapshots.
+/// Issue #34's kinds: Karpenter's instance profiles, the EBS CSI driver's volumes and snapshots;
+/// issue #44's CAPA leftovers.
 async fn leftovers(c: &AwsClients, n: &str) -> usize {
     let region = c.ec2.config().region().map(|r| r.to_string());
     let region = region.as_deref().unwrap_or("us-east-1");
@@ -130,7 +135,23 @@ async fn leftovers(c: &AwsClients, n: &str) -> usize {
             csi_snapshot(c, n, &vol, &format!("snapshot-{n}-{i}")).await;
         })
         .await;
-    3 * L
+    // Issue #44: CAPA's EventBridgeInstanceState pair (queue and rule), and the bootstrap data
+    // of L machines (a secret and a parameter each, tagged as CAPA tags them).
+    instance_state_pair(c, n, None, None).await;
+    let (capa, cloud) = (
+        format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{n}"),
+        format!("kubernetes.io/cluster/{n}"),
+    );
+    let tags = [(capa.as_str(), "owned"), (cloud.as_str(), "owned")];
+    let tags = &tags;
+    futures::stream::iter(0..L)
+        .for_each_concurrent(CREATE_CONCURRENCY, |_| async move {
+            let uuid = uuid_like();
+            bootstrap_secret(c, &format!("aws.cluster.x-k8s.io/{uuid}-0"), tags).await;
+            bootstrap_parameter(c, &format!("/cluster.x-k8s.io/{uuid}/0"), tags).await;
+        })
+        .await;
+    3 * L + 2 + 2 * L
 }
 
 struct Run {
@@ -260,6 +281,10 @@ async fn warm_up(sdk: &SdkConfig) -> Res<()> {
     c.iam.list_instance_profiles().max_items(1).send().await?;
     c.ec2.describe_volumes().max_results(5).send().await?;
     c.route53.list_hosted_zones().max_items(1).send().await?;
+    c.sqs.list_queues().max_results(1).send().await?;
+    c.events.list_rules().limit(1).send().await?;
+    c.secrets.list_secrets().max_results(1).send().await?;
+    c.ssm.describe_parameters().max_results(1).send().await?;
     Ok(())
 }
 

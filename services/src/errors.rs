@@ -96,13 +96,23 @@ const TRANSIENT_CODES: &[&str] = &[
     "InternalFailure",
 ];
 
+/// "Does not exist" codes that do not say NotFound.
+const NOT_FOUND_CODES: &[&str] = &[
+    "NoSuchEntity",
+    "QueueDoesNotExist",
+    "AWS.SimpleQueueService.NonExistentQueue",
+    "NoSuchBucket",
+    "NoSuchKey",
+];
+
 /// Classifies an error from its AWS code and HTTP status. Pure, so it is unit-tested without AWS.
 pub fn classify(code: Option<&str>, status: Option<u16>) -> ErrorClass {
     if let Some(code) = code {
         // Every "does not exist" code in EC2 and ELB contains NotFound (InvalidGroup.NotFound,
         // LoadBalancerNotFound, TargetGroupNotFound, AccessPointNotFound, ...).
         // IAM says NoSuchEntity instead.
-        if code.contains("NotFound") || code == "NoSuchEntity" {
+        // SQS says QueueDoesNotExist (its query-compatible code: NonExistentQueue), S3 NoSuch*.
+        if code.contains("NotFound") || NOT_FOUND_CODES.contains(&code) {
             return ErrorClass::NotFound;
         }
         if TRANSIENT_CODES.contains(&code) {

@@ -43,9 +43,13 @@ pub mod sdk {
     pub use aws_sdk_eks as eks;
     pub use aws_sdk_elasticloadbalancing as elb;
     pub use aws_sdk_elasticloadbalancingv2 as elbv2;
+    pub use aws_sdk_eventbridge as events;
     pub use aws_sdk_iam as iam;
     pub use aws_sdk_resourcegroupstagging as tagging;
     pub use aws_sdk_route53 as route53;
+    pub use aws_sdk_secretsmanager as secretsmanager;
+    pub use aws_sdk_sqs as sqs;
+    pub use aws_sdk_ssm as ssm;
 }
 
 /// Loads the shared SDK configuration from the standard environment (`AWS_REGION`,

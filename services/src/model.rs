@@ -26,6 +26,14 @@ pub struct AwsClients {
     pub logs: aws_sdk_cloudwatchlogs::Client,
     /// external-dns records pointing at the cluster's load balancers (reported).
     pub route53: aws_sdk_route53::Client,
+    /// CAPA's EventBridgeInstanceState queue (task `instance-state-queue`).
+    pub sqs: aws_sdk_sqs::Client,
+    /// CAPA's EventBridgeInstanceState rule (task `instance-state-queue`).
+    pub events: aws_sdk_eventbridge::Client,
+    /// CAPA's bootstrap data in Secrets Manager (task `bootstrap-data`).
+    pub secrets: aws_sdk_secretsmanager::Client,
+    /// CAPA's bootstrap data in SSM Parameter Store (task `bootstrap-data`).
+    pub ssm: aws_sdk_ssm::Client,
     /// Where a cluster's session acts: phase 2 ignores (and reports) anything discovered whose
     /// ARN names another partition, region or account. `None` for clients not built for a
     /// cluster (tests' fixtures).
@@ -129,6 +137,10 @@ impl AwsClients {
             eks: client!(aws_sdk_eks),
             logs: client!(aws_sdk_cloudwatchlogs),
             route53: client!(aws_sdk_route53),
+            sqs: client!(aws_sdk_sqs),
+            events: client!(aws_sdk_eventbridge),
+            secrets: client!(aws_sdk_secretsmanager),
+            ssm: client!(aws_sdk_ssm),
             scope: None,
             throttle: None,
             listings: None,

@@ -6,9 +6,11 @@
 //! descriptors.
 
 pub mod addresses;
+pub mod bootstrap_data;
 pub mod dns_records;
 pub mod guardduty;
 pub mod instance_profiles;
+pub mod instance_state;
 pub mod instances;
 pub mod internet_gateways;
 pub mod launch_templates;

@@ -4,9 +4,11 @@
 //! write its cleaner module, add one line here (see services/README.md).
 
 use super::runner::AnyCleaner;
+use crate::cleaners::bootstrap_data::{BootstrapParameters, BootstrapSecrets};
 use crate::cleaners::dns_records::DnsRecords;
 use crate::cleaners::guardduty::{GuardDutyEndpoint, GuardDutyGroup};
 use crate::cleaners::instance_profiles::InstanceProfiles;
+use crate::cleaners::instance_state::InstanceStateQueue;
 use crate::cleaners::instances::Instances;
 use crate::cleaners::load_balancers::LoadBalancers;
 use crate::cleaners::log_groups::LogGroups;
@@ -42,6 +44,12 @@ fn all() -> Vec<Box<dyn AnyCleaner>> {
         Box::new(InstanceProfiles),
         Box::new(OidcProviders),
         Box::new(LogGroups),
+        // CAPA's own leftovers that no network holds: the EventBridgeInstanceState queue and
+        // rule (by name, untagged).
+        Box::new(InstanceStateQueue),
+        // CAPA's bootstrap data the machines left (by CAPA's name prefix and tag key).
+        Box::new(BootstrapSecrets),
+        Box::new(BootstrapParameters),
         Box::new(Volumes),
         Box::new(Snapshots),
         Box::new(NetworkInterfaces),
@@ -205,6 +213,21 @@ mod tests {
                 ),
                 ("oidc-provider", 30, Some("oidc-provider"), false, true),
                 ("log-group", 30, Some("eks-log-group"), false, true),
+                (
+                    "instance-state-queue",
+                    30,
+                    Some("instance-state-queue"),
+                    false,
+                    true
+                ),
+                ("bootstrap-secret", 30, Some("bootstrap-data"), false, true),
+                (
+                    "bootstrap-parameter",
+                    30,
+                    Some("bootstrap-data"),
+                    false,
+                    true
+                ),
                 ("volume", 25, Some("ebs-volume"), false, true),
                 ("snapshot", 25, Some("ebs-snapshot"), false, true),
                 ("network-interface", 30, Some("security-group"), false, true),
@@ -248,6 +271,9 @@ mod tests {
                 ("instance-profile", "iam"),
                 ("oidc-provider", "iam"),
                 ("log-group", "logs"),
+                ("instance-state-queue", "sqs"),
+                ("bootstrap-secret", "secretsmanager"),
+                ("bootstrap-parameter", "ssm"),
             ],
             "every other kind is ec2's"
         );
@@ -271,6 +297,9 @@ mod tests {
                 "launch-template",
                 "instance-profile",
                 "oidc-provider",
+                "instance-state-queue",
+                "bootstrap-secret",
+                "bootstrap-parameter",
                 "network-interface",
                 "security-group",
                 "security-group"
@@ -300,6 +329,8 @@ mod tests {
                 "instance-profile",
                 "oidc-provider",
                 "eks-log-group",
+                "instance-state-queue",
+                "bootstrap-data",
                 "ebs-volume",
                 "ebs-snapshot",
                 "security-group",
@@ -348,7 +379,7 @@ mod tests {
         assert!(e.to_string().contains("\"load-balancers\""), "{e}");
         assert_eq!(
             e.to_string(),
-            "unknown GC task \"load-balancers\": expected one of dns-record, load-balancer, target-group, instance, launch-template, instance-profile, oidc-provider, eks-log-group, ebs-volume, ebs-snapshot, security-group, eks-security-group, shared-tag"
+            "unknown GC task \"load-balancers\": expected one of dns-record, load-balancer, target-group, instance, launch-template, instance-profile, oidc-provider, eks-log-group, instance-state-queue, bootstrap-data, ebs-volume, ebs-snapshot, security-group, eks-security-group, shared-tag"
         );
         let e = "".parse::<GcTask>().unwrap_err();
         assert!(e.to_string().contains("\"\""), "{e}");

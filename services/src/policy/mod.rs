@@ -25,6 +25,8 @@
 //! | external-dns's Route53 records (`dns-record`) | 2 | an `A`/`AAAA` alias or `CNAME` to one of phase 2's load balancers, with external-dns's TXT companion; the cluster names that owner id (never `default`), the load balancers go in this pass, no set identifier, the TXT sets hold only that owner's values, an older-format TXT set only with every record at its name | any of those fails: kept, reported (`gc plan`, audit, `ExternalDnsRecordsLeft`); anything else is not looked at | [`dns_records::fates`], [`dns_records::Allowed`] |
 //! | EKS's control-plane log group (`eks-log-group`, opt-in) | 2 | EKS cluster, named exactly `/aws/eks/<eksName>/cluster`, no retention policy, no deletion protection, EKS says the cluster is gone | a prefix match, another cluster's, retention or protection set: foreign; EKS still reports the cluster, or cannot be asked: blocked | [`log_groups::decide`], [`log_groups::by_eks`] |
 //! | EKS's IRSA OIDC provider (`oidc-provider`) | 2 | EKS cluster with an issuer CAPA recorded, the provider's URL is that issuer, `kubernetes.io/cluster/<eksName>=owned`, no live EKS cluster reports the issuer | no recorded issuer: not looked at; another issuer's, untagged, `shared`: foreign; a live cluster reports it, EKS cannot be asked, the issuer is another region's: blocked | [`oidc_providers::decide`], [`oidc_providers::by_use`] |
+//! | CAPA's EventBridgeInstanceState queue `<N>-queue` and rule `<N>-ec2-rule` (`instance-state-queue`), untagged | 2 | both exist under the cluster's names, the rule's only target is that queue, the queue's policy is only CAPA's statement `CAPAEvents_<rule>_<queue>` naming the rule | anything else (a policy without CAPA's statement or with another, a rule targeting another queue or more, one alone): both kept, reported | [`instance_state::decide`] |
+//! | CAPA's bootstrap data (`bootstrap-data`): Secrets Manager secrets `aws.cluster.x-k8s.io/<uuid>-<n>`, SSM parameters `/cluster.x-k8s.io/<uuid>/<n>` | 2 | exactly that name shape for its store and `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned` | CAPA's key on another name shape or not `owned`, `kubernetes.io/cluster/N=owned` without CAPA's key: kept, reported; another cluster's (`c10` for `c1` too), untagged: foreign | [`bootstrap_data::decide`] |
 //! | phase 3's network: VPC endpoints, NAT gateways, Elastic IPs, internet gateways, route tables, subnets | 3 | in one of the cluster's CAPA-managed VPCs (CAPA-tagged), CAPA's tag (the server's filter); Elastic IPs: CAPA's tag or held by the VPC's CAPA-tagged NAT gateways | a NAT gateway or endpoint `deleting`, an Elastic IP still associated (unless only with deleted NAT gateways, whose stale association is removed first): blocked; one already deleted (endpoints: rejected, failed, expired too): no longer a target; the VPC's main route table: kept, it goes with the VPC; a bring-your-own VPC's: never asked for | [`capa::decide`] (as the filter), [`network::nat_gateway`], [`network::vpc_endpoint`], [`network::elastic_ip`], [`network::route_table`] |
 //! | a bring-your-own network's `shared` tag (`shared-tag`): **untagged, never deleted** | 3 | a VPC, subnet or route table in the cluster's bring-your-own VPC (`spec.network.vpc.id`, not CAPA-tagged) with `kubernetes.io/cluster/N=shared`: only that key is removed | another cluster's key, `owned`, CAPA-owned, another VPC: kept | [`shared_tags::decide`] |
 //! | GuardDuty's managed VPC endpoint and security group | 3 | in one of the cluster's CAPA-managed VPCs: the interface endpoint of `com.amazonaws.<region>.guardduty-data` tagged `GuardDutyManaged=true` (before the subnets), the group `GuardDutyManagedSecurityGroup-<vpc-id>` of that VPC (after the endpoint) | in any other VPC, or any look-alike (another service, tag missing, another VPC's name): never touched; while present in a CAPA VPC they are not blockers | [`guardduty::endpoint`], [`guardduty::group`] |
@@ -35,11 +37,13 @@
 //! selection), the filter is built from this module's keys and values and not checked again
 //! after the call.
 
+pub mod bootstrap_data;
 pub mod capa;
 pub mod dns_records;
 pub mod ebs;
 pub mod guardduty;
 pub mod instance_profiles;
+pub mod instance_state;
 pub mod instances;
 pub mod log_groups;
 pub mod network;

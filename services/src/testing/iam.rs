@@ -26,6 +26,12 @@ pub fn iam_action(op: &str) -> Option<String> {
         // sweeper's calls say `logs.`, the recorder `CloudWatchLogs.`.
         "logs" | "cloudwatchlogs" => "logs",
         "route53" => "route53",
+        "sqs" => "sqs",
+        // sweeper's calls say `events.`, the recorder `EventBridge.`.
+        "events" | "eventbridge" => "events",
+        "secretsmanager" | "secrets manager" => "secretsmanager",
+        "ssm" => "ssm",
+        "s3" => "s3",
         _ => return None,
     };
     Some(format!("{prefix}:{operation}"))
@@ -95,6 +101,9 @@ fn builds_fixtures(action: &str) -> bool {
         "Authorize",
         "Register",
         "Add",
+        "Put",
+        "Set",
+        "Tag",
     ]
     .iter()
     .any(|p| op.starts_with(p))
@@ -247,6 +256,15 @@ mod tests {
             ),
             (&["oidc_providers.rs"], vec![&c::oidc_providers::DESCRIPTOR]),
             (&["log_groups.rs"], vec![&c::log_groups::DESCRIPTOR]),
+            (&["instance_state.rs"], vec![&c::instance_state::DESCRIPTOR]),
+            (
+                &["bootstrap_data/secrets.rs"],
+                vec![&c::bootstrap_data::SECRETS],
+            ),
+            (
+                &["bootstrap_data/parameters.rs"],
+                vec![&c::bootstrap_data::PARAMETERS],
+            ),
             (&["volumes.rs"], vec![&c::volumes::DESCRIPTOR]),
             (&["snapshots.rs"], vec![&c::snapshots::DESCRIPTOR]),
             (

@@ -1,6 +1,6 @@
 //! Builders for the leftovers issue #34 added to phase 2, as the benchmarks put them in their
 //! workloads: Karpenter's instance profiles, the EBS CSI driver's volumes and snapshots, and
-//! external-dns records.
+//! external-dns records; and issue #44's CAPA leftovers (the EventBridgeInstanceState pair).
 //! Like `build`'s top level they panic on a failed call, naming it: a half-built world would make
 //! the figures meaningless.
 
@@ -183,4 +183,135 @@ pub async fn external_dns_pair(c: &AwsClients, zone: &str, name: &str, lb_dns: &
         .send()
         .await
         .unwrap_or_else(|e| panic!("ChangeResourceRecordSets {name}: {e:?}"));
+}
+
+/// CAPA's EventBridgeInstanceState pair for Cluster API Cluster `n`, as CAPA builds it (queue,
+/// disabled rule, the rule's target, the queue's policy: `pkg/cloud/services/instancestate/`),
+/// with `policy` instead of CAPA's when given and the rule targeting `target_arn` instead of the
+/// queue when given. Returns (queue URL, queue ARN, rule ARN).
+pub async fn instance_state_pair(
+    c: &AwsClients,
+    n: &str,
+    policy: Option<&str>,
+    target_arn: Option<&str>,
+) -> (String, String, String) {
+    use crate::policy::instance_state as capa;
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let (queue, rule) = (capa::queue_name(n), capa::rule_name(n));
+    let url = c
+        .sqs
+        .create_queue()
+        .queue_name(&queue)
+        .attributes(A::ReceiveMessageWaitTimeSeconds, "20")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateQueue {queue}: {e:?}"))
+        .queue_url
+        .unwrap_or_default();
+    let queue_arn = c
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(A::QueueArn)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GetQueueAttributes {queue}: {e:?}"))
+        .attributes
+        .and_then(|mut a| a.remove(&A::QueueArn))
+        .unwrap_or_default();
+    let pattern = r#"{"source":["aws.ec2"],"detail-type":["EC2 Instance State-change Notification"],"detail":{"state":["shutting-down","terminated"]}}"#;
+    let rule_arn = c
+        .events
+        .put_rule()
+        .name(&rule)
+        .event_pattern(pattern)
+        .state(aws_sdk_eventbridge::types::RuleState::Disabled)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutRule {rule}: {e:?}"))
+        .rule_arn
+        .unwrap_or_default();
+    let target = aws_sdk_eventbridge::types::Target::builder()
+        .id(&queue)
+        .arn(target_arn.unwrap_or(&queue_arn))
+        .build()
+        .unwrap_or_else(|e| panic!("target {queue}: {e:?}"));
+    c.events
+        .put_targets()
+        .rule(&rule)
+        .targets(target)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutTargets {rule}: {e:?}"));
+    let policy = policy
+        .map(str::to_string)
+        .unwrap_or_else(|| capa::capa_policy(n, &queue_arn, &rule_arn));
+    c.sqs
+        .set_queue_attributes()
+        .queue_url(&url)
+        .attributes(A::Policy, policy)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("SetQueueAttributes {queue}: {e:?}"));
+    (url, queue_arn, rule_arn)
+}
+
+/// A Secrets Manager secret `name` tagged `tags`, as CAPA stores a chunk of a machine's user
+/// data. Returns its ARN.
+pub async fn bootstrap_secret(c: &AwsClients, name: &str, tags: &[(&str, &str)]) -> String {
+    let tags = tags.iter().map(|(k, v)| {
+        aws_sdk_secretsmanager::types::Tag::builder()
+            .key(*k)
+            .value(*v)
+            .build()
+    });
+    c.secrets
+        .create_secret()
+        .name(name)
+        .secret_binary(aws_smithy_types::Blob::new(b"#cloud-config".to_vec()))
+        .set_tags(Some(tags.collect()))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateSecret {name}: {e:?}"))
+        .arn
+        .unwrap_or_default()
+}
+
+/// An SSM SecureString parameter `name` tagged `tags`, as CAPA stores a chunk of a machine's
+/// user data.
+pub async fn bootstrap_parameter(c: &AwsClients, name: &str, tags: &[(&str, &str)]) {
+    let tags = tags
+        .iter()
+        .map(|(k, v)| aws_sdk_ssm::types::Tag::builder().key(*k).value(*v).build());
+    c.ssm
+        .put_parameter()
+        .name(name)
+        .value("#cloud-config")
+        .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+        .set_tags(Some(
+            tags.collect::<Result<Vec<_>, _>>()
+                .unwrap_or_else(|e| panic!("tags of {name}: {e:?}")),
+        ))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutParameter {name}: {e:?}"));
+}
+
+/// A new random UUID-shaped string (CAPA names bootstrap data with `uuid.NewUUID()`).
+pub fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let x = nanos ^ (N.fetch_add(1, Ordering::Relaxed) << 48);
+    format!(
+        "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+        (x >> 32) as u32,
+        (x >> 16) as u16,
+        (x & 0xfff) as u16,
+        ((x >> 12) & 0xfff) as u16,
+        x & 0xffff_ffff_ffff
+    )
 }

@@ -315,3 +315,294 @@ async fn rules_naming_a_deleted_group_are_revoked_alone_and_audited() {
         );
     }
 }
+
+async fn instance_state_pair(
+    n: &str,
+    policy: Option<&str>,
+    target_arn: Option<&str>,
+) -> (String, String, String) {
+    let c = retrying_clients().await;
+    sweeper_aws::testing::leaks::instance_state_pair(&c, n, policy, target_arn).await
+}
+
+async fn queue_exists(n: &str) -> bool {
+    let q = sweeper_aws::policy::instance_state::queue_name(n);
+    retrying_clients()
+        .await
+        .sqs
+        .get_queue_url()
+        .queue_name(q)
+        .send()
+        .await
+        .is_ok()
+}
+
+async fn rule_exists(n: &str) -> bool {
+    let r = sweeper_aws::policy::instance_state::rule_name(n);
+    retrying_clients()
+        .await
+        .events
+        .describe_rule()
+        .name(r)
+        .send()
+        .await
+        .is_ok()
+}
+
+/// Kind 4: CAPA's EventBridgeInstanceState queue and rule go, rule first, when the rule targets
+/// only the queue and the queue's policy is only CAPA's statement naming the rule; otherwise both
+/// are reported and kept: a queue whose policy lacks CAPA's Sid, a rule targeting another queue.
+/// Another cluster's pair is never looked at. A dry run plans both; without the task nothing is
+/// asked.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn capas_instance_state_queue_and_rule_go_only_as_capas_pair() {
+    let (c, rec) = env().await;
+    let n = cluster("isq");
+    let (_, queue_arn, rule_arn) = instance_state_pair(&n, None, None).await;
+    let other = format!("{n}-b");
+    instance_state_pair(&other, None, None).await;
+    // Look-alikes, each its own cluster name: a queue without CAPA's statement, a rule
+    // targeting another queue.
+    let no_sid = format!("{n}-nosid");
+    let foreign_policy = r#"{"Version":"2012-10-17","Statement":[{"Sid":"Mine","Effect":"Allow","Principal":{"Service":"events.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"*"}]}"#;
+    instance_state_pair(&no_sid, Some(foreign_policy), None).await;
+    let elsewhere = format!("{n}-elsewhere");
+    let (_, other_queue_arn, _) = instance_state_pair(&format!("{n}-target"), None, None).await;
+    instance_state_pair(&elsewhere, None, Some(&other_queue_arn)).await;
+
+    let req = PassRequest::new(&n);
+    let plan = teardown_pass(
+        &c,
+        &PassRequest {
+            dry_run: true,
+            ..req.clone()
+        },
+    )
+    .await;
+    let mut planned: Vec<&str> = plan
+        .phases
+        .iter()
+        .flat_map(|p| p.planned.iter().map(|r| r.id.as_str()))
+        .collect();
+    planned.sort();
+    let mut want = vec![queue_arn.as_str(), rule_arn.as_str()];
+    want.sort();
+    assert_eq!(planned, want, "{plan:#?}");
+    assert!(queue_exists(&n).await && rule_exists(&n).await);
+
+    // Without the task, nothing of it is asked.
+    rec.clear();
+    let narrowed = PassRequest {
+        tasks: Some(vec!["load-balancer".parse().unwrap()]),
+        ..req.clone()
+    };
+    teardown_pass(&c, &narrowed).await;
+    assert!(
+        !rec.calls()
+            .iter()
+            .any(|op| op.starts_with("SQS.") || op.starts_with("EventBridge.")),
+        "{:?}",
+        rec.calls()
+    );
+
+    let reports = until_done(&c, &req, 4).await;
+    let deleted: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.phases
+                .iter()
+                .flat_map(|p| p.deleted.iter().map(|r| r.id.clone()))
+        })
+        .collect();
+    assert_eq!(
+        deleted,
+        [rule_arn.clone(), queue_arn.clone()],
+        "{reports:#?}"
+    );
+    let audited: Vec<_> = reports
+        .iter()
+        .flat_map(|r| r.phases.iter().flat_map(|p| p.audit.iter()))
+        .map(|a| (a.resource.id.clone(), a.action.clone()))
+        .collect();
+    assert_eq!(
+        audited,
+        [
+            (rule_arn.clone(), AuditAction::Deleted),
+            (queue_arn.clone(), AuditAction::Deleted)
+        ]
+    );
+    let calls = rec.calls();
+    assert!(
+        first(&calls, "EventBridge.DeleteRule") < first(&calls, "SQS.DeleteQueue"),
+        "the rule goes first: {calls:?}"
+    );
+    assert!(!queue_exists(&n).await && !rule_exists(&n).await);
+    assert!(
+        queue_exists(&other).await && rule_exists(&other).await,
+        "another cluster's pair stays"
+    );
+
+    // The look-alikes: reported, never deleted.
+    for lookalike in [&no_sid, &elsewhere] {
+        let r = teardown_pass(&c, &PassRequest::new(lookalike)).await;
+        let kept: Vec<_> = r.phases.iter().flat_map(|p| p.kept.iter()).collect();
+        assert_eq!(kept.len(), 2, "{lookalike}: {r:#?}");
+        assert!(
+            r.phases.iter().all(|p| p.deleted.is_empty()),
+            "{lookalike}: {r:#?}"
+        );
+        assert!(
+            r.done,
+            "reported look-alikes do not hold the teardown: {r:#?}"
+        );
+        assert!(queue_exists(lookalike).await && rule_exists(lookalike).await);
+    }
+}
+
+async fn secret_listed(arn: &str) -> bool {
+    let d = retrying_clients()
+        .await
+        .secrets
+        .describe_secret()
+        .secret_id(arn)
+        .send()
+        .await;
+    matches!(d, Ok(d) if d.deleted_date().is_none())
+}
+
+async fn parameter_exists(name: &str) -> bool {
+    retrying_clients()
+        .await
+        .ssm
+        .get_parameter()
+        .name(name)
+        .send()
+        .await
+        .is_ok()
+}
+
+/// Kind 5: CAPA's bootstrap data, named as CAPA names it and tagged CAPA-owned for the cluster,
+/// goes (secrets with a recovery window, parameters); every look-alike stays: a secret with the
+/// cloud provider's owned tag but not CAPA's, a hand-named one with CAPA's tag (reported),
+/// another cluster's, a cluster whose name starts with this one's, an untagged one.
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn capas_bootstrap_data_goes_only_with_capas_name_and_owned_tag() {
+    use sweeper_aws::testing::leaks::{bootstrap_parameter, bootstrap_secret, uuid_like};
+    let (c, rec) = env().await;
+    let f = retrying_clients().await;
+    let n = cluster("boot");
+    let capa = |n: &str| format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{n}");
+    let cloud_key = |n: &str| format!("kubernetes.io/cluster/{n}");
+    let (ours_capa, ours_cloud) = (capa(&n), cloud_key(&n));
+    let both = [
+        (ours_capa.as_str(), "owned"),
+        (ours_cloud.as_str(), "owned"),
+    ];
+    let uuid = uuid_like();
+    let s0 = bootstrap_secret(&f, &format!("aws.cluster.x-k8s.io/{uuid}-0"), &both).await;
+    let s1 = bootstrap_secret(&f, &format!("aws.cluster.x-k8s.io/{uuid}-1"), &both).await;
+    let p0 = format!("/cluster.x-k8s.io/{uuid}/0");
+    bootstrap_parameter(&f, &p0, &both).await;
+    // Look-alikes.
+    let cloud_only = bootstrap_secret(
+        &f,
+        &format!("aws.cluster.x-k8s.io/{}-0", uuid_like()),
+        &[(ours_cloud.as_str(), "owned")],
+    )
+    .await;
+    let hand_named = bootstrap_secret(&f, &format!("aws.cluster.x-k8s.io/{n}-mine"), &both).await;
+    let longer = format!("{n}0");
+    let (longer_capa, other_capa) = (capa(&longer), capa(&format!("{n}-b")));
+    let prefix_cluster = bootstrap_secret(
+        &f,
+        &format!("aws.cluster.x-k8s.io/{}-0", uuid_like()),
+        &[(longer_capa.as_str(), "owned")],
+    )
+    .await;
+    let other = bootstrap_secret(
+        &f,
+        &format!("aws.cluster.x-k8s.io/{}-0", uuid_like()),
+        &[(other_capa.as_str(), "owned")],
+    )
+    .await;
+    let untagged =
+        bootstrap_secret(&f, &format!("aws.cluster.x-k8s.io/{}-0", uuid_like()), &[]).await;
+    let other_param = format!("/cluster.x-k8s.io/{}/0", uuid_like());
+    bootstrap_parameter(&f, &other_param, &[(other_capa.as_str(), "owned")]).await;
+    let cloud_param = format!("/cluster.x-k8s.io/{}/0", uuid_like());
+    bootstrap_parameter(&f, &cloud_param, &[(ours_cloud.as_str(), "owned")]).await;
+
+    let req = PassRequest::new(&n);
+    let plan = teardown_pass(
+        &c,
+        &PassRequest {
+            dry_run: true,
+            ..req.clone()
+        },
+    )
+    .await;
+    let mut planned: Vec<String> = plan
+        .phases
+        .iter()
+        .flat_map(|p| p.planned.iter().map(|r| r.id.clone()))
+        .collect();
+    planned.sort();
+    assert_eq!(planned.len(), 3, "{plan:#?}");
+    assert!(
+        planned.contains(&s0) && planned.contains(&s1),
+        "{planned:?}"
+    );
+    assert!(planned.iter().any(|id| id.ends_with(&p0)), "{planned:?}");
+    let kept: Vec<&str> = plan
+        .phases
+        .iter()
+        .flat_map(|p| p.kept.iter().map(|(r, _)| r.id.as_str()))
+        .collect();
+    assert_eq!(kept, [hand_named.as_str()], "{plan:#?}");
+    assert!(secret_listed(&s0).await && parameter_exists(&p0).await);
+
+    let reports = until_done(&c, &req, 4).await;
+    let deleted: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.phases
+                .iter()
+                .flat_map(|p| p.deleted.iter().map(|r| r.id.clone()))
+        })
+        .collect();
+    assert_eq!(deleted.len(), 3, "{reports:#?}");
+    let audited: Vec<_> = reports
+        .iter()
+        .flat_map(|r| r.phases.iter().flat_map(|p| p.audit.iter()))
+        .collect();
+    assert!(
+        audited.iter().all(|a| a.action == AuditAction::Deleted
+            && a.tags
+                .as_ref()
+                .is_some_and(|t| t.get(&ours_capa).map(String::as_str) == Some("owned"))),
+        "{audited:#?}"
+    );
+    assert!(!secret_listed(&s0).await && !secret_listed(&s1).await);
+    assert!(!parameter_exists(&p0).await);
+    for (what, arn) in [
+        ("the cloud provider's key only", &cloud_only),
+        ("a hand-made name", &hand_named),
+        ("a cluster whose name starts with ours", &prefix_cluster),
+        ("another cluster's", &other),
+        ("untagged", &untagged),
+    ] {
+        assert!(secret_listed(arn).await, "{what} stays");
+    }
+    assert!(parameter_exists(&other_param).await && parameter_exists(&cloud_param).await);
+    let calls = rec.calls();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|op| *op == "SecretsManager.DeleteSecret")
+            .count(),
+        2,
+        "{calls:?}"
+    );
+}
