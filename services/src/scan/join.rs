@@ -3,8 +3,9 @@
 //!
 //! A name is never a candidate when a live object of the management cluster or a live EKS
 //! cluster has it. Beyond the rule, a name is also held back when one of its resources
-//! is claimed for a live name too (two ownership tags on one resource): a teardown of the dead
-//! name would delete what the live cluster still claims, so the scan keeps it and says why.
+//! is claimed for a live (or not-ours) name too (two ownership tags on one resource): a teardown
+//! of the dead name would delete what the other cluster still claims, so the scan keeps it and
+//! says why.
 
 use super::claims::Claim;
 use serde::Serialize;
@@ -40,7 +41,7 @@ pub enum HeldBack {
     LiveEks,
     /// Marked not ours (another management cluster's): reported apart, never torn down.
     NotOurs,
-    /// One of its resources is also claimed for this live name.
+    /// One of its resources is also claimed for this live or not-ours name.
     SharesWithLive(String),
 }
 
@@ -95,9 +96,8 @@ pub fn join(resources: &[ClaimedResource], live: &Liveness<'_>) -> Joined {
             .iter()
             .flat_map(|r| &r.claims)
             .map(|c| c.cluster.as_str())
-            .find(|other| {
-                other != name && held(other, live).is_some_and(|h| h != HeldBack::NotOurs)
-            });
+            // A not-ours name counts too: deleting its resource would harm the other owner.
+            .find(|other| other != name && held(other, live).is_some());
         if let Some(other) = shared_live {
             out.held.insert(
                 name.to_string(),
@@ -173,6 +173,13 @@ mod tests {
                 ],
             ),
             res("sg-9", &[("elbv2.k8s.aws/cluster", "live-b")]),
+            res(
+                "sg-10",
+                &[
+                    ("kubernetes.io/cluster/theirs", "owned"),
+                    ("kubernetes.io/cluster/ghost-2", "owned"),
+                ],
+            ),
         ];
         let objects = set(&["live", "live-b"]);
         let eks = set(&["eks-live"]);
@@ -198,7 +205,12 @@ mod tests {
             "a controller's tag names it too"
         );
         assert_eq!(j.held["eks-live"], (HeldBack::LiveEks, 1));
-        assert_eq!(j.held["theirs"], (HeldBack::NotOurs, 1));
+        assert_eq!(j.held["theirs"], (HeldBack::NotOurs, 2));
+        assert_eq!(
+            j.held["ghost-2"],
+            (HeldBack::SharesWithLive("theirs".into()), 1),
+            "shares a resource with a not-ours name"
+        );
         assert_eq!(
             j.held["ghost"],
             (HeldBack::SharesWithLive("live".into()), 1)

@@ -52,6 +52,9 @@ fn names_of<K: GcKind>(o: &DynamicObject, live: &mut LiveObjects) {
     let value = serde_json::to_value(o).unwrap_or_default();
     match serde_json::from_value::<K>(value.clone()) {
         Ok(typed) => {
+            // CAPA never tags with the object's own name; it counts as live anyway, as the
+            // cheapest guard against a name read wrongly.
+            live.names.insert(typed.name_any());
             match typed.names() {
                 Ok(n) => {
                     live.names.insert(n.capi);
@@ -297,6 +300,55 @@ pub async fn scan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn object(kind: &str, name: &str, label: &str, spec: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": kind,
+            "metadata": {"name": name, "namespace": "ns", "labels": {CLUSTER_NAME_LABEL: label}},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn every_name_a_live_object_may_be_tagged_with_is_live() {
+        let mut live = LiveObjects::default();
+        names_of::<AWSCluster>(
+            &object(
+                "AWSCluster",
+                "c1-x",
+                "c1",
+                serde_json::json!({"region": "eu-west-1"}),
+            ),
+            &mut live,
+        );
+        names_of::<AWSManagedControlPlane>(
+            &object(
+                "AWSManagedControlPlane",
+                "c2-cp",
+                "c2",
+                serde_json::json!({"eksClusterName": "ns_c2"}),
+            ),
+            &mut live,
+        );
+        // Bad input: a spec that is not an object. Its raw names still count as live.
+        names_of::<AWSCluster>(
+            &object("AWSCluster", "c3-x", "c3", serde_json::json!("bad")),
+            &mut live,
+        );
+        let want: BTreeSet<String> = ["c1", "c1-x", "c2", "c2-cp", "ns_c2", "c3", "c3-x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(live.names, want);
+        assert_eq!(live.undecoded.len(), 1, "{:?}", live.undecoded);
+        assert!(live.placements.contains(&ObjectPlacement {
+            namespace: "ns".into(),
+            region: Some("eu-west-1".into()),
+            identity: None,
+        }));
+    }
 
     #[test]
     fn the_annotation_is_a_comma_list() {

@@ -11,7 +11,7 @@ fn held(why: &HeldBack) -> String {
         HeldBack::LiveEks => "a live EKS cluster has the name".into(),
         HeldBack::NotOurs => "marked not ours".into(),
         HeldBack::SharesWithLive(n) => {
-            format!("its resources are also tagged for live cluster {n}")
+            format!("its resources are also tagged for {n} (live or not ours)")
         }
     }
 }
