@@ -62,8 +62,35 @@ pub enum Command {
     /// failure, exit 1 when one fails. Takes `sweeper run`'s flags and environment, so it checks
     /// the configuration the service runs with (the chart's `helm test` runs it in a pod).
     Check(Box<CheckArgs>),
+    /// The leaks from before: list the AWS resources tagged for clusters that no longer exist
+    /// (no live AWSCluster or AWSManagedControlPlane here, no live EKS cluster), per account and
+    /// region the CAPA identities and sweeper's own reach, with the proof per resource and an
+    /// estimated monthly cost. Deletes nothing: another management cluster may own clusters in
+    /// the same account.
+    Scan(ScanArgs),
     /// Print the version.
     Version,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ScanArgs {
+    /// `table` or `json`.
+    #[arg(short = 'o', long, value_enum, default_value_t = CheckOutput::Table)]
+    pub output: CheckOutput,
+    /// Also scan this region with sweeper's own identity (its default region always is);
+    /// comma-separated or repeated.
+    #[arg(long = "region", value_delimiter = ',')]
+    pub regions: Vec<String>,
+    /// A cluster name that is not this management cluster's (another one owns it): reported
+    /// apart, never a candidate; comma-separated or repeated. Adds to the names on sweeper's
+    /// namespace's annotation sweeper.dev/scan-not-ours.
+    #[arg(long = "not-ours", value_delimiter = ',')]
+    pub not_ours: Vec<String>,
+    /// CAPA's namespace, where static identities' Secrets live.
+    #[arg(long, default_value = "capa-system", env = "SWEEPER_CAPA_NAMESPACE")]
+    pub capa_namespace: String,
+    #[command(flatten)]
+    pub namespace: SwitchNamespace,
 }
 
 /// How `sweeper check` prints its report.

@@ -67,6 +67,7 @@ async fn main() -> ExitCode {
         Command::Pause(args) => report(pause(args, true).await),
         Command::Resume(args) => report(pause(args, false).await),
         Command::Check(args) => check(*args).await,
+        Command::Scan(args) => report(scan(args).await),
         Command::Run(args) => match sweeper::run::run(args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -152,6 +153,29 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
     let report = check::run(&client, &cfg, sessions.as_ref()).await;
     print(&report);
     exit(&report)
+}
+
+/// `sweeper scan`: the report on stdout (see external::scan).
+async fn scan(args: sweeper::cli::ScanArgs) -> Result<String, String> {
+    use sweeper::external::scan;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let (mut not_ours, unread) = scan::annotated_not_ours(&client, &args.namespace.namespace).await;
+    not_ours.extend(args.not_ours.iter().cloned());
+    let sessions = sweeper_aws::session::SessionCache::new(sweeper_aws::load_config().await, None);
+    let targets = scan::ScanTargets {
+        regions: args.regions.clone(),
+        capa_namespace: args.capa_namespace.clone(),
+        not_ours,
+    };
+    let mut report = scan::scan(&client, &sessions, &targets).await?;
+    report.errors.extend(unread);
+    Ok(match args.output {
+        sweeper::cli::CheckOutput::Table => scan::render::table(&report).trim_end().to_string(),
+        sweeper::cli::CheckOutput::Json => serde_json::to_string_pretty(&report)
+            .map_err(|e| format!("cannot render the report: {e}"))?,
+    })
 }
 
 async fn graph(args: sweeper::cli::GraphArgs) -> Result<(), String> {

@@ -28,6 +28,9 @@ pub mod cleaners;
 
 pub mod phases;
 
+// The leak scan: reads discovery and the policy's keys, deletes nothing.
+pub mod scan;
+
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -17,4 +17,5 @@ pub mod metrics;
 pub mod outcome;
 pub mod plan;
 pub mod request;
+pub mod scan;
 pub mod spec;

@@ -104,6 +104,29 @@ pub async fn cluster_reporting(
     }
 }
 
+/// Every EKS cluster ListClusters names in the session's region (all pages), with the pages
+/// read: the leak scan's one EKS listing per region. A failed page fails the listing: a scan
+/// that cannot tell which EKS clusters live names no candidate there.
+pub async fn cluster_names(
+    c: &AwsClients,
+) -> Result<(std::collections::BTreeSet<String>, usize), ApiFailure> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut pages = 0;
+    let mut token: Option<String> = None;
+    loop {
+        let page = call("eks.ListClusters", || {
+            c.eks.list_clusters().set_next_token(token.clone()).send()
+        })
+        .await?;
+        pages += 1;
+        names.extend(page.clusters().iter().cloned());
+        match page.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_string()),
+            _ => return Ok((names, pages)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,12 +36,16 @@ pub enum TaggingError {
         values: Vec<String>,
         source: ApiFailure,
     },
+    #[error("tagging API GetResources (every tagged resource) failed: {source}")]
+    GetEvery { source: ApiFailure },
 }
 
 impl TaggingError {
     pub fn kind(&self) -> FailureKind {
         match self {
-            TaggingError::GetResources { source, .. } => source.kind,
+            TaggingError::GetResources { source, .. } | TaggingError::GetEvery { source } => {
+                source.kind
+            }
         }
     }
 }
@@ -73,6 +77,34 @@ pub async fn resources_of_types_with_tag(
         .key(key)
         .set_values(Some(values.iter().map(|v| v.to_string()).collect()))
         .build();
+    read_pages(client, types, Some(filter), page_size)
+        .await
+        .map_err(|e| TaggingError::GetResources {
+            key: key.to_string(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+            source: e,
+        })
+}
+
+/// Every resource of the session's account and region that carries a tag, across all pages:
+/// the leak scan's one listing. Its ownership tags have a cluster name in the key, which the
+/// API cannot filter on (a key filter is exact, and several filters are ANDed), so the tags are
+/// read here and judged by the caller.
+pub async fn every_tagged_resource(
+    client: &Client,
+    page_size: Option<i32>,
+) -> Result<TaggedResources, TaggingError> {
+    read_pages(client, None, None, page_size)
+        .await
+        .map_err(|source| TaggingError::GetEvery { source })
+}
+
+async fn read_pages(
+    client: &Client,
+    types: Option<Vec<String>>,
+    filter: Option<TagFilter>,
+    page_size: Option<i32>,
+) -> Result<TaggedResources, ApiFailure> {
     let mut out = TaggedResources::default();
     let mut token: Option<String> = None;
     loop {
@@ -80,18 +112,13 @@ pub async fn resources_of_types_with_tag(
         let page = call("tagging.GetResources", || {
             client
                 .get_resources()
-                .tag_filters(filter.clone())
+                .set_tag_filters(filter.clone().map(|f| vec![f]))
                 .set_resource_type_filters(types.clone())
                 .set_resources_per_page(page_size)
                 .set_pagination_token(token.clone())
                 .send()
         })
-        .await
-        .map_err(|e| TaggingError::GetResources {
-            key: key.to_string(),
-            values: values.iter().map(|v| v.to_string()).collect(),
-            source: e,
-        })?;
+        .await?;
         out.pages += 1;
         token = page
             .pagination_token()

@@ -11,5 +11,6 @@ mod leaks;
 mod phase1;
 mod phase2;
 mod phase3;
+mod scan;
 mod security_groups;
 mod sessions;

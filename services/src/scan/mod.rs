@@ -1,0 +1,287 @@
+//! The leak scan (`sweeper scan`): in one (account, region), which cluster names have resources
+//! tagged as theirs and no live cluster, with each resource's ownership proof and an estimated
+//! monthly cost. **A scan deletes nothing**: another management cluster may own clusters in the
+//! same account; `sweeper teardown` acts on one name, on request.
+//!
+//! Calls per (account, region), whatever the number of clusters, live or not: the tagging API's
+//! pages of every tagged resource (`discovery::tagging::every_tagged_resource`), the pages of
+//! `eks:ListClusters`, and, for the candidates' volumes, snapshots and endpoints only, chunked
+//! describes (`sizing`). No call names a cluster.
+//!
+//! claims.rs (tags -> names, rules), join.rs (names -> candidates) and prices.rs (cost) are pure
+//! and table-tested; this file makes the calls and assembles the report.
+
+pub mod claims;
+pub mod join;
+pub mod prices;
+pub mod sizing;
+
+use crate::discovery::{eks, tagging};
+use crate::errors::ApiFailure;
+use crate::model::AwsClients;
+use claims::{Claim, ClaimRule};
+use join::{ClaimedResource, HeldBack, Liveness};
+use prices::{CostTotal, MonthlyCost, Sizing};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What every report says first.
+pub const NOTHING_DELETED: &str = "A scan deletes nothing. Another management cluster may own \
+clusters in the same account: check each candidate before `sweeper teardown`.";
+
+/// The names the management cluster has alive, and those marked not ours (the same for every
+/// (account, region) scanned).
+#[derive(Clone, Debug, Default)]
+pub struct ScanInput {
+    /// Both names (CAPA's and the EKS one) of every live AWSCluster and AWSManagedControlPlane.
+    pub live: BTreeSet<String>,
+    pub not_ours: BTreeSet<String>,
+    /// `ResourcesPerPage` of the tagging listing (`None`: the API's largest, 100).
+    pub page_size: Option<i32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("scan of account {account}, region {region}: {source}")]
+    Tagging {
+        account: String,
+        region: String,
+        source: tagging::TaggingError,
+    },
+    #[error(
+        "scan of account {account}, region {region}: eks:ListClusters failed, so no name there can be told from a live EKS cluster: {source}"
+    )]
+    Eks {
+        account: String,
+        region: String,
+        source: ApiFailure,
+    },
+    #[error(
+        "scan of account {account}, region {region}: describing the candidates' resources failed: {source}"
+    )]
+    Describe {
+        account: String,
+        region: String,
+        source: ApiFailure,
+    },
+}
+
+/// One resource of a candidate, with its proof and cost.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CandidateResource {
+    pub arn: String,
+    pub kind: String,
+    /// The tags that name the cluster, and by which rule.
+    pub proofs: Vec<Proof>,
+    /// When AWS says it was created (RFC 3339), where a describe gives it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    pub sizing: Sizing,
+    pub monthly: MonthlyCost,
+}
+
+/// One ownership proof: the tag as carried and the rule it satisfies.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Proof {
+    pub tag: String,
+    pub rule: ClaimRule,
+    pub rule_label: &'static str,
+}
+
+impl From<&Claim> for Proof {
+    fn from(c: &Claim) -> Self {
+        Proof {
+            tag: c.tag.clone(),
+            rule: c.rule,
+            rule_label: c.rule.label(),
+        }
+    }
+}
+
+/// A cluster name with resources in the account and region and no live cluster.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OrphanCandidate {
+    pub cluster: String,
+    pub account: String,
+    pub region: String,
+    pub resources_by_kind: BTreeMap<String, usize>,
+    /// The oldest creation time AWS gave for its resources (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest: Option<String>,
+    pub cost: CostTotal,
+    /// Other candidate names on the same resources (an EKS cluster's two names).
+    pub also_named: BTreeSet<String>,
+    pub resources: Vec<CandidateResource>,
+}
+
+/// A name with resources that is not a candidate, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HeldName {
+    pub cluster: String,
+    pub why: HeldBack,
+    pub resources: usize,
+}
+
+/// One (account, region)'s scan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RegionScan {
+    pub account: String,
+    pub region: String,
+    pub candidates: Vec<OrphanCandidate>,
+    pub held: Vec<HeldName>,
+    /// ARNs the tagging API returned that do not parse: never candidates.
+    pub malformed: Vec<String>,
+    /// AWS calls by operation.
+    pub calls: BTreeMap<&'static str, usize>,
+}
+
+/// RFC 3339 of `secs` since the epoch.
+fn rfc3339(secs: i64) -> String {
+    aws_smithy_types::DateTime::from_secs(secs)
+        .fmt(aws_smithy_types::date_time::Format::DateTime)
+        .unwrap_or_else(|_| secs.to_string())
+}
+
+/// Scans the session's (account, region): see the module doc.
+#[tracing::instrument(skip_all, fields(account = %account, region = %region))]
+pub async fn scan_region(
+    c: &AwsClients,
+    account: &str,
+    region: &str,
+    input: &ScanInput,
+) -> Result<RegionScan, ScanError> {
+    let mut calls: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let listed = tagging::every_tagged_resource(
+        &c.tagging,
+        Some(input.page_size.unwrap_or(tagging::MAX_PAGE)),
+    )
+    .await
+    .map_err(|source| ScanError::Tagging {
+        account: account.into(),
+        region: region.into(),
+        source,
+    })?;
+    calls.insert("tagging.GetResources", listed.pages);
+    let claimed: Vec<ClaimedResource> = listed
+        .resources
+        .iter()
+        .filter_map(|r| {
+            let found = claims::claims(r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            (!found.is_empty()).then(|| ClaimedResource {
+                arn: r.arn.to_string(),
+                kind: prices::kind_of(&r.arn.service, &r.arn.resource),
+                claims: found,
+            })
+        })
+        .collect();
+    // Asked even when nothing is claimed? No: without claims there is nothing to join.
+    let eks_live = if claimed.is_empty() {
+        BTreeSet::new()
+    } else {
+        let (names, pages) = eks::cluster_names(c)
+            .await
+            .map_err(|source| ScanError::Eks {
+                account: account.into(),
+                region: region.into(),
+                source,
+            })?;
+        calls.insert("eks.ListClusters", pages);
+        names
+    };
+    let joined = join::join(
+        &claimed,
+        &Liveness {
+            objects: &input.live,
+            eks: &eks_live,
+            not_ours: &input.not_ours,
+        },
+    );
+    let ids_of = |kind: &str| -> Vec<String> {
+        let ids: BTreeSet<String> = joined
+            .candidates
+            .iter()
+            .flat_map(|g| &g.resources)
+            .filter(|r| r.kind == kind)
+            .filter_map(|r| r.arn.parse::<crate::arn::Arn>().ok())
+            .map(|a| a.resource_id().to_string())
+            .collect();
+        ids.into_iter().collect()
+    };
+    let sized = sizing::describe(
+        c,
+        &ids_of("ec2:volume"),
+        &ids_of("ec2:snapshot"),
+        &ids_of("ec2:vpc-endpoint"),
+    )
+    .await
+    .map_err(|source| ScanError::Describe {
+        account: account.into(),
+        region: region.into(),
+        source,
+    })?;
+    calls.extend(sized.calls.iter().map(|(k, v)| (*k, *v)));
+    let candidates = joined
+        .candidates
+        .into_iter()
+        .map(|g| {
+            let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
+            let mut cost = CostTotal::default();
+            let mut oldest: Option<i64> = None;
+            let resources = g
+                .resources
+                .iter()
+                .map(|r| {
+                    let id = r
+                        .arn
+                        .parse::<crate::arn::Arn>()
+                        .map(|a| a.resource_id().to_string())
+                        .unwrap_or_default();
+                    let d = sized.by_id.get(&id).cloned().unwrap_or_default();
+                    let monthly = prices::monthly(&r.kind, region, &d.sizing);
+                    cost.add(&monthly);
+                    *by_kind.entry(r.kind.clone()).or_default() += 1;
+                    if let Some(t) = d.created {
+                        oldest = Some(oldest.map_or(t, |o| o.min(t)));
+                    }
+                    CandidateResource {
+                        arn: r.arn.clone(),
+                        kind: r.kind.clone(),
+                        proofs: r.claims.iter().map(Proof::from).collect(),
+                        created: d.created.map(rfc3339),
+                        sizing: d.sizing,
+                        monthly,
+                    }
+                })
+                .collect();
+            OrphanCandidate {
+                cluster: g.cluster,
+                account: account.into(),
+                region: region.into(),
+                resources_by_kind: by_kind,
+                oldest: oldest.map(rfc3339),
+                cost,
+                also_named: g.also,
+                resources,
+            }
+        })
+        .collect();
+    Ok(RegionScan {
+        account: account.into(),
+        region: region.into(),
+        candidates,
+        held: joined
+            .held
+            .into_iter()
+            .map(|(cluster, (why, resources))| HeldName {
+                cluster,
+                why,
+                resources,
+            })
+            .collect(),
+        malformed: listed.malformed.iter().map(|e| e.to_string()).collect(),
+        calls,
+    })
+}
+
+#[cfg(test)]
+mod calls;

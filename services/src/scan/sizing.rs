@@ -1,0 +1,147 @@
+//! What the cost model needs beyond an ARN (a volume's size and type, a snapshot's size, an
+//! endpoint's type and subnets) and the creation times AWS gives, for the candidates' resources
+//! only: a live cluster's resources are never described. The ids go to the server as a filter
+//! in chunks (a filter, unlike an id list, does not fail the whole call for one id gone since the
+//! listing), so the calls grow with the candidates' volumes, not with the clusters.
+
+use super::prices::Sizing;
+use crate::discovery::tags::ec2_filter;
+use crate::errors::{ApiFailure, call};
+use crate::model::AwsClients;
+use std::collections::BTreeMap;
+
+/// Ids per describe: within every EC2 filter's limit (200 values).
+const CHUNK: usize = 200;
+
+/// One resource's sizing and creation time (seconds since the epoch).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Described {
+    pub sizing: Sizing,
+    pub created: Option<i64>,
+}
+
+/// The describes' answers by resource id, and the calls made.
+#[derive(Debug, Default)]
+pub struct Sized {
+    pub by_id: BTreeMap<String, Described>,
+    pub calls: BTreeMap<&'static str, usize>,
+}
+
+/// Describes the `volumes`, `snapshots` and `endpoints` (ids) in the session's region.
+pub async fn describe(
+    c: &AwsClients,
+    volumes: &[String],
+    snapshots: &[String],
+    endpoints: &[String],
+) -> Result<Sized, ApiFailure> {
+    let mut out = Sized::default();
+    for ids in volumes.chunks(CHUNK) {
+        let mut token: Option<String> = None;
+        loop {
+            let page = call("ec2.DescribeVolumes", || {
+                c.ec2
+                    .describe_volumes()
+                    .filters(ec2_filter("volume-id", ids))
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await?;
+            *out.calls.entry("ec2.DescribeVolumes").or_default() += 1;
+            for v in page.volumes() {
+                let Some(id) = v.volume_id() else { continue };
+                out.by_id.insert(
+                    id.to_string(),
+                    Described {
+                        sizing: Sizing {
+                            size_gib: v.size().map(i64::from),
+                            volume_type: v.volume_type().map(|t| t.as_str().to_string()),
+                            ..Default::default()
+                        },
+                        created: v.create_time().map(|t| t.secs()),
+                    },
+                );
+            }
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+    }
+    for ids in snapshots.chunks(CHUNK) {
+        let mut token: Option<String> = None;
+        loop {
+            let page = call("ec2.DescribeSnapshots", || {
+                c.ec2
+                    .describe_snapshots()
+                    // The account's own: without it EC2 searches every public snapshot too.
+                    .owner_ids("self")
+                    .filters(ec2_filter("snapshot-id", ids))
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await?;
+            *out.calls.entry("ec2.DescribeSnapshots").or_default() += 1;
+            for s in page.snapshots() {
+                let Some(id) = s.snapshot_id() else { continue };
+                out.by_id.insert(
+                    id.to_string(),
+                    Described {
+                        sizing: Sizing {
+                            size_gib: s.volume_size().map(i64::from),
+                            ..Default::default()
+                        },
+                        created: s.start_time().map(|t| t.secs()),
+                    },
+                );
+            }
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+    }
+    for ids in endpoints.chunks(CHUNK) {
+        let mut token: Option<String> = None;
+        loop {
+            let page = call("ec2.DescribeVpcEndpoints", || {
+                c.ec2
+                    .describe_vpc_endpoints()
+                    .filters(ec2_filter("vpc-endpoint-id", ids))
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await?;
+            *out.calls.entry("ec2.DescribeVpcEndpoints").or_default() += 1;
+            for e in page.vpc_endpoints() {
+                let Some(id) = e.vpc_endpoint_id() else {
+                    continue;
+                };
+                out.by_id.insert(
+                    id.to_string(),
+                    Described {
+                        sizing: Sizing {
+                            endpoint_type: e.vpc_endpoint_type().map(|t| t.as_str().to_string()),
+                            endpoint_subnets: Some(e.subnet_ids().len()),
+                            ..Default::default()
+                        },
+                        created: e.creation_timestamp().map(|t| t.secs()),
+                    },
+                );
+            }
+            token = page
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
