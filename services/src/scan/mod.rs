@@ -1,7 +1,8 @@
 //! The leak scan (`sweeper scan`): in one (account, region), which cluster names have resources
 //! tagged as theirs and no live cluster, with each resource's ownership proof and an estimated
 //! monthly cost. **A scan deletes nothing**: another management cluster may own clusters in the
-//! same account; `sweeper teardown` acts on one name, on request.
+//! same account. (A one-shot `sweeper teardown` of one name, on request, is issue #45's next part;
+//! it is not built yet.)
 //!
 //! Calls per (account, region), whatever the number of clusters, live or not: the tagging API's
 //! pages of every tagged resource (`discovery::tagging::every_tagged_resource`), the pages of
@@ -27,7 +28,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// What every report says first.
 pub const NOTHING_DELETED: &str = "A scan deletes nothing. Another management cluster may own \
-clusters in the same account: check each candidate before `sweeper teardown`.";
+clusters in the same account: check each candidate before tearing anything down \
+(docs/operations.md, \"Leaks from before\").";
 
 /// The names the management cluster has alive, and those marked not ours (the same for every
 /// (account, region) scanned).

@@ -23,7 +23,7 @@ pub mod render;
 
 /// An annotation on sweeper's namespace: a comma-separated list of cluster names that are not
 /// this management cluster's (another one owns them). The scan reports them apart, as `not ours`,
-/// and `sweeper teardown` refuses them.
+/// and the one-shot teardown (not built yet) is to refuse them.
 pub const NOT_OURS_ANNOTATION: &str = "sweeper.dev/scan-not-ours";
 
 /// What the live objects of the management cluster say: every name they go by, and where
