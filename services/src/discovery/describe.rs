@@ -300,11 +300,12 @@ pub async fn detached_network_interfaces(
 }
 
 /// Reads every page of a Describe call paged by marker or token: `page(next)` fetches one page and
-/// returns its items and the next marker; an absent or empty marker ends the listing.
-pub(crate) async fn all_pages<T, F, Fut>(mut page: F) -> Result<Vec<T>, CleanError>
+/// returns its items and the next marker; an absent or empty marker ends the listing. Any error
+/// type: the cleaners' `CleanError`, the scan's `ApiFailure`.
+pub(crate) async fn all_pages<T, E, F, Fut>(mut page: F) -> Result<Vec<T>, E>
 where
     F: FnMut(Option<String>) -> Fut,
-    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), CleanError>>,
+    Fut: std::future::Future<Output = Result<(Vec<T>, Option<String>), E>>,
 {
     let mut out = Vec::new();
     let mut next = None;

@@ -5,6 +5,7 @@
 //! listing), so the calls grow with the candidates' volumes, not with the clusters.
 
 use super::prices::Sizing;
+use crate::discovery::describe::all_pages;
 use crate::discovery::tags::ec2_filter;
 use crate::errors::{ApiFailure, call};
 use crate::model::AwsClients;
@@ -35,9 +36,11 @@ pub async fn describe(
     endpoints: &[String],
 ) -> Result<Sized, ApiFailure> {
     let mut out = Sized::default();
+    // Pages per operation, counted as they are read: what the mocked tests pin.
+    let pages = std::cell::Cell::new(0usize);
+    let pages = &pages;
     for ids in volumes.chunks(CHUNK) {
-        let mut token: Option<String> = None;
-        loop {
+        let found = all_pages(|token| async move {
             let page = call("ec2.DescribeVolumes", || {
                 c.ec2
                     .describe_volumes()
@@ -46,33 +49,26 @@ pub async fn describe(
                     .send()
             })
             .await?;
-            *out.calls.entry("ec2.DescribeVolumes").or_default() += 1;
-            for v in page.volumes() {
-                let Some(id) = v.volume_id() else { continue };
-                out.by_id.insert(
-                    id.to_string(),
-                    Described {
-                        sizing: Sizing {
-                            size_gib: v.size().map(i64::from),
-                            volume_type: v.volume_type().map(|t| t.as_str().to_string()),
-                            ..Default::default()
-                        },
-                        created: v.create_time().map(|t| t.secs()),
+            pages.set(pages.get() + 1);
+            let found = page.volumes().iter().filter_map(|v| {
+                let described = Described {
+                    sizing: Sizing {
+                        size_gib: v.size().map(i64::from),
+                        volume_type: v.volume_type().map(|t| t.as_str().to_string()),
+                        ..Default::default()
                     },
-                );
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
+                    created: v.create_time().map(|t| t.secs()),
+                };
+                Some((v.volume_id()?.to_string(), described))
+            });
+            Ok((found.collect(), page.next_token().map(str::to_string)))
+        })
+        .await?;
+        *out.calls.entry("ec2.DescribeVolumes").or_default() += pages.take();
+        out.by_id.extend(found);
     }
     for ids in snapshots.chunks(CHUNK) {
-        let mut token: Option<String> = None;
-        loop {
+        let found = all_pages(|token| async move {
             let page = call("ec2.DescribeSnapshots", || {
                 c.ec2
                     .describe_snapshots()
@@ -83,32 +79,25 @@ pub async fn describe(
                     .send()
             })
             .await?;
-            *out.calls.entry("ec2.DescribeSnapshots").or_default() += 1;
-            for s in page.snapshots() {
-                let Some(id) = s.snapshot_id() else { continue };
-                out.by_id.insert(
-                    id.to_string(),
-                    Described {
-                        sizing: Sizing {
-                            size_gib: s.volume_size().map(i64::from),
-                            ..Default::default()
-                        },
-                        created: s.start_time().map(|t| t.secs()),
+            pages.set(pages.get() + 1);
+            let found = page.snapshots().iter().filter_map(|s| {
+                let described = Described {
+                    sizing: Sizing {
+                        size_gib: s.volume_size().map(i64::from),
+                        ..Default::default()
                     },
-                );
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
+                    created: s.start_time().map(|t| t.secs()),
+                };
+                Some((s.snapshot_id()?.to_string(), described))
+            });
+            Ok((found.collect(), page.next_token().map(str::to_string)))
+        })
+        .await?;
+        *out.calls.entry("ec2.DescribeSnapshots").or_default() += pages.take();
+        out.by_id.extend(found);
     }
     for ids in endpoints.chunks(CHUNK) {
-        let mut token: Option<String> = None;
-        loop {
+        let found = all_pages(|token| async move {
             let page = call("ec2.DescribeVpcEndpoints", || {
                 c.ec2
                     .describe_vpc_endpoints()
@@ -117,31 +106,23 @@ pub async fn describe(
                     .send()
             })
             .await?;
-            *out.calls.entry("ec2.DescribeVpcEndpoints").or_default() += 1;
-            for e in page.vpc_endpoints() {
-                let Some(id) = e.vpc_endpoint_id() else {
-                    continue;
-                };
-                out.by_id.insert(
-                    id.to_string(),
-                    Described {
-                        sizing: Sizing {
-                            endpoint_type: e.vpc_endpoint_type().map(|t| t.as_str().to_string()),
-                            endpoint_subnets: Some(e.subnet_ids().len()),
-                            ..Default::default()
-                        },
-                        created: e.creation_timestamp().map(|t| t.secs()),
+            pages.set(pages.get() + 1);
+            let found = page.vpc_endpoints().iter().filter_map(|e| {
+                let described = Described {
+                    sizing: Sizing {
+                        endpoint_type: e.vpc_endpoint_type().map(|t| t.as_str().to_string()),
+                        endpoint_subnets: Some(e.subnet_ids().len()),
+                        ..Default::default()
                     },
-                );
-            }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
+                    created: e.creation_timestamp().map(|t| t.secs()),
+                };
+                Some((e.vpc_endpoint_id()?.to_string(), described))
+            });
+            Ok((found.collect(), page.next_token().map(str::to_string)))
+        })
+        .await?;
+        *out.calls.entry("ec2.DescribeVpcEndpoints").or_default() += pages.take();
+        out.by_id.extend(found);
     }
     Ok(out)
 }

@@ -3,6 +3,7 @@
 
 use super::{PARAMETERS, judged};
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
+use crate::discovery::describe;
 use crate::errors::call;
 use crate::policy::bootstrap_data::{BootstrapStore, decide};
 use crate::policy::tags::OWNED;
@@ -41,9 +42,8 @@ impl Cleaner for BootstrapParameters {
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .unwrap_or_default();
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
+        let (filters, capa) = (&filters, &capa);
+        describe::all_pages(|token| async move {
             let page = call("ssm.DescribeParameters", || {
                 ctx.clients
                     .ssm
@@ -55,6 +55,7 @@ impl Cleaner for BootstrapParameters {
             })
             .await
             .map_err(CleanError::discover(PARAMETERS.kind, "DescribeParameters"))?;
+            let mut out = Vec::new();
             for p in page.parameters() {
                 let Some(name) = p.name() else { continue };
                 // The server's filter matched CAPA's key with the value `owned` exactly.
@@ -64,15 +65,9 @@ impl Cleaner for BootstrapParameters {
                 let t = Target::new(id, name.to_string()).with_tags(tags);
                 out.extend(judged(t, verdict));
             }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
-        Ok(out)
+            Ok((out, page.next_token().map(str::to_string)))
+        })
+        .await
     }
 
     /// Ten at a time: one outcome per target, in their order.

@@ -2,6 +2,7 @@
 
 use super::{RECOVERY_DAYS, SECRETS, judged};
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
+use crate::discovery::describe;
 use crate::errors::call;
 use crate::policy::bootstrap_data::{BootstrapStore, decide};
 use async_trait::async_trait;
@@ -30,9 +31,8 @@ impl Cleaner for BootstrapSecrets {
                 .values(ctx.capa_key())
                 .build(),
         ];
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
+        let filters = &filters;
+        let found = describe::all_pages(|token| async move {
             let page = call("secretsmanager.ListSecrets", || {
                 ctx.clients
                     .secrets
@@ -44,6 +44,7 @@ impl Cleaner for BootstrapSecrets {
             })
             .await
             .map_err(CleanError::discover(SECRETS.kind, "ListSecrets"))?;
+            let mut out = Vec::new();
             for s in page.secret_list() {
                 let (Some(name), Some(arn)) = (s.name(), s.arn()) else {
                     continue;
@@ -61,15 +62,10 @@ impl Cleaner for BootstrapSecrets {
                 let t = Target::new(arn, arn.to_string()).with_tags(tags.iter().copied());
                 out.extend(judged(t, verdict));
             }
-            token = page
-                .next_token()
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
-        Ok(out)
+            Ok((out, page.next_token().map(str::to_string)))
+        })
+        .await?;
+        Ok(found)
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<String>) -> Result<Outcome, CleanError> {
