@@ -4,7 +4,7 @@
 use super::{PARAMETERS, judged};
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::describe;
-use crate::errors::call;
+use crate::errors::{ApiFailure, ErrorClass, FailureKind, call};
 use crate::policy::bootstrap_data::{BootstrapStore, decide};
 use crate::policy::tags::OWNED;
 use async_trait::async_trait;
@@ -41,7 +41,18 @@ impl Cleaner for BootstrapParameters {
         ]
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
-        .unwrap_or_default();
+        // Never listed without them: every parameter found is taken to carry CAPA's owned tag
+        // (the server's filter says so), so an empty filter list would claim other clusters'.
+        .map_err(|e| CleanError::Discover {
+            kind: PARAMETERS.kind,
+            op: "DescribeParameters",
+            source: ApiFailure {
+                class: ErrorClass::Fatal,
+                code: None,
+                message: format!("building the parameter filters: {e}"),
+                kind: FailureKind::Other,
+            },
+        })?;
         let (filters, capa) = (&filters, &capa);
         describe::all_pages(|token| async move {
             let page = call("ssm.DescribeParameters", || {
