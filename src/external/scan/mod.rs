@@ -50,7 +50,14 @@ pub struct ObjectPlacement {
 /// decodes, else every name it carries (conservative: a name that might be live is live).
 fn names_of<K: GcKind>(o: &DynamicObject, live: &mut LiveObjects) {
     let value = serde_json::to_value(o).unwrap_or_default();
-    match serde_json::from_value::<K>(value.clone()) {
+    // The EKS name, read from the JSON whether or not the object decodes.
+    if let Some(eks) = value
+        .pointer("/spec/eksClusterName")
+        .and_then(|v| v.as_str())
+    {
+        live.names.insert(eks.to_string());
+    }
+    match serde_json::from_value::<K>(value) {
         Ok(typed) => {
             // CAPA never tags with the object's own name; it counts as live anyway, as the
             // cheapest guard against a name read wrongly.
@@ -61,16 +68,10 @@ fn names_of<K: GcKind>(o: &DynamicObject, live: &mut LiveObjects) {
                     live.names.insert(n.tag);
                 }
                 Err(_) => {
-                    // No owning Cluster or no EKS name yet: what it may still be tagged with.
-                    live.names.insert(typed.name_any());
+                    // No owning Cluster or no EKS name yet: what it may still be tagged with
+                    // (its own name is in already).
                     live.names.extend(owning_cluster(&typed));
                 }
-            }
-            if let Some(eks) = value
-                .pointer("/spec/eksClusterName")
-                .and_then(|v| v.as_str())
-            {
-                live.names.insert(eks.to_string());
             }
             let (region, identity) = typed.placement();
             live.placements.insert(ObjectPlacement {
@@ -91,12 +92,6 @@ fn names_of<K: GcKind>(o: &DynamicObject, live: &mut LiveObjects) {
             }
             live.names
                 .extend(o.owner_references().iter().map(|r| r.name.clone()));
-            if let Some(eks) = value
-                .pointer("/spec/eksClusterName")
-                .and_then(|v| v.as_str())
-            {
-                live.names.insert(eks.to_string());
-            }
             live.undecoded.push(format!(
                 "{} {}/{}: {e}",
                 o.types.as_ref().map_or("?", |t| t.kind.as_str()),
@@ -124,8 +119,7 @@ pub async fn live_objects(client: &Client) -> Result<LiveObjects, String> {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         match api.list(&ListParams::default()).await {
             Ok(list) => {
-                for o in &list.items {
-                    let mut o = o.clone();
+                for mut o in list.items {
                     o.types = Some(kube::api::TypeMeta {
                         api_version: ar.api_version.clone(),
                         kind: ar.kind.clone(),
