@@ -12,6 +12,7 @@
 //! are reported (`kept`, with the reason: `gc plan`, the audit), never touched.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
+use crate::discovery::describe;
 use crate::errors::{ErrorClass, call};
 use crate::model::{Failure, GcTask, Phase};
 use crate::policy::Verdict;
@@ -61,13 +62,7 @@ async fn rule(ctx: &CleanCtx<'_>, name: &str) -> Result<Option<RuleFacts>, Clean
         Err(f) if f.class == ErrorClass::NotFound => return Ok(None),
         Err(f) => return Err(CleanError::discover(KIND, "DescribeRule")(f)),
     };
-    let mut facts = RuleFacts {
-        name: described.name().unwrap_or(name).to_string(),
-        arn: described.arn().unwrap_or_default().to_string(),
-        targets: Vec::new(),
-    };
-    let mut token: Option<String> = None;
-    loop {
+    let targets = describe::all_pages(|token| async move {
         let page = call("events.ListTargetsByRule", || {
             ctx.clients
                 .events
@@ -78,19 +73,19 @@ async fn rule(ctx: &CleanCtx<'_>, name: &str) -> Result<Option<RuleFacts>, Clean
         })
         .await
         .map_err(CleanError::discover(KIND, "ListTargetsByRule"))?;
-        facts.targets.extend(
-            page.targets()
-                .iter()
-                .map(|t| (t.id().to_string(), t.arn().to_string())),
-        );
-        token = page
-            .next_token()
-            .filter(|t| !t.is_empty())
-            .map(str::to_string);
-        if token.is_none() {
-            break;
-        }
-    }
+        let targets = page
+            .targets()
+            .iter()
+            .map(|t| (t.id().to_string(), t.arn().to_string()))
+            .collect();
+        Ok((targets, page.next_token().map(str::to_string)))
+    })
+    .await?;
+    let facts = RuleFacts {
+        name: described.name().unwrap_or(name).to_string(),
+        arn: described.arn().unwrap_or_default().to_string(),
+        targets,
+    };
     Ok(Some(facts))
 }
 
