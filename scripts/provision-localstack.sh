@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs LocalStack (pinned, with the pins it needs on Python 3.11) into a venv outside the clone,
-# plus sweeper's LocalStack extension (localstack/) that serves elb and elbv2. ~1.5 min on first use.
+# plus sweeper's LocalStack extension (localstack/) that serves elb, elbv2 and eks. ~1.5 min on first use.
 source "$(dirname "$0")/lib.sh"
 
 apt_install python3-venv
@@ -17,7 +17,7 @@ if [ ! -x "$LOCALSTACK_VENV/bin/localstack" ]; then
   "$LOCALSTACK_VENV/bin/pip" install -q --disable-pip-version-check \
     "localstack-core[runtime]==$LOCALSTACK_VERSION" 'cbor2<5.7' 'pyopenssl<24.3' 'cryptography<44' 'service-identity<25' >&2
 fi
-log "installing the sweeper LocalStack extension (elb, elbv2)"
+log "installing the sweeper LocalStack extension (elb, elbv2, eks)"
 # Build from a copy: setuptools writes build/ and *.egg-info next to the sources otherwise.
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 cp -r "$REPO_ROOT/localstack/." "$tmp/"

@@ -68,6 +68,12 @@ pub enum Command {
     /// estimated monthly cost. Deletes nothing: another management cluster may own clusters in
     /// the same account.
     Scan(ScanArgs),
+    /// Tear down a cluster that has no object here (the leaks from before): the same three
+    /// phases, with the same rules, as the service's teardown. Refuses a name a live
+    /// AWSCluster/AWSManagedControlPlane or EKS cluster has, or one marked not ours. Prints the
+    /// plan with the proof per resource first; a dry run unless `--yes`. Writes the same audit
+    /// record as a service teardown.
+    Teardown(Box<TeardownArgs>),
     /// Print the version.
     Version,
 }
@@ -89,6 +95,67 @@ pub struct ScanArgs {
     /// CAPA's namespace, where static identities' Secrets live.
     #[arg(long, default_value = "capa-system", env = "SWEEPER_CAPA_NAMESPACE")]
     pub capa_namespace: String,
+    #[command(flatten)]
+    pub namespace: SwitchNamespace,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TeardownArgs {
+    /// The cluster's name as CAPA tagged its own resources (the Cluster API Cluster's name;
+    /// `sigs.k8s.io/cluster-api-provider-aws/cluster/<name>`). With `--from-scan`, selects that
+    /// scan candidate (repeatable there, comma-separated).
+    #[arg(long = "cluster-name", value_delimiter = ',')]
+    pub cluster_names: Vec<String>,
+    /// The region it lived in. With `--from-scan`, selects the file's candidates of that region.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// An EKS cluster: the EKS name the cloud provider tagged with (`kubernetes.io/cluster/<eks>`);
+    /// EKS's own leftovers (control-plane log group) are looked for too.
+    #[arg(long)]
+    pub eks_name: Option<String>,
+    /// The CAPA identity to act as, `KIND/NAME` (AWSClusterControllerIdentity,
+    /// AWSClusterRoleIdentity or AWSClusterStaticIdentity), followed as CAPA does. Without it:
+    /// sweeper's own identity (its environment), or with `--from-scan` the identity the scan
+    /// reached the candidate's account and region with.
+    #[arg(long, value_name = "KIND/NAME")]
+    pub identity: Option<String>,
+    /// The namespace the cluster lived in: the identity's `allowedNamespaces` must allow it, as
+    /// CAPA requires for a cluster there.
+    #[arg(long, default_value = "default")]
+    pub cluster_namespace: String,
+    /// Refuse unless the session acts in this AWS account.
+    #[arg(long)]
+    pub account: Option<String>,
+    /// The cluster's bring-your-own VPC ids (`spec.network.vpc.id` it had): they confirm what the
+    /// AWS Load Balancer Controller and the VPC CNI tagged, as the object would have. CAPA's own
+    /// VPCs need no flag.
+    #[arg(long = "vpc-id", value_delimiter = ',')]
+    pub vpc_ids: Vec<String>,
+    /// A `sweeper scan -o json` report: tear down its candidates named by `--cluster-name` (or
+    /// every candidate with `--all`), each in its account and region, after checking again
+    /// that it is still an orphan.
+    #[arg(long, value_name = "FILE")]
+    pub from_scan: Option<std::path::PathBuf>,
+    /// With `--from-scan`: every candidate of the file (narrowed by `--region`).
+    #[arg(long, requires = "from_scan")]
+    pub all: bool,
+    /// Delete. Without it nothing is deleted: the plan is printed and the command stops.
+    #[arg(long)]
+    pub yes: bool,
+    /// Passes at most (each pass retries what AWS refused for now, e.g. a dependency).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_passes: u32,
+    /// A name that is not this management cluster's: refused. Adds to sweeper's namespace's
+    /// annotation sweeper.dev/scan-not-ours.
+    #[arg(long = "not-ours", value_delimiter = ',')]
+    pub not_ours: Vec<String>,
+    /// How long the audit record is kept (the service's `--archive-ttl`).
+    #[arg(long, default_value = "72h", value_parser = parse_duration)]
+    pub audit_ttl: Duration,
+    /// CAPA's namespace, where static identities' Secrets live.
+    #[arg(long, default_value = "capa-system", env = "SWEEPER_CAPA_NAMESPACE")]
+    pub capa_namespace: String,
+    /// Sweeper's namespace: its not-ours annotation, and where the audit record is written.
     #[command(flatten)]
     pub namespace: SwitchNamespace,
 }

@@ -68,6 +68,7 @@ async fn main() -> ExitCode {
         Command::Resume(args) => report(pause(args, false).await),
         Command::Check(args) => check(*args).await,
         Command::Scan(args) => report(scan(args).await),
+        Command::Teardown(args) => teardown(*args).await,
         Command::Run(args) => match sweeper::run::run(args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -153,6 +154,26 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
     let report = check::run(&client, &cfg, sessions.as_ref()).await;
     print(&report);
     exit(&report)
+}
+
+/// `sweeper teardown`: the plan and the passes on stdout (see external::teardown); fails when a
+/// target was refused or is not done.
+async fn teardown(args: sweeper::cli::TeardownArgs) -> ExitCode {
+    let client = match kube::Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: cannot connect: {e}; nothing is deleted");
+            return ExitCode::FAILURE;
+        }
+    };
+    let sessions = sweeper_aws::session::SessionCache::new(sweeper_aws::load_config().await, None);
+    let out = sweeper::external::teardown::run(&client, &sessions, &args).await;
+    print!("{}", out.text);
+    if out.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// `sweeper scan`: the report on stdout (see external::scan).

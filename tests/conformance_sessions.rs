@@ -10,7 +10,7 @@
 
 mod support;
 
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -18,8 +18,8 @@ use support::aws::{
     Net, clients, clients_as, gc_plan, network, network_in, nlb, sg, sg_exists, tag, tagged,
 };
 use support::capa::{
-    api, capa_conditions, cluster_api, create, eks_cluster, from_template, gone, has_finalizer,
-    identity_crds, owned_by_cluster, set_status, upstream_crds, vars,
+    api, capa_conditions, create, eks_cluster, from_template, gone, has_finalizer, identity,
+    identity_crds, owned_by_cluster, set_status, static_secret, upstream_crds, vars,
 };
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
@@ -28,7 +28,6 @@ use sweeper_aws::phases::AwsClients;
 use sweeper_aws::testing::probe::{v2_exists as lb_exists, vpc_exists};
 
 const T: Duration = Duration::from_secs(120);
-const IDENTITY_API: &str = "infrastructure.cluster.x-k8s.io/v1beta2";
 const OTHER_ACCOUNT: &str = "222222222222";
 const STATIC_ACCOUNT: &str = "333333333333";
 
@@ -102,43 +101,6 @@ fn infra(c: &Client, ns: &str) -> Api<DynamicObject> {
         "infrastructure.cluster.x-k8s.io/v1beta2",
         "AWSCluster",
     )
-}
-
-/// Creates (or replaces) a cluster-scoped identity object.
-async fn identity(c: &Client, kind: &str, name: &str, spec: Value) {
-    let ids = cluster_api(c, IDENTITY_API, kind);
-    // The controller identity `default` is shared: CAPA's defaulting webhook gives it to every
-    // AWSCluster without an identityRef (env-up makes it, as CAPA's manager does). Replacing it
-    // would leave every other test's clusters without their identity for a moment: keep it when
-    // it is there with the same spec.
-    if kind == "AWSClusterControllerIdentity"
-        && let Some(existing) = ids.get_opt(name).await.unwrap()
-        && existing.data["spec"] == spec
-    {
-        return;
-    }
-    let _ = ids.delete(name, &Default::default()).await;
-    assert!(
-        eventually(T, || async { ids.get_opt(name).await.unwrap().is_none() }).await,
-        "old {kind} {name} gone"
-    );
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": IDENTITY_API, "kind": kind, "metadata": {"name": name}, "spec": spec,
-    }))
-    .unwrap();
-    ids.create(&PostParams::default(), &obj)
-        .await
-        .unwrap_or_else(|e| panic!("create {kind} {name}: {e}"));
-}
-
-async fn static_secret(c: &Client, ns: &str, name: &str, account: &str) {
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(c.clone(), ns);
-    let s = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "stringData": {"AccessKeyID": account, "SecretAccessKey": "test"},
-    }))
-    .unwrap();
-    secrets.create(&PostParams::default(), &s).await.unwrap();
 }
 
 /// The reason of our condition on the object, once it has one.

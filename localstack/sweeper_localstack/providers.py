@@ -1,9 +1,11 @@
-"""elb and elbv2 providers for LocalStack's open-source build.
+"""elb, elbv2 and eks providers for LocalStack's open-source build.
 
-LocalStack 4.x ships moto's elb/elbv2 backends but registers no provider for them. These providers
+LocalStack 4.x ships moto's elb/elbv2/eks backends but registers no provider for them (its eks
+is a Pro feature). These providers
 declare every operation of the service and hand each request to moto unchanged, so classic and v2
 load balancers, listeners and target groups work, and the tagging API (also moto) returns their
-ARNs. Nothing here emulates behaviour of its own.
+ARNs; eks answers ListClusters/DescribeCluster, which `sweeper scan` and `sweeper teardown` ask
+to tell a live EKS cluster from an orphan. Nothing here emulates behaviour of its own.
 """
 
 from localstack.services.plugins import Service, aws_provider
@@ -34,3 +36,8 @@ def elb() -> Service:
 @aws_provider(api="elbv2")
 def elbv2() -> Service:
     return _moto_service("elbv2")
+
+
+@aws_provider(api="eks")
+def eks() -> Service:
+    return _moto_service("eks")

@@ -19,3 +19,4 @@ pub mod plan;
 pub mod request;
 pub mod scan;
 pub mod spec;
+pub mod teardown;

@@ -11,7 +11,7 @@ use super::request::{self, Mode, ObjectFacts};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
 use sweeper_aws::discovery::tags::{capa_key, cloud_key};
-use sweeper_aws::model::AuditAction;
+use sweeper_aws::model::{AuditAction, Phase, ResourceRef};
 use sweeper_aws::phases::{PassReport, teardown_pass};
 use sweeper_aws::session::SessionCache;
 
@@ -138,7 +138,7 @@ pub async fn plan(
         )),
         annotations::DnsOwner::Invalid(e) => out.push_str(&format!("error: {e}\n")),
     }
-    render_phases(&mut out, &report);
+    render_phases(&mut out, &report, |_, _| None);
     Ok(out)
 }
 
@@ -164,9 +164,14 @@ async fn read_target(
     Ok((ar, target, t))
 }
 
-/// Each phase's plan: what it would delete, what blocks the network (kept), errors, and what
-/// was ignored as outside the session. Pure.
-fn render_phases(out: &mut String, report: &PassReport) {
+/// Each phase's plan: what it would delete (with `proof`'s line under each resource it has one
+/// for), what blocks the network (kept), errors, and what was ignored as outside the session.
+/// Pure.
+pub(super) fn render_phases(
+    out: &mut String,
+    report: &PassReport,
+    proof: impl Fn(Phase, &ResourceRef) -> Option<String>,
+) {
     for p in &report.phases {
         out.push_str(&format!(
             "phase {}: {} resource(s)\n",
@@ -175,6 +180,9 @@ fn render_phases(out: &mut String, report: &PassReport) {
         ));
         for r in &p.planned {
             out.push_str(&format!("  {} {} {}\n", r.service, r.kind, r.id));
+            if let Some(why) = proof(p.phase, r) {
+                out.push_str(&format!("    proof: {why}\n"));
+            }
         }
         for (r, action) in &p.planned_changes {
             match action {
@@ -236,6 +244,7 @@ mod tests {
                 done: false,
                 phases: vec![p3],
             },
+            |_, _| None,
         );
         assert_eq!(
             out,

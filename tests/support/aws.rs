@@ -29,20 +29,15 @@ pub fn tagged(key: &str, value: &str) -> Vec<(String, String)> {
 /// Runs `sweeper gc <args>` against the test environment (LocalStack's coordinates included, for
 /// `plan`); whether it succeeded, and its stdout and stderr.
 pub fn sweeper_gc(args: &[&str]) -> (bool, String) {
-    let facts = super::EnvFacts::load();
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"));
-    cmd.arg("gc")
-        .args(args)
-        .env("KUBECONFIG", facts.get("KUBECONFIG"));
-    for k in [
-        "AWS_ENDPOINT_URL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-    ] {
-        cmd.env(k, facts.get(k));
-    }
-    let out = cmd.output().expect("run sweeper gc");
+    let mut all = vec!["gc"];
+    all.extend_from_slice(args);
+    sweeper_cli(&all)
+}
+
+/// Runs `sweeper <args>` as the test environment's admin, with LocalStack's coordinates and
+/// sweeper's own credentials there; whether it succeeded, and its stdout and stderr.
+pub fn sweeper_cli(args: &[&str]) -> (bool, String) {
+    let out = sweeper_output(args);
     (
         out.status.success(),
         format!(
@@ -51,6 +46,22 @@ pub fn sweeper_gc(args: &[&str]) -> (bool, String) {
             String::from_utf8_lossy(&out.stderr)
         ),
     )
+}
+
+/// [`sweeper_cli`]'s run, with stdout and stderr apart (a JSON report on stdout).
+pub fn sweeper_output(args: &[&str]) -> std::process::Output {
+    let facts = super::EnvFacts::load();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"));
+    cmd.args(args).env("KUBECONFIG", facts.get("KUBECONFIG"));
+    for k in [
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    ] {
+        cmd.env(k, facts.get(k));
+    }
+    cmd.output().expect("run sweeper")
 }
 
 /// Runs `sweeper gc plan` for the cluster; returns its output, failing the test if it fails.

@@ -301,3 +301,44 @@ pub async fn eks_cluster(
     .await;
     (cps, managed, cp.name_any())
 }
+
+/// Creates (or replaces) a cluster-scoped identity object.
+pub async fn identity(c: &Client, kind: &str, name: &str, spec: Value) {
+    let ids = cluster_api(c, "infrastructure.cluster.x-k8s.io/v1beta2", kind);
+    // The controller identity `default` is shared: CAPA's defaulting webhook gives it to every
+    // AWSCluster without an identityRef (env-up makes it, as CAPA's manager does). Replacing it
+    // would leave every other test's clusters without their identity for a moment: keep it when
+    // it is there with the same spec.
+    if kind == "AWSClusterControllerIdentity"
+        && let Some(existing) = ids.get_opt(name).await.unwrap()
+        && existing.data["spec"] == spec
+    {
+        return;
+    }
+    let _ = ids.delete(name, &Default::default()).await;
+    assert!(
+        crate::support::sweeper::eventually(std::time::Duration::from_secs(120), || async {
+            ids.get_opt(name).await.unwrap().is_none()
+        })
+        .await,
+        "old {kind} {name} gone"
+    );
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": name}, "spec": spec,
+    }))
+    .unwrap();
+    ids.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {kind} {name}: {e}"));
+}
+
+/// A static identity's Secret in `ns`: LocalStack takes a 12-digit access key id as the account.
+pub async fn static_secret(c: &Client, ns: &str, name: &str, account: &str) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(c.clone(), ns);
+    let s = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "stringData": {"AccessKeyID": account, "SecretAccessKey": "test"},
+    }))
+    .unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+}

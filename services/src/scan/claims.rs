@@ -12,7 +12,9 @@ use crate::policy::tags::{CNI_CLUSTER_TAG, LBC_CLUSTER_TAG, OWNED, capa_key, clo
 use serde::Serialize;
 
 /// The rule a claim was made by, as the report names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClaimRule {
     /// `sigs.k8s.io/cluster-api-provider-aws/cluster/<name>=owned`: CAPA made it (phases 1, 3).

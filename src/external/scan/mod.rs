@@ -23,7 +23,7 @@ pub mod render;
 
 /// An annotation on sweeper's namespace: a comma-separated list of cluster names that are not
 /// this management cluster's (another one owns them). The scan reports them apart, as `not ours`,
-/// and the one-shot teardown (not built yet) is to refuse them.
+/// and `sweeper teardown` refuses them.
 pub const NOT_OURS_ANNOTATION: &str = "sweeper.dev/scan-not-ours";
 
 /// What the live objects of the management cluster say: every name they go by, and where
@@ -199,19 +199,22 @@ pub struct ScanTargets {
     pub not_ours: BTreeSet<String>,
 }
 
-/// Runs the scan: the live objects, one session per placement, one scan per (account, region)
-/// reached (the first session reaching it scans it).
-pub async fn scan(
+/// The sessions a scan acts in: one per (account, region) reached, the first session reaching
+/// it (the live objects' placements first, then sweeper's own identity in its default region and
+/// in `targets.regions`); with what could not be reached, and why.
+pub struct Reach {
+    pub sessions: BTreeMap<(String, String), std::sync::Arc<sweeper_aws::session::Session>>,
+    pub errors: Vec<String>,
+}
+
+/// Builds the sessions of every placement of `live`, and sweeper's own (see [`Reach`]).
+pub async fn reach(
     client: &Client,
     sessions: &SessionCache,
     targets: &ScanTargets,
-) -> Result<LeakReport, String> {
-    let live = live_objects(client).await?;
-    let mut errors = live
-        .undecoded
-        .iter()
-        .map(|u| format!("{u} (its names all count as live)"))
-        .collect::<Vec<_>>();
+    live: &LiveObjects,
+) -> Reach {
+    let mut errors = Vec::new();
     let mut specs: Vec<SessionSpec> = Vec::new();
     for ObjectPlacement {
         namespace,
@@ -241,8 +244,7 @@ pub async fn scan(
             .map(|r| SessionSpec::controller(Some(r.clone()))),
     );
     let mut seen: std::collections::HashSet<SessionSpec> = std::collections::HashSet::new();
-    let mut reached: BTreeMap<(String, String), std::sync::Arc<sweeper_aws::session::Session>> =
-        BTreeMap::new();
+    let mut reached = BTreeMap::new();
     for spec in specs {
         if !seen.insert(spec.clone()) {
             continue;
@@ -256,6 +258,30 @@ pub async fn scan(
             Err(e) => errors.push(e.to_string()),
         }
     }
+    Reach {
+        sessions: reached,
+        errors,
+    }
+}
+
+/// Runs the scan: the live objects, one session per placement, one scan per (account, region)
+/// reached (the first session reaching it scans it).
+pub async fn scan(
+    client: &Client,
+    sessions: &SessionCache,
+    targets: &ScanTargets,
+) -> Result<LeakReport, String> {
+    let live = live_objects(client).await?;
+    let mut errors = live
+        .undecoded
+        .iter()
+        .map(|u| format!("{u} (its names all count as live)"))
+        .collect::<Vec<_>>();
+    let Reach {
+        sessions: reached,
+        errors: unreached,
+    } = reach(client, sessions, targets, &live).await;
+    errors.extend(unreached);
     let input = ScanInput {
         live: live.names,
         not_ours: targets.not_ours.clone(),
