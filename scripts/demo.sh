@@ -151,6 +151,17 @@ failover=()
 status=0
 "$DEMO" run "${replica_args[@]}" --timeout "${DEMO_TIMEOUT:-120}" "${failover[@]}" || status=$?
 
+# The leaks from before: demo-old (its resources left by a cluster deleted before sweeper was
+# installed) is what `sweeper scan` is for; demo-wl-b stands for another management cluster's
+# cluster in the same account, so it is marked not ours on sweeper's namespace.
+say ""
+say "== the leaks from before: '$BIN scan' (deletes nothing), demo-wl-b marked not ours on namespace $NS"
+"$KUBECTL" annotate namespace "$NS" sweeper.dev/scan-not-ours=demo-wl-b --overwrite >/dev/null
+"$BIN" scan || status=1
+say ""
+say "== '$BIN teardown --cluster-name demo-old --region $AWS_REGION': the plan with proofs, a dry run (no --yes)"
+"$BIN" teardown --cluster-name demo-old --region "$AWS_REGION" || status=1
+
 if [ "${DEMO_HOLD:-0}" = 1 ]; then
   say "replicas keep running (DEMO_HOLD=1): '$BIN status --server http://127.0.0.1:$PORT'; Ctrl-C stops them"
   wait || true

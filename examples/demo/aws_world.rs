@@ -8,6 +8,12 @@
 //!
 //! Cluster `demo-wl-b` (a name sharing the prefix) gets a smaller world of its own, plus resources
 //! it owns and shares with `demo-wl` (`kubernetes.io/cluster/demo-wl=shared`): all must survive.
+//! It has no object here: it stands for another management cluster's cluster in the same account
+//! (the demo marks it not ours for `sweeper scan`).
+//!
+//! Cluster `demo-old` is a leak from before: a cluster deleted before sweeper was installed, whose
+//! network, NAT gateway, Service load balancer and group are still there. Nothing deletes it in
+//! the demo; `sweeper scan` finds and prices it, `sweeper teardown` shows its plan.
 
 use crate::aws_build::{Builder, Tags};
 use crate::kube_util::Res;
@@ -17,6 +23,7 @@ use sweeper_aws::sdk::elbv2::types::{LoadBalancerTypeEnum, ProtocolEnum};
 
 pub const CLUSTER: &str = "demo-wl";
 pub const OTHER: &str = "demo-wl-b";
+pub const LEAK: &str = "demo-old";
 
 /// One AWS resource: its kind as the report prints it, and what identifies it.
 #[derive(Clone, Debug)]
@@ -247,4 +254,29 @@ pub async fn create_survivors(c: &AwsClients) -> Res<(Vec<AwsRes>, Vec<AwsRes>)>
     b.target_group("demo-shared-metrics", &vpc, &shared).await?;
     let shared = b.made.split_off(own);
     Ok((b.made, shared))
+}
+
+/// Cluster `demo-old`'s leftovers (see the module doc).
+pub async fn create_leak(c: &AwsClients) -> Res<Vec<AwsRes>> {
+    let n = LEAK;
+    let mut b = Builder::new(c);
+    let vpc = b
+        .vpc("10.2.0.0/16", &capa(n, "common", &format!("{n}-vpc")))
+        .await?;
+    let subnet = b
+        .subnet(
+            &vpc,
+            "10.2.0.0/24",
+            "us-east-1a",
+            &capa(n, "public", &format!("{n}-subnet")),
+        )
+        .await?;
+    b.nat_gateway(&subnet, &capa(n, "common", &format!("{n}-nat")))
+        .await?;
+    let sg = b
+        .security_group(&vpc, &format!("{n}-svc"), &cloud(n, "svc"))
+        .await?;
+    b.classic_elb(&format!("{n}-svc"), &[&subnet], &sg, 80, &cloud(n, "svc"))
+        .await?;
+    Ok(b.made)
 }

@@ -121,7 +121,7 @@ async fn clean() -> Res<()> {
     )
     .await?;
     let mut removed = 0;
-    for cluster in [aws_world::CLUSTER, aws_world::OTHER] {
+    for cluster in [aws_world::CLUSTER, aws_world::OTHER, aws_world::LEAK] {
         removed += clean_aws(&aws, cluster).await?;
     }
     let mut namespaces = tenant::namespaces();
@@ -204,6 +204,12 @@ async fn set_up(c: &Client, setup_aws: &AwsClients) -> Res<AwsWorld> {
         aws_world::OTHER,
         shared.len(),
         aws_world::CLUSTER
+    );
+    let leak = aws_world::create_leak(setup_aws).await?;
+    println!(
+        "leak           {} AWS resources of cluster {}, deleted before sweeper was installed (no object): never\n               touched by the demo; `sweeper scan` finds them at the end",
+        leak.len(),
+        aws_world::LEAK
     );
     println!("set up in {:.1}s", t.elapsed().as_secs_f64());
     Ok(AwsWorld {

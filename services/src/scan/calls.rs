@@ -3,8 +3,13 @@
 
 use super::*;
 use crate::mocked::{self, assert_calls, code, filter_is, mock};
+use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
+use aws_sdk_ec2::operation::describe_nat_gateways::DescribeNatGatewaysOutput;
 use aws_sdk_ec2::operation::describe_volumes::DescribeVolumesOutput;
-use aws_sdk_ec2::types::{Volume, VolumeType};
+use aws_sdk_ec2::types::{
+    Instance, InstanceState, InstanceStateName, NatGateway, NatGatewayState, Reservation, Volume,
+    VolumeType,
+};
 use aws_sdk_eks::operation::list_clusters::{ListClustersError, ListClustersOutput};
 use aws_sdk_resourcegroupstagging::Client as Tagging;
 use aws_sdk_resourcegroupstagging::operation::get_resources::GetResourcesOutput;
@@ -88,7 +93,19 @@ async fn one_listing_per_region_one_eks_listing_and_describes_for_candidates_onl
                 )
                 .build()
         });
-    let c = mocked::in_order(&[&first, &second, &eks, &volumes]);
+    let nats = mock!(aws_sdk_ec2::Client::describe_nat_gateways)
+        .match_requests(|r| filter_is(r.filter(), "nat-gateway-id", &["nat-1"]))
+        .then_output(|| {
+            DescribeNatGatewaysOutput::builder()
+                .nat_gateways(
+                    NatGateway::builder()
+                        .nat_gateway_id("nat-1")
+                        .state(NatGatewayState::Available)
+                        .build(),
+                )
+                .build()
+        });
+    let c = mocked::in_order(&[&first, &second, &eks, &volumes, &nats]);
     let scan = scan_region(&c, ACCOUNT, "us-east-1", &input(&["live"]))
         .await
         .unwrap();
@@ -96,6 +113,7 @@ async fn one_listing_per_region_one_eks_listing_and_describes_for_candidates_onl
     assert_eq!(
         scan.calls,
         BTreeMap::from([
+            ("ec2.DescribeNatGateways", 1),
             ("ec2.DescribeVolumes", 1),
             ("eks.ListClusters", 1),
             ("tagging.GetResources", 2)
@@ -217,4 +235,67 @@ async fn nothing_claimed_asks_nothing_more() {
         1,
         "a bad ARN is reported, never a candidate"
     );
+}
+
+#[tokio::test]
+async fn what_ec2_still_lists_after_a_teardown_is_no_orphan() {
+    // A cluster just torn down: its terminated instance and deleted NAT gateway are listed,
+    // tags and all, for about an hour. Beside it, a dead cluster whose instance still runs.
+    let page = mock!(Tagging::get_resources).then_output(|| {
+        GetResourcesOutput::builder()
+            .resource_tag_mapping_list(mapping(
+                "instance/i-gone",
+                &[("sigs.k8s.io/cluster-api-provider-aws/cluster/torn", "owned")],
+            ))
+            .resource_tag_mapping_list(mapping(
+                "natgateway/nat-gone",
+                &[("sigs.k8s.io/cluster-api-provider-aws/cluster/torn", "owned")],
+            ))
+            .resource_tag_mapping_list(mapping(
+                "instance/i-up",
+                &[("sigs.k8s.io/cluster-api-provider-aws/cluster/dead", "owned")],
+            ))
+            .build()
+    });
+    let eks = mock!(aws_sdk_eks::Client::list_clusters)
+        .then_output(|| ListClustersOutput::builder().build());
+    let instances = mock!(aws_sdk_ec2::Client::describe_instances)
+        .match_requests(|r| filter_is(r.filters(), "instance-id", &["i-gone", "i-up"]))
+        .then_output(|| {
+            let i = |id: &str, state: InstanceStateName| {
+                Instance::builder()
+                    .instance_id(id)
+                    .state(InstanceState::builder().name(state).build())
+                    .build()
+            };
+            DescribeInstancesOutput::builder()
+                .reservations(
+                    Reservation::builder()
+                        .instances(i("i-gone", InstanceStateName::Terminated))
+                        .instances(i("i-up", InstanceStateName::Running))
+                        .build(),
+                )
+                .build()
+        });
+    let nats = mock!(aws_sdk_ec2::Client::describe_nat_gateways)
+        .match_requests(|r| filter_is(r.filter(), "nat-gateway-id", &["nat-gone"]))
+        .then_output(|| {
+            DescribeNatGatewaysOutput::builder()
+                .nat_gateways(
+                    NatGateway::builder()
+                        .nat_gateway_id("nat-gone")
+                        .state(NatGatewayState::Deleted)
+                        .build(),
+                )
+                .build()
+        });
+    let c = mocked::in_order(&[&page, &eks, &instances, &nats]);
+    let scan = scan_region(&c, ACCOUNT, "us-east-1", &input(&[]))
+        .await
+        .unwrap();
+    let names: Vec<&str> = scan.candidates.iter().map(|c| c.cluster.as_str()).collect();
+    assert_eq!(names, ["dead"], "{:?}", scan.candidates);
+    assert_eq!(scan.candidates[0].resources.len(), 1);
+    assert_eq!(scan.calls.get("ec2.DescribeInstances"), Some(&1));
+    assert_eq!(scan.calls.get("ec2.DescribeNatGateways"), Some(&1));
 }

@@ -6,8 +6,9 @@
 //!
 //! Calls per (account, region), whatever the number of clusters, live or not: the tagging API's
 //! pages of every tagged resource (`discovery::tagging::every_tagged_resource`), the pages of
-//! `eks:ListClusters`, and, for the candidates' volumes, snapshots and endpoints only, chunked
-//! describes (`sizing`). No call names a cluster.
+//! `eks:ListClusters`, and, for the candidates' volumes, snapshots, endpoints, instances and NAT
+//! gateways only, chunked describes (`sizing`; a terminated instance or deleted NAT gateway the
+//! listing still returns is dropped). No call names a cluster.
 //!
 //! claims.rs (tags -> names, rules), join.rs (names -> candidates) and prices.rs (cost) are pure
 //! and table-tested; this file makes the calls and assembles the report.
@@ -211,9 +212,13 @@ pub async fn scan_region(
     };
     let sized = sizing::describe(
         c,
-        &ids_of("ec2:volume"),
-        &ids_of("ec2:snapshot"),
-        &ids_of("ec2:vpc-endpoint"),
+        &sizing::Ids {
+            volumes: ids_of("ec2:volume"),
+            snapshots: ids_of("ec2:snapshot"),
+            endpoints: ids_of("ec2:vpc-endpoint"),
+            instances: ids_of("ec2:instance"),
+            nat_gateways: ids_of("ec2:natgateway"),
+        },
     )
     .await
     .map_err(|source| ScanError::Describe {
@@ -222,9 +227,20 @@ pub async fn scan_region(
         source,
     })?;
     calls.extend(sized.calls.iter().map(|(k, v)| (*k, *v)));
+    let id_of = |arn: &str| {
+        arn.parse::<crate::arn::Arn>()
+            .map(|a| a.resource_id().to_string())
+            .unwrap_or_default()
+    };
+    // Terminated instances and deleted NAT gateways are still listed for a while: not leaks.
+    let is_gone = |arn: &str| sized.by_id.get(&id_of(arn)).is_some_and(|d| d.gone);
     let candidates = joined
         .candidates
         .into_iter()
+        .filter_map(|mut g| {
+            g.resources.retain(|r| !is_gone(&r.arn));
+            (!g.resources.is_empty()).then_some(g)
+        })
         .map(|g| {
             let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
             let mut cost = CostTotal::default();
@@ -233,12 +249,7 @@ pub async fn scan_region(
                 .resources
                 .iter()
                 .map(|r| {
-                    let id = r
-                        .arn
-                        .parse::<crate::arn::Arn>()
-                        .map(|a| a.resource_id().to_string())
-                        .unwrap_or_default();
-                    let d = sized.by_id.get(&id).cloned().unwrap_or_default();
+                    let d = sized.by_id.get(&id_of(&r.arn)).cloned().unwrap_or_default();
                     let monthly = prices::monthly(&r.kind, region, &d.sizing);
                     cost.add(&monthly);
                     *by_kind.entry(r.kind.clone()).or_default() += 1;

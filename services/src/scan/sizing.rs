@@ -3,6 +3,11 @@
 //! only: a live cluster's resources are never described. The ids go to the server as a filter
 //! in chunks (a filter, unlike an id list, does not fail the whole call for one id gone since the
 //! listing), so the calls grow with the candidates' volumes, not with the clusters.
+//!
+//! Instances and NAT gateways are described for another reason: EC2 keeps a terminated
+//! instance and a deleted NAT gateway visible, tags and all, for about an hour, and the tagging
+//! API still lists them. Such a resource is [`Described::gone`]: the scan drops it, so a cluster
+//! just torn down is not reported as an orphan for what no longer exists.
 
 use super::prices::Sizing;
 use crate::discovery::describe::all_pages;
@@ -19,6 +24,8 @@ const CHUNK: usize = 200;
 pub struct Described {
     pub sizing: Sizing,
     pub created: Option<i64>,
+    /// Terminated (shutting down) or deleted (deleting): still listed, no longer there.
+    pub gone: bool,
 }
 
 /// The describes' answers by resource id, and the calls made.
@@ -28,13 +35,25 @@ pub struct Sized {
     pub calls: BTreeMap<&'static str, usize>,
 }
 
-/// Describes the `volumes`, `snapshots` and `endpoints` (ids) in the session's region.
-pub async fn describe(
-    c: &AwsClients,
-    volumes: &[String],
-    snapshots: &[String],
-    endpoints: &[String],
-) -> Result<Sized, ApiFailure> {
+/// The candidates' resource ids, by the kind a describe reads.
+#[derive(Debug, Default)]
+pub struct Ids {
+    pub volumes: Vec<String>,
+    pub snapshots: Vec<String>,
+    pub endpoints: Vec<String>,
+    pub instances: Vec<String>,
+    pub nat_gateways: Vec<String>,
+}
+
+/// Describes the candidates' resources (`ids`) in the session's region.
+pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
+    let Ids {
+        volumes,
+        snapshots,
+        endpoints,
+        instances,
+        nat_gateways,
+    } = ids;
     let mut out = Sized::default();
     // Pages per operation, counted as they are read: what the mocked tests pin.
     let pages = std::cell::Cell::new(0usize);
@@ -58,6 +77,7 @@ pub async fn describe(
                         ..Default::default()
                     },
                     created: v.create_time().map(|t| t.secs()),
+                    gone: false,
                 };
                 Some((v.volume_id()?.to_string(), described))
             });
@@ -87,6 +107,7 @@ pub async fn describe(
                         ..Default::default()
                     },
                     created: s.start_time().map(|t| t.secs()),
+                    gone: false,
                 };
                 Some((s.snapshot_id()?.to_string(), described))
             });
@@ -115,6 +136,7 @@ pub async fn describe(
                         ..Default::default()
                     },
                     created: e.creation_timestamp().map(|t| t.secs()),
+                    gone: false,
                 };
                 Some((e.vpc_endpoint_id()?.to_string(), described))
             });
@@ -122,6 +144,63 @@ pub async fn describe(
         })
         .await?;
         *out.calls.entry("ec2.DescribeVpcEndpoints").or_default() += pages.take();
+        out.by_id.extend(found);
+    }
+    for ids in instances.chunks(CHUNK) {
+        let found = all_pages(|token| async move {
+            let page = call("ec2.DescribeInstances", || {
+                c.ec2
+                    .describe_instances()
+                    .filters(ec2_filter("instance-id", ids))
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await?;
+            pages.set(pages.get() + 1);
+            let found = page
+                .reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .filter_map(|i| {
+                    use aws_sdk_ec2::types::InstanceStateName as S;
+                    let state = i.state().and_then(|s| s.name());
+                    let described = Described {
+                        sizing: Sizing::default(),
+                        created: i.launch_time().map(|t| t.secs()),
+                        gone: matches!(state, Some(S::Terminated | S::ShuttingDown)),
+                    };
+                    Some((i.instance_id()?.to_string(), described))
+                });
+            Ok((found.collect(), page.next_token().map(str::to_string)))
+        })
+        .await?;
+        *out.calls.entry("ec2.DescribeInstances").or_default() += pages.take();
+        out.by_id.extend(found);
+    }
+    for ids in nat_gateways.chunks(CHUNK) {
+        let found = all_pages(|token| async move {
+            let page = call("ec2.DescribeNatGateways", || {
+                c.ec2
+                    .describe_nat_gateways()
+                    .filter(ec2_filter("nat-gateway-id", ids))
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await?;
+            pages.set(pages.get() + 1);
+            let found = page.nat_gateways().iter().filter_map(|n| {
+                use aws_sdk_ec2::types::NatGatewayState as S;
+                let described = Described {
+                    sizing: Sizing::default(),
+                    created: n.create_time().map(|t| t.secs()),
+                    gone: matches!(n.state(), Some(S::Deleted | S::Deleting)),
+                };
+                Some((n.nat_gateway_id()?.to_string(), described))
+            });
+            Ok((found.collect(), page.next_token().map(str::to_string)))
+        })
+        .await?;
+        *out.calls.entry("ec2.DescribeNatGateways").or_default() += pages.take();
         out.by_id.extend(found);
     }
     Ok(out)
