@@ -10,6 +10,7 @@ use crate::discovery::tags::ec2_filter;
 use crate::errors::{ApiFailure, call};
 use crate::model::AwsClients;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Ids per describe: within every EC2 filter's limit (200 values).
 const CHUNK: usize = 200;
@@ -36,8 +37,9 @@ pub async fn describe(
     endpoints: &[String],
 ) -> Result<Sized, ApiFailure> {
     let mut out = Sized::default();
-    // Pages per operation, counted as they are read: what the mocked tests pin.
-    let pages = std::cell::Cell::new(0usize);
+    // Pages per operation, counted as they are read: what the mocked tests pin. Atomic, not a
+    // Cell: the scan's future must be Send, since the service spawns it (`--scan-interval`).
+    let pages = AtomicUsize::new(0);
     let pages = &pages;
     for ids in volumes.chunks(CHUNK) {
         let found = all_pages(|token| async move {
@@ -49,7 +51,7 @@ pub async fn describe(
                     .send()
             })
             .await?;
-            pages.set(pages.get() + 1);
+            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.volumes().iter().filter_map(|v| {
                 let described = Described {
                     sizing: Sizing {
@@ -64,7 +66,7 @@ pub async fn describe(
             Ok((found.collect(), page.next_token().map(str::to_string)))
         })
         .await?;
-        *out.calls.entry("ec2.DescribeVolumes").or_default() += pages.take();
+        *out.calls.entry("ec2.DescribeVolumes").or_default() += pages.swap(0, Ordering::Relaxed);
         out.by_id.extend(found);
     }
     for ids in snapshots.chunks(CHUNK) {
@@ -79,7 +81,7 @@ pub async fn describe(
                     .send()
             })
             .await?;
-            pages.set(pages.get() + 1);
+            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.snapshots().iter().filter_map(|s| {
                 let described = Described {
                     sizing: Sizing {
@@ -93,7 +95,7 @@ pub async fn describe(
             Ok((found.collect(), page.next_token().map(str::to_string)))
         })
         .await?;
-        *out.calls.entry("ec2.DescribeSnapshots").or_default() += pages.take();
+        *out.calls.entry("ec2.DescribeSnapshots").or_default() += pages.swap(0, Ordering::Relaxed);
         out.by_id.extend(found);
     }
     for ids in endpoints.chunks(CHUNK) {
@@ -106,7 +108,7 @@ pub async fn describe(
                     .send()
             })
             .await?;
-            pages.set(pages.get() + 1);
+            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.vpc_endpoints().iter().filter_map(|e| {
                 let described = Described {
                     sizing: Sizing {
@@ -121,7 +123,8 @@ pub async fn describe(
             Ok((found.collect(), page.next_token().map(str::to_string)))
         })
         .await?;
-        *out.calls.entry("ec2.DescribeVpcEndpoints").or_default() += pages.take();
+        *out.calls.entry("ec2.DescribeVpcEndpoints").or_default() +=
+            pages.swap(0, Ordering::Relaxed);
         out.by_id.extend(found);
     }
     Ok(out)
