@@ -185,4 +185,62 @@ mod tests {
         assert_eq!(s.regions, ["eu-west-1", "us-east-1"]);
         assert!(s.not_ours.contains("theirs") && s.namespace == "sweeper");
     }
+
+    fn report(volumes: usize) -> LeakReport {
+        let candidate = sweeper_aws::scan::OrphanCandidate {
+            cluster: "old".into(),
+            account: "111111111111".into(),
+            region: "eu-west-1".into(),
+            resources_by_kind: [("ec2:volume".to_string(), volumes)].into(),
+            oldest: None,
+            cost: Default::default(),
+            also_named: Default::default(),
+            resources: Vec::new(),
+        };
+        LeakReport {
+            notice: "",
+            prices_as_of: "",
+            prices_source: "",
+            regions: vec![sweeper_aws::scan::RegionScan {
+                account: "111111111111".into(),
+                region: "eu-west-1".into(),
+                candidates: vec![candidate],
+                held: Vec::new(),
+                malformed: Vec::new(),
+                calls: Default::default(),
+            }],
+            not_ours: Default::default(),
+            errors: vec!["region us-east-1: denied".into()],
+            total: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_failed_scan_keeps_the_last_report_and_counts() {
+        let metrics = ScanMetrics::default();
+        let last = LastScan::scheduled(Duration::from_secs(600));
+        record_success(&report(3), Duration::from_secs(2), &metrics, &last);
+        let set_at = metrics.last_success.get();
+        assert!(set_at > 0);
+        assert_eq!(metrics.uncovered.get(), 1);
+        record_failure("cannot list AWSCluster".into(), &metrics, &last);
+        assert_eq!(metrics.errors.get(), 1);
+        assert_eq!(metrics.last_success.get(), set_at, "the last success stays");
+        let labels = super::super::metrics::OrphanKindLabels {
+            account: "111111111111".into(),
+            region: "eu-west-1".into(),
+            kind: "ec2:volume".into(),
+        };
+        assert_eq!(
+            metrics.orphan_resources.get_or_create(&labels).get(),
+            3,
+            "the gauges keep the previous scan's values"
+        );
+        let status = last.get().unwrap();
+        assert_eq!(status.last.as_ref().map(|l| l.orphan_resources), Some(3));
+        assert_eq!(
+            status.last_error.map(|e| e.error),
+            Some("cannot list AWSCluster".to_string())
+        );
+    }
 }
