@@ -1,7 +1,7 @@
 # The two commands: `make demo` and `make test`. Everything they need is provisioned by scripts/.
 SHELL := /bin/bash
 
-.PHONY: docs test demo unit lint fmt env-up env-down env-purge crds helm-template image bench-cascade bench-tenant bench-external
+.PHONY: docs test demo unit lint fmt env-up env-down env-purge crds helm-template image bench-cascade bench-tenant bench-external bench-scan
 
 ## make test: start the real servers, run unit + integration tests, stop the servers.
 test:
@@ -81,3 +81,10 @@ bench-external:
 	source .state/env && \
 	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = phase2 ]; then cargo run --locked --release -p sweeper-aws --example bench_external; fi && \
 	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = fleet ]; then cargo run --locked --release -p sweeper-aws --example bench_fleet; fi
+
+## make bench-scan: the leak scan (`sweeper scan`) against LocalStack with added latency
+## (BENCH_LATENCY_MS, default 80): its calls against one tagging query per cluster name, and its
+## time with 20 vs 200 live clusters (BENCH_RUNS scans of each, default 5). A few minutes.
+bench-scan:
+	./scripts/env-up.sh
+	source .state/env && cargo run --locked --release -p sweeper-aws --example bench_scan

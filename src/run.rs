@@ -10,6 +10,9 @@ use crate::engine::discovery::{self, DiscoveryReport};
 use crate::engine::leader::{Elector, Fence, Role};
 use crate::engine::pause::Switch;
 use crate::engine::teardown_registry::TeardownRegistry;
+use crate::external::scan::metrics::ScanMetrics;
+use crate::external::scan::schedule::ScanSchedule;
+use crate::external::scan::status::LastScan;
 use crate::metrics::Metrics;
 use crate::server::{self, AppState};
 use crate::spec::{BuildEnv, Registered};
@@ -42,7 +45,8 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     tracing::info!(feature_gates = %args.feature_gates, leader_elect = args.config.leader_elect, "starting sweeper {}", env!("CARGO_PKG_VERSION"));
     let mut metrics = Metrics::new();
     let api_calls = ApiCallCounter::default();
-    let (registered, archive_metrics) = register_metrics(&mut metrics, api_calls.clone());
+    let (registered, archive_metrics, scan_metrics) =
+        register_metrics(&mut metrics, api_calls.clone());
     let conn = connect(&args, &metrics, api_calls.clone()).await?;
     let archive_hub = ArchiveHub::new(
         crate::archive::Settings {
@@ -54,6 +58,10 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         archive_metrics,
     );
     let teardowns = TeardownRegistry::default();
+    let scan_schedule = ScanSchedule::from_config(&args.config, &conn.namespace);
+    let last_scan = scan_schedule
+        .as_ref()
+        .map_or_else(LastScan::default, |s| LastScan::scheduled(s.interval));
     let (disc_tx, disc_rx) = watch::channel(None);
     let collectors = build_collectors(
         &registered,
@@ -81,6 +89,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         &election,
         teardowns,
         conn.switch.clone(),
+        last_scan.clone(),
     );
     let server = {
         // A server that cannot bind (or fails) stops the process.
@@ -111,6 +120,16 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 state.metrics.clone(),
                 shutdown.clone(),
             )));
+            // The leak scan, on the leader only (see external::scan::schedule).
+            if let Some(schedule) = scan_schedule {
+                running.push(tokio::spawn(schedule.run(
+                    conn.client.clone(),
+                    conn.fence.clone(),
+                    scan_metrics,
+                    last_scan,
+                    shutdown.clone(),
+                )));
+            }
             (lead(&mut role, &shutdown).await, running)
         }
     };
@@ -206,12 +225,16 @@ pub type RegisteredCollectors = Vec<(&'static dyn crate::spec::Spec, Arc<dyn Reg
 
 /// Registers every metric family sweeper exports beyond the service's own (which
 /// [`Metrics::new`] holds): the API call counter, every collector's (enabled or not: dashboards
-/// see zeros, not gaps), the archive's. Public so a test can check the dashboard and the alerts
-/// against the families really registered.
+/// see zeros, not gaps), the archive's, the leak scan's (its schedule on or off). Public so a
+/// test can check the dashboard and the alerts against the families really registered.
 pub fn register_metrics(
     metrics: &mut Metrics,
     api_calls: ApiCallCounter,
-) -> (RegisteredCollectors, crate::archive::store::ArchiveMetrics) {
+) -> (
+    RegisteredCollectors,
+    crate::archive::store::ArchiveMetrics,
+    ScanMetrics,
+) {
     metrics.registry_mut().register(
         "kube_api_calls",
         "Requests sent to the Kubernetes API server, by verb",
@@ -223,7 +246,9 @@ pub fn register_metrics(
         .collect();
     let archive_metrics = crate::archive::store::ArchiveMetrics::default();
     archive_metrics.register(metrics.registry_mut());
-    (registered, archive_metrics)
+    let scan_metrics = ScanMetrics::default();
+    scan_metrics.register(metrics.registry_mut());
+    (registered, archive_metrics, scan_metrics)
 }
 
 /// The readiness component of the pause switch: ready once it has been read.
@@ -386,6 +411,7 @@ fn router(
     election: &Election,
     teardowns: TeardownRegistry,
     pause: Switch,
+    scan: LastScan,
 ) -> axum::Router {
     let status = crate::status::StatusSources {
         app: state.clone(),
@@ -397,6 +423,7 @@ fn router(
         },
         teardowns,
         pause,
+        scan,
     };
     collectors.iter().filter_map(|(_, c)| c.routes()).fold(
         server::router(state.clone()).merge(crate::status::router(status)),

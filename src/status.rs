@@ -20,6 +20,8 @@ pub struct StatusSources {
     pub leader: LeaderSource,
     pub teardowns: TeardownRegistry,
     pub pause: crate::engine::pause::Switch,
+    /// The scheduled leak scan (`--scan-interval`; nothing while it is off).
+    pub scan: crate::external::scan::status::LastScan,
 }
 
 /// This replica's part in leader election.
@@ -58,6 +60,10 @@ pub struct StatusReport {
     /// been read (every collector counts as paused until then).
     #[serde(default)]
     pub paused: Option<crate::engine::pause::Paused>,
+    /// The scheduled leak scan's last report, in short, and its last error; absent while
+    /// `--scan-interval` is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<crate::external::scan::status::ScanStatus>,
 }
 
 pub fn snapshot(s: &StatusSources) -> StatusReport {
@@ -81,6 +87,7 @@ pub fn snapshot(s: &StatusSources) -> StatusReport {
         collectors: s.collectors.iter().flat_map(|c| c.status()).collect(),
         teardowns: s.teardowns.list(),
         paused: s.pause.current(),
+        scan: s.scan.get(),
     }
 }
 
@@ -141,6 +148,10 @@ pub fn render(s: &StatusReport) -> String {
             out.push('\n');
         }
     }
+    if let Some(scan) = &s.scan {
+        out.push_str(&crate::external::scan::status::render(scan));
+        out.push('\n');
+    }
     if !s.teardowns.is_empty() {
         out.push_str(&format!(
             "\n{:<9} {:<44} {:<34} {:>6} {:>8}  {}\n",
@@ -181,6 +192,9 @@ mod tests {
                 &crate::collectors::names(),
                 Default::default(),
             ),
+            scan: crate::external::scan::status::LastScan::scheduled(
+                std::time::Duration::from_secs(600),
+            ),
         };
         sources.teardowns.begin("external", "AWSCluster ns/c1");
         sources.teardowns.update(
@@ -207,6 +221,7 @@ mod tests {
                 && text.contains("waiting for cascade")
                 && text.contains("standby (identity pod-a, leader pod-b)")
                 && text.contains("phase 2: external resources")
+                && text.contains("leak scan: every 600s; no report on this replica yet")
                 && !text.contains("external: "),
             "{text}"
         );

@@ -843,6 +843,8 @@ fn chart_values_reach_the_deployment_and_the_lease_role() {
             "--set",
             "leaderElection.leaseName=other",
             "--set",
+            "scan.interval=6h,scan.regions={eu-west-1,us-east-1},scan.notOurs={theirs}",
+            "--set",
             r"serviceAccount.annotations.eks\.amazonaws\.com/role-arn=arn:aws:iam::123456789012:role/sweeper",
         ],
     );
@@ -864,6 +866,9 @@ fn chart_values_reach_the_deployment_and_the_lease_role() {
     assert_eq!(value("SWEEPER_KUBE_API_QPS"), json!("50"));
     assert_eq!(value("SWEEPER_KUBE_API_BURST"), json!("30"));
     assert_eq!(value("SWEEPER_LEADER_ELECT_LEASE_NAME"), json!("other"));
+    assert_eq!(value("SWEEPER_SCAN_INTERVAL"), json!("6h"));
+    assert_eq!(value("SWEEPER_SCAN_REGIONS"), json!("eu-west-1,us-east-1"));
+    assert_eq!(value("SWEEPER_SCAN_NOT_OURS"), json!("theirs"));
     assert_eq!(value("AWS_REGION"), json!("eu-west-1"));
     assert_eq!(value("AWS_ENDPOINT_URL"), json!("http://localstack:4566"));
     for (name, key) in [

@@ -141,6 +141,33 @@ pub struct RunConfig {
     #[arg(long, default_value_t = 8, env = "SWEEPER_EXTERNAL_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub external_concurrency: u16,
 
+    /// Run the leak scan (`sweeper scan`) on this schedule inside the service: it sets
+    /// `sweeper_orphan_resources`, `sweeper_orphan_cost_dollars_per_month` and `sweeper_scan_*`,
+    /// and `sweeper status` shows its summary. It deletes nothing. Only the leader scans, at once
+    /// and then every interval; a scan still running after one interval is stopped and counts as
+    /// failed. 0 (the default): off; otherwise at least 1m.
+    #[arg(long, default_value = "0s", env = "SWEEPER_SCAN_INTERVAL", value_parser = parse_duration)]
+    pub scan_interval: Duration,
+
+    /// Regions the scheduled scan also covers with sweeper's own identity (its default region
+    /// always is, and every live cluster's region with that cluster's identity); comma list.
+    #[arg(
+        long = "scan-region",
+        value_delimiter = ',',
+        env = "SWEEPER_SCAN_REGIONS"
+    )]
+    pub scan_regions: Vec<String>,
+
+    /// Cluster names that are not this management cluster's (another one owns them): the
+    /// scheduled scan reports them apart, never as orphans; comma list. Adds to the names on
+    /// sweeper's namespace's annotation `sweeper.dev/scan-not-ours`, read at every scan.
+    #[arg(
+        long = "scan-not-ours",
+        value_delimiter = ',',
+        env = "SWEEPER_SCAN_NOT_OURS"
+    )]
+    pub scan_not_ours: Vec<String>,
+
     /// How long the cascade workers wait for every resource's first list before starting anyway.
     #[arg(long, default_value = "60s", env = "SWEEPER_CASCADE_SYNC_TIMEOUT", value_parser = parse_duration)]
     pub cascade_sync_timeout: Duration,
@@ -221,6 +248,8 @@ pub enum ConfigError {
         "--scope-namespaces: {0:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
     )]
     ScopeNamespace(String),
+    #[error("--scan-interval must be 0 (off) or at least 1m, got {0:?}")]
+    ScanInterval(Duration),
     #[error("--archive-ttl must be at least 1m, got {0:?}")]
     ArchiveTtl(Duration),
     #[error("--archive-max-object-bytes must be between 1 and {max}, got {got}")]
@@ -264,6 +293,11 @@ impl RunConfig {
             .find(|n| !crate::engine::meta::is_dns_label(n))
         {
             return Err(ConfigError::ScopeNamespace(bad.clone()));
+        }
+        // Every scan pages through every tagged resource of every (account, region) reached:
+        // more often than once a minute is a cost with no use.
+        if !self.scan_interval.is_zero() && self.scan_interval < Duration::from_secs(60) {
+            return Err(ConfigError::ScanInterval(self.scan_interval));
         }
         if self.archive_ttl < Duration::from_secs(60) {
             return Err(ConfigError::ArchiveTtl(self.archive_ttl));

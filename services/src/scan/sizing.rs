@@ -15,6 +15,7 @@ use crate::discovery::tags::ec2_filter;
 use crate::errors::{ApiFailure, call};
 use crate::model::AwsClients;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Ids per describe: within every EC2 filter's limit (200 values).
 const CHUNK: usize = 200;
@@ -55,8 +56,9 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
         nat_gateways,
     } = ids;
     let mut out = Sized::default();
-    // Pages per operation, counted as they are read: what the mocked tests pin.
-    let pages = std::cell::Cell::new(0usize);
+    // Pages per operation, counted as they are read: what the mocked tests pin. Atomic, not a
+    // Cell: the scan's future must be Send, since the service spawns it (`--scan-interval`).
+    let pages = AtomicUsize::new(0);
     let pages = &pages;
     for ids in volumes.chunks(CHUNK) {
         let found = all_pages(|token| async move {
@@ -68,7 +70,7 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.set(pages.get() + 1);
+            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.volumes().iter().filter_map(|v| {
                 let described = Described {
                     sizing: Sizing {
@@ -84,7 +86,7 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
             Ok((found.collect(), page.next_token().map(str::to_string)))
         })
         .await?;
-        *out.calls.entry("ec2.DescribeVolumes").or_default() += pages.take();
+        *out.calls.entry("ec2.DescribeVolumes").or_default() += pages.swap(0, Ordering::Relaxed);
         out.by_id.extend(found);
     }
     for ids in snapshots.chunks(CHUNK) {
@@ -99,7 +101,7 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.set(pages.get() + 1);
+            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.snapshots().iter().filter_map(|s| {
                 let described = Described {
                     sizing: Sizing {
@@ -114,7 +116,7 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
             Ok((found.collect(), page.next_token().map(str::to_string)))
         })
         .await?;
-        *out.calls.entry("ec2.DescribeSnapshots").or_default() += pages.take();
+        *out.calls.entry("ec2.DescribeSnapshots").or_default() += pages.swap(0, Ordering::Relaxed);
         out.by_id.extend(found);
     }
     for ids in endpoints.chunks(CHUNK) {
@@ -127,7 +129,7 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.set(pages.get() + 1);
+            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.vpc_endpoints().iter().filter_map(|e| {
                 let described = Described {
                     sizing: Sizing {
@@ -143,7 +145,8 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
             Ok((found.collect(), page.next_token().map(str::to_string)))
         })
         .await?;
-        *out.calls.entry("ec2.DescribeVpcEndpoints").or_default() += pages.take();
+        *out.calls.entry("ec2.DescribeVpcEndpoints").or_default() +=
+            pages.swap(0, Ordering::Relaxed);
         out.by_id.extend(found);
     }
     for ids in instances.chunks(CHUNK) {

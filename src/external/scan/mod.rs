@@ -19,7 +19,10 @@ use sweeper_aws::scan::prices::{CostTotal, PRICES_AS_OF, PRICES_SOURCE};
 use sweeper_aws::scan::{NOTHING_DELETED, RegionScan, ScanInput, scan_region};
 use sweeper_aws::session::{SessionCache, SessionSpec};
 
+pub mod metrics;
 pub mod render;
+pub mod schedule;
+pub mod status;
 
 /// An annotation on sweeper's namespace: a comma-separated list of cluster names that are not
 /// this management cluster's (another one owns them). The scan reports them apart, as `not ours`,

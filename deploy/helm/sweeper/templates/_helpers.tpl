@@ -175,6 +175,18 @@ reads the same variables as sweeper run, so it checks the configuration the serv
 - name: SWEEPER_EXTERNAL_EBS_SNAPSHOT
   value: "false"
 {{- end }}
+{{- if not (has (toString .Values.scan.interval) (list "0" "0s" "")) }}
+- name: SWEEPER_SCAN_INTERVAL
+  value: {{ .Values.scan.interval | quote }}
+{{- with .Values.scan.regions }}
+- name: SWEEPER_SCAN_REGIONS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.scan.notOurs }}
+- name: SWEEPER_SCAN_NOT_OURS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- end }}
 {{- if ne (toString .Values.archive.mode) "all" }}
 - name: SWEEPER_ARCHIVE
   value: {{ .Values.archive.mode | quote }}
