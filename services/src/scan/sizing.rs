@@ -159,7 +159,7 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.set(pages.get() + 1);
+            pages.fetch_add(1, Ordering::Relaxed);
             let found = page
                 .reservations()
                 .iter()
@@ -177,7 +177,7 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
             Ok((found.collect(), page.next_token().map(str::to_string)))
         })
         .await?;
-        *out.calls.entry("ec2.DescribeInstances").or_default() += pages.take();
+        *out.calls.entry("ec2.DescribeInstances").or_default() += pages.swap(0, Ordering::Relaxed);
         out.by_id.extend(found);
     }
     for ids in nat_gateways.chunks(CHUNK) {
@@ -190,7 +190,7 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.set(pages.get() + 1);
+            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.nat_gateways().iter().filter_map(|n| {
                 use aws_sdk_ec2::types::NatGatewayState as S;
                 let described = Described {
@@ -203,7 +203,8 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
             Ok((found.collect(), page.next_token().map(str::to_string)))
         })
         .await?;
-        *out.calls.entry("ec2.DescribeNatGateways").or_default() += pages.take();
+        *out.calls.entry("ec2.DescribeNatGateways").or_default() +=
+            pages.swap(0, Ordering::Relaxed);
         out.by_id.extend(found);
     }
     Ok(out)
