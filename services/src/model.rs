@@ -119,9 +119,12 @@ impl AwsClients {
     ) -> Self {
         let retry = aws_config::retry::RetryConfig::disabled();
         // Each service has its own config builder type, hence the macro rather than a function.
+        // After the crate, a service's own settings on top of the shared ones (`.setting(x)`).
         macro_rules! client {
-            ($sdk_crate:ident) => {{
-                let mut b = $sdk_crate::config::Builder::from(sdk).retry_config(retry.clone());
+            ($sdk_crate:ident $($own:tt)*) => {{
+                let mut b = $sdk_crate::config::Builder::from(sdk)
+                    .retry_config(retry.clone())
+                    $($own)*;
                 for i in interceptors {
                     b.push_interceptor(i.clone());
                 }
@@ -134,18 +137,7 @@ impl AwsClients {
         // S3 addresses a bucket as a host name (`<bucket>.s3.<region>.amazonaws.com`); behind an
         // endpoint of the user's own (LocalStack, an S3-compatible store) no such name resolves,
         // so there the bucket goes in the path.
-        let s3 = {
-            let mut b = aws_sdk_s3::config::Builder::from(sdk)
-                .retry_config(retry.clone())
-                .force_path_style(sdk.endpoint_url().is_some());
-            for i in interceptors {
-                b.push_interceptor(i.clone());
-            }
-            if let Some(h) = &http {
-                b.set_http_client(Some(h.clone()));
-            }
-            aws_sdk_s3::Client::from_conf(b.build())
-        };
+        let path_style = sdk.endpoint_url().is_some();
         AwsClients {
             ec2: client!(aws_sdk_ec2),
             elb: client!(aws_sdk_elasticloadbalancing),
@@ -159,7 +151,7 @@ impl AwsClients {
             events: client!(aws_sdk_eventbridge),
             secrets: client!(aws_sdk_secretsmanager),
             ssm: client!(aws_sdk_ssm),
-            s3,
+            s3: client!(aws_sdk_s3.force_path_style(path_style)),
             scope: None,
             throttle: None,
             listings: None,
