@@ -222,7 +222,7 @@ if [ "$SWEEPER_LOCALSTACK" = 0 ]; then
   log "SWEEPER_LOCALSTACK=0: LocalStack not started"
 else
   start localstack env GATEWAY_LISTEN="127.0.0.1:$LOCALSTACK_PORT" \
-    SERVICES=ec2,elb,elbv2,resourcegroupstaggingapi,sts,iam,logs,route53,sqs,events,secretsmanager,ssm,eks \
+    SERVICES=ec2,elb,elbv2,resourcegroupstaggingapi,sts,iam,logs,route53,sqs,events,secretsmanager,ssm,eks,s3 \
     LOCALSTACK_VOLUME_DIR="$SWEEPER_STATE/localstack" DNS_ADDRESS=0 SKIP_SSL_CERT_DOWNLOAD=1 \
     DISABLE_EVENTS=1 LOCALSTACK_CLI=0 \
     "$LOCALSTACK_VENV/bin/python" -m localstack.runtime.main

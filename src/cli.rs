@@ -368,7 +368,8 @@ pub enum GcCommand {
         /// sweeper.dev/external-dns-owner-id annotation), load-balancer, target-group, instance,
         /// launch-template, instance-profile, oidc-provider, instance-state-queue (CAPA's
         /// EventBridgeInstanceState queue and rule), bootstrap-data (CAPA's machines' bootstrap
-        /// secrets and parameters), security-group, eks-security-group,
+        /// secrets and parameters), bootstrap-data-s3 (CAPA's bootstrap bucket and objects:
+        /// reported, never deleted), security-group, eks-security-group,
         /// shared-tag (a bring-your-own network's shared tag removed, nothing deleted) or the
         /// opt-ins ebs-volume, ebs-snapshot and eks-log-group; comma-separated or repeated.
         /// All go to sweeper.dev/gc-tasks; CAPA's load-balancer, target-group and security-group

@@ -48,6 +48,8 @@ pub async fn create(c: &Client, vpc_id: &str) -> Res<()> {
                     id: Some(vpc_id.into()),
                 }),
             }),
+            // No Ignition bucket in the demo.
+            s3_bucket: None,
         },
     );
     infra.metadata.labels = labels(&[

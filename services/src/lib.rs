@@ -50,6 +50,7 @@ pub mod sdk {
     pub use aws_sdk_iam as iam;
     pub use aws_sdk_resourcegroupstagging as tagging;
     pub use aws_sdk_route53 as route53;
+    pub use aws_sdk_s3 as s3;
     pub use aws_sdk_secretsmanager as secretsmanager;
     pub use aws_sdk_sqs as sqs;
     pub use aws_sdk_ssm as ssm;

@@ -34,6 +34,9 @@ pub struct AwsClients {
     pub secrets: aws_sdk_secretsmanager::Client,
     /// CAPA's bootstrap data in SSM Parameter Store (task `bootstrap-data`).
     pub ssm: aws_sdk_ssm::Client,
+    /// The bucket of CAPA's bootstrap data the cluster names (task `bootstrap-data-s3`: read,
+    /// never changed).
+    pub s3: aws_sdk_s3::Client,
     /// Where a cluster's session acts: phase 2 ignores (and reports) anything discovered whose
     /// ARN names another partition, region or account. `None` for clients not built for a
     /// cluster (tests' fixtures).
@@ -116,9 +119,12 @@ impl AwsClients {
     ) -> Self {
         let retry = aws_config::retry::RetryConfig::disabled();
         // Each service has its own config builder type, hence the macro rather than a function.
+        // After the crate, a service's own settings on top of the shared ones (`.setting(x)`).
         macro_rules! client {
-            ($sdk_crate:ident) => {{
-                let mut b = $sdk_crate::config::Builder::from(sdk).retry_config(retry.clone());
+            ($sdk_crate:ident $($own:tt)*) => {{
+                let mut b = $sdk_crate::config::Builder::from(sdk)
+                    .retry_config(retry.clone())
+                    $($own)*;
                 for i in interceptors {
                     b.push_interceptor(i.clone());
                 }
@@ -128,6 +134,10 @@ impl AwsClients {
                 $sdk_crate::Client::from_conf(b.build())
             }};
         }
+        // S3 addresses a bucket as a host name (`<bucket>.s3.<region>.amazonaws.com`); behind an
+        // endpoint of the user's own (LocalStack, an S3-compatible store) no such name resolves,
+        // so there the bucket goes in the path.
+        let path_style = sdk.endpoint_url().is_some();
         AwsClients {
             ec2: client!(aws_sdk_ec2),
             elb: client!(aws_sdk_elasticloadbalancing),
@@ -141,6 +151,7 @@ impl AwsClients {
             events: client!(aws_sdk_eventbridge),
             secrets: client!(aws_sdk_secretsmanager),
             ssm: client!(aws_sdk_ssm),
+            s3: client!(aws_sdk_s3.force_path_style(path_style)),
             scope: None,
             throttle: None,
             listings: None,

@@ -27,6 +27,27 @@ pub struct AWSClusterSpec {
     pub region: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkSpec>,
+    /// The bucket CAPA keeps the machines' Ignition user data in (AWSCluster only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_bucket: Option<S3Bucket>,
+}
+
+/// CAPA's `spec.s3Bucket`: only its name is read (`name` is required in CAPA's CRD).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct S3Bucket {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// The bucket name a `spec.s3Bucket` states, if any (an empty name is none).
+pub fn s3_bucket_name(bucket: Option<&S3Bucket>) -> Option<String> {
+    bucket
+        .and_then(|b| b.name.as_deref())
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]

@@ -109,10 +109,16 @@ pub fn with_config_problem(mut out: PassOutcome, problem: &str) -> PassOutcome {
 /// The `ExternalDnsRecordsLeft` Warning: once per pass that deletes something (the load
 /// balancers such records point at go in such a pass), not on every pass of a long teardown.
 fn records_left(report: &PassReport) -> Option<(&'static str, String)> {
+    // Only the records: the other reported kinds (CAPA's S3 bootstrap data, a look-alike
+    // instance-state pair, bootstrap data of another name) are in `gc plan` and the audit record,
+    // and are not external-dns's.
+    let dns = sweeper_aws::cleaners::dns_records::DESCRIPTOR.kind;
     let kept: Vec<&str> = report
         .phases
         .iter()
-        .flat_map(|p| p.kept.iter().map(|(_, why)| why.as_str()))
+        .flat_map(|p| p.kept.iter())
+        .filter(|(r, _)| r.kind == dns)
+        .map(|(_, why)| why.as_str())
         .collect();
     let deleted = report.phases.iter().any(|p| !p.audit.is_empty());
     if kept.is_empty() || !deleted {
@@ -308,6 +314,44 @@ mod tests {
             done,
             phases: vec![p1, phase2],
         }
+    }
+
+    #[test]
+    fn only_external_dns_records_left_make_the_records_warning() {
+        let mut p2 = PhaseReport::started(Phase::External);
+        // A pass that deletes something: the only kind that warns.
+        p2.audit.push(sweeper_aws::model::Audited {
+            resource: r("load-balancer", "lb-1"),
+            action: sweeper_aws::model::AuditAction::Deleted,
+            detail: String::new(),
+            tags: None,
+        });
+        p2.kept.push((
+            ResourceRef {
+                service: "s3".into(),
+                kind: "bootstrap-object".into(),
+                id: "arn:aws:s3:::capa-boot/node/m1".into(),
+            },
+            "reported, never deleted".into(),
+        ));
+        let out = of(&report(false, p2.clone()), "c1", "here");
+        assert!(
+            out.warnings_now.is_empty(),
+            "CAPA's S3 data is not an external-dns record: {:?}",
+            out.warnings_now
+        );
+        p2.kept.push((
+            ResourceRef {
+                service: "route53".into(),
+                kind: "dns-record".into(),
+                id: "Z1/a.example.com./A".into(),
+            },
+            "owner id not named".into(),
+        ));
+        let out = of(&report(false, p2), "c1", "here");
+        assert_eq!(out.warnings_now.len(), 1);
+        assert_eq!(out.warnings_now[0].0, "ExternalDnsRecordsLeft");
+        assert_eq!(out.warnings_now[0].1, "owner id not named");
     }
 
     #[test]

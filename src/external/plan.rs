@@ -138,6 +138,13 @@ pub async fn plan(
         )),
         annotations::DnsOwner::Invalid(e) => out.push_str(&format!("error: {e}\n")),
     }
+    if let Some(bucket) = &req.s3_bucket {
+        // Said up front: the rows below list what is in it, never as a delete.
+        out.push_str(&format!(
+            "CAPA's bootstrap bucket {bucket} (spec.s3Bucket): its objects in CAPA's layout and the \
+             bucket are reported, never deleted\n"
+        ));
+    }
     render_phases(&mut out, &report, |_, _| None);
     Ok(out)
 }

@@ -18,6 +18,8 @@ pub struct ObjectFacts {
     pub vpc_ids: Vec<String>,
     /// An EKS control plane's recorded facts; `None` for a kind that is not EKS.
     pub eks: Option<EksFacts>,
+    /// `spec.s3Bucket.name`: CAPA's bootstrap-data bucket (AWSCluster only), reported on.
+    pub s3_bucket: Option<String>,
 }
 
 impl ObjectFacts {
@@ -26,6 +28,7 @@ impl ObjectFacts {
         ObjectFacts {
             vpc_ids: o.vpc_ids(),
             eks: o.eks_facts(),
+            s3_bucket: o.s3_bucket(),
         }
     }
 }
@@ -73,6 +76,7 @@ pub fn pass_request(
         ebs_snapshot: mode.ebs_snapshot,
         eks: object.eks,
         external_dns_owner: settings.dns_owner.id().map(str::to_string),
+        s3_bucket: object.s3_bucket,
     }
 }
 
@@ -121,7 +125,7 @@ mod tests {
         };
         let vpc = ObjectFacts {
             vpc_ids: vec!["vpc-1".into()],
-            eks: None,
+            ..ObjectFacts::default()
         };
         let cases: Vec<Case> = vec![
             (
@@ -147,14 +151,28 @@ mod tests {
                 "EKS: CAPA's name for phases 1 and 3, the EKS name for phase 2, its facts",
                 names("c1", "eks-c1"),
                 ObjectFacts {
-                    vpc_ids: vec![],
                     eks: Some(eks.clone()),
+                    ..ObjectFacts::default()
                 },
                 vec![],
                 LIVE,
                 PassRequest::new("eks-c1")
                     .with_capa_name("c1")
                     .with_eks(eks.clone()),
+            ),
+            (
+                "the bucket CAPA keeps bootstrap data in, as the object names it",
+                names("c1", "c1"),
+                ObjectFacts {
+                    s3_bucket: Some("capa-boot".into()),
+                    ..ObjectFacts::default()
+                },
+                vec![],
+                LIVE,
+                PassRequest {
+                    s3_bucket: Some("capa-boot".into()),
+                    ..default.clone()
+                },
             ),
             (
                 "opted out of phase 2",
@@ -224,6 +242,51 @@ mod tests {
             let got = pass_request(&names, object, &settings(&ann), mode);
             assert_eq!(got, want, "{what}");
         }
+    }
+
+    /// The bucket comes from an AWSCluster's `spec.s3Bucket.name` as CAPA's CRD shapes it (its
+    /// other fields ignored); an AWSManagedControlPlane has no such field.
+    #[test]
+    fn the_facts_name_the_bucket_an_awscluster_states() {
+        use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
+        let cluster = |spec: serde_json::Value| -> AWSCluster {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                "kind": "AWSCluster",
+                "metadata": {"name": "c1", "namespace": "ns"},
+                "spec": spec,
+            }))
+            .unwrap()
+        };
+        let with = cluster(serde_json::json!({"s3Bucket": {
+            "name": "capa-boot",
+            "controlPlaneIAMInstanceProfile": "control-plane.cluster-api-provider-aws.sigs.k8s.io",
+            "nodesIAMInstanceProfiles": ["nodes.cluster-api-provider-aws.sigs.k8s.io"],
+            "bestEffortDeleteObjects": true,
+        }}));
+        assert_eq!(
+            ObjectFacts::of(&with).s3_bucket.as_deref(),
+            Some("capa-boot")
+        );
+        assert_eq!(
+            ObjectFacts::of(&cluster(serde_json::json!({}))).s3_bucket,
+            None
+        );
+        let empty = cluster(serde_json::json!({"s3Bucket": {"name": " "}}));
+        assert_eq!(
+            ObjectFacts::of(&empty).s3_bucket,
+            None,
+            "no name, no bucket"
+        );
+        let cp: AWSManagedControlPlane = serde_json::from_value(serde_json::json!({
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+            "kind": "AWSManagedControlPlane",
+            "metadata": {"name": "c1", "namespace": "ns"},
+            // Not a field of this kind: ignored, whatever it says.
+            "spec": {"s3Bucket": {"name": "capa-boot"}},
+        }))
+        .unwrap();
+        assert_eq!(ObjectFacts::of(&cp).s3_bucket, None);
     }
 
     #[test]

@@ -74,6 +74,9 @@ pub struct CleanCtx<'a> {
     /// Phase 2: the external-dns owner id the cluster names (see `PassRequest`); `None`
     /// means external-dns records are only reported.
     pub external_dns_owner: Option<&'a str>,
+    /// Phase 2: the bucket of CAPA's bootstrap data the cluster's object names
+    /// (`spec.s3Bucket.name`, see `PassRequest`); the only bucket ever read. `None`: none named.
+    pub s3_bucket: Option<&'a str>,
 }
 
 impl CleanCtx<'_> {
@@ -344,6 +347,7 @@ pub(crate) fn test_ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) ->
         eks: None,
         tasks: &[],
         external_dns_owner: None,
+        s3_bucket: None,
     }
 }
 

@@ -302,6 +302,7 @@ mod tests {
             eks: Some(&facts),
             tasks: &[],
             external_dns_owner: None,
+            s3_bucket: None,
         };
         run_cleaner(&OidcProviders, &ctx, false).await
     }

@@ -55,6 +55,7 @@ pub(crate) async fn phase2_in(
         eks: req.eks.as_ref(),
         tasks: &tasks,
         external_dns_owner: req.external_dns_owner.as_deref(),
+        s3_bucket: req.s3_bucket.as_deref(),
     };
     let mut p2 = run_phase(Phase::External, &steps, &ctx, req.dry_run)
         .await

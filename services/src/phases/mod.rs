@@ -76,6 +76,7 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
         eks: req.eks.as_ref(),
         tasks: &[],
         external_dns_owner: None,
+        s3_bucket: None,
     };
     let p1 = run_phase(
         Phase::CapaOwned,
@@ -205,6 +206,7 @@ async fn phase3(
             eks: req.eks.as_ref(),
             tasks: &[],
             external_dns_owner: None,
+            s3_bucket: None,
         };
         p3 = run_phase(Phase::Network, &cleaners, &ctx, dry_run)
             .await

@@ -4,7 +4,9 @@
 //! write its cleaner module, add one line here (see services/README.md).
 
 use super::runner::AnyCleaner;
-use crate::cleaners::bootstrap_data::{BootstrapParameters, BootstrapSecrets};
+use crate::cleaners::bootstrap_data::{
+    BootstrapBucket, BootstrapObjects, BootstrapParameters, BootstrapSecrets,
+};
 use crate::cleaners::dns_records::DnsRecords;
 use crate::cleaners::guardduty::{GuardDutyEndpoint, GuardDutyGroup};
 use crate::cleaners::instance_profiles::InstanceProfiles;
@@ -50,6 +52,9 @@ fn all() -> Vec<Box<dyn AnyCleaner>> {
         // CAPA's bootstrap data the machines left (by CAPA's name prefix and tag key).
         Box::new(BootstrapSecrets),
         Box::new(BootstrapParameters),
+        // Its S3 bucket, only the one the object names: reported, never deleted.
+        Box::new(BootstrapObjects),
+        Box::new(BootstrapBucket),
         Box::new(Volumes),
         Box::new(Snapshots),
         Box::new(NetworkInterfaces),
@@ -228,6 +233,20 @@ mod tests {
                     false,
                     true
                 ),
+                (
+                    "bootstrap-object",
+                    30,
+                    Some("bootstrap-data-s3"),
+                    false,
+                    true
+                ),
+                (
+                    "bootstrap-bucket",
+                    30,
+                    Some("bootstrap-data-s3"),
+                    false,
+                    true
+                ),
                 ("volume", 25, Some("ebs-volume"), false, true),
                 ("snapshot", 25, Some("ebs-snapshot"), false, true),
                 ("network-interface", 30, Some("security-group"), false, true),
@@ -274,6 +293,8 @@ mod tests {
                 ("instance-state-queue", "sqs"),
                 ("bootstrap-secret", "secretsmanager"),
                 ("bootstrap-parameter", "ssm"),
+                ("bootstrap-object", "s3"),
+                ("bootstrap-bucket", "s3"),
             ],
             "every other kind is ec2's"
         );
@@ -300,6 +321,8 @@ mod tests {
                 "instance-state-queue",
                 "bootstrap-secret",
                 "bootstrap-parameter",
+                "bootstrap-object",
+                "bootstrap-bucket",
                 "network-interface",
                 "security-group",
                 "security-group"
@@ -331,6 +354,7 @@ mod tests {
                 "eks-log-group",
                 "instance-state-queue",
                 "bootstrap-data",
+                "bootstrap-data-s3",
                 "ebs-volume",
                 "ebs-snapshot",
                 "security-group",
@@ -379,7 +403,7 @@ mod tests {
         assert!(e.to_string().contains("\"load-balancers\""), "{e}");
         assert_eq!(
             e.to_string(),
-            "unknown GC task \"load-balancers\": expected one of dns-record, load-balancer, target-group, instance, launch-template, instance-profile, oidc-provider, eks-log-group, instance-state-queue, bootstrap-data, ebs-volume, ebs-snapshot, security-group, eks-security-group, shared-tag"
+            "unknown GC task \"load-balancers\": expected one of dns-record, load-balancer, target-group, instance, launch-template, instance-profile, oidc-provider, eks-log-group, instance-state-queue, bootstrap-data, bootstrap-data-s3, ebs-volume, ebs-snapshot, security-group, eks-security-group, shared-tag"
         );
         let e = "".parse::<GcTask>().unwrap_err();
         assert!(e.to_string().contains("\"\""), "{e}");

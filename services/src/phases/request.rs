@@ -38,6 +38,10 @@ pub struct PassRequest {
     /// are only reported. An id external-dns could not have written, or `default`, deletes
     /// nothing here either (checked again: see `cleaners::dns_records`).
     pub external_dns_owner: Option<String>,
+    /// The bucket CAPA keeps the machines' bootstrap data in, as the AWSCluster names it
+    /// (`spec.s3Bucket.name`; an AWSManagedControlPlane has no such field): the only bucket the
+    /// `bootstrap-data-s3` task reads, and it only reports. `None`: the object names none.
+    pub s3_bucket: Option<String>,
 }
 
 impl PassRequest {
@@ -55,6 +59,7 @@ impl PassRequest {
             ebs_snapshot: true,
             eks: None,
             external_dns_owner: None,
+            s3_bucket: None,
         }
     }
 

@@ -34,7 +34,13 @@ pub fn iam_action(op: &str) -> Option<String> {
         "s3" => "s3",
         _ => return None,
     };
-    Some(format!("{prefix}:{operation}"))
+    // S3's actions are not named after every operation: listing a bucket's objects is
+    // `s3:ListBucket`.
+    let action = match (prefix, operation) {
+        ("s3", "ListObjectsV2" | "ListObjects" | "HeadBucket") => "ListBucket",
+        _ => operation,
+    };
+    Some(format!("{prefix}:{action}"))
 }
 
 /// What the code says it needs: every registered cleaner's descriptor's actions and the pass's
@@ -265,6 +271,14 @@ mod tests {
                 &["bootstrap_data/parameters.rs"],
                 vec![&c::bootstrap_data::PARAMETERS],
             ),
+            (
+                &["bootstrap_data/objects.rs"],
+                vec![&c::bootstrap_data::OBJECTS],
+            ),
+            (
+                &["bootstrap_data/bucket.rs"],
+                vec![&c::bootstrap_data::BUCKET],
+            ),
             (&["volumes.rs"], vec![&c::volumes::DESCRIPTOR]),
             (&["snapshots.rs"], vec![&c::snapshots::DESCRIPTOR]),
             (
@@ -356,6 +370,11 @@ mod tests {
         assert_eq!(
             iam_action("ResourceGroupsTaggingAPI.GetResources").unwrap(),
             "tag:GetResources"
+        );
+        assert_eq!(iam_action("s3.ListObjectsV2").unwrap(), "s3:ListBucket");
+        assert_eq!(
+            iam_action("S3.GetBucketTagging").unwrap(),
+            "s3:GetBucketTagging"
         );
         assert_eq!(iam_action("nothing"), None);
     }

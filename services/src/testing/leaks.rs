@@ -297,6 +297,72 @@ pub async fn bootstrap_parameter(c: &AwsClients, name: &str, tags: &[(&str, &str
         .unwrap_or_else(|e| panic!("PutParameter {name}: {e:?}"));
 }
 
+/// A bucket `name` tagged `tags` (none: no tag set), as CAPA's `ReconcileBucket` leaves the
+/// bucket `spec.s3Bucket` names (in the clients' region).
+pub async fn bootstrap_bucket(c: &AwsClients, name: &str, tags: &[(&str, &str)]) {
+    use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration, Tag, Tagging};
+    let region = c.s3.config().region().map(|r| r.to_string());
+    let mut create = c.s3.create_bucket().bucket(name);
+    // us-east-1 takes no location constraint (S3 refuses one naming it).
+    if let Some(r) = region.filter(|r| r != "us-east-1") {
+        create = create.create_bucket_configuration(
+            CreateBucketConfiguration::builder()
+                .location_constraint(BucketLocationConstraint::from(r.as_str()))
+                .build(),
+        );
+    }
+    create
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateBucket {name}: {e:?}"));
+    if tags.is_empty() {
+        return;
+    }
+    let set = tags
+        .iter()
+        .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_else(|e| panic!("tags of {name}: {e:?}"));
+    let tagging = Tagging::builder()
+        .set_tag_set(Some(set))
+        .build()
+        .unwrap_or_else(|e| panic!("tagging of {name}: {e:?}"));
+    c.s3.put_bucket_tagging()
+        .bucket(name)
+        .tagging(tagging)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutBucketTagging {name}: {e:?}"));
+}
+
+/// An object `key` in `bucket`, written as CAPA's `Create` writes user data: no tag, no metadata.
+pub async fn bootstrap_object(c: &AwsClients, bucket: &str, key: &str) {
+    c.s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(aws_sdk_s3::primitives::ByteStream::from_static(
+            b"{\"ignition\":{}}",
+        ))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutObject {bucket}/{key}: {e:?}"));
+}
+
+/// Whether `key` is in `bucket`.
+pub async fn object_exists(c: &AwsClients, bucket: &str, key: &str) -> bool {
+    c.s3.head_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .is_ok()
+}
+
+/// Whether `bucket` exists.
+pub async fn bucket_exists(c: &AwsClients, bucket: &str) -> bool {
+    c.s3.head_bucket().bucket(bucket).send().await.is_ok()
+}
+
 /// A new random UUID-shaped string (CAPA names bootstrap data with `uuid.NewUUID()`).
 pub fn uuid_like() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};

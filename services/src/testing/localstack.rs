@@ -71,6 +71,12 @@ pub fn retrying_clients(sdk: &SdkConfig) -> AwsClients {
         events: aws_sdk_eventbridge::Client::new(sdk),
         secrets: aws_sdk_secretsmanager::Client::new(sdk),
         ssm: aws_sdk_ssm::Client::new(sdk),
+        // LocalStack's host has no `<bucket>.` names: the bucket goes in the path.
+        s3: aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(sdk)
+                .force_path_style(true)
+                .build(),
+        ),
         scope: None,
         throttle: None,
         listings: None,

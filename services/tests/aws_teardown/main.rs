@@ -8,6 +8,7 @@ mod dns;
 mod eks;
 mod fixtures;
 mod leaks;
+mod leaks_s3;
 mod phase1;
 mod phase2;
 mod phase3;

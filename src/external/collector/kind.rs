@@ -39,6 +39,13 @@ pub trait GcKind:
     /// LB controller and the VPC CNI tagged for a cluster of this name.
     fn vpc_ids(&self) -> Vec<String>;
 
+    /// The bucket CAPA keeps the machines' bootstrap data in (`spec.s3Bucket.name`): the only
+    /// bucket the `bootstrap-data-s3` task reads. `None` for a kind without the field
+    /// (AWSManagedControlPlane: CAPA stores no EKS bootstrap data in S3).
+    fn s3_bucket(&self) -> Option<String> {
+        None
+    }
+
     /// Where the cluster lives: `spec.region` and `spec.identityRef`.
     fn placement(&self) -> (Option<&str>, Option<&IdentityRef>);
 
@@ -73,6 +80,10 @@ impl GcKind for AWSCluster {
 
     fn vpc_ids(&self) -> Vec<String> {
         crate::api::capa::vpc_ids(self.spec.network.as_ref())
+    }
+
+    fn s3_bucket(&self) -> Option<String> {
+        crate::api::capa::s3_bucket_name(self.spec.s3_bucket.as_ref())
     }
 
     fn placement(&self) -> (Option<&str>, Option<&IdentityRef>) {

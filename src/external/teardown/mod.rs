@@ -242,6 +242,8 @@ impl One<'_> {
             // No object: CAPA's recorded OIDC issuer is unknown, so the IRSA provider is kept
             // (its rule needs the issuer), while EKS's log group is still looked for.
             eks: t.eks.as_ref().map(|_| EksFacts { oidc_issuer: None }),
+            // No object: no spec.s3Bucket to name the bootstrap bucket (only reported anyway).
+            s3_bucket: None,
         };
         let mode = |dry_run| Mode {
             dry_run,
