@@ -109,8 +109,8 @@ pub struct TeardownArgs {
     /// The region it lived in. With `--from-scan`, selects the file's candidates of that region.
     #[arg(long)]
     pub region: Option<String>,
-    /// An EKS cluster: the EKS name the cloud provider tagged with (`kubernetes.io/cluster/<eks>`);
-    /// EKS's own leftovers (control-plane log group) are looked for too.
+    /// An EKS cluster: the EKS name the cloud provider tagged with (`kubernetes.io/cluster/<eks>`).
+    /// Its IRSA OIDC provider is kept: the proof needs the issuer CAPA recorded on the object.
     #[arg(long)]
     pub eks_name: Option<String>,
     /// The CAPA identity to act as, `KIND/NAME` (AWSClusterControllerIdentity,

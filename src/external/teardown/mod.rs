@@ -240,7 +240,8 @@ impl One<'_> {
         let facts = ObjectFacts {
             vpc_ids: self.args.vpc_ids.clone(),
             // No object: CAPA's recorded OIDC issuer is unknown, so the IRSA provider is kept
-            // (its rule needs the issuer), while EKS's log group is still looked for.
+            // (its rule needs the issuer). EKS's log group is the opt-in `log-group` task's,
+            // which a teardown by name (default tasks) does not run.
             eks: t.eks.as_ref().map(|_| EksFacts { oidc_issuer: None }),
             // No object: no spec.s3Bucket to name the bootstrap bucket (only reported anyway).
             s3_bucket: None,
