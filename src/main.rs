@@ -182,16 +182,14 @@ async fn scan(args: sweeper::cli::ScanArgs) -> Result<String, String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
-    let (mut not_ours, unread) = scan::annotated_not_ours(&client, &args.namespace.namespace).await;
-    not_ours.extend(args.not_ours.iter().cloned());
     let sessions = sweeper_aws::session::SessionCache::new(sweeper_aws::load_config().await, None);
     let targets = scan::ScanTargets {
         regions: args.regions.clone(),
         capa_namespace: args.capa_namespace.clone(),
-        not_ours,
+        not_ours: args.not_ours.iter().cloned().collect(),
     };
-    let mut report = scan::scan(&client, &sessions, &targets).await?;
-    report.errors.extend(unread);
+    let report =
+        scan::scan_with_annotation(&client, &sessions, &args.namespace.namespace, targets).await?;
     Ok(match args.output {
         sweeper::cli::CheckOutput::Table => scan::render::table(&report).trim_end().to_string(),
         sweeper::cli::CheckOutput::Json => serde_json::to_string_pretty(&report)

@@ -267,6 +267,22 @@ pub async fn reach(
     }
 }
 
+/// What `sweeper scan` and the scheduled scan run: [`scan`] with `targets.not_ours` plus the
+/// names on `namespace`'s [`NOT_OURS_ANNOTATION`] (read anew each time); an annotation that
+/// cannot be read is a part the report says it does not cover.
+pub async fn scan_with_annotation(
+    client: &Client,
+    sessions: &SessionCache,
+    namespace: &str,
+    mut targets: ScanTargets,
+) -> Result<LeakReport, String> {
+    let (annotated, unread) = annotated_not_ours(client, namespace).await;
+    targets.not_ours.extend(annotated);
+    let mut report = scan(client, sessions, &targets).await?;
+    report.errors.extend(unread);
+    Ok(report)
+}
+
 /// Runs the scan: the live objects, one session per placement, one scan per (account, region)
 /// reached (the first session reaching it scans it).
 pub async fn scan(

@@ -16,7 +16,7 @@
 
 use super::metrics::{ScanMetrics, gauges};
 use super::status::{LastScan, summary};
-use super::{LeakReport, ScanTargets, annotated_not_ours, scan};
+use super::{LeakReport, ScanTargets, scan_with_annotation};
 use crate::config::RunConfig;
 use crate::engine::leader::Fence;
 use std::collections::BTreeSet;
@@ -105,16 +105,12 @@ impl ScanSchedule {
         client: &kube::Client,
         sessions: &SessionCache,
     ) -> Result<LeakReport, String> {
-        let (mut not_ours, unread) = annotated_not_ours(client, &self.namespace).await;
-        not_ours.extend(self.not_ours.iter().cloned());
         let targets = ScanTargets {
             regions: self.regions.clone(),
             capa_namespace: self.capa_namespace.clone(),
-            not_ours,
+            not_ours: self.not_ours.clone(),
         };
-        let mut report = scan(client, sessions, &targets).await?;
-        report.errors.extend(unread);
-        Ok(report)
+        scan_with_annotation(client, sessions, &self.namespace, targets).await
     }
 }
 
