@@ -15,7 +15,6 @@ use crate::discovery::tags::ec2_filter;
 use crate::errors::{ApiFailure, call};
 use crate::model::AwsClients;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Ids per describe: within every EC2 filter's limit (200 values).
 const CHUNK: usize = 200;
@@ -46,6 +45,34 @@ pub struct Ids {
     pub nat_gateways: Vec<String>,
 }
 
+/// Every page of `page` for each chunk of `ids`, into `out`: the described resources, and the
+/// pages read counted under `op` (what the mocked tests pin).
+async fn chunked<'a, F, Fut>(
+    op: &'static str,
+    ids: &'a [String],
+    out: &mut Sized,
+    page: F,
+) -> Result<(), ApiFailure>
+where
+    F: Fn(&'a [String], Option<String>) -> Fut,
+    Fut: std::future::Future<Output = PageOf>,
+{
+    for chunk in ids.chunks(CHUNK) {
+        let mut pages = 0;
+        let found = all_pages(|token| {
+            pages += 1;
+            page(chunk, token)
+        })
+        .await?;
+        *out.calls.entry(op).or_default() += pages;
+        out.by_id.extend(found);
+    }
+    Ok(())
+}
+
+/// One describe page: the resources it described, by id, and the next token.
+type PageOf = Result<(Vec<(String, Described)>, Option<String>), ApiFailure>;
+
 /// Describes the candidates' resources (`ids`) in the session's region.
 pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
     let Ids {
@@ -56,12 +83,11 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
         nat_gateways,
     } = ids;
     let mut out = Sized::default();
-    // Pages per operation, counted as they are read: what the mocked tests pin. Atomic, not a
-    // Cell: the scan's future must be Send, since the service spawns it (`--scan-interval`).
-    let pages = AtomicUsize::new(0);
-    let pages = &pages;
-    for ids in volumes.chunks(CHUNK) {
-        let found = all_pages(|token| async move {
+    chunked(
+        "ec2.DescribeVolumes",
+        volumes,
+        &mut out,
+        |ids, token| async move {
             let page = call("ec2.DescribeVolumes", || {
                 c.ec2
                     .describe_volumes()
@@ -70,7 +96,6 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.volumes().iter().filter_map(|v| {
                 let described = Described {
                     sizing: Sizing {
@@ -84,13 +109,14 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                 Some((v.volume_id()?.to_string(), described))
             });
             Ok((found.collect(), page.next_token().map(str::to_string)))
-        })
-        .await?;
-        *out.calls.entry("ec2.DescribeVolumes").or_default() += pages.swap(0, Ordering::Relaxed);
-        out.by_id.extend(found);
-    }
-    for ids in snapshots.chunks(CHUNK) {
-        let found = all_pages(|token| async move {
+        },
+    )
+    .await?;
+    chunked(
+        "ec2.DescribeSnapshots",
+        snapshots,
+        &mut out,
+        |ids, token| async move {
             let page = call("ec2.DescribeSnapshots", || {
                 c.ec2
                     .describe_snapshots()
@@ -101,7 +127,6 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.snapshots().iter().filter_map(|s| {
                 let described = Described {
                     sizing: Sizing {
@@ -114,13 +139,14 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                 Some((s.snapshot_id()?.to_string(), described))
             });
             Ok((found.collect(), page.next_token().map(str::to_string)))
-        })
-        .await?;
-        *out.calls.entry("ec2.DescribeSnapshots").or_default() += pages.swap(0, Ordering::Relaxed);
-        out.by_id.extend(found);
-    }
-    for ids in endpoints.chunks(CHUNK) {
-        let found = all_pages(|token| async move {
+        },
+    )
+    .await?;
+    chunked(
+        "ec2.DescribeVpcEndpoints",
+        endpoints,
+        &mut out,
+        |ids, token| async move {
             let page = call("ec2.DescribeVpcEndpoints", || {
                 c.ec2
                     .describe_vpc_endpoints()
@@ -129,7 +155,6 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.vpc_endpoints().iter().filter_map(|e| {
                 let described = Described {
                     sizing: Sizing {
@@ -143,14 +168,14 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                 Some((e.vpc_endpoint_id()?.to_string(), described))
             });
             Ok((found.collect(), page.next_token().map(str::to_string)))
-        })
-        .await?;
-        *out.calls.entry("ec2.DescribeVpcEndpoints").or_default() +=
-            pages.swap(0, Ordering::Relaxed);
-        out.by_id.extend(found);
-    }
-    for ids in instances.chunks(CHUNK) {
-        let found = all_pages(|token| async move {
+        },
+    )
+    .await?;
+    chunked(
+        "ec2.DescribeInstances",
+        instances,
+        &mut out,
+        |ids, token| async move {
             let page = call("ec2.DescribeInstances", || {
                 c.ec2
                     .describe_instances()
@@ -159,7 +184,6 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.fetch_add(1, Ordering::Relaxed);
             let found = page
                 .reservations()
                 .iter()
@@ -175,13 +199,14 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     Some((i.instance_id()?.to_string(), described))
                 });
             Ok((found.collect(), page.next_token().map(str::to_string)))
-        })
-        .await?;
-        *out.calls.entry("ec2.DescribeInstances").or_default() += pages.swap(0, Ordering::Relaxed);
-        out.by_id.extend(found);
-    }
-    for ids in nat_gateways.chunks(CHUNK) {
-        let found = all_pages(|token| async move {
+        },
+    )
+    .await?;
+    chunked(
+        "ec2.DescribeNatGateways",
+        nat_gateways,
+        &mut out,
+        |ids, token| async move {
             let page = call("ec2.DescribeNatGateways", || {
                 c.ec2
                     .describe_nat_gateways()
@@ -190,7 +215,6 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                     .send()
             })
             .await?;
-            pages.fetch_add(1, Ordering::Relaxed);
             let found = page.nat_gateways().iter().filter_map(|n| {
                 use aws_sdk_ec2::types::NatGatewayState as S;
                 let described = Described {
@@ -201,11 +225,8 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
                 Some((n.nat_gateway_id()?.to_string(), described))
             });
             Ok((found.collect(), page.next_token().map(str::to_string)))
-        })
-        .await?;
-        *out.calls.entry("ec2.DescribeNatGateways").or_default() +=
-            pages.swap(0, Ordering::Relaxed);
-        out.by_id.extend(found);
-    }
+        },
+    )
+    .await?;
     Ok(out)
 }
