@@ -59,7 +59,6 @@ async fn an_undecodable_awscluster_is_reported_and_the_others_are_still_served()
         format!("{}-bad", scope.name),
         format!("{}-good", scope.name),
     );
-    let labels = |cluster: &str| serde_json::json!({"cluster.x-k8s.io/cluster-name": cluster});
     let bad_labels = |cluster: &str| {
         serde_json::json!({
             "cluster.x-k8s.io/cluster-name": cluster,
@@ -78,15 +77,10 @@ async fn an_undecodable_awscluster_is_reported_and_the_others_are_still_served()
         }),
     )
     .await;
-    create(
-        &api,
-        serde_json::json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSCluster",
-            "metadata": {"name": good, "labels": labels(&good)},
-            "spec": {"region": "us-east-1"},
-        }),
-    )
-    .await;
+    // The good one as Cluster API makes it: owned by its Cluster, which references it (without
+    // that proof its teardown would be held, not released).
+    support::capa::aws_cluster(&c, &ns, &good, &[]).await;
+    let good = support::capa::infra_name(&good);
 
     let gc = Sweeper::start_scoped(&scope, &GATES).await;
     assert!(

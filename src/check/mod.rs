@@ -21,6 +21,7 @@ pub mod aws;
 pub mod capa;
 pub mod crds;
 pub mod kube_gc;
+pub mod names;
 pub mod rbac;
 pub mod state;
 #[cfg(test)]
@@ -270,6 +271,9 @@ pub async fn run(
     }
     if wanted.contains(&Preflight::Aws) {
         lines.extend(aws::check(client, cfg, aws).await);
+    }
+    if cfg.enabled("external") {
+        lines.extend(names::check(client).await);
     }
     if wanted.contains(&Preflight::KubeGc) {
         lines.extend(kube_gc::check(client, cfg).await);

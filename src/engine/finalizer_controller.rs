@@ -66,6 +66,10 @@ pub enum Pass {
     /// Nothing: the finalizer may go. `note` goes into the completion Event (the duration is
     /// appended).
     Done { note: String },
+    /// Nothing was torn down and nothing will be by this collector: the finalizer goes anyway so
+    /// the deletion is not held (a dry run that finds a finalizer a live run added). Not counted
+    /// as a completed teardown; `reason` and `note` make the Event.
+    Release { reason: &'static str, note: String },
     /// Work is left: the phase and detail for `sweeper status`, and when to look again.
     Left {
         phase: String,
@@ -322,6 +326,21 @@ where
             } => {
                 self.registry.update(self.collector, &label, phase, detail);
                 Ok(Action::requeue(after))
+            }
+            Pass::Release { reason, note } => {
+                if self.let_go(obj).await? {
+                    tracing::info!(%reason, %note, "finalizer released without a teardown");
+                    self.events
+                        .emit(&obj.object_ref(&()), EventType::Normal, reason, note)
+                        .await;
+                } else {
+                    // Not ours to release (a dry run planning a deletion it never held): the
+                    // registry entry `begin` made goes, so `sweeper status` shows no teardown.
+                    if self.registry.finish(self.collector, &label).is_some() {
+                        self.metrics.in_progress.dec();
+                    }
+                }
+                Ok(Action::await_change())
             }
             Pass::Done { note } => {
                 finalizer::remove(&self.reconciler.api(obj), obj, self.reconciler.finalizer())

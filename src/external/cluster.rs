@@ -4,10 +4,21 @@
 //! Cluster's name, in the tags of everything CAPA itself creates
 //! (`sigs.k8s.io/cluster-api-provider-aws/cluster/<name>`: network, bastion, its groups); and
 //! `KubernetesClusterName()`, which the cloud provider (and CAPA's gc after it) puts in
-//! `kubernetes.io/cluster/<name>`. For an AWSCluster both are the owning Cluster's name (label
-//! `cluster.x-k8s.io/cluster-name`, else the owner reference to a `Cluster`); for an
+//! `kubernetes.io/cluster/<name>`. For an AWSCluster both are the owning Cluster's name; for an
 //! AWSManagedControlPlane the second is `spec.eksClusterName` (CAPA's default
 //! `<namespace>_<name>`).
+//!
+//! **Whose cluster.** The name decides what is deleted, with the controller's credentials, in a
+//! management cluster many teams share, so it comes only from what CAPA itself trusts: the owner
+//! reference to a `cluster.x-k8s.io` Cluster (CAPA's `util.GetOwnerCluster`; CAPA does nothing for
+//! an object without one). The label `cluster.x-k8s.io/cluster-name`, which anyone who may edit
+//! the object can set, is never the source: where present it must agree. Before anything is
+//! deleted the owner is proven ([`Owning::proof`]): that Cluster, read in the object's namespace,
+//! names this object in `spec.infrastructureRef` (AWSCluster) or `spec.controlPlaneRef`
+//! (AWSManagedControlPlane). Cluster API's Cluster controller deletes the infrastructure and
+//! control plane objects first and keeps the Cluster (its own finalizer) until they are gone, so a
+//! legitimate teardown always finds it; `clusterctl move` marks what it deletes
+//! (contract.rs), which releases before any proof is asked.
 
 use super::annotations::{CAPA_TASKS_ANNOTATION, GC_ANNOTATION, SWEEPER_TASKS_ANNOTATION};
 use super::capi::{self, Capi, CapiError};
@@ -22,12 +33,31 @@ pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
 pub enum ClusterNameError {
     #[error(
-        "{kind} {namespace}/{name}: no owning Cluster (neither label {CLUSTER_NAME_LABEL} nor an owner reference to a cluster.x-k8s.io Cluster)"
+        "{kind} {namespace}/{name}: no owning Cluster (no owner reference to a cluster.x-k8s.io Cluster; the label {CLUSTER_NAME_LABEL} alone is not proof of a cluster's name)"
     )]
     NoOwner {
         kind: &'static str,
         namespace: String,
         name: String,
+    },
+    #[error(
+        "{kind} {namespace}/{name}: owner references name more than one cluster.x-k8s.io Cluster ({names}); which cluster it is cannot be told"
+    )]
+    SeveralOwners {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        names: String,
+    },
+    #[error(
+        "{kind} {namespace}/{name}: label {CLUSTER_NAME_LABEL}={label:?} disagrees with its owner Cluster {owner:?}; fix or remove the label"
+    )]
+    LabelDisagrees {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        label: String,
+        owner: String,
     },
     #[error(
         "AWSManagedControlPlane {namespace}/{name}: spec.eksClusterName is not set (CAPA's defaulting webhook fills it)"
@@ -73,16 +103,42 @@ impl ClusterNames {
     }
 }
 
-/// The owning Cluster's name, validated.
+/// The owning Cluster's name, validated: the one Cluster the owner references name, which the
+/// label, where present, must agree with.
 fn capi_name<K: ResourceExt>(o: &K, kind: &'static str) -> Result<String, ClusterNameError> {
-    match owning_cluster(o) {
-        Some(n) => validate(&n),
-        None => Err(ClusterNameError::NoOwner {
+    let namespace = o.namespace().unwrap_or_default();
+    let name = o.name_any();
+    let owners = owner_clusters(o);
+    let owner = match owners.as_slice() {
+        [] => {
+            return Err(ClusterNameError::NoOwner {
+                kind,
+                namespace,
+                name,
+            });
+        }
+        [one] => one.clone(),
+        several => {
+            return Err(ClusterNameError::SeveralOwners {
+                kind,
+                namespace,
+                name,
+                names: several.join(", "),
+            });
+        }
+    };
+    if let Some(label) = o.labels().get(CLUSTER_NAME_LABEL)
+        && *label != owner
+    {
+        return Err(ClusterNameError::LabelDisagrees {
             kind,
-            namespace: o.namespace().unwrap_or_default(),
-            name: o.name_any(),
-        }),
+            namespace,
+            name,
+            label: label.clone(),
+            owner,
+        });
     }
+    validate(&owner)
 }
 
 pub fn for_aws_cluster(c: &AWSCluster) -> Result<ClusterNames, ClusterNameError> {
@@ -175,16 +231,52 @@ pub async fn gc_target(
     Ok((ar, name))
 }
 
-/// The CAPI Cluster an object belongs to: label `cluster.x-k8s.io/cluster-name`, else its owner
-/// reference to a cluster.x-k8s.io Cluster.
-pub fn owning_cluster<K: ResourceExt>(o: &K) -> Option<String> {
-    if let Some(n) = o.labels().get(CLUSTER_NAME_LABEL) {
-        return Some(n.clone());
+/// The distinct names of the cluster.x-k8s.io Clusters among `o`'s owner references, in order.
+fn owner_clusters<K: ResourceExt>(o: &K) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for r in o.owner_references() {
+        if r.kind == "Cluster"
+            && r.api_version.starts_with("cluster.x-k8s.io/")
+            && !names.contains(&r.name)
+        {
+            names.push(r.name.clone());
+        }
     }
-    o.owner_references()
-        .iter()
-        .find(|r| r.kind == "Cluster" && r.api_version.starts_with("cluster.x-k8s.io/"))
-        .map(|r| r.name.clone())
+    names
+}
+
+/// The CAPI Cluster an object belongs to: its owner reference to a cluster.x-k8s.io Cluster (the
+/// first, when several; [`ClusterNames`] refuses several). Never the label: see the module doc.
+pub fn owning_cluster<K: ResourceExt>(o: &K) -> Option<String> {
+    owner_clusters(o).into_iter().next()
+}
+
+/// Whether the Cluster's refs name the object `kind`/`name` as CAPA's kind for it: the
+/// infrastructure ref for an AWSCluster, the control plane ref for an AWSManagedControlPlane. A
+/// ref that names a group must name the kind's own. Pure.
+pub fn references(refs: &capi::ClusterRefs, kind: &str, name: &str) -> bool {
+    let r = match kind {
+        "AWSCluster" => refs.infrastructure_ref.as_ref(),
+        "AWSManagedControlPlane" => refs.control_plane_ref.as_ref(),
+        _ => None,
+    };
+    r.is_some_and(|r| {
+        r.kind.as_deref() == Some(kind)
+            && r.name.as_deref() == Some(name)
+            && capi::ref_group_version(r)
+                .is_none_or(|(group, _)| Some(group.as_str()) == capi::known_group(kind))
+    })
+}
+
+/// What one Cluster reference names, for messages.
+fn shown(r: Option<&ObjectRef>) -> String {
+    r.map_or("nothing".into(), |r| {
+        format!(
+            "{} {}",
+            r.kind.as_deref().unwrap_or("?"),
+            r.name.as_deref().unwrap_or("?")
+        )
+    })
 }
 
 /// An object's owning Cluster, read once for one reconcile: Cluster API's contract and, on EKS,
@@ -217,6 +309,42 @@ impl Owning {
         }
     }
 
+    /// Whether the owner is proven for the object `kind`/`name` (see the module doc): `Err` says
+    /// why not, for the object's condition.
+    pub fn proof(&self, kind: &str, name: &str) -> Result<(), String> {
+        let Owning::Read {
+            namespace,
+            name: cluster,
+            read,
+        } = self
+        else {
+            return Err(format!(
+                "no owner reference to a cluster.x-k8s.io Cluster (a {CLUSTER_NAME_LABEL} label alone proves nothing)"
+            ));
+        };
+        match read.as_ref() {
+            Ok(Some(refs)) if references(refs, kind, name) => Ok(()),
+            Ok(Some(refs)) => {
+                let r = if kind == "AWSManagedControlPlane" {
+                    ("spec.controlPlaneRef", refs.control_plane_ref.as_ref())
+                } else {
+                    ("spec.infrastructureRef", refs.infrastructure_ref.as_ref())
+                };
+                Err(format!(
+                    "its owner Cluster {namespace}/{cluster} does not reference it ({} names {})",
+                    r.0,
+                    shown(r.1)
+                ))
+            }
+            Ok(None) => Err(format!(
+                "its owner Cluster {namespace}/{cluster} does not exist (Cluster API keeps the Cluster until its infrastructure is gone; without it nothing proves whose resources these are)"
+            )),
+            Err(e) => Err(format!(
+                "its owner Cluster {namespace}/{cluster} cannot be read: {e}"
+            )),
+        }
+    }
+
     /// The owning Cluster as Cluster API's contract needs it (see contract.rs): paused or not,
     /// gone, or unreadable. Not-found is `Gone`; any other failure is `Unreadable`, and the caller
     /// fails closed.
@@ -240,11 +368,6 @@ impl Owning {
             },
         }
     }
-}
-
-/// The owning Cluster as Cluster API's contract needs it (see [`Owning::state`]), read now.
-pub async fn cluster_state<K: ResourceExt>(client: &Client, o: &K) -> ClusterState {
-    Owning::read(&Capi::new(client.clone()), o).await.state()
 }
 
 /// Another object's label and annotations.

@@ -182,7 +182,14 @@ fn picks<K: GcKind>(
 #[derive(Default)]
 pub struct Admitted {
     linked: Option<Option<LinkedAnnotations>>,
+    /// Whether the owning Cluster proves the object's name (`None`: not read; validation reads
+    /// it at deletion). See cluster.rs, "Whose cluster".
+    proof: Option<Result<(), String>>,
 }
+
+/// A deletion whose owner is not proven looks again this often (the Cluster may be restored,
+/// or an administrator releases it).
+const UNPROVEN_RETRY: Duration = Duration::from_secs(30);
 
 /// What a valid object's teardown needs.
 pub struct ClusterInput {
@@ -241,6 +248,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
         stage: Stage,
         admitted: Admitted,
     ) -> Result<Checked<ClusterInput>, ExternalError> {
+        let proof = admitted.proof;
         let read = match admitted.linked {
             Some(linked) => Ok(linked),
             None => o.linked_switches(&self.ctx.capi, None).await,
@@ -274,8 +282,39 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
             }
         };
         let parsed = annotations::settings_of(o.annotations(), linked.as_ref());
+        // A live object without its owner reference yet is normal (Cluster API's Cluster
+        // controller adds it after the object is created): nothing is at stake, nothing to say.
+        // At deletion, no owner is no proof: held as an unproven owner, not as a typo.
+        if parsed.is_ok()
+            && let Err(cluster::ClusterNameError::NoOwner { .. }) = o.names()
+        {
+            if stage == Stage::Cleanup {
+                let why = cluster::Owning::NoOwner.proof(&K::kind(&()), &o.name_any());
+                return self.unproven(o, &why.err().unwrap_or_default()).await;
+            }
+            tracing::debug!("no owner Cluster yet; checked again when it changes");
+            return Ok(Checked::Invalid {
+                release: false,
+                retry: None,
+            });
+        }
         match (parsed, o.names().map_err(|e| e.to_string())) {
-            (Ok(settings), Ok(names)) => Ok(Checked::Valid(ClusterInput { settings, names })),
+            (Ok(settings), Ok(names)) => {
+                // Whose cluster: before anything can be deleted, the owner Cluster must name
+                // this object (cluster.rs). Checked after the input, so bad input is said first.
+                if stage == Stage::Cleanup {
+                    let proof = match proof {
+                        Some(p) => p,
+                        None => cluster::Owning::read(&self.ctx.capi, o)
+                            .await
+                            .proof(&K::kind(&()), &o.name_any()),
+                    };
+                    if let Err(why) = proof {
+                        return self.unproven(o, &why).await;
+                    }
+                }
+                Ok(Checked::Valid(ClusterInput { settings, names }))
+            }
             (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(error = %e, "invalid GC configuration: nothing is deleted until it is fixed");
                 let want = Desired::not_done(Severity::Error, "InvalidConfiguration", &e);
@@ -365,6 +404,20 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
             }
         };
         self.ctx.accepted(&uid);
+        if let Some(held) = self.collision(o, &names, &session.scope).await? {
+            if self.ctx.dry_run
+                && let Pass::Left { detail, .. } = &held
+                && o.finalizers().iter().any(|f| f == FINALIZER)
+            {
+                return Ok(Pass::Release {
+                    reason: "DryRunReleased",
+                    note: format!(
+                        "dry run: nothing deleted; finalizer {FINALIZER} released so the deletion is not held ({detail})"
+                    ),
+                });
+            }
+            return Ok(held);
+        }
         let place = session.describe();
         let req = request::pass_request(&names, ObjectFacts::of(o), &settings, self.ctx.mode());
         // A bad owner id holds nothing: its records are only reported, and it is said with this
@@ -453,6 +506,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
 const COLLECTOR: &str = "external";
 
 mod admission;
+mod collision;
 mod ctx;
 mod kind;
 mod report;

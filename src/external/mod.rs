@@ -5,6 +5,7 @@
 pub mod annotations;
 pub mod audit;
 pub mod capi;
+pub mod claims;
 pub mod cluster;
 pub mod cluster_watch;
 pub mod collector;

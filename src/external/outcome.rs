@@ -392,7 +392,7 @@ mod tests {
                     "phase 1 deleted: look again soon"
                 );
             }
-            Pass::Done { .. } => panic!("not done"),
+            Pass::Done { .. } | Pass::Release { .. } => panic!("not done"),
         }
 
         p2.errors.push("load-balancer lb-1: AccessDenied".into());

@@ -3,6 +3,8 @@
 //! the same request builder (request.rs).
 
 use super::annotations;
+use super::capi::Capi;
+use super::claims;
 use super::cluster;
 use super::collector::GcKind;
 use super::contract::{self, ClusterState, Decision, Subject};
@@ -26,6 +28,10 @@ struct Target {
     linked: Option<cluster::LinkedAnnotations>,
     /// The owning Cluster, for Cluster API's contract (paused or not).
     cluster: ClusterState,
+    /// Whether the owner Cluster proves the object's name (cluster.rs, "Whose cluster").
+    proof: Result<(), String>,
+    /// What the object claims, for the name-collision check.
+    claim: claims::Claim,
 }
 
 impl Target {
@@ -36,8 +42,12 @@ impl Target {
             .await
             .map_err(|e| e.to_string())?;
         let (region, identity_ref) = o.placement();
-        let cluster = cluster::cluster_state(client, &o).await;
+        let owning = cluster::Owning::read(&Capi::new(client.clone()), &o).await;
+        let cluster = owning.state();
+        let proof = owning.proof(&K::kind(&()), &o.name_any());
         Ok(Target {
+            proof,
+            claim: claims::Claim::of(&o),
             names: o.names().map_err(|e| e.to_string())?,
             object: ObjectFacts::of(&o),
             region: region.map(str::to_string),
@@ -67,6 +77,8 @@ pub async fn plan(
         annotations: ann,
         linked,
         cluster: state,
+        proof,
+        claim,
     } = t;
     // Cluster API's contract first, as the controller applies it: what a teardown would do now.
     let label = crate::engine::meta::object_label(&ar.kind, Some(namespace), &target);
@@ -118,6 +130,24 @@ pub async fn plan(
         session.caller,
     );
     out.push_str(&contract_line);
+    match &proof {
+        Ok(()) => out.push_str(&format!(
+            "whose cluster: proven (owner Cluster {namespace}/{name} references {target})\n"
+        )),
+        Err(why) => out.push_str(&format!(
+            "whose cluster: NOT proven: {why}; a teardown deletes nothing until it is\n"
+        )),
+    }
+    match claims::clashing(client, capa_namespace, sessions, &claim, &session.scope).await {
+        Ok(found) if found.is_empty() => {}
+        Ok(found) => out.push_str(&format!(
+            "name collision: also claimed by {}; a teardown deletes nothing until only one object claims the name\n",
+            found.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>().join("; ")
+        )),
+        Err(e) => out.push_str(&format!(
+            "name collision: cannot be checked ({e}); a teardown deletes nothing until it can\n"
+        )),
+    }
     if let Some((label, _)) = &linked {
         out.push_str(&format!(
             "GC annotations read from the control plane and from {label} (clusterawsadm writes there)\n"

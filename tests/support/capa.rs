@@ -174,32 +174,15 @@ pub fn infra_name(cluster: &str) -> String {
 }
 
 /// A minimal AWSCluster (sweeper's own type, on the CRDs `install_sweeper_crds` installs, not
-/// CAPA's template) for CAPI cluster `cluster` in `ns`: named [`infra_name`], labelled with its
-/// cluster, with `annotations`; plus the Cluster pointing at it. Returns the AWSCluster API.
+/// CAPA's template) for CAPI cluster `cluster` in `ns`: named [`infra_name`], owned by its
+/// Cluster (created first, pointing at it) and labelled as Cluster API does, with `annotations`.
+/// Returns the AWSCluster API.
 pub async fn aws_cluster(
     c: &Client,
     ns: &str,
     cluster: &str,
     annotations: &[(&str, &str)],
 ) -> Api<AWSCluster> {
-    let api: Api<AWSCluster> = Api::namespaced(c.clone(), ns);
-    let mut ac = AWSCluster::new(&infra_name(cluster), Default::default());
-    ac.metadata.labels = Some(
-        [(
-            "cluster.x-k8s.io/cluster-name".to_string(),
-            cluster.to_string(),
-        )]
-        .into(),
-    );
-    ac.metadata.annotations = Some(
-        annotations
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
-    api.create(&PostParams::default(), &ac)
-        .await
-        .expect("create AWSCluster");
     let cl = Cluster::new(
         cluster,
         ClusterSpec {
@@ -214,11 +197,44 @@ pub async fn aws_cluster(
             paused: None,
         },
     );
-    Api::<Cluster>::namespaced(c.clone(), ns)
+    let cl = Api::<Cluster>::namespaced(c.clone(), ns)
         .create(&PostParams::default(), &cl)
         .await
         .expect("create Cluster");
+    let api: Api<AWSCluster> = Api::namespaced(c.clone(), ns);
+    let mut ac = AWSCluster::new(&infra_name(cluster), Default::default());
+    ac.metadata.labels = Some(
+        [(
+            "cluster.x-k8s.io/cluster-name".to_string(),
+            cluster.to_string(),
+        )]
+        .into(),
+    );
+    ac.metadata.owner_references = Some(vec![owner_reference(&cl)]);
+    ac.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    api.create(&PostParams::default(), &ac)
+        .await
+        .expect("create AWSCluster");
     api
+}
+
+/// The owner reference Cluster API's Cluster controller puts on the objects it owns.
+pub fn owner_reference(
+    cluster: &Cluster,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "cluster.x-k8s.io/v1beta1".into(),
+        kind: "Cluster".into(),
+        name: cluster.name_any(),
+        uid: cluster.uid().expect("a created Cluster has a uid"),
+        controller: Some(false),
+        block_owner_deletion: Some(true),
+    }
 }
 
 /// Every entry of the external collector's audit records of `cluster` in `ns`: wherever the

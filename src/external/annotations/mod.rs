@@ -1,6 +1,9 @@
 //! The per-cluster switches, with CAPA's names kept exactly:
-//! - `aws.cluster.x-k8s.io/external-resource-gc`: absent or "true" = collect external resources
-//!   (phase 2), "false" = opt out (phases 1 and 3 still run). Anything else is an error.
+//! - `aws.cluster.x-k8s.io/external-resource-gc`: absent or true = collect external resources
+//!   (phase 2), false = opt out (phases 1 and 3 still run), in the grammar CAPA reads it with
+//!   (Go's `strconv.ParseBool`, pkg/cloud/services/gc/cleanup.go: `1 t T TRUE true True`,
+//!   `0 f F FALSE false False`), so a value means to sweeper what it means to CAPA. Anything else is
+//!   an error, as it is for CAPA.
 //! - the phase-2 tasks: sweeper's own `sweeper.dev/gc-tasks` (any of sweeper's task names) and
 //!   CAPA's `aws.cluster.x-k8s.io/external-resource-tasks-gc` (CAPA's three names only, as CAPA's
 //!   webhook and gc require; another name there is an error). Absent both: every task but the
@@ -32,7 +35,9 @@ pub const DNS_OWNER_ANNOTATION: &str = "sweeper.dev/external-dns-owner-id";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
 pub enum AnnotationError {
-    #[error("annotation {GC_ANNOTATION} has value {0:?}: use \"true\" or \"false\"")]
+    #[error(
+        "annotation {GC_ANNOTATION} has value {0:?}: use \"true\" or \"false\" (CAPA reads it with Go's strconv.ParseBool: also 1, t, T, TRUE, True, 0, f, F, FALSE, False)"
+    )]
     BadSwitch(String),
     /// In sweeper's annotation the known names come from the registered phase-2 cleaners
     /// (`GcTask`'s parser), so a new cleaner's task is accepted there without touching this
@@ -149,10 +154,9 @@ pub struct GcSettings {
 }
 
 pub fn parse(annotations: &BTreeMap<String, String>) -> Result<GcSettings, AnnotationError> {
-    let external_gc = match annotations.get(GC_ANNOTATION).map(|v| v.as_str()) {
-        None | Some("true") => true,
-        Some("false") => false,
-        Some(other) => return Err(AnnotationError::BadSwitch(other.to_string())),
+    let external_gc = match annotations.get(GC_ANNOTATION) {
+        None => true,
+        Some(v) => parse_bool(v).ok_or_else(|| AnnotationError::BadSwitch(v.clone()))?,
     };
     let tasks = tasks::object_tasks(
         annotations.get(CAPA_TASKS_ANNOTATION).map(String::as_str),
@@ -171,6 +175,16 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<GcSettings, Annot
         tasks: tasks.tasks,
         dns_owner: dns_owner(annotations),
     })
+}
+
+/// Go's `strconv.ParseBool`, which CAPA reads the gc switch with: exactly these spellings, no
+/// trimming (`" true"` is an error there too).
+pub fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 /// The settings of an EKS cluster, whose switches may sit on two objects: the

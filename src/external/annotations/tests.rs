@@ -26,19 +26,33 @@ fn absent_means_collect_everything() {
     );
 }
 
+/// Every spelling Go's strconv.ParseBool accepts means to sweeper what it means to CAPA.
 #[test]
-fn false_opts_out_of_phase_two() {
-    assert!(
-        !parse(&ann(&[(GC_ANNOTATION, "false")]))
-            .unwrap()
-            .external_gc
-    );
-    assert!(parse(&ann(&[(GC_ANNOTATION, "true")])).unwrap().external_gc);
+fn every_parse_bool_spelling_opts_in_or_out_as_capa_reads_it() {
+    let table = [
+        ("1", true),
+        ("t", true),
+        ("T", true),
+        ("TRUE", true),
+        ("true", true),
+        ("True", true),
+        ("0", false),
+        ("f", false),
+        ("F", false),
+        ("FALSE", false),
+        ("false", false),
+        ("False", false),
+    ];
+    for (value, collect) in table {
+        let got = parse(&ann(&[(GC_ANNOTATION, value)])).unwrap();
+        assert_eq!(got.external_gc, collect, "{value:?}");
+    }
 }
 
 #[test]
 fn any_other_switch_value_is_an_error_naming_it() {
-    for bad in ["False", "yes", "", "1"] {
+    // What ParseBool refuses: CAPA refuses it too (its gc returns the parse error).
+    for bad in ["yes", "", "no", "tRUE", " true", "2", "on"] {
         let e = parse(&ann(&[(GC_ANNOTATION, bad)])).unwrap_err();
         assert_eq!(e, AnnotationError::BadSwitch(bad.into()));
         assert!(e.to_string().contains(&format!("{bad:?}")));

@@ -40,6 +40,7 @@ impl<K: GcKind> KindReconciler<K> {
             // AWSManagedCluster's opt-out is; validation is handed what was read.
             let owning = Owning::read(&self.ctx.capi, o).await;
             let mut state = owning.state();
+            admitted.proof = Some(owning.proof(&K::kind(&()), &o.name_any()));
             let linked = match o.linked_switches(&self.ctx.capi, Some(owning)).await {
                 Ok(l) => {
                     admitted.linked = Some(l.clone());

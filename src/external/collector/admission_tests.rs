@@ -41,6 +41,8 @@ fn object(annotations: Value, finalizers: &[&str], deleting: bool) -> Value {
             "annotations": annotations,
             "finalizers": finalizers,
             "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                 "name": "c1", "uid": "u-cluster"}],
         },
         "spec": {"region": "us-east-1"},
     });
@@ -73,7 +75,9 @@ fn expect_condition_and_event(server: &MockApi, obj: &Value) {
 fn capi_cluster(paused: bool) -> Value {
     json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
            "metadata": {"name": "c1", "namespace": "ns", "uid": "u-cluster"},
-           "spec": {"paused": paused}})
+           "spec": {"paused": paused,
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                          "kind": "AWSCluster", "name": "c1"}}})
 }
 
 async fn reconcile(ctx: ExternalCtx, obj: Value) -> (Action, TeardownRegistry) {

@@ -25,6 +25,8 @@ fn control_plane() -> Value {
             "finalizers": [FINALIZER],
             "deletionTimestamp": "2026-01-01T00:00:00Z",
             "labels": {"cluster.x-k8s.io/cluster-name": "ek1"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                 "name": "ek1", "uid": "u-cluster"}],
         },
         "spec": {"eksClusterName": "ns_ek1", "region": "us-east-1"},
     })

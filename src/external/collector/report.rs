@@ -1,7 +1,7 @@
 //! How a pass is told on the object: our condition, Warning Events, a refused identity's
 //! backoff, a dry run's plan, and the audit record of what was deleted in AWS.
 
-use super::{ExternalError, GcKind, KindReconciler};
+use super::{ExternalError, FINALIZER, GcKind, KindReconciler};
 use crate::engine::finalizer_controller::Pass;
 use crate::external::cluster::ClusterNames;
 use crate::external::conditions::{self, Desired, Severity};
@@ -9,7 +9,7 @@ use crate::external::metrics::ExternalMetrics;
 use crate::external::outcome::dry_run_summary;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::EventType;
-use kube::{Api, Resource};
+use kube::{Api, Resource, ResourceExt};
 use std::time::Duration;
 use sweeper_aws::phases::PassReport;
 
@@ -115,6 +115,17 @@ impl<K: GcKind> KindReconciler<K> {
             if let Some(p) = problem {
                 self.warn(o, "InvalidConfiguration", p.to_string()).await;
             }
+        }
+        // A finalizer a live run added before the switch to dry run: the plan is reported and the
+        // finalizer goes, so handing garbage collection back (sweeper to dry run, then CAPA's gate
+        // on) never leaves a deletion hanging on a collector that will not delete.
+        if o.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(Pass::Release {
+                reason: "DryRunReleased",
+                note: format!(
+                    "dry run: nothing deleted; finalizer {FINALIZER} released so the deletion is not held. Plan: {message}"
+                ),
+            });
         }
         Ok(Pass::Left {
             phase: "DryRun".into(),

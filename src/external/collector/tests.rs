@@ -102,10 +102,7 @@ async fn the_opt_out_annotation_is_valid_and_turns_external_gc_off_without_a_cal
         true,
     );
 
-    let checked = t
-        .validate(&c, Stage::Cleanup, Admitted::default())
-        .await
-        .unwrap();
+    let checked = t.validate(&c, Stage::Cleanup, proven()).await.unwrap();
 
     let Checked::Valid(input) = checked else {
         panic!("the opt-out is valid input")
@@ -253,16 +250,11 @@ async fn a_malformed_switch_already_reported_is_not_reported_again() {
         true,
     );
     expect_report(&server, &reported);
-    t.validate(&c, Stage::Cleanup, Admitted::default())
-        .await
-        .unwrap();
+    t.validate(&c, Stage::Cleanup, proven()).await.unwrap();
     reported["status"] = server.calls()[1].body["status"].clone();
     server.expect(Method::GET, CLUSTER).respond(200, reported);
 
-    let again = t
-        .validate(&c, Stage::Cleanup, Admitted::default())
-        .await
-        .unwrap();
+    let again = t.validate(&c, Stage::Cleanup, proven()).await.unwrap();
 
     assert!(matches!(again, Checked::Invalid { release: false, .. }));
     let calls = server.finish();
@@ -336,7 +328,7 @@ async fn a_missing_identity_refuses_the_teardown_keeps_the_finalizer_and_says_wh
     let (client, server) = MockApi::new();
     let mut json = cluster_json(json!({}), &[FINALIZER], true);
     json["spec"]["identityRef"] = json!({"kind": "AWSClusterStaticIdentity", "name": "missing"});
-    no_capi(&server);
+    proven_cluster(&server);
     server
         .expect(
             Method::GET,
@@ -355,11 +347,12 @@ async fn a_missing_identity_refuses_the_teardown_keeps_the_finalizer_and_says_wh
             .any(|c| c.method == Method::PATCH && c.path == CLUSTER),
         "no finalizer patch: {calls:?}"
     );
+    // Discovery, the Cluster (the owner proven), the identity, then the report.
     assert_eq!(
-        calls[3].body["status"]["conditions"][0]["reason"],
+        calls[5].body["status"]["conditions"][0]["reason"],
         "IdentityNotFound"
     );
-    assert_eq!(calls[4].body["reason"], "IdentityNotFound");
+    assert_eq!(calls[6].body["reason"], "IdentityNotFound");
     assert_eq!(
         action,
         kube::runtime::controller::Action::requeue(Duration::from_secs(5)),
@@ -383,11 +376,7 @@ async fn a_bad_external_dns_owner_id_holds_nothing_and_deletes_no_record() {
             &[FINALIZER],
             true,
         );
-        let Checked::Valid(input) = t
-            .validate(&c, Stage::Cleanup, Admitted::default())
-            .await
-            .unwrap()
-        else {
+        let Checked::Valid(input) = t.validate(&c, Stage::Cleanup, proven()).await.unwrap() else {
             panic!("{bad:?}: a bad owner id must not block the teardown")
         };
         assert_eq!(
@@ -409,7 +398,7 @@ async fn a_bad_external_dns_owner_id_holds_nothing_and_deletes_no_record() {
         true,
     );
     json["spec"]["identityRef"] = json!({"kind": "AWSClusterStaticIdentity", "name": "missing"});
-    no_capi(&server);
+    proven_cluster(&server);
     server
         .expect(
             Method::GET,
@@ -423,7 +412,7 @@ async fn a_bad_external_dns_owner_id_holds_nothing_and_deletes_no_record() {
 
     let calls = server.finish();
     assert_eq!(
-        calls[3].body["status"]["conditions"][0]["reason"], "IdentityNotFound",
+        calls[5].body["status"]["conditions"][0]["reason"], "IdentityNotFound",
         "the teardown went on past the bad annotation: {calls:?}"
     );
 }
@@ -462,6 +451,8 @@ fn control_plane(annotations: Value, status: Value) -> AWSManagedControlPlane {
             "name": "cp", "namespace": "ns", "uid": "u-cp", "resourceVersion": "5",
             "annotations": annotations,
             "labels": {"cluster.x-k8s.io/cluster-name": "ek1"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                 "name": "ek1", "uid": "u-ek1"}],
         },
         "spec": {"eksClusterName": "ns_ek1"},
         "status": status,
@@ -539,4 +530,30 @@ async fn a_paused_or_moving_control_plane_gets_no_issuer_write() {
         t.live(&cp, input).await.unwrap();
         assert!(server.finish().is_empty(), "{annotations}: no write");
     }
+}
+
+/// What the admission hands on when the owner Cluster proved the object's name.
+fn proven() -> Admitted {
+    Admitted {
+        linked: None,
+        proof: Some(Ok(())),
+    }
+}
+
+/// Cluster API served at v1beta2 (discovery read once) and the Cluster ns/c1 referencing the
+/// AWSCluster c1: the owner proves the name, so the deletion goes on past validation.
+fn proven_cluster(server: &MockApi) {
+    crate::external::capi::mocked::discovery(server, &["v1beta2"], false);
+    server
+        .expect(
+            Method::GET,
+            "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/clusters/c1",
+        )
+        .respond(
+            200,
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                   "metadata": {"name": "c1", "namespace": "ns", "uid": "u-cluster"},
+                   "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                                  "kind": "AWSCluster", "name": "c1"}}}),
+        );
 }

@@ -65,6 +65,10 @@ fn names_of<K: GcKind>(o: &DynamicObject, live: &mut LiveObjects) {
             // CAPA never tags with the object's own name; it counts as live anyway, as the
             // cheapest guard against a name read wrongly.
             live.names.insert(typed.name_any());
+            // The label is no proof of a name (cluster.rs), but a name it carries might be live:
+            // here a wrong guess only keeps something.
+            live.names
+                .extend(typed.labels().get(CLUSTER_NAME_LABEL).cloned());
             match typed.names() {
                 Ok(n) => {
                     live.names.insert(n.capi);
