@@ -7,6 +7,8 @@ mod account_throttle;
 mod baseline;
 pub mod build;
 pub mod iam;
+#[cfg(test)]
+mod iam_scope;
 pub mod leaks;
 pub mod localstack;
 pub mod probe;
