@@ -139,6 +139,11 @@ pub struct TeardownArgs {
     /// With `--from-scan`: every candidate of the file (narrowed by `--region`).
     #[arg(long, requires = "from_scan")]
     pub all: bool,
+    /// Phase-2 tasks to run besides the default set, with the grammar of `sweeper.dev/gc-tasks`
+    /// (comma-separated task names; repeatable), e.g. the opt-ins `ebs-volume`, `ebs-snapshot`,
+    /// `eks-log-group` that `sweeper scan` prices apart. Without it: the default set.
+    #[arg(long = "gc-task", value_name = "TASKS")]
+    pub gc_tasks: Vec<String>,
     /// Delete. Without it nothing is deleted: the plan is printed and the command stops.
     #[arg(long)]
     pub yes: bool,

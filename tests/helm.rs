@@ -1056,6 +1056,7 @@ fn dashboard_and_alerts_query_only_metrics_sweeper_exports() {
         "SweeperDeleteFailures",
         "SweeperPausedTooLong",
         "SweeperNoLeader",
+        "SweeperScanStale",
     ] {
         assert!(alerts.iter().any(|a| a == want), "alert {want}: {alerts:?}");
     }
@@ -1095,10 +1096,12 @@ fn promtool() -> PathBuf {
     PathBuf::from(path.lines().last().expect("promtool's path").trim())
 }
 
-/// The two alerts that must judge per teardown and see a missing scrape, evaluated by promtool on
-/// sample series: `SweeperTeardownStuck` fires for one teardown older than `teardownStuckFor`,
-/// never for a steady stream of short ones; `SweeperNoLeader` fires when every replica stands by
-/// and when no replica is scraped at all (`absent`), not while one leads.
+/// The alerts that must judge per teardown, see a missing scrape and watch the scheduled scan,
+/// evaluated by promtool on sample series: `SweeperTeardownStuck` fires for one teardown older
+/// than `teardownStuckFor`, never for a steady stream of short ones; `SweeperNoLeader` fires when
+/// every replica stands by and when no replica is scraped at all (`absent`), not while one leads;
+/// `SweeperScanStale` fires when the last success is older than three intervals or the last scan
+/// failed, never while the scan is off.
 #[test]
 #[ignore = "provisions the chart renderer and promtool (Debian packages): run with --run-ignored"]
 fn alerts_fire_on_sample_series_under_promtool() {
@@ -1149,6 +1152,18 @@ fn alerts_fire_on_sample_series_under_promtool() {
         };
         json!({"eval_time": eval, "alertname": "SweeperNoLeader", "exp_alerts": alerts})
     };
+    let scan_stale = |eval: &str, fires: bool| {
+        let alerts = if fires {
+            json!([{"exp_labels": {"severity": "warning", "namespace": "sweeper-system"},
+                    "exp_annotations": annotations("SweeperScanStale")}])
+        } else {
+            json!([])
+        };
+        json!({"eval_time": eval, "alertname": "SweeperScanStale", "exp_alerts": alerts})
+    };
+    let scan = |metric: &str, pod: &str| {
+        format!("sweeper_scan_{metric}{{namespace=\"sweeper-system\",pod=\"{pod}\"}}")
+    };
     let oldest = |pod: &str| {
         format!(
             "sweeper_teardown_oldest_seconds{{namespace=\"sweeper-system\",collector=\"external\",pod=\"{pod}\"}}"
@@ -1179,6 +1194,26 @@ fn alerts_fire_on_sample_series_under_promtool() {
              "input_series": [{"series": leader("a"), "values": "0x30"},
                               {"series": leader("b"), "values": "0x30"}],
              "alert_rule_test": [no_leader("3m", false), no_leader("10m", true)]},
+            // The leak scan every 10 minutes (600 s) on the leader "a", "b" standing by: a
+            // success at 10m is stale after 40m; a failed scan fires at once; off, never.
+            {"interval": "1m",
+             "input_series": [{"series": scan("interval_seconds", "a"), "values": "600x60"},
+                              {"series": scan("interval_seconds", "b"), "values": "0x60"},
+                              {"series": scan("last_success_timestamp_seconds", "a"), "values": "0x9 600x50"},
+                              {"series": scan("last_success_timestamp_seconds", "b"), "values": "0x60"},
+                              {"series": scan("last_failed", "a"), "values": "0x60"},
+                              {"series": scan("last_failed", "b"), "values": "0x60"}],
+             "alert_rule_test": [scan_stale("5m", false), scan_stale("39m", false), scan_stale("41m", true)]},
+            {"interval": "1m",
+             "input_series": [{"series": scan("interval_seconds", "a"), "values": "600x30"},
+                              {"series": scan("last_success_timestamp_seconds", "a"), "values": "0x9 600x20"},
+                              {"series": scan("last_failed", "a"), "values": "0x19 1x10"}],
+             "alert_rule_test": [scan_stale("15m", false), scan_stale("21m", true)]},
+            {"interval": "1m",
+             "input_series": [{"series": scan("interval_seconds", "a"), "values": "0x60"},
+                              {"series": scan("last_success_timestamp_seconds", "a"), "values": "0x60"},
+                              {"series": scan("last_failed", "a"), "values": "0x60"}],
+             "alert_rule_test": [scan_stale("50m", false)]},
             // Nothing scraped at all: only absent() can see it.
             {"interval": "1m",
              "input_series": [{"series": "up{job=\"other\"}", "values": "1x30"}],

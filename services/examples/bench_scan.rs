@@ -23,6 +23,11 @@
 //! key where the scan matches five ownership rules: a lower bound. `baseline_located` is the
 //! same with each name asked only where it is.
 //!
+//! IAM: every live name and the first 30 orphaned names have one Karpenter instance profile in
+//! their account; the scan lists each account's IAM once (`scan::iam`), reading only the profiles
+//! of names not live. `BENCH scan.iam live20=<n> live200=<n>` are those calls, the same whatever
+//! the number of live clusters.
+//!
 //! Every AWS call gets `BENCH_LATENCY_MS` (default 80) of added latency. `BENCH_RUNS` (default 5)
 //! scans of each world, alternating; medians. Prints
 //! `BENCH scan.calls sweeper=<n> baseline=<n> ratio=<baseline/sweeper> unit=calls` (world
@@ -36,12 +41,13 @@ use futures::StreamExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sweeper_aws::phases::AwsClients;
+use sweeper_aws::scan::iam::account_iam;
 use sweeper_aws::scan::{RegionScan, ScanInput, scan_region};
 use sweeper_aws::sdk::aws_config::SdkConfig;
 use sweeper_aws::sdk::eks::operation::list_clusters::ListClustersOutput;
 use sweeper_aws::sdk::tagging::types::TagFilter;
 use sweeper_aws::testing::build::{cloud, fallible, network_in, sg};
-use sweeper_aws::testing::{localstack, with_latency};
+use sweeper_aws::testing::{leaks, localstack, with_latency};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -50,6 +56,8 @@ const ORPHANS: usize = 200;
 /// The live names' security groups, split evenly among them.
 const LIVE_RESOURCES: usize = 400;
 const CREATE_CONCURRENCY: usize = 16;
+/// Orphans that also left a Karpenter instance profile (every live name has one).
+const ORPHAN_PROFILES: usize = 30;
 
 /// One (account, region) of a world.
 #[derive(Clone)]
@@ -133,6 +141,32 @@ async fn world(base: &SdkConfig, prefix: &str, salt: u64, live_names: usize) -> 
             }
         })
         .await;
+    // Karpenter's instance profiles (IAM, listed once per account): one per live name, and
+    // one for each of the first orphans, in the (account, region) of the name.
+    for (p, c) in places.iter().zip(&clients).step_by(REGIONS.len()) {
+        leaks::node_role(c, &format!("{run}-node-{}", p.account)).await;
+    }
+    let profiles: Vec<(usize, String)> = live
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i % places.len(), n.clone()))
+        .chain(
+            orphans
+                .iter()
+                .enumerate()
+                .take(ORPHAN_PROFILES)
+                .map(|(i, n)| (i % places.len(), n.clone())),
+        )
+        .collect();
+    futures::stream::iter(profiles)
+        .for_each_concurrent(CREATE_CONCURRENCY, |(at, name)| {
+            let p = &places_ref[at];
+            let role = format!("{run}-node-{}", p.account);
+            async move {
+                leaks::karpenter_profile(&clients_ref[at], &name, "1", p.region, &role).await;
+            }
+        })
+        .await;
     World {
         places,
         orphans,
@@ -170,7 +204,7 @@ fn clients(base: &SdkConfig, p: &Place, latency: Duration) -> AwsClients {
 
 /// sweeper's scan of every (account, region) at once: its time and its reports.
 async fn sweeper_scan(base: &SdkConfig, w: &World, latency: Duration) -> (f64, Vec<RegionScan>) {
-    let input = ScanInput {
+    let mut input = ScanInput {
         live: w.live.iter().cloned().collect(),
         ..Default::default()
     };
@@ -180,16 +214,32 @@ async fn sweeper_scan(base: &SdkConfig, w: &World, latency: Duration) -> (f64, V
         .map(|p| (p.clone(), clients(base, p, latency)))
         .collect();
     let start = Instant::now();
+    // IAM once per account, as `sweeper scan` lists it (its calls go with the first region's).
+    let firsts: Vec<&(Place, AwsClients)> = all.iter().step_by(REGIONS.len()).collect();
+    let listed = futures::future::join_all(firsts.iter().map(|(p, c)| {
+        let live = &input.live;
+        async move { (p.account.clone(), account_iam(c, live).await) }
+    }))
+    .await;
+    for (account, r) in listed {
+        let iam = r.unwrap_or_else(|e| panic!("IAM of {account}: {e}"));
+        input.iam.insert(account, std::sync::Arc::new(iam));
+    }
     let scans = futures::future::join_all(all.iter().map(|(p, c)| {
         let input = &input;
         async move { scan_region(c, &p.account, p.region, input).await }
     }))
     .await;
     let secs = start.elapsed().as_secs_f64();
-    let scans = scans
+    let mut scans = scans
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .unwrap_or_else(|e| panic!("the scan failed: {e}"));
+    for s in scans.iter_mut().step_by(REGIONS.len()) {
+        if let Some(i) = input.iam.get(&s.account) {
+            s.calls.extend(i.calls.iter().map(|(k, v)| (*k, *v)));
+        }
+    }
     // A benchmark that found the wrong orphans measures nothing.
     let found: BTreeSet<&str> = scans
         .iter()
@@ -202,10 +252,10 @@ async fn sweeper_scan(base: &SdkConfig, w: &World, latency: Duration) -> (f64, V
         .sum();
     let want: BTreeSet<&str> = w.orphans.iter().map(String::as_str).collect();
     assert!(
-        found == want && resources == 2 * ORPHANS,
+        found == want && resources == 2 * ORPHANS + ORPHAN_PROFILES,
         "the scan found {} names and {resources} resources, not the {ORPHANS} orphans' {}",
         found.len(),
-        2 * ORPHANS
+        2 * ORPHANS + ORPHAN_PROFILES
     );
     (secs, scans)
 }
@@ -311,6 +361,17 @@ async fn main() -> Res<()> {
         ops(&calls200),
         median(&mut t200.clone()),
         latency.as_millis()
+    );
+    let iam = |m: &BTreeMap<&str, usize>| {
+        m.iter()
+            .filter(|(k, _)| k.starts_with("iam."))
+            .map(|(_, v)| v)
+            .sum::<usize>()
+    };
+    println!(
+        "BENCH scan.iam live20={} live200={} accounts=3 orphan_profiles={ORPHAN_PROFILES} unit=calls",
+        iam(&calls20),
+        iam(&calls200)
     );
     let (m20, m200) = (median(&mut t20.clone()), median(&mut t200.clone()));
     println!(

@@ -176,7 +176,7 @@ impl Cleaner for InstanceProfiles {
                 | Outcome::DeletedWith(_)
                 | Outcome::Untagged(_)
                 | Outcome::Also(..) => {}
-                left @ Outcome::Remaining(_) => return Ok(left),
+                left @ (Outcome::Remaining(_) | Outcome::Failed(_)) => return Ok(left),
             }
         }
         let res = call("iam.DeleteInstanceProfile", || {

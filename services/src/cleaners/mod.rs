@@ -172,6 +172,9 @@ pub enum Outcome {
     /// Deletion started or still blocked; the reason says what we wait for (its kind: a failed
     /// call's, or `Dependency` for a wait). Keeps the phase open.
     Remaining(Failure),
+    /// Not deleted, and an error of the pass that no call returned: calls AWS answered without
+    /// doing what they asked (a revoke that revoked nothing). Reported in the phase's `errors`.
+    Failed(Failure),
 }
 
 /// Maps the result of a delete call: NotFound is done, transient errors that outlived the retries

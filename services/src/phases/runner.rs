@@ -196,6 +196,10 @@ pub(crate) async fn run_cleaner<C: Cleaner>(
                 tracing::info!(arn = %t.id, %reason, "not deleted yet");
                 report.remaining.push((rref(&t.id), reason.on(rref(&t.id))));
             }
+            Ok(Outcome::Failed(why)) => {
+                tracing::warn!(arn = %t.id, error = %why, "not deleted");
+                report.errors.push(why.on(rref(&t.id)));
+            }
             Err(e) => {
                 tracing::warn!(arn = %t.id, error = %e, "delete failed");
                 report.errors.push(Failure::of(&e).on(rref(&t.id)));

@@ -14,6 +14,8 @@
 //! and table-tested; this file makes the calls and assembles the report.
 
 pub mod claims;
+pub mod deleted_by;
+pub mod iam;
 pub mod join;
 pub mod prices;
 pub mod sizing;
@@ -22,6 +24,7 @@ use crate::discovery::{eks, tagging};
 use crate::errors::ApiFailure;
 use crate::model::AwsClients;
 use claims::{Claim, ClaimRule};
+use deleted_by::{DeletedBy, TeardownClass, deleted_by};
 use join::{ClaimedResource, HeldBack, Liveness};
 use prices::{CostTotal, MonthlyCost, Sizing};
 use serde::Serialize;
@@ -41,6 +44,9 @@ pub struct ScanInput {
     pub not_ours: BTreeSet<String>,
     /// `ResourcesPerPage` of the tagging listing (`None`: the API's largest, 100).
     pub page_size: Option<i32>,
+    /// Each account's IAM, listed once for all its regions ([`iam::account_iam`]); an account
+    /// not here has its IAM left out of its regions' scans.
+    pub iam: BTreeMap<String, std::sync::Arc<iam::AccountIam>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +87,32 @@ pub struct CandidateResource {
     pub created: Option<String>,
     pub sizing: Sizing,
     pub monthly: MonthlyCost,
+    /// The teardown step that deletes it, and whether a default teardown runs that step.
+    pub deleted_by: DeletedBy,
+}
+
+/// A candidate's monthly cost by what recovers it: a default teardown, each opt-in task (named
+/// with `--gc-task`), or nothing (report-only tasks, kinds no cleaner deletes).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Recovery {
+    pub default_teardown: CostTotal,
+    /// By opt-in task name.
+    pub opt_in: BTreeMap<String, CostTotal>,
+    /// Reported by a task that never deletes (CAPA's S3 bootstrap bucket).
+    pub report_only: CostTotal,
+    /// Kinds no teardown step deletes.
+    pub not_deleted: CostTotal,
+}
+
+impl Recovery {
+    fn add(&mut self, by: &DeletedBy, c: &MonthlyCost) {
+        match by.class {
+            TeardownClass::Default => self.default_teardown.add(c),
+            TeardownClass::OptIn => self.opt_in.entry(by.step.clone()).or_default().add(c),
+            TeardownClass::ReportOnly => self.report_only.add(c),
+            TeardownClass::NotDeleted => self.not_deleted.add(c),
+        }
+    }
 }
 
 /// One ownership proof: the tag as carried and the rule it satisfies.
@@ -112,6 +144,8 @@ pub struct OrphanCandidate {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oldest: Option<String>,
     pub cost: CostTotal,
+    /// The same cost by what recovers it.
+    pub recovery: Recovery,
     /// Other candidate names on the same resources (an EKS cluster's two names).
     pub also_named: BTreeSet<String>,
     pub resources: Vec<CandidateResource>,
@@ -134,6 +168,9 @@ pub struct RegionScan {
     pub held: Vec<HeldName>,
     /// ARNs the tagging API returned that do not parse: never candidates.
     pub malformed: Vec<String>,
+    /// Resources found that no rule can prove any cluster's (IRSA OIDC providers): never
+    /// candidates, reported so they are checked by hand.
+    pub unproven: Vec<iam::Unproven>,
     /// AWS calls by operation.
     pub calls: BTreeMap<&'static str, usize>,
 }
@@ -165,7 +202,7 @@ pub async fn scan_region(
         source,
     })?;
     calls.insert("tagging.GetResources", listed.pages);
-    let claimed: Vec<ClaimedResource> = listed
+    let mut claimed: Vec<ClaimedResource> = listed
         .resources
         .iter()
         .filter_map(|r| {
@@ -177,6 +214,17 @@ pub async fn scan_region(
             })
         })
         .collect();
+    // The account's IAM, listed once for all its regions: this region's part joins by name.
+    let account_iam = input.iam.get(account);
+    if let Some(i) = account_iam {
+        // Once, should the tagging listing return a profile too.
+        let listed: BTreeSet<String> = claimed.iter().map(|r| r.arn.clone()).collect();
+        claimed.extend(
+            iam::claimed_in(i, region)
+                .into_iter()
+                .filter(|r| !listed.contains(&r.arn)),
+        );
+    }
     // Asked even when nothing is claimed? No: without claims there is nothing to join.
     let eks_live = if claimed.is_empty() {
         BTreeSet::new()
@@ -244,6 +292,7 @@ pub async fn scan_region(
         .map(|g| {
             let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
             let mut cost = CostTotal::default();
+            let mut recovery = Recovery::default();
             let mut oldest: Option<i64> = None;
             let resources = g
                 .resources
@@ -252,6 +301,8 @@ pub async fn scan_region(
                     let d = sized.by_id.get(&id_of(&r.arn)).cloned().unwrap_or_default();
                     let monthly = prices::monthly(&r.kind, region, &d.sizing);
                     cost.add(&monthly);
+                    let by = deleted_by(&r.kind, &r.claims);
+                    recovery.add(&by, &monthly);
                     *by_kind.entry(r.kind.clone()).or_default() += 1;
                     if let Some(t) = d.created {
                         oldest = Some(oldest.map_or(t, |o| o.min(t)));
@@ -263,6 +314,7 @@ pub async fn scan_region(
                         created: d.created.map(rfc3339),
                         sizing: d.sizing,
                         monthly,
+                        deleted_by: by,
                     }
                 })
                 .collect();
@@ -273,6 +325,7 @@ pub async fn scan_region(
                 resources_by_kind: by_kind,
                 oldest: oldest.map(rfc3339),
                 cost,
+                recovery,
                 also_named: g.also,
                 resources,
             }
@@ -292,6 +345,7 @@ pub async fn scan_region(
             })
             .collect(),
         malformed: listed.malformed.iter().map(|e| e.to_string()).collect(),
+        unproven: account_iam.map_or_else(Vec::new, |i| iam::unproven_in(i, region)),
         calls,
     })
 }

@@ -164,6 +164,9 @@ const FREE: &[&str] = &[
     "ec2:dhcp-options",
     "ec2:key-pair",
     "elasticloadbalancing:targetgroup",
+    // IAM bills nothing; a leaked profile or provider costs quota (1,000 and 100 an account).
+    "iam:instance-profile",
+    "iam:oidc-provider",
 ];
 
 /// The monthly cost of one resource of `kind` (see [`kind_of`]) in `region` (see the module doc).

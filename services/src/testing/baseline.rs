@@ -31,6 +31,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
         Ok(Outcome::Deleted | Outcome::DeletedWith(_)) => report.deleted.push(rref(kind, id)),
         Ok(Outcome::Gone | Outcome::Untagged(_) | Outcome::Also(..)) => {}
         Ok(Outcome::Remaining(r)) => report.remaining.push((rref(kind, id), r)),
+        Ok(Outcome::Failed(f)) => report.errors.push(f),
         Err(e) => report.errors.push(Failure::of(&e)),
     };
     for lb in load_balancers::external(&inv) {

@@ -12,6 +12,8 @@ mod leaks_s3;
 mod phase1;
 mod phase2;
 mod phase3;
+mod revokes;
 mod scan;
+mod scan_iam;
 mod security_groups;
 mod sessions;

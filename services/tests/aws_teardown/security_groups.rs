@@ -55,6 +55,10 @@ async fn named_by(c: &AwsClients, holder: &str) -> Vec<String> {
 /// once per pass that deletes groups, whatever the VPCs' Describes were.
 const NAMING: usize = 2;
 
+/// The Describe of a deleted group's holders after their revokes, proving the rules gone: one
+/// per group whose deletion revoked rules.
+const PROOF: usize = 1;
+
 fn describes(calls: &[String]) -> usize {
     calls
         .iter()
@@ -91,7 +95,7 @@ async fn security_groups_are_planned_from_the_confirmations_description() {
     // in the account names the groups (ingress, egress), which no VPC's Describe can say.
     assert_eq!(
         describes(&rec.calls()),
-        1 + NAMING,
+        1 + NAMING + 2 * PROOF,
         "the confirmation's Describe of the VPC is the only one: {:?}",
         rec.calls()
     );
@@ -135,7 +139,12 @@ async fn a_cluster_group_outside_the_described_vpcs_is_looked_up() {
     let p2 = phase2_pass(&c, &req).await;
     assert!(p2.is_clear(), "{p2:#?}");
     // The confirmation's, the lookup of the group elsewhere, and its VPC's groups.
-    assert_eq!(describes(&rec.calls()), 3 + NAMING, "{:?}", rec.calls());
+    assert_eq!(
+        describes(&rec.calls()),
+        3 + NAMING + PROOF,
+        "{:?}",
+        rec.calls()
+    );
     assert!(!sg_exists(&c, &controllers).await);
     assert!(!sg_exists(&c, &far).await);
     assert!(sg_exists(&c, &holder).await);
@@ -164,7 +173,12 @@ async fn the_cluster_groups_are_looked_for_in_its_vpc_first() {
     rec.clear();
     let p2 = phase2_pass(&c, &req).await;
     assert!(p2.is_clear(), "{p2:#?}");
-    assert_eq!(describes(&rec.calls()), 1 + NAMING, "{:?}", rec.calls());
+    assert_eq!(
+        describes(&rec.calls()),
+        1 + NAMING + PROOF,
+        "{:?}",
+        rec.calls()
+    );
     assert!(!sg_exists(&c, &owned).await);
     assert!(sg_exists(&c, &holder).await);
     assert!(sg_exists(&c, &theirs).await, "another cluster's group");
@@ -175,7 +189,12 @@ async fn the_cluster_groups_are_looked_for_in_its_vpc_first() {
     rec.clear();
     let p2 = phase2_pass(&c, &PassRequest::new(&n)).await;
     assert!(p2.is_clear(), "{p2:#?}");
-    assert_eq!(describes(&rec.calls()), 2 + NAMING, "{:?}", rec.calls());
+    assert_eq!(
+        describes(&rec.calls()),
+        2 + NAMING + PROOF,
+        "{:?}",
+        rec.calls()
+    );
     assert!(!sg_exists(&c, &unplaced).await);
     assert_eq!(named_by(&c, &holder).await, [theirs.as_str()]);
 }

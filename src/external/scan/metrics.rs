@@ -75,6 +75,11 @@ pub struct ScanMetrics {
     /// Parts of the accounts the last report does not cover: sessions not built, regions not
     /// scanned, objects not decoded. Their orphans are missing from the gauges.
     pub uncovered: Gauge,
+    /// 1 when the last scan failed, 0 once one succeeds: with `interval` and `last_success`,
+    /// what the shipped alert `SweeperScanStale` reads.
+    pub last_failed: Gauge,
+    /// `--scan-interval` in seconds on the replica that scans (0: off, or a standby).
+    pub interval: Gauge,
     /// The label sets set now, so the next report removes those it lacks.
     applied: Arc<Mutex<OrphanGauges>>,
 }
@@ -106,6 +111,16 @@ impl ScanMetrics {
             "errors",
             "Leak scans that failed (no report; the orphan gauges keep the previous scan's values)",
             self.errors.clone(),
+        );
+        r.register(
+            "last_failed",
+            "1 when the last leak scan failed (no report), 0 once one succeeds",
+            self.last_failed.clone(),
+        );
+        r.register(
+            "interval_seconds",
+            "The leak scan's --scan-interval on the replica that scans (0: off or standing by)",
+            self.interval.clone(),
         );
         r.register(
             "uncovered_parts",

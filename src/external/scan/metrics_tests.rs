@@ -15,6 +15,7 @@ fn candidate(cluster: &str, kinds: &[(&str, usize)], dollars: f64) -> OrphanCand
             dollars_per_month: dollars,
             unknown: 0,
         },
+        recovery: Default::default(),
         also_named: BTreeSet::new(),
         resources: Vec::new(),
     }
@@ -31,6 +32,7 @@ fn region(account: &str, region: &str, candidates: Vec<OrphanCandidate>) -> Regi
             resources: 7,
         }],
         malformed: Vec::new(),
+        unproven: Vec::new(),
         calls: BTreeMap::new(),
     }
 }

@@ -15,6 +15,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
+use sweeper_aws::scan::iam::{AccountIam, account_iam};
 use sweeper_aws::scan::prices::{CostTotal, PRICES_AS_OF, PRICES_SOURCE};
 use sweeper_aws::scan::{NOTHING_DELETED, RegionScan, ScanInput, scan_region};
 use sweeper_aws::session::{SessionCache, SessionSpec};
@@ -305,21 +306,31 @@ pub async fn scan(
         errors: unreached,
     } = reach(client, sessions, targets, &live).await;
     errors.extend(unreached);
-    let input = ScanInput {
+    let mut input = ScanInput {
         live: live.names,
         not_ours: targets.not_ours.clone(),
         page_size: None,
+        iam: BTreeMap::new(),
     };
+    let (iam, iam_errors) = accounts_iam(&reached, &input).await;
+    errors.extend(iam_errors);
+    input.iam = iam;
     let scans = futures::future::join_all(reached.iter().map(|((account, region), s)| {
         let input = &input;
         async move { scan_region(&s.clients, account, region, input).await }
     }))
     .await;
-    let mut regions = Vec::new();
+    let mut regions: Vec<RegionScan> = Vec::new();
     let mut total = CostTotal::default();
     for r in scans {
         match r {
-            Ok(r) => {
+            Ok(mut r) => {
+                // The account's IAM calls, counted once: with its first region's.
+                if !regions.iter().any(|o| o.account == r.account)
+                    && let Some(i) = input.iam.get(&r.account)
+                {
+                    r.calls.extend(i.calls.iter().map(|(k, v)| (*k, *v)));
+                }
                 for c in &r.candidates {
                     total.dollars_per_month += c.cost.dollars_per_month;
                     total.unknown += c.cost.unknown;
@@ -338,6 +349,36 @@ pub async fn scan(
         errors,
         total,
     })
+}
+
+/// Each reached account's IAM, listed once with the first session reaching it (IAM is global);
+/// an account whose listing fails has its IAM left out, and the report says so.
+async fn accounts_iam(
+    reached: &BTreeMap<(String, String), std::sync::Arc<sweeper_aws::session::Session>>,
+    input: &ScanInput,
+) -> (BTreeMap<String, std::sync::Arc<AccountIam>>, Vec<String>) {
+    let skip: BTreeSet<String> = input.live.union(&input.not_ours).cloned().collect();
+    let mut firsts = BTreeMap::new();
+    for ((account, _), s) in reached {
+        firsts.entry(account.clone()).or_insert(s);
+    }
+    let listed = futures::future::join_all(firsts.into_iter().map(|(account, s)| {
+        let skip = &skip;
+        async move { (account, account_iam(&s.clients, skip).await) }
+    }))
+    .await;
+    let (mut ok, mut errors) = (BTreeMap::new(), Vec::new());
+    for (account, r) in listed {
+        match r {
+            Ok(i) => {
+                ok.insert(account, std::sync::Arc::new(i));
+            }
+            Err(e) => errors.push(format!(
+                "account {account}: IAM (Karpenter's instance profiles, OIDC providers) not scanned: {e}"
+            )),
+        }
+    }
+    (ok, errors)
 }
 
 #[cfg(test)]

@@ -2,8 +2,10 @@
 //! with its proof), the names held back and why, and what the report does not cover. Pure.
 
 use super::LeakReport;
+use sweeper_aws::scan::OrphanCandidate;
+use sweeper_aws::scan::deleted_by::{DeletedBy, TeardownClass};
 use sweeper_aws::scan::join::HeldBack;
-use sweeper_aws::scan::prices::MonthlyCost;
+use sweeper_aws::scan::prices::{CostTotal, MonthlyCost};
 
 fn held(why: &HeldBack) -> String {
     match why {
@@ -22,6 +24,40 @@ fn cost(c: &MonthlyCost) -> String {
         MonthlyCost::Dollars(d) => format!("${d:.2}"),
         MonthlyCost::Unknown(why) => format!("unknown ({why})"),
     }
+}
+
+/// Which teardown step deletes a resource, as its line ends.
+fn step(by: &DeletedBy) -> String {
+    match by.class {
+        TeardownClass::Default => format!("deleted by {} (default)", by.step),
+        TeardownClass::OptIn => format!("deleted by {} (opt-in: --gc-task {})", by.step, by.step),
+        TeardownClass::ReportOnly => format!("reported by {}, never deleted", by.step),
+        TeardownClass::NotDeleted => "no teardown step deletes it".into(),
+    }
+}
+
+/// A candidate's cost by what recovers it: a default teardown, each opt-in task, nothing.
+fn recovery(c: &OrphanCandidate) -> String {
+    let r = &c.recovery;
+    let mut out = format!(
+        "  a default teardown recovers {}\n",
+        r.default_teardown.describe()
+    );
+    for (task, total) in &r.opt_in {
+        out.push_str(&format!(
+            "  left for opt-in {task} (--gc-task {task}): {}\n",
+            total.describe()
+        ));
+    }
+    for (what, total) in [
+        ("report-only (never deleted)", &r.report_only),
+        ("kinds no teardown deletes", &r.not_deleted),
+    ] {
+        if *total != CostTotal::default() {
+            out.push_str(&format!("  left, {what}: {}\n", total.describe()));
+        }
+    }
+    out
 }
 
 /// The report as a table.
@@ -88,6 +124,7 @@ pub fn table(r: &LeakReport) -> String {
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect();
             out.push_str(&format!("  by kind: {}\n", kinds.join(", ")));
+            out.push_str(&recovery(c));
             for res in &c.resources {
                 let proofs: Vec<String> = res
                     .proofs
@@ -95,10 +132,11 @@ pub fn table(r: &LeakReport) -> String {
                     .map(|p| format!("{} [{}]", p.tag, p.rule_label))
                     .collect();
                 out.push_str(&format!(
-                    "  {} {}/month <- {}\n",
+                    "  {} {}/month <- {}; {}\n",
                     res.arn,
                     cost(&res.monthly),
-                    proofs.join("; ")
+                    proofs.join("; "),
+                    step(&res.deleted_by)
                 ));
             }
         }
@@ -131,6 +169,12 @@ pub fn table(r: &LeakReport) -> String {
             out.push('\n');
         }
     }
+    for u in r.regions.iter().flat_map(|s| &s.unproven) {
+        out.push_str(&format!(
+            "no proof, never a candidate: {} ({})\n  {}\n",
+            u.arn, u.kind, u.why
+        ));
+    }
     for m in r.regions.iter().flat_map(|s| &s.malformed) {
         out.push_str(&format!("ignored, never a candidate: {m}\n"));
     }
@@ -147,8 +191,8 @@ pub fn table(r: &LeakReport) -> String {
 mod tests {
     use super::*;
     use std::collections::{BTreeMap, BTreeSet};
-    use sweeper_aws::scan::prices::{CostTotal, Sizing};
-    use sweeper_aws::scan::{CandidateResource, HeldName, OrphanCandidate, RegionScan};
+    use sweeper_aws::scan::prices::Sizing;
+    use sweeper_aws::scan::{CandidateResource, HeldName, Recovery, RegionScan};
 
     #[test]
     fn the_table_says_nothing_is_deleted_and_shows_each_proof_and_cost() {
@@ -169,6 +213,20 @@ mod tests {
                         dollars_per_month: 32.85,
                         unknown: 0,
                     },
+                    recovery: Recovery {
+                        default_teardown: CostTotal {
+                            dollars_per_month: 32.85,
+                            unknown: 0,
+                        },
+                        opt_in: BTreeMap::from([(
+                            "ebs-volume".into(),
+                            CostTotal {
+                                dollars_per_month: 8.0,
+                                unknown: 0,
+                            },
+                        )]),
+                        ..Recovery::default()
+                    },
                     also_named: BTreeSet::new(),
                     resources: vec![CandidateResource {
                         arn: "arn:aws:ec2:us-east-1:111111111111:natgateway/nat-1".into(),
@@ -181,6 +239,10 @@ mod tests {
                         created: None,
                         sizing: Sizing::default(),
                         monthly: MonthlyCost::Dollars(32.85),
+                        deleted_by: DeletedBy {
+                            step: "phase 3".into(),
+                            class: TeardownClass::Default,
+                        },
                     }],
                 }],
                 held: vec![HeldName {
@@ -189,6 +251,7 @@ mod tests {
                     resources: 2,
                 }],
                 malformed: vec![],
+                unproven: Vec::new(),
                 calls: BTreeMap::from([("tagging.GetResources", 1)]),
             }],
             not_ours: BTreeSet::new(),
@@ -205,7 +268,11 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("natgateway/nat-1 $32.85/month <- sigs.k8s.io/cluster-api-provider-aws/cluster/dead=owned [CAPA-owned (phases 1 and 3)]"),
+            t.contains("natgateway/nat-1 $32.85/month <- sigs.k8s.io/cluster-api-provider-aws/cluster/dead=owned [CAPA-owned (phases 1 and 3)]; deleted by phase 3 (default)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("a default teardown recovers $32.85/month\n  left for opt-in ebs-volume (--gc-task ebs-volume): $8.00/month\n"),
             "{t}"
         );
         assert!(t.contains("total: 1 candidate(s), $32.85/month"), "{t}");

@@ -70,6 +70,9 @@ impl ScanSchedule {
             interval_seconds = self.interval.as_secs(),
             "leak scan scheduled"
         );
+        metrics
+            .interval
+            .set(i64::try_from(self.interval.as_secs()).unwrap_or(i64::MAX));
         let mut tick = tokio::time::interval(self.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -118,6 +121,7 @@ fn record_success(report: &LeakReport, took: Duration, metrics: &ScanMetrics, la
     let now = k8s_openapi::jiff::Timestamp::now();
     metrics.apply(&gauges(report));
     metrics.last_success.set(now.as_second());
+    metrics.last_failed.set(0);
     metrics.last_duration.set(took.as_secs_f64());
     metrics
         .uncovered
@@ -140,6 +144,7 @@ fn record_success(report: &LeakReport, took: Duration, metrics: &ScanMetrics, la
 
 fn record_failure(error: String, metrics: &ScanMetrics, last: &LastScan) {
     metrics.errors.inc();
+    metrics.last_failed.set(1);
     tracing::warn!(error = %error, "leak scan failed; the orphan gauges keep the previous scan's values");
     last.failed(k8s_openapi::jiff::Timestamp::now().to_string(), error);
 }
@@ -190,6 +195,7 @@ mod tests {
             resources_by_kind: [("ec2:volume".to_string(), volumes)].into(),
             oldest: None,
             cost: Default::default(),
+            recovery: Default::default(),
             also_named: Default::default(),
             resources: Vec::new(),
         };
@@ -203,6 +209,7 @@ mod tests {
                 candidates: vec![candidate],
                 held: Vec::new(),
                 malformed: Vec::new(),
+                unproven: Vec::new(),
                 calls: Default::default(),
             }],
             not_ours: Default::default(),
@@ -218,9 +225,11 @@ mod tests {
         record_success(&report(3), Duration::from_secs(2), &metrics, &last);
         let set_at = metrics.last_success.get();
         assert!(set_at > 0);
+        assert_eq!(metrics.last_failed.get(), 0);
         assert_eq!(metrics.uncovered.get(), 1);
         record_failure("cannot list AWSCluster".into(), &metrics, &last);
         assert_eq!(metrics.errors.get(), 1);
+        assert_eq!(metrics.last_failed.get(), 1, "what the alert reads");
         assert_eq!(metrics.last_success.get(), set_at, "the last success stays");
         let labels = super::super::metrics::OrphanKindLabels {
             account: "111111111111".into(),

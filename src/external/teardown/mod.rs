@@ -18,9 +18,9 @@
 //! for, and what the output warns of.
 
 pub mod decide;
+mod opt_in;
 mod render;
 
-use super::annotations;
 use super::audit;
 use super::cluster::ClusterNames;
 use super::identity::{self, Placement};
@@ -53,7 +53,7 @@ pub struct TeardownOutput {
 /// Runs the command (see the module doc).
 pub async fn run(client: &Client, sessions: &SessionCache, args: &TeardownArgs) -> TeardownOutput {
     let mut text = String::new();
-    let targets = match targets(args) {
+    let targets = match targets(args).and_then(|t| opt_in::settings(&args.gc_tasks).map(|_| t)) {
         Ok(t) => t,
         Err(e) => {
             return TeardownOutput {
@@ -224,6 +224,7 @@ impl One<'_> {
             live: self.live.names.clone(),
             not_ours: self.not_ours.clone(),
             page_size: None,
+            iam: Default::default(),
         };
         let region_scan = scan_region(c, &session.scope.account, &session.scope.region, &input)
             .await
@@ -235,13 +236,13 @@ impl One<'_> {
             capi: t.capa.clone(),
             tag: t.eks.clone().unwrap_or_else(|| t.capa.clone()),
         };
-        let settings = annotations::parse(&Default::default())
-            .map_err(|e| format!("{out}error: the default settings: {e}\n"))?;
+        let settings = opt_in::settings(&self.args.gc_tasks)
+            .map_err(|e| format!("{out}error: {e}; nothing is deleted\n"))?;
         let facts = ObjectFacts {
             vpc_ids: self.args.vpc_ids.clone(),
             // No object: CAPA's recorded OIDC issuer is unknown, so the IRSA provider is kept
-            // (its rule needs the issuer). EKS's log group is the opt-in `log-group` task's,
-            // which a teardown by name (default tasks) does not run.
+            // (its rule needs the issuer). EKS's log group is the opt-in `eks-log-group` task's,
+            // which runs only when named with --gc-task.
             eks: t.eks.as_ref().map(|_| EksFacts { oidc_issuer: None }),
             // No object: no spec.s3Bucket to name the bootstrap bucket (only reported anyway).
             s3_bucket: None,
@@ -257,6 +258,7 @@ impl One<'_> {
         )
         .await;
         render::plan(&mut out, &names, &plan, &proofs_of(&region_scan, t));
+        opt_in::render_added(&mut out, &self.args.gc_tasks, &plan);
         if !self.args.yes {
             out.push_str(
                 "dry run: nothing is deleted. Check every resource and its proof above, then run again with --yes.\n",

@@ -10,6 +10,7 @@
 
 pub mod eks;
 pub mod refs;
+pub mod revoke;
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::discovery::describe;
@@ -270,7 +271,7 @@ pub(super) async fn delete_group(
 ) -> Result<Outcome, CleanError> {
     let Group { group_id, revokes } = &t.detail;
     let mut revoked = Vec::new();
-    let res = refs::revoke(ctx.clients, group_id, revokes, &mut revoked).await;
+    let res = revoke::revoke(ctx.clients, group_id, revokes, &mut revoked).await;
     let with = |o: Outcome| {
         if revoked.is_empty() {
             o
@@ -580,6 +581,14 @@ mod calls {
                     && r.ip_permissions()[0].user_id_group_pairs()[0].group_id() == Some("sg-node")
             })
             .then_output(|| RevokeSecurityGroupEgressOutput::builder().build());
+        // The holders described again: neither shows its rule naming ours any more.
+        let proven = mock!(Client::describe_security_groups)
+            .match_requests(|r| filter_is(r.filters(), "group-id", &["sg-app", "sg-peer"]))
+            .then_output(|| {
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(sg("sg-app", "app", None, &[]))
+                    .build()
+            });
         let c = mocked::in_order(&[
             &capa,
             &vpc,
@@ -587,6 +596,7 @@ mod calls {
             &naming_out,
             &revoke,
             &revoke_out,
+            &proven,
             &delete,
         ]);
         let inv = Inventory::default();

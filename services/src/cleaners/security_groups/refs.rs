@@ -3,13 +3,11 @@
 //! the account that names X (its VPC's, and any other VPC's: a peered VPC's group may name it),
 //! the ingress and egress rules whose UserIdGroupPairs name X. Which pairs go is
 //! `policy::security_groups::referencing_rule`; the revokes name exactly those pairs, so every
-//! other rule of the holding group stays. Planned from the Describes of discovery; each rule
-//! revoked is returned for the audit record (`AuditAction::Revoked`), saying what putting it
-//! back takes.
+//! other rule of the holding group stays. Planned from the Describes of discovery; `revoke`
+//! carries the plan out and proves each rule gone; each rule revoked is returned for the audit
+//! record (`AuditAction::Revoked`), saying what putting it back takes.
 
-use crate::cleaners::{CleanError, Outcome};
-use crate::errors::{ApiFailure, ErrorClass, call};
-use crate::model::{AuditAction, Audited, AwsClients, ResourceRef};
+use crate::model::{AuditAction, Audited, ResourceRef};
 use crate::policy::security_groups::referencing_rule;
 use aws_sdk_ec2::types::{IpPermission, SecurityGroup, UserIdGroupPair};
 use std::collections::{HashMap, HashSet};
@@ -70,14 +68,17 @@ fn referencing(
         if named.is_empty() {
             continue;
         }
-        // The revoke names the pair (group and account) alone: no description, no CIDR of the
-        // same permission, so nothing else of the group is revoked.
+        // The revoke names the pair as the group describes it (group, account, description)
+        // and nothing else of the permission (no CIDR), so nothing else of the group is
+        // revoked. AWS matches without the description; moto (LocalStack) only with it, and
+        // either way `revoke` proves the rule gone by describing the group again.
         let pairs = named
             .iter()
             .map(|u| {
                 UserIdGroupPair::builder()
                     .group_id(target)
                     .set_user_id(u.user_id().map(str::to_string))
+                    .set_description(u.description().map(str::to_string))
                     .build()
             })
             .collect();
@@ -166,90 +167,6 @@ pub fn planned(target: &str, revokes: &[SgRevoke]) -> Vec<Audited> {
                 .map(|rule| revoked(&r.group_id, target, rule))
         })
         .collect()
-}
-
-/// Revokes the planned rules, appending each rule revoked to `done` (for the audit, whatever
-/// happens next). `Ok(None)` when all are gone; `Ok(Some(Remaining))` when a transient error
-/// outlived the retries; `Err` for anything else. A rule or group already gone counts as revoked
-/// (and is not recorded: this pass did not revoke it).
-pub async fn revoke(
-    c: &AwsClients,
-    target: &str,
-    revokes: &[SgRevoke],
-    done: &mut Vec<Audited>,
-) -> Result<Option<Outcome>, CleanError> {
-    for r in revokes {
-        if !r.ingress.is_empty() {
-            let res = call("ec2.RevokeSecurityGroupIngress", || {
-                c.ec2
-                    .revoke_security_group_ingress()
-                    .group_id(&r.group_id)
-                    .set_ip_permissions(Some(r.ingress.clone()))
-                    .send()
-            })
-            .await;
-            let revoked_now = res.is_ok();
-            if let Some(o) = check(res, target, &r.group_id, "RevokeSecurityGroupIngress")? {
-                return Ok(Some(o));
-            }
-            if revoked_now {
-                done.extend(
-                    r.ingress_rules
-                        .iter()
-                        .map(|x| revoked(&r.group_id, target, x)),
-                );
-            }
-        }
-        if !r.egress.is_empty() {
-            let res = call("ec2.RevokeSecurityGroupEgress", || {
-                c.ec2
-                    .revoke_security_group_egress()
-                    .group_id(&r.group_id)
-                    .set_ip_permissions(Some(r.egress.clone()))
-                    .send()
-            })
-            .await;
-            let revoked_now = res.is_ok();
-            if let Some(o) = check(res, target, &r.group_id, "RevokeSecurityGroupEgress")? {
-                return Ok(Some(o));
-            }
-            if revoked_now {
-                done.extend(
-                    r.egress_rules
-                        .iter()
-                        .map(|x| revoked(&r.group_id, target, x)),
-                );
-            }
-        }
-    }
-    Ok(None)
-}
-
-fn check<T>(
-    res: Result<T, ApiFailure>,
-    target: &str,
-    holder: &str,
-    op: &'static str,
-) -> Result<Option<Outcome>, CleanError> {
-    match res {
-        Ok(_) => Ok(None),
-        Err(f) => match f.class {
-            ErrorClass::NotFound => Ok(None),
-            ErrorClass::Transient => Ok(Some(Outcome::Remaining(crate::model::Failure {
-                op: Some(op),
-                ..crate::model::Failure::new(
-                    f.kind,
-                    format!("{op} in {holder} (rule referencing it): {f}"),
-                )
-            }))),
-            ErrorClass::Fatal => Err(CleanError::Api {
-                kind: "security-group",
-                id: target.to_string(),
-                op,
-                source: f,
-            }),
-        },
-    }
 }
 
 #[cfg(test)]
@@ -352,64 +269,5 @@ mod tests {
             )
             .build();
         assert!(plan(&targets, &[foreign], Some("111")).is_empty());
-    }
-}
-
-#[cfg(test)]
-mod calls {
-    use super::*;
-    use crate::mocked::{self, assert_calls, code, mock};
-    use aws_sdk_ec2::Client;
-    use aws_sdk_ec2::operation::revoke_security_group_egress::RevokeSecurityGroupEgressOutput;
-    use aws_sdk_ec2::operation::revoke_security_group_ingress::RevokeSecurityGroupIngressError;
-
-    fn perm() -> IpPermission {
-        IpPermission::builder()
-            .ip_protocol("tcp")
-            .user_id_group_pairs(UserIdGroupPair::builder().group_id("sg-x").build())
-            .build()
-    }
-
-    fn both(holder: &str) -> SgRevoke {
-        SgRevoke {
-            group_id: holder.into(),
-            ingress: vec![perm()],
-            egress: vec![perm()],
-            ingress_rules: vec!["ingress all from sg-x".into()],
-            egress_rules: vec!["egress all to sg-x".into()],
-        }
-    }
-
-    #[tokio::test]
-    async fn a_rule_or_holder_already_gone_counts_as_revoked() {
-        let ingress = mock!(Client::revoke_security_group_ingress)
-            .match_requests(|r| r.group_id() == Some("sg-a") && r.ip_permissions() == [perm()])
-            .then_error(|| RevokeSecurityGroupIngressError::generic(code("InvalidGroup.NotFound")));
-        let egress = mock!(Client::revoke_security_group_egress)
-            .match_requests(|r| r.group_id() == Some("sg-a"))
-            .then_output(|| RevokeSecurityGroupEgressOutput::builder().build());
-        let c = mocked::in_order(&[&ingress, &egress]);
-        let mut done = Vec::new();
-        assert_eq!(
-            revoke(&c, "sg-x", &[both("sg-a")], &mut done)
-                .await
-                .unwrap(),
-            None
-        );
-        assert_calls(&egress, 1, "RevokeSecurityGroupEgress");
-        // The ingress rule was already gone: only the egress rule this call revoked is recorded.
-        assert_eq!(done, [revoked("sg-a", "sg-x", "egress all to sg-x")]);
-    }
-
-    #[tokio::test]
-    async fn a_refused_revoke_stops_before_the_next_holder_and_names_the_group() {
-        let denied = mock!(Client::revoke_security_group_ingress)
-            .then_error(|| RevokeSecurityGroupIngressError::generic(code("UnauthorizedOperation")));
-        // No rule for sg-b or for egress: asking would panic the mock.
-        let c = mocked::in_order(&[&denied]);
-        let err = revoke(&c, "sg-x", &[both("sg-a"), both("sg-b")], &mut Vec::new())
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("security-group sg-x"), "{err}");
     }
 }
