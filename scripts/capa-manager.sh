@@ -34,7 +34,7 @@ case "$cmd" in
     log "starting CAPA's controller for namespace $ns, ExternalResourceGC=$gate (log: $SWEEPER_STATE/logs/capa-manager-$ns.log)"
     # CAPA's clients take LocalStack from AWS_ENDPOINT_URL (the SDK's own variable, in the env file).
     setsid "$bin" --kubeconfig "$KUBECONFIG" --namespace "$ns" \
-      --feature-gates "ExternalResourceGC=$gate" \
+      --feature-gates "ExternalResourceGC=$gate" --crds "$(dirname "$bin")/awsmachines.yaml" \
       --metrics-bind-address "$CAPA_MANAGER_METRICS_ADDR" --health-addr "$CAPA_MANAGER_HEALTH_ADDR" \
       >"$SWEEPER_STATE/logs/capa-manager-$ns.log" 2>&1 </dev/null &
     echo $! > "$pidfile"

@@ -13,12 +13,16 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
@@ -28,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-aws/v2/api/v1beta2"
 	"sigs.k8s.io/cluster-api-provider-aws/v2/controllers"
@@ -41,8 +46,8 @@ import (
 
 func main() {
 	var (
-		namespace, gates, serviceEndpoints, metricsAddr, healthAddr string
-		syncPeriod                                                  time.Duration
+		namespace, gates, serviceEndpoints, metricsAddr, healthAddr, crds string
+		syncPeriod                                                        time.Duration
 	)
 	flag.StringVar(&namespace, "namespace", "", "the one namespace whose AWSClusters are reconciled (required)")
 	flag.StringVar(&gates, "feature-gates", "", "CAPA's feature gates, as its --feature-gates: ExternalResourceGC=false,...")
@@ -50,7 +55,12 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "metrics address (0: off)")
 	flag.StringVar(&healthAddr, "health-addr", "0", "health probe address (0: off)")
 	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Minute, "CAPA's --sync-period")
+	flag.StringVar(&crds, "crds", "", "CRD files (comma-separated) created at start when missing: CAPA's AWSMachine, which its AWSCluster delete lists")
 	flag.Parse()
+	if err := installCRDs(crds); err != nil {
+		fmt.Fprintln(os.Stderr, "capa-manager:", err)
+		os.Exit(1)
+	}
 	if err := run(namespace, gates, serviceEndpoints, metricsAddr, healthAddr, syncPeriod); err != nil {
 		fmt.Fprintln(os.Stderr, "capa-manager:", err)
 		os.Exit(1)
@@ -119,4 +129,55 @@ func run(namespace, gates, serviceEndpoints, metricsAddr, healthAddr string, syn
 		}
 	}
 	return mgr.Start(ctx)
+}
+
+// installCRDs creates each CRD of the files that the API server does not have yet, and waits
+// until it is established. CAPA's AWSCluster delete counts the cluster's AWSMachines first and
+// fails while their kind is unknown; the environment installs only the kinds sweeper reads.
+func installCRDs(files string) error {
+	if files == "" {
+		return nil
+	}
+	c, err := client.New(ctrl.GetConfigOrDie(), client.Options{})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for _, file := range strings.Split(files, ",") {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", file, err)
+		}
+		crd := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &crd.Object); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create CRD %s: %w", crd.GetName(), err)
+		}
+		for i := 0; ; i++ {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			if established(conds) {
+				break
+			}
+			if i == 100 {
+				return fmt.Errorf("CRD %s not established", crd.GetName())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func established(conds []interface{}) bool {
+	for _, c := range conds {
+		m, _ := c.(map[string]interface{})
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
