@@ -40,6 +40,10 @@ K8S_BIN_DIR="$SWEEPER_CACHE/kubernetes/$K8S_BUILD_KEY/bin"
 # CAPA's (and Cluster API's) admission webhooks, served by scripts/go/capa-webhooks.
 CAPA_VERSION="$(go_pin capa-webhooks sigs.k8s.io/cluster-api-provider-aws/v2)"
 CAPA_WEBHOOKS_DIR="$SWEEPER_CACHE/capa-webhooks/$CAPA_VERSION-$(go_key capa-webhooks)"
+# CAPA's own AWSCluster controller, served by scripts/go/capa-manager (same CAPA release as the
+# webhooks), started per test by scripts/capa-manager.sh, never by env-up.
+CAPA_MANAGER_VERSION="$(go_pin capa-manager sigs.k8s.io/cluster-api-provider-aws/v2)"
+CAPA_MANAGER_BIN="$SWEEPER_CACHE/capa-manager/$CAPA_MANAGER_VERSION-$(go_key capa-manager)/capa-manager"
 # helm, built from helm.sh/helm/v3 (scripts/go/helm).
 HELM_VERSION="$(go_pin helm helm.sh/helm/v3)"
 HELM_BIN="$SWEEPER_CACHE/helm/$HELM_VERSION-$(go_key helm)/helm"
@@ -56,6 +60,10 @@ ETCD_PEER_PORT="${ETCD_PEER_PORT:-32380}"
 APISERVER_PORT="${APISERVER_PORT:-26443}"
 CAPA_WEBHOOK_PORT="${CAPA_WEBHOOK_PORT:-29443}"
 LOCALSTACK_PORT="${LOCALSTACK_PORT:-4566}"
+# CAPA's manager (scripts/capa-manager.sh) serves no webhook (capa-webhooks does) and, by default,
+# neither metrics nor health probes: "0" is off, as in CAPA's own flags. A port turns one on.
+CAPA_MANAGER_METRICS_ADDR="${CAPA_MANAGER_METRICS_ADDR:-0}"
+CAPA_MANAGER_HEALTH_ADDR="${CAPA_MANAGER_HEALTH_ADDR:-0}"
 
 # The machine's Go (the test servers are built from Go modules), where a shell's PATH lacks it.
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH="/usr/local/go/bin:$PATH"; fi

@@ -1,0 +1,60 @@
+"""Corrections to LocalStack's bundled moto, where it refuses or misreports a call CAPA's own
+controller makes (tests/capa_controller.rs runs CAPA v2.13.0 against LocalStack). Each is applied
+once when LocalStack starts (hook `on_infra_start`) and changes moto only where it departs from
+AWS; docs/CONTRIBUTING.md ("LocalStack facts") lists them with the call and why.
+"""
+
+from localstack.runtime import hooks
+
+# The protocols whose rules carry a port range (ICMP's "ports" are its type and code). AWS
+# ignores FromPort/ToPort for every other protocol and omits them from DescribeSecurityGroups.
+_PORTED = {"tcp", "6", "udp", "17", "icmp", "1", "icmpv6", "58", "-1", "all"}
+
+
+def _patch_portless_rules() -> None:
+    """AuthorizeSecurityGroupIngress/Egress with a protocol such as "4" (IP-in-IP, CAPA's calico
+    rule) or "50" (ESP) and no FromPort/ToPort, as AWS takes it: moto does int(None) and answers
+    500, after having added the request's earlier rules, so the SDK's retry then meets
+    InvalidPermission.Duplicate forever. Such a rule gets no ports, as moto already does for "-1".
+    """
+    from moto.ec2.models import security_groups
+
+    rule = security_groups.SecurityGroupRule
+    original = rule.__init__
+
+    def __init__(self, ec2_backend, ip_protocol, group_id, from_port, to_port, *args, **kwargs):
+        portless = ip_protocol and str(ip_protocol).lower() not in _PORTED
+        if portless and from_port is None and to_port is None:
+            original(self, ec2_backend, "-1", group_id, None, None, *args, **kwargs)
+            self.ip_protocol = str(ip_protocol)
+            return
+        original(self, ec2_backend, ip_protocol, group_id, from_port, to_port, *args, **kwargs)
+
+    rule.__init__ = __init__
+
+
+def _patch_target_groups_of_a_new_load_balancer() -> None:
+    """DescribeTargetGroups by LoadBalancerArn of a load balancer that has none yet (CAPA asks
+    right after CreateLoadBalancer, to find which of its listeners' groups exist): AWS answers
+    an empty list, moto TargetGroupNotFound, on which CAPA's reconcile fails every time.
+    """
+    from moto.elbv2.exceptions import TargetGroupNotFoundError
+    from moto.elbv2.models import ELBv2Backend
+
+    original = ELBv2Backend.describe_target_groups
+
+    def describe_target_groups(self, load_balancer_arn, target_group_arns, names):
+        try:
+            return original(self, load_balancer_arn, target_group_arns, names)
+        except TargetGroupNotFoundError:
+            if load_balancer_arn and not target_group_arns and not names:
+                return []
+            raise
+
+    ELBv2Backend.describe_target_groups = describe_target_groups
+
+
+@hooks.on_infra_start()
+def sweeper_moto_patches() -> None:
+    _patch_portless_rules()
+    _patch_target_groups_of_a_new_load_balancer()
