@@ -128,11 +128,14 @@ async fn a_label_or_a_look_alike_cluster_in_another_namespace_deletes_nothing_of
         "the forged object says why: {:?}",
         reason(&m_api, &forged).await
     );
-    let warned = support::objects::warnings_about(&c, &forged).await;
-    assert!(
-        warned.iter().any(|w| w.starts_with("OwnerNotProven: ")),
-        "{warned:?}"
-    );
+    let warned = eventually(T, || async {
+        support::objects::warnings_about(&c, &forged)
+            .await
+            .iter()
+            .any(|w| w.starts_with("OwnerNotProven: "))
+    })
+    .await;
+    assert!(warned, "a Warning Event says why");
     assert!(
         sg_exists(&aws, &victims_sg).await,
         "the victim's group stays"
@@ -208,12 +211,18 @@ async fn two_live_clusters_of_one_name_hold_until_only_one_claims_it() {
         "{:?}",
         reason(&a, &infra).await
     );
-    let warned = support::objects::warnings_about(&c, &infra).await;
-    assert!(
-        warned
+    // The Event follows the condition.
+    let named = eventually(T, || async {
+        support::objects::warnings_about(&c, &infra)
+            .await
             .iter()
-            .any(|w| w.starts_with("NameCollision: ") && w.contains(&ns_b)),
-        "the Event names the other object: {warned:?}"
+            .any(|w| w.starts_with("NameCollision: ") && w.contains(&ns_b))
+    })
+    .await;
+    assert!(
+        named,
+        "the Event names the other object: {:?}",
+        support::objects::warnings_about(&c, &infra).await
     );
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(

@@ -19,7 +19,7 @@ use sweeper_aws::session::SessionCache;
 
 /// What one object claims.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim {
+pub struct NameClaim {
     /// `Kind ns/name`, for messages.
     pub label: String,
     pub uid: String,
@@ -37,15 +37,15 @@ pub struct Claim {
 #[error(
     "cannot list {kind} in every namespace to check that no other object claims the cluster's name: {source}"
 )]
-pub struct ListError {
+pub struct ClaimsListError {
     kind: String,
     #[source]
     source: kube::Error,
 }
 
-impl Claim {
+impl NameClaim {
     /// What a decoded object claims.
-    pub fn of<K: GcKind>(o: &K) -> Claim {
+    pub fn of<K: GcKind>(o: &K) -> NameClaim {
         let names = match o.names() {
             Ok(n) if n.capi == n.tag => vec![n.capi],
             Ok(n) => vec![n.capi, n.tag],
@@ -54,7 +54,7 @@ impl Claim {
         let (region, identity_ref) = o.placement();
         let namespace = o.namespace().unwrap_or_default();
         let kind = K::kind(&()).into_owned();
-        Claim {
+        NameClaim {
             label: format!("{kind} {namespace}/{}", o.name_any()),
             uid: o.uid().unwrap_or_default(),
             kind,
@@ -68,10 +68,10 @@ impl Claim {
 
     /// What a listed object claims: its typed names when it decodes and resolves, else every
     /// Cluster its owner references name and its EKS name (conservative).
-    fn listed<K: GcKind>(o: &DynamicObject) -> Claim {
+    fn listed<K: GcKind>(o: &DynamicObject) -> NameClaim {
         let value = serde_json::to_value(o).unwrap_or_default();
         if let Ok(typed) = serde_json::from_value::<K>(value.clone()) {
-            let mut claim = Claim::of(&typed);
+            let mut claim = NameClaim::of(&typed);
             if claim.names.is_empty() {
                 claim.names = loose_names(o, &value);
             }
@@ -79,7 +79,7 @@ impl Claim {
         }
         let kind = K::kind(&()).into_owned();
         let namespace = o.namespace().unwrap_or_default();
-        Claim {
+        NameClaim {
             label: format!("{kind} {namespace}/{}", o.name_any()),
             uid: o.uid().unwrap_or_default(),
             kind,
@@ -119,16 +119,16 @@ fn loose_names(o: &DynamicObject, value: &serde_json::Value) -> Vec<String> {
 
 /// Lists both kinds in every namespace (one list each) as claims. A kind the server does not
 /// serve has no objects.
-pub async fn list(client: &Client) -> Result<Vec<Claim>, ListError> {
+pub async fn list(client: &Client) -> Result<Vec<NameClaim>, ClaimsListError> {
     let mut claims = Vec::new();
     for (ar, claim) in [
         (
             ApiResource::erase::<AWSCluster>(&()),
-            Claim::listed::<AWSCluster> as fn(&DynamicObject) -> Claim,
+            NameClaim::listed::<AWSCluster> as fn(&DynamicObject) -> NameClaim,
         ),
         (
             ApiResource::erase::<AWSManagedControlPlane>(&()),
-            Claim::listed::<AWSManagedControlPlane>,
+            NameClaim::listed::<AWSManagedControlPlane>,
         ),
     ] {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -136,7 +136,7 @@ pub async fn list(client: &Client) -> Result<Vec<Claim>, ListError> {
             Ok(list) => claims.extend(list.items.iter().map(claim)),
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(source) => {
-                return Err(ListError {
+                return Err(ClaimsListError {
                     kind: ar.kind.clone(),
                     source,
                 });
@@ -148,7 +148,7 @@ pub async fn list(client: &Client) -> Result<Vec<Claim>, ListError> {
 
 /// The other objects that claim one of `me`'s names in a region that may be `me`'s (the same, or
 /// either unset). Whether they are in `me`'s account is the caller's question. Pure.
-pub fn rivals<'a>(me: &Claim, all: &'a [Claim]) -> Vec<&'a Claim> {
+pub fn rivals<'a>(me: &NameClaim, all: &'a [NameClaim]) -> Vec<&'a NameClaim> {
     all.iter()
         .filter(|o| !(o.uid == me.uid && o.kind == me.kind))
         .filter(|o| !(o.kind == me.kind && o.namespace == me.namespace && o.name == me.name))
@@ -167,9 +167,9 @@ pub async fn clashing(
     client: &Client,
     capa_namespace: &str,
     sessions: &SessionCache,
-    me: &Claim,
+    me: &NameClaim,
     here: &Scope,
-) -> Result<Vec<(Claim, String)>, ListError> {
+) -> Result<Vec<(NameClaim, String)>, ClaimsListError> {
     let all = list(client).await?;
     let mut out = Vec::new();
     for rival in rivals(me, &all) {
@@ -195,7 +195,7 @@ async fn place_of(
     client: &Client,
     capa_namespace: &str,
     sessions: &SessionCache,
-    c: &Claim,
+    c: &NameClaim,
 ) -> Result<Scope, String> {
     let at = Placement {
         namespace: &c.namespace,
@@ -211,8 +211,8 @@ async fn place_of(
 
 /// Every group of objects that claim one name in one region (as [`rivals`] reads it), for
 /// `sweeper check`: each name with the objects that claim it. Accounts are not compared here.
-pub fn collisions(all: &[Claim]) -> Vec<(String, Vec<String>)> {
-    let mut by_name: std::collections::BTreeMap<String, Vec<&Claim>> = Default::default();
+pub fn collisions(all: &[NameClaim]) -> Vec<(String, Vec<String>)> {
+    let mut by_name: std::collections::BTreeMap<String, Vec<&NameClaim>> = Default::default();
     for c in all {
         for n in &c.names {
             by_name.entry(n.clone()).or_default().push(c);
@@ -238,8 +238,8 @@ pub fn collisions(all: &[Claim]) -> Vec<(String, Vec<String>)> {
 mod tests {
     use super::*;
 
-    fn claim(kind: &str, ns: &str, name: &str, names: &[&str], region: Option<&str>) -> Claim {
-        Claim {
+    fn claim(kind: &str, ns: &str, name: &str, names: &[&str], region: Option<&str>) -> NameClaim {
+        NameClaim {
             label: format!("{kind} {ns}/{name}"),
             uid: format!("{kind}/{ns}/{name}"),
             kind: kind.into(),

@@ -31,7 +31,7 @@ struct Target {
     /// Whether the owner Cluster proves the object's name (cluster.rs, "Whose cluster").
     proof: Result<(), String>,
     /// What the object claims, for the name-collision check.
-    claim: claims::Claim,
+    claim: claims::NameClaim,
 }
 
 impl Target {
@@ -47,7 +47,7 @@ impl Target {
         let proof = owning.proof(&K::kind(&()), &o.name_any());
         Ok(Target {
             proof,
-            claim: claims::Claim::of(&o),
+            claim: claims::NameClaim::of(&o),
             names: o.names().map_err(|e| e.to_string())?,
             object: ObjectFacts::of(&o),
             region: region.map(str::to_string),

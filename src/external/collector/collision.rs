@@ -6,7 +6,7 @@
 
 use super::{ClusterInput, ExternalError, FINALIZER, GcKind, KindReconciler};
 use crate::engine::finalizer_controller::{Checked, Pass};
-use crate::external::claims::{self, Claim};
+use crate::external::claims::{self, NameClaim};
 use crate::external::cluster::ClusterNames;
 use crate::external::conditions::{self, Desired, Severity};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -54,7 +54,7 @@ impl<K: GcKind> KindReconciler<K> {
         names: &ClusterNames,
         here: &Scope,
     ) -> Result<Option<Pass>, ExternalError> {
-        let me = Claim::of(o);
+        let me = NameClaim::of(o);
         let c = &self.ctx;
         let clashing =
             match claims::clashing(&c.client, &c.capa_namespace, &c.sessions, &me, here).await {
@@ -109,7 +109,7 @@ impl<K: GcKind> KindReconciler<K> {
 
     /// The other object hears of the collision too: a Warning Event and our condition on it. A
     /// failure to write there is logged: it never changes what this object does.
-    async fn tell_rival(&self, rival: &Claim, me: &str, names: &ClusterNames) {
+    async fn tell_rival(&self, rival: &NameClaim, me: &str, names: &ClusterNames) {
         let ar = if rival.kind == "AWSManagedControlPlane" {
             ApiResource::erase::<crate::api::capa::AWSManagedControlPlane>(&())
         } else {
