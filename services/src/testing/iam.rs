@@ -233,14 +233,22 @@ mod tests {
                 ],
             ),
             (
-                &["security_groups/mod.rs", "security_groups/refs.rs"],
+                &[
+                    "security_groups/mod.rs",
+                    "security_groups/refs.rs",
+                    "security_groups/revoke.rs",
+                ],
                 vec![
                     c::security_groups::SecurityGroups::CAPA_OWNED.descriptor(),
                     c::security_groups::SecurityGroups::EXTERNAL.descriptor(),
                 ],
             ),
             (
-                &["security_groups/eks.rs", "security_groups/refs.rs"],
+                &[
+                    "security_groups/eks.rs",
+                    "security_groups/refs.rs",
+                    "security_groups/revoke.rs",
+                ],
                 vec![&c::security_groups::eks::DESCRIPTOR],
             ),
             (

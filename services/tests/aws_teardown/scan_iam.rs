@@ -108,8 +108,16 @@ async fn karpenters_profiles_of_a_deleted_cluster_are_candidates_where_their_tag
             .map(|r| r.arn.rsplit('/').next().unwrap_or_default().to_string())
             .collect()
     };
-    assert_eq!(profiles(&s_us, &dead), [here.clone()], "{s_us:#?}");
-    assert_eq!(profiles(&s_eu, &dead), [twin.clone()], "{s_eu:#?}");
+    assert_eq!(
+        profiles(&s_us, &dead),
+        std::slice::from_ref(&here),
+        "{s_us:#?}"
+    );
+    assert_eq!(
+        profiles(&s_eu, &dead),
+        std::slice::from_ref(&twin),
+        "{s_eu:#?}"
+    );
     for s in [&s_us, &s_eu] {
         assert!(!s.candidates.iter().any(|c| c.cluster == live), "{s:#?}");
     }
