@@ -44,6 +44,27 @@ pub struct ClaimsListError {
 }
 
 impl NameClaim {
+    /// The parts every claim has, from the object's metadata.
+    fn new(
+        kind: String,
+        o: &impl ResourceExt,
+        names: Vec<String>,
+        region: Option<&str>,
+        identity_ref: Option<IdentityRef>,
+    ) -> NameClaim {
+        let namespace = o.namespace().unwrap_or_default();
+        NameClaim {
+            label: crate::engine::meta::object_label(&kind, Some(&namespace), &o.name_any()),
+            uid: o.uid().unwrap_or_default(),
+            kind,
+            namespace,
+            name: o.name_any(),
+            names,
+            region: region.filter(|r| !r.is_empty()).map(str::to_string),
+            identity_ref,
+        }
+    }
+
     /// What a decoded object claims.
     pub fn of<K: GcKind>(o: &K) -> NameClaim {
         let names = match o.names() {
@@ -52,18 +73,13 @@ impl NameClaim {
             Err(_) => Vec::new(),
         };
         let (region, identity_ref) = o.placement();
-        let namespace = o.namespace().unwrap_or_default();
-        let kind = K::kind(&()).into_owned();
-        NameClaim {
-            label: format!("{kind} {namespace}/{}", o.name_any()),
-            uid: o.uid().unwrap_or_default(),
-            kind,
-            namespace,
-            name: o.name_any(),
+        NameClaim::new(
+            K::kind(&()).into_owned(),
+            o,
             names,
-            region: region.filter(|r| !r.is_empty()).map(str::to_string),
-            identity_ref: identity_ref.cloned(),
-        }
+            region,
+            identity_ref.cloned(),
+        )
     }
 
     /// What a listed object claims: its typed names when it decodes and resolves, else every
@@ -77,35 +93,21 @@ impl NameClaim {
             }
             return claim;
         }
-        let kind = K::kind(&()).into_owned();
-        let namespace = o.namespace().unwrap_or_default();
-        NameClaim {
-            label: format!("{kind} {namespace}/{}", o.name_any()),
-            uid: o.uid().unwrap_or_default(),
-            kind,
-            namespace,
-            name: o.name_any(),
-            names: loose_names(o, &value),
-            region: value
-                .pointer("/spec/region")
-                .and_then(|r| r.as_str())
-                .filter(|r| !r.is_empty())
-                .map(str::to_string),
-            identity_ref: value
+        NameClaim::new(
+            K::kind(&()).into_owned(),
+            o,
+            loose_names(o, &value),
+            value.pointer("/spec/region").and_then(|r| r.as_str()),
+            value
                 .pointer("/spec/identityRef")
                 .and_then(|r| serde_json::from_value(r.clone()).ok()),
-        }
+        )
     }
 }
 
 /// Every Cluster an object's owner references name, and its EKS name.
 fn loose_names(o: &DynamicObject, value: &serde_json::Value) -> Vec<String> {
-    let mut names: Vec<String> = o
-        .owner_references()
-        .iter()
-        .filter(|r| r.kind == "Cluster" && r.api_version.starts_with("cluster.x-k8s.io/"))
-        .map(|r| r.name.clone())
-        .collect();
+    let mut names = super::cluster::owner_clusters(o);
     names.extend(
         value
             .pointer("/spec/eksClusterName")
@@ -223,7 +225,7 @@ pub fn collisions(all: &[NameClaim]) -> Vec<(String, Vec<String>)> {
         .filter_map(|(name, claims)| {
             let clashing: Vec<String> = claims
                 .iter()
-                .filter(|c| !rivals(c, all).iter().all(|r| !r.names.contains(&name)))
+                .filter(|c| rivals(c, all).iter().any(|r| r.names.contains(&name)))
                 .map(|c| match &c.region {
                     Some(r) => format!("{} ({r})", c.label),
                     None => format!("{} (default region)", c.label),

@@ -232,7 +232,7 @@ pub async fn gc_target(
 }
 
 /// The distinct names of the cluster.x-k8s.io Clusters among `o`'s owner references, in order.
-fn owner_clusters<K: ResourceExt>(o: &K) -> Vec<String> {
+pub(crate) fn owner_clusters<K: ResourceExt>(o: &K) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for r in o.owner_references() {
         if r.kind == "Cluster"

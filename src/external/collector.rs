@@ -282,11 +282,12 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
             }
         };
         let parsed = annotations::settings_of(o.annotations(), linked.as_ref());
+        let names = o.names();
         // A live object without its owner reference yet is normal (Cluster API's Cluster
         // controller adds it after the object is created): nothing is at stake, nothing to say.
         // At deletion, no owner is no proof: held as an unproven owner, not as a typo.
         if parsed.is_ok()
-            && let Err(cluster::ClusterNameError::NoOwner { .. }) = o.names()
+            && let Err(cluster::ClusterNameError::NoOwner { .. }) = names
         {
             if stage == Stage::Cleanup {
                 let why = cluster::Owning::NoOwner.proof(&K::kind(&()), &o.name_any());
@@ -298,7 +299,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
                 retry: None,
             });
         }
-        match (parsed, o.names().map_err(|e| e.to_string())) {
+        match (parsed, names.map_err(|e| e.to_string())) {
             (Ok(settings), Ok(names)) => {
                 // Whose cluster: before anything can be deleted, the owner Cluster must name
                 // this object (cluster.rs). Checked after the input, so bad input is said first.
