@@ -1,6 +1,14 @@
 //! Target groups, after the load balancers: one bulk DescribeTargetGroups tells which are still
 //! attached (LoadBalancerArns); those are reported in use and left for a later pass, the rest are
 //! deleted (`policy::target_groups` decides). A ResourceInUse from the delete itself is retried, then reported the same way.
+//!
+//! Two phases, as the load balancers: phase 1 takes the groups CAPA created for its API-server
+//! load balancer (`apiserver-target-*`, `additional-listener-*`), which carry CAPA's ownership
+//! tag and nothing else of the cluster's, so phase 2's rule keeps them as CAPA's. CAPA's own
+//! delete (`deleteLB` in v2.13.0's `pkg/cloud/services/elb/loadbalancer.go`) removes them with
+//! the load balancer; sweeper deletes the load balancer by itself, after which the group is no
+//! longer attached and only its tag says whose it is: without phase 1's share it was left behind
+//! (seen with CAPA's own controller, issue #53).
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
 use crate::discovery::describe;
@@ -15,7 +23,9 @@ use std::collections::{HashMap, HashSet};
 /// Selects phase 2's target groups.
 pub const TASK: GcTask = GcTask::new("target-group");
 
-pub struct TargetGroups;
+/// One executor for two phases, its descriptor saying which: [`TargetGroups::CAPA_OWNED`] or
+/// [`TargetGroups::EXTERNAL`].
+pub struct TargetGroups(&'static Descriptor);
 
 const KIND: &str = "target-group";
 
@@ -28,15 +38,30 @@ pub fn external(inv: &Inventory) -> &[String] {
     inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
 }
 
+const IAM_ACTIONS: &[&str] = &[
+    "elasticloadbalancing:DescribeTargetGroups",
+    "elasticloadbalancing:DescribeTags",
+    // Which load balancers still use a group.
+    "elasticloadbalancing:DescribeLoadBalancers",
+    "elasticloadbalancing:DeleteTargetGroup",
+];
+
+impl TargetGroups {
+    /// Phase 1: carrying `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned`, after CAPA's
+    /// load balancers (order 10) and before its security groups.
+    pub const CAPA_OWNED: TargetGroups = TargetGroups(&CAPA_DESCRIPTOR);
+    /// Phase 2: the inventory.
+    pub const EXTERNAL: TargetGroups = TargetGroups(&DESCRIPTOR);
+}
+
+pub const CAPA_DESCRIPTOR: Descriptor = Descriptor {
+    iam_actions: IAM_ACTIONS,
+    ..Descriptor::new("elasticloadbalancing", KIND, Phase::CapaOwned, 15)
+};
+
 pub const DESCRIPTOR: Descriptor = Descriptor {
     task: Some(TASK),
-    iam_actions: &[
-        "elasticloadbalancing:DescribeTargetGroups",
-        "elasticloadbalancing:DescribeTags",
-        // Which load balancers still use a group.
-        "elasticloadbalancing:DescribeLoadBalancers",
-        "elasticloadbalancing:DeleteTargetGroup",
-    ],
+    iam_actions: IAM_ACTIONS,
     ..Descriptor::new("elasticloadbalancing", KIND, Phase::External, 20)
 };
 
@@ -45,10 +70,13 @@ impl Cleaner for TargetGroups {
     type Detail = ();
 
     fn descriptor(&self) -> &'static Descriptor {
-        &DESCRIPTOR
+        self.0
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
+        if self.0.phase != Phase::External {
+            return false;
+        }
         let kind = ("elasticloadbalancing", "targetgroup");
         claim_into(r, inv, kind, |s: &mut ExternalShare, r| {
             s.0.push(r.arn.to_string())
@@ -61,6 +89,9 @@ impl Cleaner for TargetGroups {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
+        if self.0.phase != Phase::External {
+            return Ok(());
+        }
         let groups = describe::target_groups(c).await?;
         let vpc_of: HashMap<String, Option<String>> = groups
             .iter()
@@ -83,38 +114,31 @@ impl Cleaner for TargetGroups {
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        let ours = external(ctx.inventory);
+        if self.0.phase == Phase::External {
+            let ours = external(ctx.inventory);
+            if ours.is_empty() {
+                return Ok(Vec::new());
+            }
+            let groups = describe::target_groups(ctx.clients).await?;
+            return judged(ctx, ours, groups).await;
+        }
+        // Phase 1: every group of the region, kept where CAPA's tag for this cluster says owned.
+        let groups = describe::target_groups(ctx.clients).await?;
+        let arns = groups.iter().map(|t| t.arn.clone()).collect();
+        let capa = ctx.capa_key();
+        let ours: Vec<String> = describe::v2_tags(ctx.clients, arns, KIND)
+            .await?
+            .into_iter()
+            .filter(|tg| {
+                let tags: Vec<_> = tg.pairs().collect();
+                policy::capa::decide(&Candidate::tagged(&tags), &capa).is_delete()
+            })
+            .map(|tg| tg.id)
+            .collect();
         if ours.is_empty() {
             return Ok(Vec::new());
         }
-        // Runs after the load balancer cleaner, so attachments reflect this pass's deletes.
-        let mut users: HashMap<String, Vec<String>> = describe::target_groups(ctx.clients)
-            .await?
-            .into_iter()
-            .map(|t| (t.arn, t.load_balancer_arns))
-            .collect();
-        // LocalStack (and briefly AWS) keeps listing a deleted load balancer in LoadBalancerArns:
-        // only load balancers that still exist count as users. One bulk call, and only when needed.
-        let attached = ours
-            .iter()
-            .any(|arn| users.get(arn).is_some_and(|l| !l.is_empty()));
-        if attached {
-            let live: HashSet<String> = describe::v2_load_balancer_arns(ctx.clients)
-                .await?
-                .into_iter()
-                .collect();
-            for lbs in users.values_mut() {
-                lbs.retain(|l| live.contains(l));
-            }
-        }
-        Ok(ours
-            .iter()
-            // Not listed any more: already deleted, nothing to do.
-            .filter_map(|arn| {
-                let lbs = users.get(arn)?;
-                Target::plain(arn.clone()).judged(policy::target_groups::decide(lbs))
-            })
-            .collect())
+        judged(ctx, &ours, groups).await
     }
 
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target) -> Result<Outcome, CleanError> {
@@ -128,6 +152,42 @@ impl Cleaner for TargetGroups {
         .await;
         settle(res, KIND, &t.id, "DeleteTargetGroup")
     }
+}
+
+/// `ours` as targets, each judged by the load balancers that still use it (`groups`: the
+/// region's DescribeTargetGroups, made after the load balancer cleaner of the same phase ran, so
+/// attachments reflect this pass's deletes).
+async fn judged(
+    ctx: &CleanCtx<'_>,
+    ours: &[String],
+    groups: Vec<describe::TargetGroupInfo>,
+) -> Result<Vec<Target>, CleanError> {
+    let mut users: HashMap<String, Vec<String>> = groups
+        .into_iter()
+        .map(|t| (t.arn, t.load_balancer_arns))
+        .collect();
+    // LocalStack (and briefly AWS) keeps listing a deleted load balancer in LoadBalancerArns:
+    // only load balancers that still exist count as users. One bulk call, and only when needed.
+    let attached = ours
+        .iter()
+        .any(|arn| users.get(arn).is_some_and(|l| !l.is_empty()));
+    if attached {
+        let live: HashSet<String> = describe::v2_load_balancer_arns(ctx.clients)
+            .await?
+            .into_iter()
+            .collect();
+        for lbs in users.values_mut() {
+            lbs.retain(|l| live.contains(l));
+        }
+    }
+    Ok(ours
+        .iter()
+        // Not listed any more: already deleted, nothing to do.
+        .filter_map(|arn| {
+            let lbs = users.get(arn)?;
+            Target::plain(arn.clone()).judged(policy::target_groups::decide(lbs))
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -175,7 +235,7 @@ mod calls {
             .then_output(|| DeleteTargetGroupOutput::builder().build());
         let c = mocked::in_order(&[&groups, &live, &delete]);
         let cx = ctx(&c, &inv);
-        let found = TargetGroups.discover(&cx).await.unwrap();
+        let found = TargetGroups::EXTERNAL.discover(&cx).await.unwrap();
         let seen: Vec<(&str, Option<&str>)> = found
             .iter()
             .map(|t| (t.id.as_str(), t.blocked.as_deref()))
@@ -188,10 +248,71 @@ mod calls {
             ]
         );
         assert_eq!(
-            TargetGroups.delete(&cx, &found[0]).await.unwrap(),
+            TargetGroups::EXTERNAL.delete(&cx, &found[0]).await.unwrap(),
             Outcome::Deleted
         );
         assert_calls(&delete, 1, "DeleteTargetGroup");
+    }
+
+    /// Phase 1: CAPA's API-server group, still listing the load balancer phase 1 just deleted,
+    /// is a target by CAPA's tag; another cluster's (a prefix-sharing name), a `shared` one and
+    /// the cloud provider's (`kubernetes.io/cluster/N=owned`, phase 2's) are not.
+    #[tokio::test]
+    async fn capas_api_server_group_is_phase_ones_by_capas_tag_alone() {
+        use aws_sdk_elasticloadbalancingv2::operation::describe_tags::DescribeTagsOutput;
+        use aws_sdk_elasticloadbalancingv2::types::{Tag, TagDescription};
+        let capa = crate::discovery::tags::capa_key(mocked::CLUSTER);
+        let other = crate::discovery::tags::capa_key(&format!("{}-b", mocked::CLUSTER));
+        let cloud = format!("kubernetes.io/cluster/{}", mocked::CLUSTER);
+        let described = |arn: &str, k: &str, v: &str| {
+            TagDescription::builder()
+                .resource_arn(arn)
+                .tags(Tag::builder().key(k).value(v).build())
+                .build()
+        };
+        let groups = mock!(Client::describe_target_groups).then_output(|| {
+            DescribeTargetGroupsOutput::builder()
+                .target_groups(tg("tg-apiserver", &["lb-deleted"]))
+                .target_groups(tg("tg-other", &[]))
+                .target_groups(tg("tg-shared", &[]))
+                .target_groups(tg("tg-cloud", &[]))
+                .build()
+        });
+        let (c1, c2, c3) = (capa.clone(), other.clone(), cloud.clone());
+        let c4 = capa.clone();
+        let tags = mock!(Client::describe_tags).then_output(move || {
+            DescribeTagsOutput::builder()
+                .tag_descriptions(described("tg-apiserver", &c1, "owned"))
+                .tag_descriptions(described("tg-other", &c2, "owned"))
+                .tag_descriptions(described("tg-shared", &c4, "shared"))
+                .tag_descriptions(described("tg-cloud", &c3, "owned"))
+                .build()
+        });
+        let live = mock!(Client::describe_load_balancers)
+            .then_output(|| DescribeLoadBalancersOutput::builder().build());
+        let c = mocked::in_order(&[&groups, &tags, &live]);
+        let inv = Inventory::default();
+        let found = TargetGroups::CAPA_OWNED
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        let seen: Vec<(&str, Option<&str>)> = found
+            .iter()
+            .map(|t| (t.id.as_str(), t.blocked.as_deref()))
+            .collect();
+        assert_eq!(seen, [("tg-apiserver", None)]);
+        assert!(
+            !TargetGroups::CAPA_OWNED.claim(
+                &TaggedResource {
+                    arn: "arn:aws:elasticloadbalancing:us-east-1:1:targetgroup/x/1"
+                        .parse()
+                        .unwrap(),
+                    tags: [(capa, "owned".to_string())].into(),
+                },
+                &mut Inventory::default()
+            ),
+            "phase 1 claims nothing from the tagging API"
+        );
     }
 
     #[tokio::test]
@@ -199,7 +320,7 @@ mod calls {
         let c = mocked::no_calls();
         let inv = Inventory::default();
         assert!(
-            TargetGroups
+            TargetGroups::EXTERNAL
                 .discover(&ctx(&c, &inv))
                 .await
                 .unwrap()

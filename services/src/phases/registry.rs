@@ -35,12 +35,14 @@ fn all() -> Vec<Box<dyn AnyCleaner>> {
         // balancer, then its security groups (whatever the VPC).
         Box::new(Instances::CAPA_OWNED),
         Box::new(LoadBalancers::CAPA_OWNED),
+        // The target groups CAPA made for its API-server load balancer, once it is gone.
+        Box::new(TargetGroups::CAPA_OWNED),
         Box::new(SecurityGroups::CAPA_OWNED),
         // Phase 2: what the cloud provider, the LB controller, node provisioners and the VPC CNI
         // created.
         Box::new(DnsRecords),
         Box::new(LoadBalancers::EXTERNAL),
-        Box::new(TargetGroups),
+        Box::new(TargetGroups::EXTERNAL),
         Box::new(Instances::EXTERNAL),
         Box::new(LaunchTemplates),
         Box::new(InstanceProfiles),
@@ -198,6 +200,7 @@ mod tests {
             [
                 ("instance", 10, None, true, true),
                 ("load-balancer", 10, None, false, true),
+                ("target-group", 15, None, false, true),
                 ("security-group", 20, None, false, false),
             ]
         );
@@ -284,6 +287,7 @@ mod tests {
             services,
             [
                 ("load-balancer", "elasticloadbalancing"),
+                ("target-group", "elasticloadbalancing"),
                 ("dns-record", "route53"),
                 ("load-balancer", "elasticloadbalancing"),
                 ("target-group", "elasticloadbalancing"),

@@ -259,7 +259,13 @@ mod tests {
                 ],
                 vec![&c::dns_records::DESCRIPTOR],
             ),
-            (&["target_groups.rs"], vec![&c::target_groups::DESCRIPTOR]),
+            (
+                &["target_groups.rs"],
+                vec![
+                    &c::target_groups::CAPA_DESCRIPTOR,
+                    &c::target_groups::DESCRIPTOR,
+                ],
+            ),
             (
                 &["launch_templates.rs"],
                 vec![&c::launch_templates::DESCRIPTOR],

@@ -22,6 +22,18 @@ async fn phase1_terminates_capa_instances_and_the_api_server_lb() {
     )
     .await;
 
+    // CAPA's API-server target group behind its NLB (CAPA names it `apiserver-target-<hash>` and
+    // tags it with its own key only), and a prefix-sharing cluster's: only ours goes.
+    let tcp = || sweeper_aws::sdk::elbv2::types::ProtocolEnum::Tcp;
+    let api_tg = format!("apiserver-target-{n}");
+    let api_tg = fallible::target_group(&c, &api_tg, &v, tcp(), &[capa(&n)]).await;
+    let api_tg = api_tg.expect("CreateTargetGroup");
+    let held = fallible::listener(&c, &api_v2, &api_tg, tcp()).await;
+    held.expect("CreateListener");
+    let other_tg = format!("apiserver-target-{other}");
+    let other_tg = fallible::target_group(&c, &other_tg, &v, tcp(), &[capa(&other)]).await;
+    let other_tg = other_tg.expect("CreateTargetGroup");
+
     let other_inst = instance(&c, &subnets[0], &[capa(&other)]).await;
     let untagged = instance(&c, &subnets[0], &[]).await;
     let other_lb = format!("{other}-apiserver");
@@ -38,6 +50,12 @@ async fn phase1_terminates_capa_instances_and_the_api_server_lb() {
     assert_eq!(instance_state(&c, &mine).await, "terminated");
     assert!(!classic_exists(&c, &api_lb).await);
     assert!(!v2_exists(&c, &api_v2).await);
+    assert!(
+        p1_deleted.contains(&api_tg),
+        "CAPA's API-server target group, in phase 1: {p1_deleted:?}"
+    );
+    assert!(!tg_exists(&c, &api_tg).await);
+    assert!(tg_exists(&c, &other_tg).await, "another cluster's group");
 
     assert_ne!(instance_state(&c, &other_inst).await, "terminated");
     assert_ne!(instance_state(&c, &untagged).await, "terminated");

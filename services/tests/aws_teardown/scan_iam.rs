@@ -11,7 +11,7 @@ use crate::fixtures::*;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
-use sweeper_aws::phases::{AwsClients, PassRequest, teardown_pass};
+use sweeper_aws::phases::{AwsClients, PassRequest};
 use sweeper_aws::scan::iam::account_iam;
 use sweeper_aws::scan::{ScanInput, scan_region};
 use sweeper_aws::testing::leaks::{karpenter_profile, node_role};
@@ -144,9 +144,20 @@ async fn karpenters_profiles_of_a_deleted_cluster_are_candidates_where_their_tag
         "never a candidate"
     );
 
-    // A teardown by the name, in us-east-1: the profile claimed there, nothing else.
-    let done = teardown_pass(&us, &PassRequest::new(&dead)).await;
-    assert!(done.done, "{done:#?}");
+    // A teardown by the name, in us-east-1: the profile claimed there, nothing else. A pass that
+    // deleted something is not `done` (the next one proves nothing is left): passes until done.
+    let reports = until_done(&us, &PassRequest::new(&dead), 5).await;
+    let deleted: Vec<&str> = reports
+        .iter()
+        .flat_map(|r| &r.phases)
+        .flat_map(|p| &p.deleted)
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(
+        deleted.len(),
+        1,
+        "only the profile claimed here: {deleted:?}"
+    );
     assert!(
         !profile_exists(&us, &here).await,
         "the deleted cluster's profile"
