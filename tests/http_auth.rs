@@ -92,7 +92,6 @@ async fn allowed(c: &kube::Client, user: &str, path: &str) -> bool {
 
 /// A binding of the reader role to `reader` in `ns`, deleted when dropped.
 struct ReaderBinding {
-    client: kube::Client,
     name: String,
 }
 
@@ -127,27 +126,21 @@ impl ReaderBinding {
                 "the API server allows {user} {path} once bound"
             );
         }
-        ReaderBinding {
-            client: c.clone(),
-            name,
-        }
+        ReaderBinding { name }
     }
 }
 
 impl Drop for ReaderBinding {
     fn drop(&mut self) {
-        let (client, name) = (self.client.clone(), self.name.clone());
-        // Drop cannot await; the test's runtime may be gone, so a runtime of its own.
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Runtime::new()
-                .unwrap()
-                .block_on(async move {
-                    let _ = Api::<ClusterRoleBinding>::all(client)
-                        .delete(&name, &DeleteParams::default())
-                        .await;
-                })
-        })
-        .join();
+        let name = self.name.clone();
+        // A client of its own: the test's client belongs to the test's runtime, which this drop
+        // blocks (reusing it here deadlocks).
+        support::cleanup_from_drop(async move {
+            let client = support::kube_client().await;
+            let _ = Api::<ClusterRoleBinding>::all(client)
+                .delete(&name, &DeleteParams::default())
+                .await;
+        });
     }
 }
 
