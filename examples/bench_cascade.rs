@@ -101,6 +101,8 @@ fn start_with(gc: Gc, limit: Limit, extra: &[&str]) -> Running {
             Command::new(env("SWEEPER_BIN"))
                 .args([
                     "run",
+                    // Nothing reads its port: no certificate to make, no token to review.
+                    "--http-insecure",
                     "--http-addr",
                     &format!("127.0.0.1:{port}"),
                     "--feature-gates",

@@ -43,11 +43,13 @@ fi
 # All three collectors: the chart's default is the external one alone (a CAPA management
 # cluster's), but the test environment's kube-controller-manager runs no garbage collector and the
 # demo has a KubeZoo tenant, which is where the cascade and tenant collectors belong.
-log "rendering the Helm chart (deploy/helm/sweeper) with all three collectors, aws.endpointUrl and aws.region set"
+# http.insecure: the replicas run on this machine, on loopback, and the demo reads their /status
+# with curl; in a cluster the port is HTTPS with a token (docs/operations.md, "HTTP endpoints").
+log "rendering the Helm chart (deploy/helm/sweeper) with all three collectors, aws.endpointUrl and aws.region set, http.insecure"
 helm="$("$REPO_ROOT/scripts/provision-helm.sh")"
 rendered="$SWEEPER_STATE/demo-chart.yaml"
 "$helm" template sweeper deploy/helm/sweeper --namespace "$NS" \
-  --set featureGates.CascadeGC=true --set featureGates.TenantGC=true \
+  --set featureGates.CascadeGC=true --set featureGates.TenantGC=true --set http.insecure=true \
   --set aws.endpointUrl="$AWS_ENDPOINT_URL" --set aws.region="$AWS_REGION" >"$rendered"
 
 # The Deployment's container, as `demo chart-env` reads it from the render.

@@ -32,12 +32,15 @@ pub enum Command {
     Graph(GraphArgs),
     /// What each collector of a running `sweeper run` is doing.
     Status {
-        /// Base URL of the running service's HTTP port.
-        #[arg(long, default_value = "http://127.0.0.1:8080", env = "SWEEPER_SERVER")]
+        /// Base URL of the running service's HTTP port (`http://` for one run with
+        /// --http-insecure).
+        #[arg(long, default_value = "https://127.0.0.1:8080", env = "SWEEPER_SERVER")]
         server: String,
         /// Print the JSON instead of the table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        access: crate::http_get::Access,
     },
     /// Per-cluster external resource GC settings (like clusterawsadm's gc commands).
     #[command(subcommand)]
@@ -251,6 +254,12 @@ pub struct UninstallArgs {
     /// Default: every collector. The Helm chart's pre-delete hook names the collectors it enabled.
     #[arg(long = "collector", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(crate::collectors::names()))]
     pub collectors: Vec<String>,
+    /// CAPA's namespace: its manager's Deployment says whether CAPA's own ExternalResourceGC is
+    /// on, which the uninstall reports (with the external collector's finalizers released).
+    /// Empty: not read (an identity that may not read Deployments there), the report says what
+    /// to check.
+    #[arg(long, default_value = "capa-system", env = "SWEEPER_CAPA_NAMESPACE")]
+    pub capa_namespace: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -326,6 +335,10 @@ pub struct PauseArgs {
     /// Why (recorded with the switch, shown by `sweeper status` and in the Event).
     #[arg(long)]
     pub reason: Option<String>,
+    /// `resume` only: resume just the collectors `sweeper uninstall` paused, leaving any other
+    /// pause as it is (the Helm chart's post-install hook, so a reinstall does not start paused).
+    #[arg(long, conflicts_with_all = ["collector", "reason"])]
+    pub after_uninstall: bool,
     #[command(flatten)]
     pub switch: SwitchNamespace,
 }
@@ -412,14 +425,17 @@ pub struct GcCluster {
 
 #[derive(Args, Debug, Clone)]
 pub struct GraphArgs {
-    /// Base URL of the running service's HTTP port.
+    /// Base URL of the running service's HTTP port (`http://` for one run with
+    /// --http-insecure).
     #[arg(
         long,
-        default_value = "http://127.0.0.1:8080",
+        default_value = "https://127.0.0.1:8080",
         env = "SWEEPER_SERVER",
         global = true
     )]
     pub server: String,
+    #[command(flatten)]
+    pub access: crate::http_get::Access,
     #[command(subcommand)]
     pub query: GraphQuery,
 }
@@ -497,6 +513,59 @@ mod tests {
             Command::Run(a) => a.config,
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Outside a pod, every command looks for sweeper's namespace in the same place: `check`
+    /// and `run` as `pause -n`, `resume -n` and `uninstall -n`, never the kubeconfig's context.
+    #[test]
+    fn the_sweeper_namespace_defaults_as_every_commands_does() {
+        if crate::engine::leader::default_namespace().is_some() {
+            return; // in a pod: its namespace wins, as it should
+        }
+        assert_eq!(run_config(&[]).sweeper_namespace(), "sweeper-system");
+        assert_eq!(
+            run_config(&["--namespace", "ops"]).sweeper_namespace(),
+            "ops"
+        );
+        let check = match Cli::try_parse_from(["sweeper", "check"]).unwrap().command {
+            Command::Check(a) => a.run.config.sweeper_namespace(),
+            other => panic!("{other:?}"),
+        };
+        let pause = match Cli::try_parse_from(["sweeper", "pause"]).unwrap().command {
+            Command::Pause(a) => a.switch.namespace,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(check, pause);
+    }
+
+    /// The HTTP port's security flags: HTTPS with token review unless `--http-insecure`; a
+    /// certificate needs its key, and an insecure port takes no certificate.
+    #[test]
+    fn http_security_flags_go_together() {
+        let c = run_config(&[]);
+        assert!(!c.http_insecure && c.http_tls_cert_file.is_none());
+        assert!(run_config(&["--http-insecure"]).http_insecure);
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["sweeper", "run"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv)
+        };
+        assert!(
+            parse(&["--http-tls-cert-file", "c.pem"]).is_err(),
+            "a cert without its key"
+        );
+        assert!(parse(&["--http-tls-cert-file", "c", "--http-tls-key-file", "k"]).is_ok());
+        assert!(
+            parse(&[
+                "--http-insecure",
+                "--http-tls-cert-file",
+                "c",
+                "--http-tls-key-file",
+                "k"
+            ])
+            .is_err(),
+            "plain HTTP with a certificate"
+        );
     }
 
     #[test]

@@ -6,7 +6,12 @@ use sweeper::cli::{Cli, Command};
 async fn main() -> ExitCode {
     sweeper::install_crypto_provider();
     let cli = Cli::parse();
-    sweeper::telemetry::init(cli.log_format);
+    // The one-shot commands print a report: their logs stay at warn unless RUST_LOG says more.
+    let reports = matches!(
+        cli.command,
+        Command::Scan(_) | Command::Teardown(_) | Command::Check(_) | Command::Gc(_)
+    );
+    sweeper::telemetry::init(cli.log_format, sweeper::telemetry::default_level(reports));
     match cli.command {
         Command::Version => {
             println!("sweeper {}", env!("CARGO_PKG_VERSION"));
@@ -29,9 +34,13 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Status { server, json } => {
+        Command::Status {
+            server,
+            json,
+            access,
+        } => {
             let url = format!("{}/status", server.trim_end_matches('/'));
-            match sweeper::http_get::get(&url).await {
+            match sweeper::http_get::get_with(&url, &access).await {
                 Ok((200, body)) => {
                     if json {
                         println!("{}", body.trim_end());
@@ -114,7 +123,7 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
     if let Some(user) = &args.as_user {
         config.auth_info.impersonate = Some(user.clone());
     }
-    let namespace = args.run.config.sweeper_namespace(&config.default_namespace);
+    let namespace = args.run.config.sweeper_namespace();
     let client = match kube::Client::try_from(config) {
         Ok(c) => c,
         Err(e) => {
@@ -199,7 +208,7 @@ async fn scan(args: sweeper::cli::ScanArgs) -> Result<String, String> {
 
 async fn graph(args: sweeper::cli::GraphArgs) -> Result<(), String> {
     use sweeper::cli::GraphQuery;
-    use sweeper::http_get::{encode, get};
+    use sweeper::http_get::{encode, get_with};
     let base = args.server.trim_end_matches('/');
     let url = match &args.query {
         GraphQuery::Dependents(o) | GraphQuery::Dependencies(o) => {
@@ -221,7 +230,9 @@ async fn graph(args: sweeper::cli::GraphArgs) -> Result<(), String> {
         }
         GraphQuery::Dump { format } => format!("{base}/graph?format={}", encode(format)),
     };
-    let (status, body) = get(&url).await.map_err(|e| e.to_string())?;
+    let (status, body) = get_with(&url, &args.access)
+        .await
+        .map_err(|e| e.to_string())?;
     if status != 200 {
         return Err(format!("{url}: HTTP {status}: {}", body.trim()));
     }
@@ -313,6 +324,22 @@ async fn pause(args: sweeper::cli::PauseArgs, on: bool) -> Result<String, String
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
+    if args.after_uninstall {
+        if on {
+            return Err("--after-uninstall is for `sweeper resume`".into());
+        }
+        let resumed = sweeper::uninstall::resume_after_uninstall(&client, &args.switch.namespace)
+            .await
+            .map_err(|e| e.to_string())?;
+        return Ok(if resumed.is_empty() {
+            "nothing paused by `sweeper uninstall`".to_string()
+        } else {
+            format!(
+                "resumed what `sweeper uninstall` paused: {}",
+                resumed.join(", ")
+            )
+        });
+    }
     let record = on.then(|| PauseRecord {
         since: k8s_openapi::jiff::Timestamp::now().to_string(),
         by: std::env::var("USER").ok().filter(|u| !u.is_empty()),
@@ -351,6 +378,7 @@ async fn uninstall(args: sweeper::cli::UninstallArgs) -> Result<String, String> 
         keep_tenant_finalizer: args.keep_tenant_finalizer,
         dry_run: args.dry_run,
         collectors: args.collectors.clone(),
+        capa_namespace: args.capa_namespace.clone(),
     };
     let summary = uninstall(&client, &opts).await.map_err(|e| e.to_string())?;
     let verb = if args.dry_run {
@@ -369,6 +397,15 @@ async fn uninstall(args: sweeper::cli::UninstallArgs) -> Result<String, String> 
         out.push_str(&format!("{verb} {r}\n"));
     }
     out.push_str(&format!("{} object(s) {verb}", summary.released.len()));
+    if let Some(capa) = &summary.capa {
+        out.push_str(&format!("\n{capa}"));
+    }
+    if !args.dry_run {
+        out.push_str(&format!(
+            "\nthe pause switch stays set ({}/sweeper-pause): a reinstall starts paused until `sweeper resume -n {} --after-uninstall` (the Helm chart's post-install hook runs it)",
+            args.switch.namespace, args.switch.namespace
+        ));
+    }
     if !summary.failed.is_empty() {
         return Err(format!(
             "{out}\nnot finished (run again):\n  {}",

@@ -82,6 +82,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     state.expect(PAUSE_COMPONENT);
     let pause_task = follow_pause(&conn, &state, &shutdown);
     let ages = teardowns.clone();
+    let (cert, reviewer) = http_security(&args, &conn)?;
     let app = router(
         &state,
         &collectors,
@@ -90,12 +91,16 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         teardowns,
         conn.switch.clone(),
         last_scan.clone(),
+        reviewer,
     );
+    if let Some(cert) = &cert {
+        tokio::spawn(server::tls::watch(cert.clone(), shutdown.clone()));
+    }
     let server = {
         // A server that cannot bind (or fails) stops the process.
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let r = server::serve(args.config.http_addr, app, shutdown.clone()).await;
+            let r = server::serve(args.config.http_addr, app, cert, shutdown.clone()).await;
             shutdown.cancel();
             r
         })
@@ -320,7 +325,7 @@ async fn connect(
     no_retry.default_retry = false;
     let discovery = client::build_client_with(no_retry, &limit, fence.clone(), refused.clone())
         .map_err(RunError::Client)?;
-    let namespace = args.config.sweeper_namespace(&config.default_namespace);
+    let namespace = args.config.sweeper_namespace();
     let version = client
         .apiserver_version()
         .await
@@ -403,7 +408,37 @@ impl Election {
     }
 }
 
-/// The HTTP routes: health, metrics, /status and every collector's queries.
+/// The HTTP port's certificate and token reviewer; neither with `--http-insecure`.
+type HttpSecurity = (
+    Option<Arc<server::tls::Certificate>>,
+    Option<server::auth::Reviewer>,
+);
+
+fn http_security(args: &RunArgs, conn: &Connection) -> Result<HttpSecurity, RunError> {
+    let c = &args.config;
+    if c.http_insecure {
+        tracing::warn!(
+            "--http-insecure: /metrics, /status and /graph are served to anyone, over plain HTTP"
+        );
+        return Ok((None, None));
+    }
+    let source = match (&c.http_tls_cert_file, &c.http_tls_key_file) {
+        (Some(cert), Some(key)) => server::tls::CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        _ => server::tls::CertSource::SelfSigned,
+    };
+    let cert = server::tls::Certificate::load(source).map_err(server::ServerError::from)?;
+    // Reviews write nothing: neither the lease's fence nor a pause may hold them back (a standby
+    // answers scrapes too), and they do not count against the collectors' rate limit.
+    let client = kube::Client::try_from(conn.config.clone()).map_err(RunError::Client)?;
+    Ok((Some(cert), Some(server::auth::Reviewer::new(client))))
+}
+
+/// The HTTP routes: health, metrics, /status and every collector's queries; all but health
+/// behind `reviewer` when there is one.
+#[allow(clippy::too_many_arguments)]
 fn router(
     state: &AppState,
     collectors: &[Named],
@@ -412,6 +447,7 @@ fn router(
     teardowns: TeardownRegistry,
     pause: Switch,
     scan: LastScan,
+    reviewer: Option<server::auth::Reviewer>,
 ) -> axum::Router {
     let status = crate::status::StatusSources {
         app: state.clone(),
@@ -425,10 +461,11 @@ fn router(
         pause,
         scan,
     };
-    collectors.iter().filter_map(|(_, c)| c.routes()).fold(
-        server::router(state.clone()).merge(crate::status::router(status)),
+    let protected = collectors.iter().filter_map(|(_, c)| c.routes()).fold(
+        server::metrics_router(state.clone()).merge(crate::status::router(status)),
         axum::Router::merge,
-    )
+    );
+    server::app(state.clone(), protected, reviewer)
 }
 
 /// Stands by until this replica leads (at once without leader election). Returns the reason if

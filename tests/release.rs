@@ -213,14 +213,37 @@ fn every_published_address_derives_from_release_env() {
     assert!(checked >= 8, "only {checked} addresses checked");
 }
 
-/// Tests run before anything is published; one CLI platform's failure does not cancel the others;
-/// no retired runner; a pull request runs `make lint` and the unit tests.
+/// The release's test steps without its version check (which a pull request has no tag for).
+fn suite_steps(wf: &Value) -> Value {
+    let steps = wf["jobs"]["test"]["steps"].as_sequence().expect("steps");
+    Value::Sequence(
+        steps
+            .iter()
+            .filter(|s| s["name"].as_str() != Some("the tag is the version everywhere"))
+            .cloned()
+            .collect(),
+    )
+}
+
+/// Tests run before anything is published, and they are the whole suite (.ci/run) on a pull
+/// request and on a tag alike; one CLI platform's failure does not cancel the others; no retired
+/// runner.
 #[test]
 fn the_release_tests_first_and_pull_requests_are_checked() {
     let wf: Value = serde_yaml::from_str(&read(".github/workflows/release.yml")).expect("YAML");
+    // The release's tests are what .ci/run runs: lint and the whole suite, integration included.
     let test = steps_text(&wf["jobs"]["test"]);
-    for want in ["make lint", "cargo test --workspace", "GITHUB_REF_NAME#v"] {
+    for want in [
+        "bash .ci/run",
+        "GITHUB_REF_NAME#v",
+        "actions/cache@",
+        "vars.SHARED_REPO",
+    ] {
         assert!(test.contains(want), "the test job: {want}");
+    }
+    let ci_run = read(".ci/run");
+    for want in ["make lint", "make test"] {
+        assert!(ci_run.contains(want), ".ci/run: {want}");
     }
     for job in ["image", "cli", "chart"] {
         let needs = &wf["jobs"][job]["needs"];
@@ -250,9 +273,14 @@ fn the_release_tests_first_and_pull_requests_are_checked() {
         "ci runs on pull requests"
     );
     let steps = serde_yaml::to_string(&ci["jobs"]).unwrap();
-    for want in ["make lint", "make unit"] {
+    for want in ["make lint", "make unit", "bash .ci/run"] {
         assert!(steps.contains(want), "ci: {want}");
     }
+    assert_eq!(
+        ci["jobs"]["suite"]["steps"],
+        suite_steps(&wf),
+        "a pull request runs the suite exactly as a release does"
+    );
 }
 
 /// The CLI archive holds what the README extracts: the release workflow's packaging step, run

@@ -37,7 +37,14 @@ async fn run_serves_health_ready_and_metrics_then_stops_on_sigterm() {
     support::kube_client().await;
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sweeper"))
-        .args(["run", "--http-addr", &format!("127.0.0.1:{port}")])
+        // Plain HTTP, no authentication: this test is about the process (tests/http_auth.rs is
+        // about the port's security).
+        .args([
+            "run",
+            "--http-insecure",
+            "--http-addr",
+            &format!("127.0.0.1:{port}"),
+        ])
         .env("KUBECONFIG", facts.get("KUBECONFIG"))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())

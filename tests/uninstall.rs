@@ -248,7 +248,7 @@ async fn chart_pre_delete_hook_releases_every_cluster_and_deletes_nothing() {
     let _resume = ResumeOnDrop(RELEASE_NAMESPACE);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"))
         .args(&args)
-        .envs(env)
+        .envs(env.iter().cloned())
         .env(
             "KUBECONFIG",
             support::EnvFacts::load().get("SWEEPER_EXTERNAL_SA_KUBECONFIG"),
@@ -311,4 +311,89 @@ async fn chart_pre_delete_hook_releases_every_cluster_and_deletes_nothing() {
         "still no AWS resource deleted"
     );
     drop(gc);
+
+    // The whole story (issue 51): what becomes of deleted clusters' AWS resources. The hook's
+    // identity may not read CAPA's Deployment, so it is not read and the report says what to do.
+    assert!(
+        stdout.contains("ExternalResourceGC") && stdout.contains("turn it back on"),
+        "the uninstall says to give CAPA its gc back: {stdout}"
+    );
+    assert!(stdout.contains("--after-uninstall"), "{stdout}");
+    resume_after_uninstall_lifts_only_the_uninstalls_pause(RELEASE_NAMESPACE, &args, &env).await;
+}
+
+/// The chart's post-install hook, as a reinstall runs it: `sweeper resume --after-uninstall`,
+/// read from the render, as the external-only service account. It lifts the uninstall's pause and
+/// leaves an operator's own.
+async fn resume_after_uninstall_lifts_only_the_uninstalls_pause(
+    namespace: &str,
+    uninstall_args: &[String],
+    env: &[(String, String)],
+) {
+    let rendered = support::chart::render("sweeper", namespace, &[]);
+    let job = rendered
+        .iter()
+        .find(|o| {
+            o.pointer("/metadata/annotations/helm.sh~1hook")
+                .and_then(serde_json::Value::as_str)
+                == Some("post-install")
+        })
+        .expect("the chart renders a post-install hook");
+    let args: Vec<String> = job["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("a string").to_string())
+        .collect();
+    assert!(args.contains(&"--after-uninstall".to_string()), "{args:?}");
+    let as_service = |argv: &[String]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"))
+            .args(argv)
+            .envs(env.iter().cloned())
+            .env(
+                "KUBECONFIG",
+                support::EnvFacts::load().get("SWEEPER_EXTERNAL_SA_KUBECONFIG"),
+            )
+            .output()
+            .expect("run sweeper")
+    };
+    // The uninstall paused every collector; an operator then paused the tenant one for a reason
+    // of their own.
+    assert!(as_service(uninstall_args).status.success());
+    let (ok, out, err) = cli(&[
+        "pause",
+        "-n",
+        namespace,
+        "--collector",
+        "tenant",
+        "--reason",
+        "mine",
+    ]);
+    assert!(ok, "{out}{err}");
+    let out = as_service(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("external") && !text.contains("tenant"),
+        "{text}"
+    );
+    let c = support::kube_client().await;
+    let cm: k8s_openapi::api::core::v1::ConfigMap = kube::Api::namespaced(c, namespace)
+        .get("sweeper-pause")
+        .await
+        .unwrap();
+    let data = cm.data.unwrap_or_default();
+    let (paused, _) = sweeper::engine::pause::parse(&data, &sweeper::collectors::names());
+    assert_eq!(
+        paused.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["tenant"],
+        "only the operator's pause is left: {data:?}"
+    );
+    // Nothing more to resume: a second run (a retried hook) changes nothing.
+    let again = as_service(&args);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing paused by"));
 }

@@ -22,6 +22,10 @@ use std::time::Duration;
 // Durations as flags take them (the engine's own parser: failpoints read the same syntax).
 use crate::engine::duration::parse as parse_duration;
 
+/// Sweeper's namespace when neither `--namespace` nor a pod's says (every CLI command's `-n`
+/// default too).
+pub const DEFAULT_NAMESPACE: &str = "sweeper-system";
+
 /// Log output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Default)]
 pub enum LogFormat {
@@ -45,9 +49,35 @@ pub enum TenantGcStrategy {
 /// the collectors' gates: see crate::cli::RunArgs). Collectors are built from it (crate::spec).
 #[derive(Args, Debug, Clone)]
 pub struct RunConfig {
-    /// Address of the HTTP server (/healthz, /readyz, /metrics and the query API).
+    /// Address of the HTTP server (/healthz, /readyz, /metrics and the query API). It speaks
+    /// HTTPS, and /metrics, /status and /graph answer only a bearer token that the API server
+    /// authenticates (TokenReview) and allows `get` on the path (SubjectAccessReview, e.g. by the
+    /// sweeper-metrics-reader ClusterRole); /healthz and /readyz stay open.
     #[arg(long, default_value = "0.0.0.0:8080", env = "SWEEPER_HTTP_ADDR")]
     pub http_addr: SocketAddr,
+
+    /// Serve plain HTTP with no authentication on every path (local use only: /status names
+    /// clusters, accounts and identities).
+    #[arg(long, default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, env = "SWEEPER_HTTP_INSECURE")]
+    pub http_insecure: bool,
+
+    /// The HTTPS certificate (PEM chain; e.g. a mounted cert-manager Secret's tls.crt), read
+    /// again when it changes. Without it a self-signed certificate is generated at start.
+    #[arg(
+        long,
+        env = "SWEEPER_HTTP_TLS_CERT_FILE",
+        requires = "http_tls_key_file",
+        conflicts_with = "http_insecure"
+    )]
+    pub http_tls_cert_file: Option<std::path::PathBuf>,
+
+    /// The private key of --http-tls-cert-file (PEM).
+    #[arg(
+        long,
+        env = "SWEEPER_HTTP_TLS_KEY_FILE",
+        requires = "http_tls_cert_file"
+    )]
+    pub http_tls_key_file: Option<std::path::PathBuf>,
 
     /// How often API discovery is refreshed, so new CRDs are collected without a restart.
     #[arg(long, default_value = "30s", env = "SWEEPER_DISCOVERY_INTERVAL", value_parser = parse_duration)]
@@ -187,8 +217,8 @@ pub struct RunConfig {
     pub archive_max_object_bytes: usize,
 
     /// Sweeper's own namespace: where the pause switch (ConfigMap `sweeper-pause`) and the archive
-    /// records of cluster-scoped objects live. Empty = the pod's namespace, else the kubeconfig
-    /// context's.
+    /// records of cluster-scoped objects live. Empty = the pod's namespace, else `sweeper-system`
+    /// (as `pause`, `resume` and `uninstall` default to), never the kubeconfig context's.
     #[arg(long, default_value = "", env = "SWEEPER_NAMESPACE")]
     pub namespace: String,
 
@@ -317,12 +347,14 @@ impl RunConfig {
     }
 
     /// Sweeper's own namespace: `--namespace`, else the pod's (from the service account mount),
-    /// else `kubeconfig_default` (the kubeconfig context's). `run` and `check` resolve it alike.
-    pub fn sweeper_namespace(&self, kubeconfig_default: &str) -> String {
+    /// else [`DEFAULT_NAMESPACE`]. `run` and `check` resolve it alike, and a `sweeper check` run
+    /// from a laptop looks where `sweeper pause -n` and `sweeper uninstall -n` do by default, not
+    /// in whatever namespace the kubeconfig context happens to name.
+    pub fn sweeper_namespace(&self) -> String {
         if !self.namespace.is_empty() {
             return self.namespace.clone();
         }
-        crate::engine::leader::default_namespace().unwrap_or_else(|| kubeconfig_default.to_string())
+        crate::engine::leader::default_namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())
     }
 
     /// The leader-election settings, with the empty defaults filled in.

@@ -26,6 +26,9 @@ use tokio::sync::watch;
 
 /// The ConfigMap holding the switch, in sweeper's namespace.
 pub const CONFIGMAP: &str = "sweeper-pause";
+/// The reason `sweeper uninstall` records (crate::uninstall): a replica that finds it was most
+/// likely installed again after an uninstall, and says so.
+pub const UNINSTALL_REASON: &str = "sweeper uninstall";
 /// The key that pauses every collector.
 pub const ALL: &str = "all";
 
@@ -235,6 +238,13 @@ impl Switch {
                             .map(|x| format!(" ({x})"))
                             .unwrap_or_default(),
                     );
+                    let note = if r.reason.as_deref() == Some(UNINSTALL_REASON) {
+                        format!(
+                            "{note}; paused by `sweeper uninstall`: if sweeper was installed again, `sweeper resume -n {namespace} --after-uninstall`"
+                        )
+                    } else {
+                        note
+                    };
                     tracing::warn!(collector, "{note}");
                     ("Paused", note)
                 } else {

@@ -1,5 +1,12 @@
 //! The one HTTP port: /healthz (process alive), /readyz (connected and discovered), /metrics.
-//! Collectors add their query routes (graph, status) by merging a router into [`router`].
+//! Collectors add their query routes (graph, status) to the protected ones ([`app`]).
+//!
+//! By default the port speaks HTTPS ([`tls`]) and everything but the probes needs a bearer token
+//! the API server authenticates and authorizes ([`auth`]), as controller-runtime serves metrics;
+//! `--http-insecure` serves plain HTTP with no authentication, for local use.
+
+pub mod auth;
+pub mod tls;
 
 use crate::engine::health::Health;
 use crate::metrics::Metrics;
@@ -75,12 +82,32 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     }
 }
 
-pub fn router(state: AppState) -> Router {
+/// The probes: open to anyone, whatever the port's security (kubelet probes carry no token).
+pub fn probes(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// /metrics, one of the protected routes.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
         .route("/metrics", get(metrics))
         .with_state(state)
+}
+
+/// The whole port: the probes, and `protected` behind the token review when there is a
+/// `reviewer` (none: `--http-insecure`).
+pub fn app(state: AppState, protected: Router, reviewer: Option<auth::Reviewer>) -> Router {
+    // The fallback too: an unknown path is refused like a known one, so the routes a build
+    // serves (e.g. /graph only with the cascade collector) are not told to strangers.
+    let protected = protected.fallback(|| async { StatusCode::NOT_FOUND });
+    let protected = match reviewer {
+        Some(r) => protected.layer(axum::middleware::from_fn_with_state(r, auth::require)),
+        None => protected,
+    };
+    probes(state).merge(protected)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,23 +122,40 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
-/// Serves until `shutdown` is cancelled, then drains in-flight requests.
+/// Serves until `shutdown` is cancelled, then drains in-flight requests: HTTPS with `cert`,
+/// plain HTTP without.
 pub async fn serve(
     addr: SocketAddr,
     app: Router,
+    cert: Option<std::sync::Arc<tls::Certificate>>,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind { addr, source })?;
     let local = listener.local_addr().unwrap_or(addr);
-    tracing::info!(addr = %local, "HTTP server listening (/healthz, /readyz, /metrics)");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .map_err(|source| ServerError::Serve { addr, source })
+    let stop = async move { shutdown.cancelled().await };
+    let served = match cert {
+        Some(cert) => {
+            let listener = tls::TlsListener::new(listener, tls::acceptor(cert))
+                .map_err(|source| ServerError::Bind { addr, source })?;
+            tracing::info!(addr = %local, "HTTPS server listening (/healthz, /readyz open; /metrics, /status, /graph need a token)");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+        None => {
+            tracing::info!(addr = %local, "HTTP server listening, insecure: no TLS, no authentication (/healthz, /readyz, /metrics, /status, /graph)");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+    };
+    served.map_err(|source| ServerError::Serve { addr, source })
 }
 
 #[cfg(test)]

@@ -14,11 +14,21 @@
 //! Idempotent and crash-safe: every run re-lists the world; a finalizer already gone is skipped,
 //! and each removal is a JSON patch that tests the finalizer is still at its index.
 
+pub mod hand_back;
+mod resume;
+
+pub use resume::resume_after_uninstall;
+
 use crate::engine::discovery::{DeletableResource, discover_deletable};
 use crate::engine::pause::{self, PauseRecord};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::json;
+
+/// The reason the uninstall's pause records. A reinstall finds the switch still set (it lives in
+/// sweeper's namespace, which no uninstall deletes): `sweeper resume --after-uninstall` (the
+/// chart's post-install hook) clears exactly these, and `sweeper run` warns of them.
+pub use crate::engine::pause::UNINSTALL_REASON;
 
 /// The prefix of every finalizer sweeper defines.
 pub const OWN_PREFIX: &str = "sweeper.dev/";
@@ -48,6 +58,8 @@ pub struct Options {
     /// ([`crate::collectors::finalized_kinds`]); empty: every collector, every kind. The chart's
     /// pre-delete hook names the collectors it enabled, so it runs with their role and no more.
     pub collectors: Vec<String>,
+    /// CAPA's namespace, where its manager's Deployment says whether its own gc is on.
+    pub capa_namespace: String,
 }
 
 /// What a run did (or, in a dry run, would do).
@@ -57,6 +69,9 @@ pub struct UninstallSummary {
     pub released: Vec<String>,
     /// Objects or kinds that could not be read or patched; run again.
     pub failed: Vec<String>,
+    /// With the external collector's finalizers released: what becomes of deleted clusters' AWS
+    /// resources, CAPA's gate read ([`hand_back`]).
+    pub capa: Option<String>,
 }
 
 /// Whether `finalizer` on an object of `resource` is sweeper's to remove.
@@ -76,7 +91,7 @@ pub async fn uninstall(
         let record = PauseRecord {
             since: k8s_openapi::jiff::Timestamp::now().to_string(),
             by: std::env::var("USER").ok().filter(|u| !u.is_empty()),
-            reason: Some("sweeper uninstall".into()),
+            reason: Some(UNINSTALL_REASON.into()),
         };
         pause::set(
             client,
@@ -119,6 +134,15 @@ pub async fn uninstall(
     }
     for r in discovery.resources.iter().filter(|r| wanted(r)) {
         release_kind(client, r, opts, &mut summary).await;
+    }
+    if opts.collectors.is_empty() || opts.collectors.iter().any(|c| c == "external") {
+        // Empty: not read (sweeper's own role reads no Deployment: the chart's hook reads it
+        // only with check.capaDeploymentRead), and the advice says what to check instead.
+        let gate = match opts.capa_namespace.as_str() {
+            "" => Err("CAPA's gate was not read (--capa-namespace is empty)".to_string()),
+            ns => hand_back::capa_gate(client, ns).await,
+        };
+        summary.capa = Some(hand_back::advice(&opts.capa_namespace, &gate));
     }
     Ok(summary)
 }
@@ -280,6 +304,7 @@ mod tests {
                 keep_tenant_finalizer: false,
                 dry_run,
                 collectors: Vec::new(),
+                capa_namespace: String::new(),
             }
         }
 

@@ -311,8 +311,12 @@ pub async fn dry_run_create(client: &Client, value: serde_json::Value) -> String
         .api_version
         .split_once('/')
         .unwrap_or(("", tm.api_version.as_str()));
-    // Every kind we ship pluralizes regularly: serviceaccounts, services, roles, ...
-    let plural = format!("{}s", tm.kind.to_lowercase());
+    // Every kind we ship pluralizes regularly: serviceaccounts, roles, networkpolicies, ...
+    let lower = tm.kind.to_lowercase();
+    let plural = match lower.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None => format!("{lower}s"),
+    };
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(group, version, &tm.kind),
         &plural,

@@ -8,6 +8,10 @@ pub struct Sweeper {
     child: Option<Child>,
     pub base: String,
     pub port: u16,
+    /// How the test reaches its port: nothing for `--http-insecure` (the default here), skipped
+    /// certificate verification for one serving HTTPS (a test about authentication passes its
+    /// own tokens to [`Sweeper::get_as`]).
+    pub access: ::sweeper::http_get::Access,
 }
 
 pub fn free_port() -> u16 {
@@ -82,8 +86,15 @@ impl Sweeper {
         Sweeper::start_with_kubeconfig(&all, &kubeconfig).await
     }
 
-    /// Starts `sweeper run <args>` with `kubeconfig`, without waiting for readiness.
+    /// Starts `sweeper run <args>` with `kubeconfig`, without waiting for readiness. Serves plain
+    /// HTTP without authentication (`--http-insecure`) unless `args` say otherwise
+    /// (`--http-insecure=false`, `--http-tls-…`): only tests/http_auth.rs is about the port's
+    /// security.
     pub fn spawn_with(args: &[&str], kubeconfig: &str) -> Sweeper {
+        let secure = args
+            .iter()
+            .any(|a| *a == "--http-insecure=false" || a.starts_with("--http-tls"));
+        let insecure_given = args.iter().any(|a| a.starts_with("--http-insecure"));
         let port = free_port();
         let log = std::env::var("SWEEPER_TEST_LOG").unwrap_or_else(|_| "info".into());
         let facts = EnvFacts::load();
@@ -103,6 +114,7 @@ impl Sweeper {
             .arg("run")
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
             .args(["--discovery-interval", "2s"])
+            .args((!secure && !insecure_given).then_some("--http-insecure"))
             .args(args)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", log)
@@ -112,15 +124,24 @@ impl Sweeper {
             .expect("spawn sweeper");
         Sweeper {
             child: Some(child),
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!(
+                "{}://127.0.0.1:{port}",
+                if secure { "https" } else { "http" }
+            ),
             port,
+            access: ::sweeper::http_get::Access {
+                insecure_skip_tls_verify: secure,
+                ..Default::default()
+            },
         }
     }
 
     pub async fn wait_ready(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            if let Ok((200, _)) = ::sweeper::http_get::get(&format!("{}/readyz", self.base)).await {
+            if let Ok((200, _)) =
+                ::sweeper::http_get::get_with(&format!("{}/readyz", self.base), &self.access).await
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -129,7 +150,16 @@ impl Sweeper {
     }
 
     pub async fn get(&self, path: &str) -> (u16, String) {
-        ::sweeper::http_get::get(&format!("{}{path}", self.base))
+        self.get_as(path, None).await
+    }
+
+    /// GET `path` sending `token` (none: no Authorization header).
+    pub async fn get_as(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        let access = ::sweeper::http_get::Access {
+            token: token.map(String::from),
+            ..self.access.clone()
+        };
+        ::sweeper::http_get::get_with(&format!("{}{path}", self.base), &access)
             .await
             .expect("sweeper answers")
     }

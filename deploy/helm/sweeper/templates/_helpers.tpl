@@ -223,3 +223,31 @@ reads the same variables as sweeper run, so it checks the configuration the serv
 {{- toYaml . | nindent 0 }}
 {{- end }}
 {{- end }}
+
+{{/*
+How a PodMonitor or ServiceMonitor reaches the HTTP port: HTTPS with the scraper service account's
+token (templates/metrics-reader.yaml), the certificate verified against http.tlsSecret's ca.crt
+when there is one, else not verified (the default certificate is self-signed).
+*/}}
+{{- define "sweeper.scrapeAuth" -}}
+{{- if .Values.http.insecure -}}
+scheme: http
+{{- else -}}
+scheme: https
+authorization:
+  type: Bearer
+  credentials:
+    name: {{ include "sweeper.fullname" . }}-metrics-scraper
+    key: token
+tlsConfig:
+  {{- if .Values.http.tlsSecret }}
+  ca:
+    secret:
+      name: {{ .Values.http.tlsSecret }}
+      key: ca.crt
+  serverName: {{ include "sweeper.fullname" . }}.{{ .Release.Namespace }}.svc
+  {{- else }}
+  insecureSkipVerify: true
+  {{- end }}
+{{- end }}
+{{- end }}
