@@ -327,8 +327,14 @@ impl Reconciler for TenantCtx {
         Ok(())
     }
 
+    /// A Tenant gone for good (its finalizer removed by someone else, too) shows no progress.
+    fn forget(&self, t: &Tenant) {
+        self.metrics.progress.finish(&t.name_any());
+    }
+
     fn released(&self, t: &Tenant) {
         self.warnings.forget(t);
+        self.metrics.progress.finish(&t.name_any());
         if let Some(uid) = &t.metadata.uid {
             self.since
                 .lock()
