@@ -2,7 +2,8 @@
 //! and started again, timed from the new process's start to the Tenant released. The workload is
 //! `tests/tenant.rs`'s `killed_mid_teardown_then_restarted_finishes_it`: 300 ClusterRoles of one
 //! tenant (and one of a sibling tenant that must stay), `--kube-api-qps 20 --kube-api-burst 20`,
-//! the default archive, killed (SIGKILL) once fewer than 290 are left.
+//! the default archive, discovery refreshed every 2 s as in the tests, killed (SIGKILL) once
+//! fewer than 290 are left.
 //!
 //! A restart should cost no more than the deletes it does: the bound printed beside the median is
 //! `deletes / qps + 5 s`. Prints `BENCH tenant.restart seconds_to_release=<median s> deletes=<median
@@ -45,6 +46,8 @@ fn spawn(run: usize, which: &str) -> Child {
     .unwrap();
     Command::new(env("SWEEPER_BIN"))
         .args(["run", "--http-addr", &format!("127.0.0.1:{port}")])
+        // As the test harness runs it (tests/support/sweeper.rs): the refresh that cost most.
+        .args(["--discovery-interval", "2s"])
         .args(["--feature-gates", "CascadeGC=false,TenantGC=true"])
         .args(["--tenant-scope-selector", &format!("{SCOPE_LABEL}={SCOPE}")])
         .args(["--kube-api-qps", &QPS.to_string()])

@@ -267,10 +267,7 @@ impl Resolver {
 /// Where the list stops early (its pages would cost more calls than a GET per uid not seen yet)
 /// or fails, only the uids it saw are answered; `None` when it answered none. The others are
 /// read alone.
-async fn list_uids(
-    api: &Api<DynamicObject>,
-    uids: &[&str],
-) -> Option<HashMap<String, bool>> {
+async fn list_uids(api: &Api<DynamicObject>, uids: &[&str]) -> Option<HashMap<String, bool>> {
     let wanted: std::collections::HashSet<&str> = uids.iter().copied().collect();
     let mut exists: HashMap<String, bool> = HashMap::new();
     let mut lp = ListParams::default().limit(PAGE);

@@ -84,6 +84,7 @@ pub fn report(groups: Vec<APIGroupDiscovery>) -> DiscoveryReport {
             format!("{group}/{version}")
         };
         if v.freshness.as_deref() == Some("Stale") {
+            tracing::warn!(group_version = %api_version, "API group marked stale by aggregated discovery; skipped until the next refresh");
             report.failed.push(FailedGroup {
                 group_version: api_version.clone(),
                 error: "the API server's aggregated discovery marks it stale".into(),
@@ -91,7 +92,8 @@ pub fn report(groups: Vec<APIGroupDiscovery>) -> DiscoveryReport {
             continue;
         }
         for r in v.resources {
-            let (Some(plural), Some(kind)) = (r.resource, r.response_kind.map(|k| k.kind)) else {
+            let (Some(plural), Some(kind)) = (r.resource, r.response_kind.and_then(|k| k.kind))
+            else {
                 continue;
             };
             let resource = ApiResource {
@@ -172,6 +174,68 @@ mod tests {
         );
         assert_eq!(r.failed.len(), 1);
         assert_eq!(r.failed[0].group_version, "metrics.k8s.io/v1beta1");
+    }
+
+    /// One resource of the preferred version, as the server describes it, and what the report
+    /// makes of it: (scope, verbs, freshness) -> Some(namespaced) when deletable, None when not.
+    #[test]
+    fn which_resources_are_deletable_table() {
+        let rows: [(&str, &[&str], Option<&str>, Option<bool>); 7] = [
+            (
+                "Namespaced",
+                &["list", "watch", "delete"],
+                Some("Current"),
+                Some(true),
+            ),
+            ("Cluster", &["list", "watch", "delete"], None, Some(false)),
+            // Without a scope the API server means cluster-scoped (its default).
+            (
+                "",
+                &["list", "watch", "delete"],
+                Some("Current"),
+                Some(false),
+            ),
+            ("Namespaced", &["list", "delete"], Some("Current"), None),
+            ("Namespaced", &["list", "watch"], Some("Current"), None),
+            ("Namespaced", &["get", "create"], None, None),
+            // A stale group: its resources are not trusted, the group is a failed one.
+            (
+                "Namespaced",
+                &["list", "watch", "delete"],
+                Some("Stale"),
+                None,
+            ),
+        ];
+        for (scope, verbs, freshness, want) in rows {
+            let mut version = json!({"version": "v1", "resources": [
+                {"resource": "widgets", "responseKind": {"group": "example.com", "version": "v1", "kind": "Widget"},
+                 "scope": scope, "verbs": verbs}]});
+            if let Some(f) = freshness {
+                version["freshness"] = json!(f);
+            }
+            let groups: Vec<APIGroupDiscovery> = serde_json::from_value(
+                json!([{"metadata": {"name": "example.com"}, "versions": [version]}]),
+            )
+            .unwrap();
+            let r = report(groups);
+            let got = r.resources.first().map(|d| d.namespaced);
+            assert_eq!(
+                got, want,
+                "scope {scope:?}, verbs {verbs:?}, freshness {freshness:?}"
+            );
+            assert_eq!(
+                r.failed.len(),
+                usize::from(freshness == Some("Stale")),
+                "only a stale group fails: {freshness:?}"
+            );
+            if let Some(d) = r.resources.first() {
+                assert_eq!(d.resource.api_version, "example.com/v1");
+                assert_eq!(
+                    (d.resource.kind.as_str(), d.resource.plural.as_str()),
+                    ("Widget", "widgets")
+                );
+            }
+        }
     }
 
     #[test]
