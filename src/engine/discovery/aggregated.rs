@@ -180,7 +180,9 @@ mod tests {
     /// makes of it: (scope, verbs, freshness) -> Some(namespaced) when deletable, None when not.
     #[test]
     fn which_resources_are_deletable_table() {
-        let rows: [(&str, &[&str], Option<&str>, Option<bool>); 7] = [
+        // (scope, verbs, freshness, deletable and namespaced?)
+        type Row<'a> = (&'a str, &'a [&'a str], Option<&'a str>, Option<bool>);
+        let rows: [Row; 7] = [
             (
                 "Namespaced",
                 &["list", "watch", "delete"],
