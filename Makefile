@@ -69,8 +69,9 @@ bench-cascade:
 	./scripts/bench-cascade.sh
 
 ## make bench-tenant: index vs scan strategy for one tenant among 50, then the same tenant torn down
-## in clusters of 10,000 and 100,000 objects, medians of 5 runs (tenant.teardown10k/100k).
-## BENCH_ONLY=base|teardown10k|teardown100k|teardown (both sizes); BENCH_KEEP_FILLER=1 keeps the filler.
+## in clusters of 10,000 and 100,000 objects, medians of 5 runs (tenant.teardown10k/100k), then a
+## collector killed mid-teardown and restarted, timed to the Tenant released (tenant.restart).
+## BENCH_ONLY=base|teardown10k|teardown100k|teardown (both sizes)|restart; BENCH_KEEP_FILLER=1 keeps the filler.
 bench-tenant:
 	./scripts/bench-tenant.sh
 

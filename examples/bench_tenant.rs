@@ -15,11 +15,14 @@
 //! `BENCH_KEEP_FILLER=1` (a later run then reuses it).
 //!
 //! `BENCH_ONLY=base` runs only the first part, `teardown10k` / `teardown100k` one cluster size,
-//! `teardown` both (with the growth line).
+//! `teardown` both (with the growth line), `restart` only the restart after a kill mid-teardown
+//! (`tenant.restart`, examples/support/restart.rs; it runs `SWEEPER_BIN`).
 #[path = "support/objects.rs"]
 mod objects;
 #[path = "support/proc.rs"]
 mod proc;
+#[path = "support/restart.rs"]
+mod restart;
 #[path = "support/stats.rs"]
 mod stats;
 use futures::StreamExt;
@@ -654,8 +657,11 @@ async fn main() {
     } else {
         None
     };
-    if small.is_none() && large.is_none() && !wants("base") {
-        panic!("BENCH_ONLY={only}: expected base, teardown10k, teardown100k or teardown");
+    if wants("restart") {
+        lines.extend(restart::part(&c, runs).await);
+    }
+    if small.is_none() && large.is_none() && !wants("base") && !wants("restart") {
+        panic!("BENCH_ONLY={only}: expected base, teardown10k, teardown100k, teardown or restart");
     }
     lines.extend(small.iter().chain(&large).map(Scaled::line));
     if let (Some(s), Some(l)) = (&small, &large) {

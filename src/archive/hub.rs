@@ -98,9 +98,10 @@ impl ArchiveHub {
             tasks.push(tokio::spawn(async move {
                 let settle = async {
                     fence.resumed().await;
+                    let started = std::time::Instant::now();
                     match a.reconcile_pending().await {
                         Ok(0) => {}
-                        Ok(n) => tracing::info!(records = n, "settled pending archive records"),
+                        Ok(n) => tracing::info!(records = n, ms = started.elapsed().as_millis() as u64, "settled pending archive records"),
                         Err(e) => {
                             tracing::warn!(error = %e, "cannot settle pending archive records; they stay pending")
                         }

@@ -5,6 +5,8 @@
 //! (an aggregated API whose backend is down, a group we may not read) does not fail the whole
 //! refresh: it is reported in [`DiscoveryReport::failed`] and retried on the next refresh.
 
+mod aggregated;
+
 use kube::Client;
 use kube::core::GroupVersion;
 use kube::discovery::{self, ApiCapabilities, ApiResource, Scope, verbs};
@@ -59,12 +61,23 @@ pub fn is_deletable(resource: &ApiResource, caps: &ApiCapabilities) -> bool {
             .any(|(g, k)| resource.group == *g && resource.kind == *k)
 }
 
-/// Runs one discovery pass: one call for the group list, one per group version.
+/// Runs one discovery pass: two calls where the API server serves aggregated discovery
+/// (Kubernetes 1.26+), else one for the group list and one per group version.
 pub async fn discover_deletable(client: &Client) -> Result<DiscoveryReport, DiscoveryError> {
-    let groups = client
-        .list_api_groups()
+    let started = std::time::Instant::now();
+    let groups = match aggregated::discover(client)
         .await
-        .map_err(DiscoveryError::ListGroups)?;
+        .map_err(DiscoveryError::ListGroups)?
+    {
+        aggregated::Answer::Aggregated(report) => {
+            tracing::debug!(
+                ms = started.elapsed().as_millis() as u64,
+                "aggregated discovery"
+            );
+            return Ok(report);
+        }
+        aggregated::Answer::Classic(groups) => groups,
+    };
     let mut targets: Vec<GroupVersion> = vec![GroupVersion::gv("", "v1")];
     for g in groups.groups {
         let version = g
@@ -99,6 +112,10 @@ pub async fn discover_deletable(client: &Client) -> Result<DiscoveryReport, Disc
             }
         }
     }
+    tracing::debug!(
+        ms = started.elapsed().as_millis() as u64,
+        "discovery, group by group"
+    );
     Ok(report)
 }
 

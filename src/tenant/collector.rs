@@ -34,6 +34,9 @@ pub const FINALIZER: &str = "kubezoo.io/tenant";
 /// The collector's name in the teardown registry (`sweeper status`) and in metrics.
 const COLLECTOR: &str = "tenant";
 
+/// How long a pass waits for the first discovery before it reports waiting and retries.
+const FIRST_DISCOVERY_WAIT: Duration = Duration::from_secs(5);
+
 /// The readiness component of this collector (not ready while the Tenant watch keeps failing).
 pub const COMPONENT: &str = "tenant";
 
@@ -224,7 +227,11 @@ impl Reconciler for TenantCtx {
     }
 
     async fn pass(&self, t: &Tenant, id: TenantId) -> Result<Pass, TenantError> {
-        let Some(discovery) = self.discovery.borrow().clone() else {
+        // The first discovery is usually a fraction of a second behind the first reconcile of a
+        // restart: waiting for it here costs that, where a retry cost a whole `after` (issue #52).
+        let mut first = self.discovery.clone();
+        let _ = tokio::time::timeout(FIRST_DISCOVERY_WAIT, first.wait_for(Option::is_some)).await;
+        let Some(discovery) = first.borrow().clone() else {
             // The first discovery has not finished yet.
             return Ok(Pass::Left {
                 phase: "waiting for discovery".into(),
@@ -327,8 +334,14 @@ impl Reconciler for TenantCtx {
         Ok(())
     }
 
+    /// A Tenant gone for good (its finalizer removed by someone else, too) shows no progress.
+    fn forget(&self, t: &Tenant) {
+        self.metrics.progress.finish(&t.name_any());
+    }
+
     fn released(&self, t: &Tenant) {
         self.warnings.forget(t);
+        self.metrics.progress.finish(&t.name_any());
         if let Some(uid) = &t.metadata.uid {
             self.since
                 .lock()

@@ -13,6 +13,8 @@
 //! Only names decide: an object whose name lacks `<id>-` is never the tenant's, whatever its
 //! labels. A kind that can't be listed (Forbidden, a failing API group) is reported and skipped; the rest is still found.
 
+mod first_lists;
+
 use super::id::TenantId;
 use crate::config::TenantGcStrategy;
 use crate::engine::discovery::DeletableResource;
@@ -131,6 +133,9 @@ pub async fn find(
     scan_kinds: &[String],
     index: &NameIndex,
 ) -> TenantInventory {
+    if strategy == TenantGcStrategy::Index {
+        first_lists::wait(index, resources, id, scan_kinds).await;
+    }
     gather(client, id, resources, |r, prefix| {
         (strategy == TenantGcStrategy::Index && !scan_kinds.contains(&r.resource.plural))
             .then(|| index.with_prefix(r, prefix))

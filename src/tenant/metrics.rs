@@ -25,6 +25,8 @@ pub struct TenantMetrics {
     pub errors: Family<KindLabels, Counter>,
     pub listed_objects: Family<StrategyLabels, Counter>,
     pub invalid_tenants: Counter,
+    /// Each teardown's objects left and deleted so far (`/status`, not a metric: per tenant).
+    pub progress: super::progress::TeardownProgress,
 }
 
 impl Default for TenantMetrics {
@@ -35,6 +37,7 @@ impl Default for TenantMetrics {
             errors: Family::default(),
             listed_objects: Family::default(),
             invalid_tenants: Counter::default(),
+            progress: Default::default(),
         }
     }
 }

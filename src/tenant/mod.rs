@@ -6,5 +6,6 @@ pub mod id;
 pub mod inventory;
 pub mod metrics;
 pub mod pass;
+pub mod progress;
 pub mod spec;
 pub mod status;

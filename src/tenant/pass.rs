@@ -17,6 +17,8 @@ use futures::StreamExt;
 use kube::api::{DeleteParams, DynamicObject, Preconditions};
 use kube::{Api, Client};
 use std::collections::BTreeMap;
+use std::time::Instant;
+use tracing::Instrument;
 
 #[derive(Clone, Debug)]
 pub struct PassSettings {
@@ -79,6 +81,7 @@ pub async fn pass(
     since: Option<u64>,
 ) -> TenantPassReport {
     let mut report = TenantPassReport::default();
+    let started = Instant::now();
     if settings.strategy == TenantGcStrategy::Index {
         // Read before anything is found: whatever the tenant has at this revision is seen.
         report.since = match since {
@@ -94,11 +97,16 @@ pub async fn pass(
         &settings.scan_kinds,
         index,
     )
+    .instrument(tracing::debug_span!("find", tenant = %id))
     .await;
+    let found = (inv.crds.len() + inv.objects.len()) as u64;
+    tracing::debug!(tenant = %id, found, listed = inv.listed, ms = started.elapsed().as_millis() as u64, "found the tenant's objects");
+    metrics.progress.found(&id.to_string(), found);
     let mut done = delete_found(client, id, inv, settings, metrics, &mut report).await;
     if done && settings.strategy == TenantGcStrategy::Index {
         // The index said nothing is left (or everything went at once): one authoritative check
         // before the finalizer may go. What it finds is deleted now and checked again next pass.
+        let check_started = Instant::now();
         let check = inventory::confirm(
             client,
             id,
@@ -108,9 +116,13 @@ pub async fn pass(
             report.since,
             &report.gone,
         )
+        .instrument(tracing::debug_span!("confirm", tenant = %id))
         .await;
+        tracing::debug!(tenant = %id, listed = check.listed, ms = check_started.elapsed().as_millis() as u64, "the last check is done");
         if !check.is_empty() || !check.errors.is_empty() {
-            tracing::info!(tenant = %id, found = check.crds.len() + check.objects.len(), "the last check found objects the index had not seen yet");
+            let more = (check.crds.len() + check.objects.len()) as u64;
+            tracing::info!(tenant = %id, found = more, "the last check found objects the index had not seen yet");
+            metrics.progress.found_more(&id.to_string(), more);
             delete_found(client, id, check, settings, metrics, &mut report).await;
             done = false;
         } else {
@@ -120,6 +132,7 @@ pub async fn pass(
     }
     metrics.listed(settings.strategy, report.listed);
     report.done = done;
+    tracing::debug!(tenant = %id, deleted = report.deleted, done, ms = started.elapsed().as_millis() as u64, "pass over");
     report
 }
 
@@ -151,10 +164,21 @@ async fn delete_found(
         let todo = triage(stage, settings.dry_run, report);
         // Archive first; what cannot be archived now is not deleted now.
         let todo = match &settings.archive {
-            Some(archive) => archive_stage(client, archive, id, todo, report).await,
-            None => todo.into_iter().map(|f| (f, Vec::new())).collect(),
+            Some(archive) if !todo.is_empty() => {
+                let started = Instant::now();
+                let n = todo.len();
+                let todo = archive_stage(client, archive, id, todo, report)
+                    .instrument(tracing::debug_span!("archive", tenant = %id))
+                    .await;
+                tracing::debug!(tenant = %id, objects = n, ms = started.elapsed().as_millis() as u64, "archived before the deletes");
+                todo
+            }
+            _ => todo.into_iter().map(|f| (f, Vec::new())).collect(),
         };
-        for (f, result) in delete_stage(client, settings, todo).await {
+        // Each answer is taken (logged, counted, shown in /status) as it comes, not once the
+        // whole stage is over: a stage of hundreds of deletes lasts seconds at the rate limit.
+        let mut answers = delete_stage(client, settings, todo);
+        while let Some((f, result)) = answers.next().await {
             match result {
                 Ok(gone) => {
                     report.deleted += 1;
@@ -162,6 +186,7 @@ async fn delete_found(
                         report.gone.push(f.clone());
                     }
                     metrics.deleted(&f.kind_key());
+                    metrics.progress.deleted(&id.to_string(), gone);
                     tracing::info!(tenant = %id, kind = %f.kind_key(), name = %f.name, "deleted");
                 }
                 Err(e) => {
@@ -206,18 +231,20 @@ fn triage(stage: Vec<&Found>, dry_run: bool, report: &mut TenantPassReport) -> V
     todo
 }
 
-/// Deletes a stage's objects concurrently (bounded), each guarded by its archive tickets;
-/// per object, whether it is gone at once (no finalizer held it) or the error naming it.
-async fn delete_stage(
+/// Deletes a stage's objects concurrently (bounded), each guarded by its archive tickets; per
+/// object as it is answered, whether it is gone at once (no finalizer held it) or the error
+/// naming it.
+fn delete_stage(
     client: &Client,
     settings: &PassSettings,
     todo: Vec<(Found, Vec<crate::archive::store::Ticket>)>,
-) -> Vec<(Found, Result<bool, PassError>)> {
+) -> futures::stream::BoxStream<'static, (Found, Result<bool, PassError>)> {
     // Owned items and client: the futures must not borrow (they run inside the controller).
+    let (client, archive) = (client.clone(), settings.archive.clone());
     futures::stream::iter(todo)
-        .map(|(f, tickets)| {
+        .map(move |(f, tickets)| {
             let client = client.clone();
-            let archive = settings.archive.clone();
+            let archive = archive.clone();
             async move {
                 // The archived version is the DELETE's precondition: what goes is what is kept.
                 let rv = tickets
@@ -243,8 +270,7 @@ async fn delete_stage(
             }
         })
         .buffer_unordered(settings.delete_concurrency.max(1))
-        .collect()
-        .await
+        .boxed()
 }
 
 /// Archives a stage's objects (and, for a CRD, every custom resource it holds, which the API

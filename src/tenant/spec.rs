@@ -57,14 +57,22 @@ impl Spec for TenantCollectorSpec {
         Arc::new(metrics)
     }
 
+    /// The teardowns line, then each teardown's objects left and deleted so far.
     fn render(&self, status: &Map<String, Value>) -> Option<String> {
-        crate::spec::teardowns::render(NAME, status)
+        let mut out = crate::spec::teardowns::render(NAME, status)?;
+        out.push_str(&super::progress::render(status));
+        Some(out)
     }
 }
 
 impl Registered for TenantMetrics {
     fn status(&self) -> Map<String, Value> {
-        crate::spec::teardowns::status(NAME, &self.teardown)
+        let mut status = crate::spec::teardowns::status(NAME, &self.teardown);
+        status.insert(
+            super::progress::FIELD.into(),
+            serde_json::to_value(self.progress.list()).unwrap_or_default(),
+        );
+        status
     }
 
     fn build<'a>(&'a self, env: BuildEnv<'a>) -> BoxFuture<'a, Box<dyn Collector>> {

@@ -498,13 +498,12 @@ async fn a_pending_record_left_by_another_process_keeps_only_the_entries_of_obje
                "resources": [{"name": "services", "singularName": "service", "namespaced": true,
                               "kind": "Service", "verbs": ["get", "list", "delete"]}]}),
     );
-    // a was never deleted (the process stopped first); b is gone.
-    server
-        .expect(Method::GET, &format!("{SVC}/a"))
-        .respond(200, service("a", "7"));
-    server
-        .expect(Method::GET, &format!("{SVC}/b"))
-        .respond_status(404, "NotFound");
+    // a was never deleted (the process stopped first); b is gone: one list tells for both,
+    // not a GET each.
+    server.expect(Method::GET, SVC).respond(
+        200,
+        service_list(vec![service("a", "7"), service("other", "3")]),
+    );
     server.expect(Method::GET, RECORDS).respond(
         200,
         json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": [pending]}),
@@ -529,6 +528,65 @@ async fn a_pending_record_left_by_another_process_keeps_only_the_entries_of_obje
     let settle = calls.last().unwrap();
     assert_eq!(
         settle.body,
+        json!({"metadata": {"labels": {LABEL_STATE: COMPLETE}}, "data": {"uid-a.json": null}}),
+        "a still exists: its entry goes; b's stays"
+    );
+}
+
+#[tokio::test]
+async fn settling_reads_one_by_one_where_a_list_would_cost_more_calls() {
+    let (client, server) = MockApi::new();
+    let pending = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "left", "namespace": "ns",
+                     "labels": {LABEL_ARCHIVE: "true", LABEL_STATE: PENDING}},
+        "data": {"uid-a.json": entry_json("a"), "uid-b.json": entry_json("b")}});
+    server.expect(Method::GET, "/api/v1/configmaps").respond(
+        200,
+        json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": [pending.clone()]}),
+    );
+    server.expect(Method::GET, "/api/v1/secrets").respond(
+        200,
+        json!({"apiVersion": "v1", "kind": "SecretList", "metadata": {}, "items": []}),
+    );
+    server.expect(Method::GET, "/api/v1").respond(
+        200,
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
+               "resources": [{"name": "services", "singularName": "service", "namespaced": true,
+                              "kind": "Service", "verbs": ["get", "list", "delete"]}]}),
+    );
+    // The first page holds neither, and 5,000 more services are 10 more pages: two GETs cost less.
+    server.expect(Method::GET, SVC).respond(
+        200,
+        json!({"apiVersion": "v1", "kind": "ServiceList",
+               "metadata": {"continue": "next", "remainingItemCount": 5000},
+               "items": [service("other", "3")]}),
+    );
+    server
+        .expect(Method::GET, &format!("{SVC}/a"))
+        .respond(200, service("a", "7"));
+    server
+        .expect(Method::GET, &format!("{SVC}/b"))
+        .respond_status(404, "NotFound");
+    server.expect(Method::GET, RECORDS).respond(
+        200,
+        json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {}, "items": [pending]}),
+    );
+    server
+        .expect(Method::PATCH, &format!("{RECORDS}/left"))
+        .respond(200, record_answer("left", json!({"uid-b.json": "{}"})));
+    let a = archiver(&client, ArchiveMode::All);
+
+    assert_eq!(a.reconcile_pending().await.unwrap(), 1);
+
+    let calls = server.finish();
+    assert_eq!(
+        calls.iter().filter(|c| c.line().contains(SVC)).count(),
+        3,
+        "one page, then a GET each: {:?}",
+        calls.iter().map(|c| c.line()).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        calls.last().unwrap().body,
         json!({"metadata": {"labels": {LABEL_STATE: COMPLETE}}, "data": {"uid-a.json": null}}),
         "a still exists: its entry goes; b's stays"
     );

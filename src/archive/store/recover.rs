@@ -34,25 +34,40 @@ impl Archiver {
         let mut settled = 0;
         'records: for (record, entries) in records {
             let at = format!("{}/{}", record.namespace, record.name);
+            // A custom resource archived with its CRD went (or is going) with it once the CRD's
+            // DELETE took effect, even while it still shows, not yet reached by the API
+            // server's cleanup: its entry is true. The others are asked of the API server.
+            let mut gone_with_crd = vec![false; entries.len()];
+            for (i, e) in entries.iter().enumerate() {
+                let Some(crd) = &e.reason.with_crd else {
+                    continue;
+                };
+                let going = match crds_going.get(crd) {
+                    Some(&going) => going,
+                    None => match crd_going(&self.client, crd).await {
+                        Ok(going) => *crds_going.entry(crd.clone()).or_insert(going),
+                        Err(err) => {
+                            tracing::warn!(record = %at, object = %e.label(), error = %err, "cannot tell whether an archived object still exists; its record stays pending");
+                            continue 'records;
+                        }
+                    },
+                };
+                gone_with_crd[i] = going;
+            }
+            let ask: Vec<&ArchiveEntry> = entries
+                .iter()
+                .zip(&gone_with_crd)
+                .filter(|(_, gone)| !**gone)
+                .map(|(e, _)| e)
+                .collect();
+            let mut answers = resolver.exist(&self.client, &ask).await.into_iter();
             let mut remove = Vec::new();
             let mut gone = Vec::new();
-            for e in &entries {
-                // A custom resource archived with its CRD went (or is going) with it once the
-                // CRD's DELETE took effect, even while it still shows, not yet reached by the
-                // API server's cleanup: its entry is true.
-                let with_crd = match &e.reason.with_crd {
-                    Some(crd) => match crds_going.get(crd) {
-                        Some(&going) => Ok(going),
-                        None => crd_going(&self.client, crd).await.inspect(|&going| {
-                            crds_going.insert(crd.clone(), going);
-                        }),
-                    },
-                    None => Ok(false),
-                };
-                let exists = match with_crd {
-                    Ok(true) => Ok(false),
-                    Ok(false) => resolver.exists(&self.client, e).await,
-                    Err(err) => Err(err),
+            for (e, with_crd) in entries.iter().zip(gone_with_crd) {
+                let exists = if with_crd {
+                    Ok(false)
+                } else {
+                    answers.next().unwrap_or(Ok(true))
                 };
                 match exists {
                     Ok(true) => remove.push(e.uid.clone()),
@@ -173,6 +188,53 @@ impl Resolver {
         found
     }
 
+    /// [`Resolver::exists`] for each of `entries` (same order), with a list instead of a GET
+    /// each where the entries of one kind and namespace are several and its pages cost fewer
+    /// calls than the GETs (the first page's `remainingItemCount` tells, as for the archive's
+    /// reads): a process killed mid-teardown leaves one pending record of hundreds of entries,
+    /// and its successor settled it with a GET per entry, through the rate limit its own
+    /// deletes needed.
+    pub async fn exist(
+        &mut self,
+        client: &Client,
+        entries: &[&ArchiveEntry],
+    ) -> Vec<Result<bool, ArchiveError>> {
+        let mut out: Vec<Option<Result<bool, ArchiveError>>> = std::iter::repeat_with(|| None)
+            .take(entries.len())
+            .collect();
+        let mut groups: BTreeMap<(String, String, Option<String>), Vec<usize>> = BTreeMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            let key = (e.api_version.clone(), e.kind.clone(), e.namespace.clone());
+            groups.entry(key).or_default().push(i);
+        }
+        for ((api_version, kind, namespace), idx) in groups {
+            if idx.len() < 2 {
+                continue;
+            }
+            let Some((ar, namespaced)) = self.resolve(client, &api_version, &kind).await else {
+                continue; // exists() says "not served" for each
+            };
+            let api: Api<DynamicObject> = match (&namespace, namespaced) {
+                (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+                _ => Api::all_with(client.clone(), &ar),
+            };
+            let uids: Vec<&str> = idx.iter().map(|i| entries[*i].uid.as_str()).collect();
+            if let Some(listed) = list_uids(&api, &uids).await {
+                for i in idx {
+                    out[i] = listed.get(&entries[i].uid).map(|exists| Ok(*exists));
+                }
+            }
+        }
+        let mut answers = Vec::with_capacity(entries.len());
+        for (e, known) in entries.iter().zip(out) {
+            answers.push(match known {
+                Some(a) => a,
+                None => self.exists(client, e).await,
+            });
+        }
+        answers
+    }
+
     /// Whether the entry's object exists now with its uid and is not being deleted (Err: cannot
     /// tell). An object held by finalizers after a DELETE counts as deleted.
     pub async fn exists(
@@ -198,4 +260,48 @@ impl Resolver {
             }),
         }
     }
+}
+
+/// What a list of `api` says of `uids`: per uid, whether its object exists and is not being
+/// deleted; a uid absent from a complete list is gone (or its name taken by another object).
+/// Where the list stops early (its pages would cost more calls than a GET per uid not seen yet)
+/// or fails, only the uids it saw are answered; `None` when it answered none. The others are
+/// read alone.
+async fn list_uids(api: &Api<DynamicObject>, uids: &[&str]) -> Option<HashMap<String, bool>> {
+    let wanted: std::collections::HashSet<&str> = uids.iter().copied().collect();
+    let mut exists: HashMap<String, bool> = HashMap::new();
+    let mut lp = ListParams::default().limit(PAGE);
+    loop {
+        let page = match api.list_metadata(&lp).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(error = %e, "listing to settle a pending record failed; reading one by one");
+                break;
+            }
+        };
+        let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
+        let pages_left = page
+            .metadata
+            .remaining_item_count
+            .map(|r| (r.max(0) as u64).div_ceil(u64::from(PAGE)))
+            .unwrap_or(u64::MAX);
+        for m in page.items {
+            let uid = m.metadata.uid.unwrap_or_default();
+            if wanted.contains(uid.as_str()) {
+                exists.insert(uid, m.metadata.deletion_timestamp.is_none());
+            }
+        }
+        let Some(token) = next else {
+            // Complete: a uid not seen is gone.
+            for u in &wanted {
+                exists.entry(u.to_string()).or_insert(false);
+            }
+            break;
+        };
+        if pages_left > (wanted.len() - exists.len()) as u64 {
+            break;
+        }
+        lp = lp.continue_token(&token);
+    }
+    (!exists.is_empty()).then_some(exists)
 }
