@@ -40,7 +40,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        access: crate::http_get::Access,
+        access: crate::http_get::Credentials,
     },
     /// Per-cluster external resource GC settings (like clusterawsadm's gc commands).
     #[command(subcommand)]
@@ -435,7 +435,7 @@ pub struct GraphArgs {
     )]
     pub server: String,
     #[command(flatten)]
-    pub access: crate::http_get::Access,
+    pub access: crate::http_get::Credentials,
     #[command(subcommand)]
     pub query: GraphQuery,
 }

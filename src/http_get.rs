@@ -29,7 +29,7 @@ pub enum GetError {
 
 /// How the CLI reaches the service's port: the token it sends and how it trusts the certificate.
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct Access {
+pub struct Credentials {
     /// Bearer token for the service's /status, /metrics and /graph (e.g. `kubectl create token`
     /// of a service account bound to the sweeper-metrics-reader ClusterRole).
     #[arg(long, env = "SWEEPER_TOKEN", hide_env_values = true, global = true)]
@@ -51,7 +51,7 @@ pub struct Access {
     pub insecure_skip_tls_verify: bool,
 }
 
-impl Access {
+impl Credentials {
     fn token(&self) -> Result<Option<String>, GetError> {
         match (&self.token, &self.token_file) {
             (Some(t), _) => Ok(Some(t.trim().to_string())),
@@ -81,11 +81,11 @@ pub fn encode(v: &str) -> String {
 /// GETs `url` with nothing but the URL (plain http, or https that cannot verify): the probes,
 /// and tests against `--http-insecure`.
 pub async fn get(url: &str) -> Result<(u16, String), GetError> {
-    get_with(url, &Access::default()).await
+    get_with(url, &Credentials::default()).await
 }
 
 /// GETs `url` as `access` says, returning the status code and body.
-pub async fn get_with(url: &str, access: &Access) -> Result<(u16, String), GetError> {
+pub async fn get_with(url: &str, access: &Credentials) -> Result<(u16, String), GetError> {
     let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
         (Some(rest), _) => (false, rest),
         (None, Some(rest)) => (true, rest),
@@ -150,7 +150,7 @@ fn server_name(host: &str) -> Option<rustls::pki_types::ServerName<'static>> {
     rustls::pki_types::ServerName::try_from(name.to_string()).ok()
 }
 
-fn client_config(url: &str, access: &Access) -> Result<rustls::ClientConfig, GetError> {
+fn client_config(url: &str, access: &Credentials) -> Result<rustls::ClientConfig, GetError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()

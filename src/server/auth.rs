@@ -36,7 +36,7 @@ const CACHE_CAP: usize = 4096;
 
 /// What the API server said of one token on one path.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Verdict {
+pub enum Review {
     Allowed {
         user: String,
     },
@@ -60,8 +60,8 @@ pub enum ReviewError {
     },
 }
 
-/// Verdicts by the digest of (token, path), with when they were given.
-type Cache = HashMap<[u8; 32], (Instant, Verdict)>;
+/// Reviews by the digest of (token, path), with when they were given.
+type Cache = HashMap<[u8; 32], (Instant, Review)>;
 
 /// Asks the API server, and remembers its answers for a while.
 #[derive(Clone)]
@@ -80,38 +80,38 @@ impl Reviewer {
         }
     }
 
-    /// The verdict on `token` reading `path`, from the cache or the API server.
-    pub async fn review(&self, token: &str, path: &str) -> Result<Verdict, ReviewError> {
+    /// The review on `token` reading `path`, from the cache or the API server.
+    pub async fn review(&self, token: &str, path: &str) -> Result<Review, ReviewError> {
         let key = cache_key(token, path);
         if let Some(v) = self.cached(&key) {
             return Ok(v);
         }
-        let verdict = self.ask(token, path).await?;
-        self.remember(key, verdict.clone());
-        Ok(verdict)
+        let review = self.ask(token, path).await?;
+        self.remember(key, review.clone());
+        Ok(review)
     }
 
-    fn cached(&self, key: &[u8; 32]) -> Option<Verdict> {
+    fn cached(&self, key: &[u8; 32]) -> Option<Review> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         let (at, v) = cache.get(key)?;
         let ttl = match v {
-            Verdict::Allowed { .. } => ALLOW_TTL,
+            Review::Allowed { .. } => ALLOW_TTL,
             _ => DENY_TTL,
         };
         (at.elapsed() < ttl).then(|| v.clone())
     }
 
-    fn remember(&self, key: [u8; 32], verdict: Verdict) {
+    fn remember(&self, key: [u8; 32], review: Review) {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() >= CACHE_CAP {
             cache.retain(|_, (at, _)| at.elapsed() < ALLOW_TTL);
         }
         if cache.len() < CACHE_CAP {
-            cache.insert(key, (Instant::now(), verdict));
+            cache.insert(key, (Instant::now(), review));
         }
     }
 
-    async fn ask(&self, token: &str, path: &str) -> Result<Verdict, ReviewError> {
+    async fn ask(&self, token: &str, path: &str) -> Result<Review, ReviewError> {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_string()),
@@ -125,7 +125,7 @@ impl Reviewer {
             .map_err(ReviewError::TokenReview)?;
         let status = reviewed.status.unwrap_or_default();
         let (true, Some(who)) = (status.authenticated.unwrap_or(false), status.user) else {
-            return Ok(Verdict::Unauthenticated);
+            return Ok(Review::Unauthenticated);
         };
         let user = who.username.unwrap_or_default();
         let access = SubjectAccessReview {
@@ -151,8 +151,8 @@ impl Reviewer {
                 source,
             })?;
         Ok(match answered.status.is_some_and(|s| s.allowed) {
-            true => Verdict::Allowed { user },
-            false => Verdict::Forbidden { user },
+            true => Review::Allowed { user },
+            false => Review::Forbidden { user },
         })
     }
 }
@@ -184,11 +184,11 @@ pub async fn require(State(reviewer): State<Reviewer>, req: Request, next: Next)
         return unauthorized("a bearer token is required (Authorization: Bearer <token>)");
     };
     match reviewer.review(&token, &path).await {
-        Ok(Verdict::Allowed { .. }) => next.run(req).await,
-        Ok(Verdict::Unauthenticated) => {
+        Ok(Review::Allowed { .. }) => next.run(req).await,
+        Ok(Review::Unauthenticated) => {
             unauthorized("the API server did not authenticate the token")
         }
-        Ok(Verdict::Forbidden { user }) => {
+        Ok(Review::Forbidden { user }) => {
             tracing::debug!(%user, %path, "refused: no get on the non-resource URL");
             (
                 StatusCode::FORBIDDEN,
@@ -251,7 +251,7 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(
                 reviewer.review("t0ken", "/metrics").await.unwrap(),
-                Verdict::Allowed {
+                Review::Allowed {
                     user: "system:serviceaccount:monitoring:prometheus".into()
                 }
             );
@@ -296,11 +296,11 @@ mod tests {
         let reviewer = Reviewer::new(client);
         assert!(matches!(
             reviewer.review("t", "/metrics").await.unwrap(),
-            Verdict::Allowed { .. }
+            Review::Allowed { .. }
         ));
         assert!(matches!(
             reviewer.review("t", "/status").await.unwrap(),
-            Verdict::Forbidden { .. }
+            Review::Forbidden { .. }
         ));
         assert_eq!(server.finish().len(), 4);
     }
@@ -314,12 +314,12 @@ mod tests {
         let reviewer = Reviewer::new(client);
         assert_eq!(
             reviewer.review("bad", "/metrics").await.unwrap(),
-            Verdict::Unauthenticated
+            Review::Unauthenticated
         );
         // Cached: the same bad token again costs nothing for DENY_TTL.
         assert_eq!(
             reviewer.review("bad", "/metrics").await.unwrap(),
-            Verdict::Unauthenticated
+            Review::Unauthenticated
         );
         assert_eq!(
             server.finish().len(),
@@ -344,7 +344,7 @@ mod tests {
         assert!(reviewer.review("t", "/metrics").await.is_err());
         assert!(matches!(
             reviewer.review("t", "/metrics").await.unwrap(),
-            Verdict::Allowed { .. }
+            Review::Allowed { .. }
         ));
         server.finish();
     }

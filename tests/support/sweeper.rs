@@ -11,7 +11,7 @@ pub struct Sweeper {
     /// How the test reaches its port: nothing for `--http-insecure` (the default here), skipped
     /// certificate verification for one serving HTTPS (a test about authentication passes its
     /// own tokens to [`Sweeper::get_as`]).
-    pub access: ::sweeper::http_get::Access,
+    pub access: ::sweeper::http_get::Credentials,
 }
 
 pub fn free_port() -> u16 {
@@ -129,7 +129,7 @@ impl Sweeper {
                 if secure { "https" } else { "http" }
             ),
             port,
-            access: ::sweeper::http_get::Access {
+            access: ::sweeper::http_get::Credentials {
                 insecure_skip_tls_verify: secure,
                 ..Default::default()
             },
@@ -155,7 +155,7 @@ impl Sweeper {
 
     /// GET `path` sending `token` (none: no Authorization header).
     pub async fn get_as(&self, path: &str, token: Option<&str>) -> (u16, String) {
-        let access = ::sweeper::http_get::Access {
+        let access = ::sweeper::http_get::Credentials {
             token: token.map(String::from),
             ..self.access.clone()
         };
