@@ -14,7 +14,7 @@ use crate::spec::Spec;
 pub static ALL: [&dyn Spec; 3] = [
     &crate::cascade::spec::SPEC,
     &crate::tenant::spec::SPEC,
-    &crate::external::spec::SPEC,
+    &crate::external::controller::descriptor::SPEC,
 ];
 
 /// The kinds whose objects can hold the finalizers of these collectors (each one's finalized

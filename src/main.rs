@@ -165,7 +165,7 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
     exit(&report)
 }
 
-/// `sweeper teardown`: the plan and the passes on stdout (see external::teardown); fails when a
+/// `sweeper teardown`: the plan and the passes on stdout (see external::commands::teardown); fails when a
 /// target was refused or is not done.
 async fn teardown(args: sweeper::cli::TeardownArgs) -> ExitCode {
     let client = match kube::Client::try_default().await {
@@ -176,7 +176,7 @@ async fn teardown(args: sweeper::cli::TeardownArgs) -> ExitCode {
         }
     };
     let sessions = sweeper_aws::session::SessionCache::new(sweeper_aws::load_config().await, None);
-    let out = sweeper::external::teardown::run(&client, &sessions, &args).await;
+    let out = sweeper::external::commands::teardown::run(&client, &sessions, &args).await;
     print!("{}", out.text);
     if out.ok {
         ExitCode::SUCCESS
@@ -185,9 +185,9 @@ async fn teardown(args: sweeper::cli::TeardownArgs) -> ExitCode {
     }
 }
 
-/// `sweeper scan`: the report on stdout (see external::scan).
+/// `sweeper scan`: the report on stdout (see external::commands::scan).
 async fn scan(args: sweeper::cli::ScanArgs) -> Result<String, String> {
-    use sweeper::external::scan;
+    use sweeper::external::commands::scan;
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
@@ -242,7 +242,7 @@ async fn graph(args: sweeper::cli::GraphArgs) -> Result<(), String> {
 
 async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
     use sweeper::cli::GcCommand;
-    use sweeper::external::annotations::GC_ANNOTATION;
+    use sweeper::external::core::annotations::GC_ANNOTATION;
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
@@ -254,7 +254,7 @@ async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
     {
         let sessions =
             sweeper_aws::session::SessionCache::new(sweeper_aws::load_config().await, None);
-        return sweeper::external::plan::plan(
+        return sweeper::external::commands::plan::plan(
             &client,
             &sessions,
             capa_namespace,
@@ -281,7 +281,7 @@ async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
             tasks,
             external_dns_owner_id,
         } => {
-            return sweeper::external::configure::configure(
+            return sweeper::external::commands::configure::configure(
                 &client,
                 &cluster.namespace,
                 &cluster.cluster_name,
@@ -291,7 +291,7 @@ async fn gc(cmd: sweeper::cli::GcCommand) -> Result<String, String> {
             .await;
         }
     };
-    let target = sweeper::external::cluster::annotate(
+    let target = sweeper::external::core::cluster::annotate(
         &client,
         &cluster.namespace,
         &cluster.cluster_name,

@@ -10,9 +10,9 @@ use crate::engine::discovery::{self, DiscoveryReport};
 use crate::engine::leader::{Elector, Fence, Role};
 use crate::engine::pause::Switch;
 use crate::engine::teardown_registry::TeardownRegistry;
-use crate::external::scan::metrics::ScanMetrics;
-use crate::external::scan::schedule::ScanSchedule;
-use crate::external::scan::status::LastScan;
+use crate::external::commands::scan::metrics::ScanMetrics;
+use crate::external::commands::scan::schedule::ScanSchedule;
+use crate::external::commands::scan::status::LastScan;
 use crate::metrics::Metrics;
 use crate::server::{self, AppState};
 use crate::spec::{BuildEnv, Registered};
@@ -125,7 +125,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
                 state.metrics.clone(),
                 shutdown.clone(),
             )));
-            // The leak scan, on the leader only (see external::scan::schedule).
+            // The leak scan, on the leader only (see external::commands::scan::schedule).
             if let Some(schedule) = scan_schedule {
                 running.push(tokio::spawn(schedule.run(
                     conn.client.clone(),

@@ -21,7 +21,7 @@ pub struct StatusSources {
     pub teardowns: TeardownRegistry,
     pub pause: crate::engine::pause::Switch,
     /// The scheduled leak scan (`--scan-interval`; nothing while it is off).
-    pub scan: crate::external::scan::status::LastScan,
+    pub scan: crate::external::commands::scan::status::LastScan,
 }
 
 /// This replica's part in leader election.
@@ -63,7 +63,7 @@ pub struct StatusReport {
     /// The scheduled leak scan's last report, in short, and its last error; absent while
     /// `--scan-interval` is off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scan: Option<crate::external::scan::status::ScanStatus>,
+    pub scan: Option<crate::external::commands::scan::status::ScanStatus>,
 }
 
 pub fn snapshot(s: &StatusSources) -> StatusReport {
@@ -149,7 +149,7 @@ pub fn render(s: &StatusReport) -> String {
         }
     }
     if let Some(scan) = &s.scan {
-        out.push_str(&crate::external::scan::status::render(scan));
+        out.push_str(&crate::external::commands::scan::status::render(scan));
         out.push('\n');
     }
     if !s.teardowns.is_empty() {
@@ -192,7 +192,7 @@ mod tests {
                 &crate::collectors::names(),
                 Default::default(),
             ),
-            scan: crate::external::scan::status::LastScan::scheduled(
+            scan: crate::external::commands::scan::status::LastScan::scheduled(
                 std::time::Duration::from_secs(600),
             ),
         };

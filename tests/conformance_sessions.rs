@@ -140,7 +140,7 @@ async fn audit(c: &Client, ns: &str) -> Vec<Value> {
     let records = cms
         .list(&kube::api::ListParams::default().labels(&format!(
             "sweeper.dev/archive-collector=external,{}={ns}",
-            sweeper::external::audit::LABEL_NAMESPACE
+            sweeper::external::core::audit::LABEL_NAMESPACE
         )))
         .await
         .unwrap()
@@ -616,7 +616,7 @@ async fn eks_network_goes_by_the_cluster_api_name_after_the_eks_security_group()
     let found = records
         .list(
             &kube::api::ListParams::default()
-                .labels(&sweeper::external::audit::selector(&ns, &name)),
+                .labels(&sweeper::external::core::audit::selector(&ns, &name)),
         )
         .await
         .unwrap()

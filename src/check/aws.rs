@@ -2,15 +2,15 @@
 //!
 //! For each distinct (namespace, region, identityRef) of the AWSClusters and
 //! AWSManagedControlPlanes the external collector takes, the identity chain is resolved exactly as
-//! a teardown resolves it (`external::identity::resolve`: the identity objects, their
+//! a teardown resolves it (`external::core::identity::resolve`: the identity objects, their
 //! `allowedNamespaces`, a static identity's Secret) and the session is built and proven with one
 //! `sts:GetCallerIdentity` through the chain. Nothing else is called: no cluster's resources are
 //! looked up or touched. Clusters that share an identity share one line.
 
 use super::{Config, Line, kube_message};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane, IdentityRef};
-use crate::external::collector::GcKind;
-use crate::external::identity::{self, Placement};
+use crate::external::core::identity::{self, Placement};
+use crate::external::core::kind::GcKind;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 //! object's identity and an AWS call); the collector compares them before it holds a teardown.
 
 use super::Line;
-use crate::external::claims;
+use crate::external::core::claims;
 
 const CATEGORY: &str = "cluster-names";
 

@@ -241,7 +241,7 @@ pub fn owner_reference(
 /// sweeper that wrote them keeps them (its own namespace), found by their labels.
 pub async fn audit_entries(c: &Client, ns: &str, cluster: &str) -> Vec<Value> {
     use k8s_openapi::api::core::v1::ConfigMap;
-    let selector = sweeper::external::audit::selector(ns, cluster);
+    let selector = sweeper::external::core::audit::selector(ns, cluster);
     Api::<ConfigMap>::all(c.clone())
         .list(&kube::api::ListParams::default().labels(&selector))
         .await

@@ -1,0 +1,9 @@
+//! The external collector's one-shot commands: `sweeper gc configure` ([`configure`]), `sweeper gc
+//! plan` ([`plan`]), `sweeper scan` ([`scan`], which `sweeper run --scan-interval` also schedules)
+//! and `sweeper teardown` ([`teardown`]). Each takes its arguments as its own struct, so none
+//! imports the CLI.
+
+pub mod configure;
+pub mod plan;
+pub mod scan;
+pub mod teardown;
