@@ -252,7 +252,7 @@ pub struct UninstallArgs {
     /// (external: AWSCluster, AWSManagedControlPlane; tenant: Tenant; cascade: every kind), so
     /// the identity needs no more than those collectors' role. Repeat it or separate with commas.
     /// Default: every collector. The Helm chart's pre-delete hook names the collectors it enabled.
-    #[arg(long = "collector", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(crate::collectors::names()))]
+    #[arg(long = "collector", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(crate::catalog::names()))]
     pub collectors: Vec<String>,
     /// CAPA's namespace: its manager's Deployment says whether CAPA's own ExternalResourceGC is
     /// on, which the uninstall reports (with the external collector's finalizers released).
@@ -330,7 +330,7 @@ pub enum ArchiveCommand {
 #[derive(Args, Debug, Clone)]
 pub struct PauseArgs {
     /// One collector; none: every collector.
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::collectors::names()))]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::catalog::names()))]
     pub collector: Option<String>,
     /// Why (recorded with the switch, shown by `sweeper status` and in the Event).
     #[arg(long)]
@@ -480,7 +480,7 @@ impl ObjectArgs {
 
 /// `--feature-gates` over every gate the collectors declare.
 fn parse_gates(s: &str) -> Result<FeatureGates, String> {
-    FeatureGates::parse(s, &crate::collectors::gates()).map_err(|e| e.to_string())
+    FeatureGates::parse(s, &crate::catalog::gates()).map_err(|e| e.to_string())
 }
 
 /// Durations as flags take them (the engine's own parser: failpoints read the same syntax).
@@ -851,7 +851,7 @@ mod tests {
         };
         assert_eq!(
             args.feature_gates,
-            FeatureGates::defaults(&crate::collectors::gates())
+            FeatureGates::defaults(&crate::catalog::gates())
         );
         assert_eq!(args.config.discovery_interval, Duration::from_secs(30));
     }

@@ -3,15 +3,15 @@
 pub mod api;
 pub mod archive;
 pub mod cascade;
+pub mod catalog;
 pub mod check;
 pub mod cli;
-pub mod collectors;
+pub mod collector;
 pub mod config;
 pub mod engine;
 pub mod metrics;
 pub mod run;
 pub mod server;
-pub mod spec;
 pub mod telemetry;
 
 /// Picks rustls' crypto provider once per process. kube and the AWS SDK both link rustls; with

@@ -350,7 +350,7 @@ async fn pause(args: sweeper::cli::PauseArgs, on: bool) -> Result<String, String
         &args.switch.namespace,
         args.collector.as_deref(),
         record,
-        &sweeper::collectors::names(),
+        &sweeper::catalog::names(),
     )
     .await
     .map_err(|e| e.to_string())?;

@@ -1,11 +1,12 @@
 //! `sweeper run` only wires: build the clients and the enabled collectors, serve HTTP, wait for
 //! leadership, lead (discovery plus every collector) until shut down or the lease is lost, then
-//! stop in order. What each collector does lives in its own module behind engine::collector.
+//! stop in order. What each collector does lives in its own module behind collector::built.
 
 use crate::archive::hub::ArchiveHub;
 use crate::cli::RunArgs;
+use crate::collector::built::{Collector, RunEnv};
+use crate::collector::{BuildEnv, Registered};
 use crate::engine::client::{self, ApiCallCounter, ClientSettings};
-use crate::engine::collector::{Collector, RunEnv};
 use crate::engine::discovery::{self, DiscoveryReport};
 use crate::engine::leader::{Elector, Fence, Role};
 use crate::engine::pause::Switch;
@@ -15,7 +16,6 @@ use crate::external::commands::scan::schedule::ScanSchedule;
 use crate::external::commands::scan::status::LastScan;
 use crate::metrics::Metrics;
 use crate::server::{self, AppState};
-use crate::spec::{BuildEnv, Registered};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -226,7 +226,10 @@ async fn stop_server(
 type Named = (&'static str, Box<dyn Collector>);
 
 /// Every collector with its metrics registered, in the list's order.
-pub type RegisteredCollectors = Vec<(&'static dyn crate::spec::Spec, Arc<dyn Registered>)>;
+pub type RegisteredCollectors = Vec<(
+    &'static dyn crate::collector::Descriptor,
+    Arc<dyn Registered>,
+)>;
 
 /// Registers every metric family sweeper exports beyond the service's own (which
 /// [`Metrics::new`] holds): the API call counter, every collector's (enabled or not: dashboards
@@ -245,7 +248,7 @@ pub fn register_metrics(
         "Requests sent to the Kubernetes API server, by verb",
         api_calls,
     );
-    let registered = crate::collectors::ALL
+    let registered = crate::catalog::ALL
         .iter()
         .map(|spec| (*spec, spec.register(metrics.registry_mut())))
         .collect();
@@ -346,7 +349,7 @@ async fn connect(
         fence,
         limit,
         refused,
-        switch: Switch::new(&crate::collectors::names(), metrics.service.paused.clone()),
+        switch: Switch::new(&crate::catalog::names(), metrics.service.paused.clone()),
         namespace,
     })
 }
@@ -521,7 +524,7 @@ fn start_leading(
         shutdown.clone(),
     ))];
     // An enabled collector whose kind is not served (its CRD missing) is named, with its gate.
-    let needs = crate::collectors::served_needs(collectors.iter().map(|(name, _)| *name));
+    let needs = crate::catalog::served_needs(collectors.iter().map(|(name, _)| *name));
     if !needs.is_empty() {
         state.expect(crate::engine::served::COMPONENT);
         // Its own Pod, not an object a collector acts on: the fence (and a pause) need not hold
@@ -559,7 +562,7 @@ async fn report_oldest_teardowns(
 ) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
     loop {
-        for name in crate::collectors::names() {
+        for name in crate::catalog::names() {
             let age = teardowns.oldest(name).as_secs();
             metrics
                 .service

@@ -1,9 +1,9 @@
 //! `sweeper status`: what each collector is doing, from the running service (GET /status).
 
+use crate::collector::Registered;
 use crate::engine::leader::Role;
 use crate::engine::teardown_registry::{TeardownRegistry, TeardownStatus};
 use crate::server::AppState;
-use crate::spec::Registered;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -142,7 +142,7 @@ pub fn render(s: &StatusReport) -> String {
             s.leader.holder.as_deref().unwrap_or("unknown")
         ));
     }
-    for spec in crate::collectors::ALL {
+    for spec in crate::catalog::ALL {
         if let Some(line) = spec.render(&s.collectors) {
             out.push_str(&line);
             out.push('\n');
@@ -188,10 +188,7 @@ mod tests {
                 .1,
             },
             teardowns: TeardownRegistry::default(),
-            pause: crate::engine::pause::Switch::new(
-                &crate::collectors::names(),
-                Default::default(),
-            ),
+            pause: crate::engine::pause::Switch::new(&crate::catalog::names(), Default::default()),
             scan: crate::external::commands::scan::status::LastScan::scheduled(
                 std::time::Duration::from_secs(600),
             ),

@@ -29,7 +29,7 @@ fn micro(t: Timestamp) -> Value {
 
 fn cfg(gates: &str, ns: &str) -> Config {
     Config {
-        gates: FeatureGates::parse(gates, &sweeper::collectors::gates()).unwrap(),
+        gates: FeatureGates::parse(gates, &sweeper::catalog::gates()).unwrap(),
         namespace: ns.to_string(),
         capa_namespace: ns.to_string(),
         lease: None,
@@ -172,7 +172,7 @@ async fn the_shipped_roles_grant_what_their_collectors_need_and_no_more() {
     // the external collector's own permissions are all there.
     c.gates = FeatureGates::parse(
         "CascadeGC=true,TenantGC=false,ExternalResourceGC=true",
-        &sweeper::collectors::gates(),
+        &sweeper::catalog::gates(),
     )
     .unwrap();
     let narrow = check::rbac::check(&as_user(EXTERNAL_SA_USER).await, &c).await;

@@ -387,7 +387,7 @@ async fn resume_after_uninstall_lifts_only_the_uninstalls_pause(
         .await
         .unwrap();
     let data = cm.data.unwrap_or_default();
-    let (paused, _) = sweeper::engine::pause::parse(&data, &sweeper::collectors::names());
+    let (paused, _) = sweeper::engine::pause::parse(&data, &sweeper::catalog::names());
     assert_eq!(
         paused.keys().map(String::as_str).collect::<Vec<_>>(),
         ["tenant"],

@@ -6,8 +6,8 @@
 pub mod absent_owners;
 pub mod actions;
 pub mod classify;
-pub mod collector;
 pub mod context;
+pub mod descriptor;
 pub mod driver;
 pub mod failure;
 pub mod gone_kinds;
@@ -15,6 +15,6 @@ pub mod metrics;
 pub mod orphan;
 pub mod query;
 pub mod snapshot;
-pub mod spec;
+pub mod start;
 pub mod worker;
 pub mod writer;

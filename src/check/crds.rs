@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 const CATEGORY: &str = "crds";
 
 /// A kind an enabled collector reads, and the versions it can read it at (preferred first): one
-/// of its `Spec`'s kinds, with the collector that reads it.
+/// of its `Descriptor`'s kinds, with the collector that reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wanted {
     pub collector: &'static str,
@@ -22,10 +22,10 @@ pub struct Wanted {
     pub owner: &'static str,
 }
 
-/// Every kind, per collector, in the list's order (crate::collectors::ALL), as each collector's
-/// `Spec::kinds` declares them. The cascade collector works on whatever is served.
+/// Every kind, per collector, in the list's order (crate::catalog::ALL), as each collector's
+/// `Descriptor::kinds` declares them. The cascade collector works on whatever is served.
 pub static WANTED: LazyLock<Vec<Wanted>> = LazyLock::new(|| {
-    crate::collectors::ALL
+    crate::catalog::ALL
         .iter()
         .flat_map(|spec| {
             spec.kinds().iter().map(|k| Wanted {
@@ -98,7 +98,7 @@ pub fn judge(w: &Wanted, served: &Served) -> Line {
 }
 
 fn gate_of(collector: &str) -> &'static str {
-    crate::collectors::ALL
+    crate::catalog::ALL
         .iter()
         .find(|s| s.name() == collector)
         .map(|s| s.gate().name)

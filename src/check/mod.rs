@@ -27,8 +27,8 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
+pub use crate::collector::check::Preflight;
 use crate::config::FeatureGates;
-pub use crate::spec::check::Preflight;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -196,16 +196,16 @@ pub struct Config {
 
 impl Config {
     pub fn enabled(&self, collector: &str) -> bool {
-        crate::collectors::ALL
+        crate::catalog::ALL
             .iter()
             .find(|s| s.name() == collector)
             .is_some_and(|s| self.gates.enabled(s.gate().name))
     }
 
     /// The further sections the enabled collectors ask for (each collector's
-    /// `Spec::preflights`).
+    /// `Descriptor::preflights`).
     pub fn preflights(&self) -> BTreeSet<Preflight> {
-        crate::collectors::ALL
+        crate::catalog::ALL
             .iter()
             .filter(|s| self.gates.enabled(s.gate().name))
             .flat_map(|s| s.preflights().iter().copied())
@@ -214,7 +214,7 @@ impl Config {
 
     /// The enabled collectors, in the list's order.
     pub fn collectors(&self) -> Vec<&'static str> {
-        crate::collectors::ALL
+        crate::catalog::ALL
             .iter()
             .filter(|s| self.gates.enabled(s.gate().name))
             .map(|s| s.name())

@@ -1,13 +1,13 @@
 //! sweeper's identity may make every call it needs: one SelfSubjectAccessReview per permission.
 //!
 //! What every collector shares is listed here; what each collector needs beyond it is its
-//! `Spec`'s (`Spec::permissions`). Together they are what the shipped roles grant
+//! `Descriptor`'s (`Descriptor::permissions`). Together they are what the shipped roles grant
 //! (deploy/manifests/*/rbac.yaml and the chart), which tests/rbac.rs proves against the audit log
 //! of the whole suite: every call allowed, and every verb needed. Run by the chart's `helm test` as sweeper's own service account, a denied
 //! permission here is a call the service would have refused.
 
 use super::{Config, Line, kube_message};
-use crate::spec::check::Access;
+use crate::collector::check::Access;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -15,10 +15,10 @@ use kube::api::{Api, PostParams};
 
 const CATEGORY: &str = "rbac";
 
-pub use crate::spec::check::Permission;
+pub use crate::collector::check::Permission;
 
 /// What each enabled collector needs, by collector (`sweeper` for what every collector shares),
-/// in the list's order: each collector's own as its `Spec::permissions` says.
+/// in the list's order: each collector's own as its `Descriptor::permissions` says.
 pub fn needed(cfg: &Config) -> Vec<(&'static str, Vec<Permission>)> {
     let p = Permission::verbs;
     let mut out = Vec::new();
@@ -55,7 +55,7 @@ pub fn needed(cfg: &Config) -> Vec<(&'static str, Vec<Permission>)> {
         archive: cfg.archive,
         capa_namespace: &cfg.capa_namespace,
     };
-    for spec in crate::collectors::ALL {
+    for spec in crate::catalog::ALL {
         if cfg.enabled(spec.name()) {
             out.push((spec.name(), spec.permissions(access)));
         }

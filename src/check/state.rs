@@ -130,7 +130,7 @@ pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
                 .next()
                 .and_then(|cm| cm.data)
                 .unwrap_or_default();
-            let (mut paused, warnings) = pause::parse(&data, &crate::collectors::names());
+            let (mut paused, warnings) = pause::parse(&data, &crate::catalog::names());
             // `all` names every collector; only the enabled ones' pause changes anything.
             paused.retain(|c, _| cfg.enabled(c));
             lines.extend(judge_pause(&cfg.namespace, &paused, &warnings));

@@ -9,7 +9,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 fn cfg(gates: &str) -> Config {
     Config {
-        gates: crate::config::FeatureGates::parse(gates, &crate::collectors::gates()).unwrap(),
+        gates: crate::config::FeatureGates::parse(gates, &crate::catalog::gates()).unwrap(),
         namespace: "sweeper-system".into(),
         capa_namespace: "capa-system".into(),
         lease: Some((

@@ -1,7 +1,7 @@
 //! Feature gates: which collectors run, and the further switches a collector declares.
 //!
 //! This module knows no gate by name: the caller passes the known gates in (the list of
-//! collectors, `crate::collectors::gates`), so configuration sits below the collectors and never
+//! collectors, `crate::catalog::gates`), so configuration sits below the collectors and never
 //! walks their list.
 
 use std::fmt;
@@ -111,7 +111,7 @@ impl fmt::Display for FeatureGates {
 mod tests {
     use super::*;
 
-    /// Gates as the caller passes them (the collectors' own are checked in crate::collectors).
+    /// Gates as the caller passes them (the collectors' own are checked in crate::catalog).
     const KNOWN: [Gate; 3] = [
         Gate {
             name: "CascadeGC",

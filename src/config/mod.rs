@@ -2,8 +2,8 @@
 //!
 //! One struct built by clap (flags + environment variables) and passed down; no global state.
 //! This is the bottom of the configuration's layers: it names no collector. The collector
-//! interface (crate::spec) hands [`RunConfig`] to each collector's spec; the list of collectors
-//! (crate::collectors) supplies the known gates; the CLI (crate::cli) puts them together.
+//! interface (crate::collector) hands [`RunConfig`] to each collector's spec; the list of collectors
+//! (crate::catalog) supplies the known gates; the CLI (crate::cli) puts them together.
 //!
 //! Why the `run` flags live here and not in crate::cli: collectors are built from them, and the
 //! CLI sits above the list of collectors (it offers their names and gates), so a struct the CLI
@@ -46,7 +46,7 @@ pub enum TenantGcStrategy {
 }
 
 /// `sweeper run`'s configuration: every `run` flag but `--feature-gates` (which the CLI adds, with
-/// the collectors' gates: see crate::cli::RunArgs). Collectors are built from it (crate::spec).
+/// the collectors' gates: see crate::cli::RunArgs). Collectors are built from it (crate::collector).
 #[derive(Args, Debug, Clone)]
 pub struct RunConfig {
     /// Address of the HTTP server (/healthz, /readyz, /metrics and the query API). It speaks

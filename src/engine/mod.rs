@@ -2,7 +2,6 @@
 //! rate-limited client, the dependency graph, work queues, the finalizer framework and leader election.
 
 pub mod client;
-pub mod collector;
 pub mod discovery;
 pub mod duration;
 pub mod events;

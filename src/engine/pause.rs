@@ -3,7 +3,7 @@
 //! The switch is kept in the cluster, so every replica (and the next process after a restart)
 //! sees the same one: the ConfigMap [`CONFIGMAP`] in sweeper's namespace, one data key per paused
 //! collector (its name, or `all`) whose value says when, by whom and why. The collectors' names
-//! come from the caller (crate::collectors), so the engine holds no list of its own.
+//! come from the caller (crate::catalog), so the engine holds no list of its own.
 //! No ConfigMap, or no key for a collector, means running.
 //!
 //! Each replica watches that one ConfigMap (a field-selected watch: the change arrives within

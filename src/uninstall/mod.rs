@@ -33,7 +33,7 @@ pub use crate::engine::pause::UNINSTALL_REASON;
 /// The prefix of every finalizer sweeper defines.
 pub const OWN_PREFIX: &str = "sweeper.dev/";
 /// The tenant collector's finalizer (KubeZoo's name, kept for compatibility).
-pub const TENANT_FINALIZER: &str = crate::tenant::collector::FINALIZER;
+pub const TENANT_FINALIZER: &str = crate::tenant::reconciler::FINALIZER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UninstallError {
@@ -55,7 +55,7 @@ pub struct Options {
     /// List what would be released; pause nothing, change nothing.
     pub dry_run: bool,
     /// Release only these collectors' finalizers, reading only the kinds they finalize
-    /// ([`crate::collectors::finalized_kinds`]); empty: every collector, every kind. The chart's
+    /// ([`crate::catalog::finalized_kinds`]); empty: every collector, every kind. The chart's
     /// pre-delete hook names the collectors it enabled, so it runs with their role and no more.
     pub collectors: Vec<String>,
     /// CAPA's namespace, where its manager's Deployment says whether its own gc is on.
@@ -98,7 +98,7 @@ pub async fn uninstall(
             &opts.namespace,
             None,
             Some(record),
-            &crate::collectors::names(),
+            &crate::catalog::names(),
         )
         .await
         .map_err(|e| UninstallError::Pause {
@@ -108,7 +108,7 @@ pub async fn uninstall(
     }
     let discovery = discover_deletable(client).await?;
     let kinds = (!opts.collectors.is_empty())
-        .then(|| crate::collectors::finalized_kinds(opts.collectors.iter().map(String::as_str)))
+        .then(|| crate::catalog::finalized_kinds(opts.collectors.iter().map(String::as_str)))
         .flatten();
     let wanted_group = |group: &str| {
         kinds

@@ -18,7 +18,7 @@ pub async fn resume_after_uninstall(
         namespace: namespace.to_string(),
         source,
     };
-    let names = crate::collectors::names();
+    let names = crate::catalog::names();
     let current = Api::<ConfigMap>::namespaced(client.clone(), namespace)
         .get_opt(pause::CONFIGMAP)
         .await

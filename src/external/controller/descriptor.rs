@@ -1,12 +1,12 @@
-//! The external collector as sweeper's one list of collectors sees it (see crate::collectors): its
-//! implementation of the collector interface, crate::spec.
+//! The external collector as sweeper's one list of collectors sees it (see crate::catalog): its
+//! implementation of the collector interface, crate::collector.
 
+use crate::collector::built::Collector;
+use crate::collector::check::{Access, Permission, Preflight};
+use crate::collector::{BuildEnv, Descriptor, Registered};
 use crate::config::Gate;
-use crate::engine::collector::Collector;
 use crate::engine::served::ServedKind;
 use crate::external::controller::metrics::ExternalMetrics;
-use crate::spec::check::{Access, Permission, Preflight};
-use crate::spec::{BuildEnv, Registered, Spec};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value};
@@ -64,10 +64,10 @@ const KINDS: &[ServedKind] = &[
     },
 ];
 
-pub struct ExternalSpec;
-pub static SPEC: ExternalSpec = ExternalSpec;
+pub struct ExternalDescriptor;
+pub static DESCRIPTOR: ExternalDescriptor = ExternalDescriptor;
 
-impl Spec for ExternalSpec {
+impl Descriptor for ExternalDescriptor {
     fn name(&self) -> &'static str {
         NAME
     }
@@ -154,7 +154,7 @@ impl Spec for ExternalSpec {
 
     /// The teardowns line, then one line per cluster left alone under Cluster API's contract.
     fn render(&self, status: &Map<String, Value>) -> Option<String> {
-        let mut out = crate::spec::teardowns::render(NAME, status)?;
+        let mut out = crate::collector::teardowns::render(NAME, status)?;
         let held: Vec<crate::external::controller::held::HeldStatus> = status
             .get(HELD)
             .and_then(|v| serde_json::from_value(v.clone()).ok())
@@ -171,7 +171,7 @@ impl Spec for ExternalSpec {
 
 impl Registered for ExternalMetrics {
     fn status(&self) -> Map<String, Value> {
-        let mut status = crate::spec::teardowns::status(NAME, &self.teardown);
+        let mut status = crate::collector::teardowns::status(NAME, &self.teardown);
         status.insert(
             HELD.into(),
             serde_json::to_value(self.held.list()).unwrap_or_default(),

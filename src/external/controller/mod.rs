@@ -119,14 +119,14 @@ fn finalizer_controller<K: GcKind>(
     }
 }
 
-impl crate::engine::collector::Collector for ExternalCollector {
+impl crate::collector::built::Collector for ExternalCollector {
     fn components(&self) -> Vec<&'static str> {
         vec![AWSCluster::COMPONENT, AWSManagedControlPlane::COMPONENT]
     }
 
     fn run(
         self: Box<Self>,
-        env: crate::engine::collector::RunEnv,
+        env: crate::collector::built::RunEnv,
     ) -> futures::future::BoxFuture<'static, ()> {
         let client = self.clusters.reconciler.ctx.client.clone();
         let pauses = self.clusters.reconciler.ctx.pauses.clone();

@@ -53,7 +53,7 @@ impl CascadeCollector {
     }
 }
 
-impl crate::engine::collector::Collector for CascadeCollector {
+impl crate::collector::built::Collector for CascadeCollector {
     fn components(&self) -> Vec<&'static str> {
         vec!["cascade"]
     }
@@ -64,7 +64,7 @@ impl crate::engine::collector::Collector for CascadeCollector {
 
     fn run(
         self: Box<Self>,
-        env: crate::engine::collector::RunEnv,
+        env: crate::collector::built::RunEnv,
     ) -> futures::future::BoxFuture<'static, ()> {
         Box::pin(run(
             self.ctx,

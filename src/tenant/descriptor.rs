@@ -1,13 +1,13 @@
-//! The tenant collector as sweeper's one list of collectors sees it (see crate::collectors): its
-//! implementation of the collector interface, crate::spec.
+//! The tenant collector as sweeper's one list of collectors sees it (see crate::catalog): its
+//! implementation of the collector interface, crate::collector.
 
 use super::metrics::TenantMetrics;
 use super::pass::PassSettings;
+use crate::collector::built::Collector;
+use crate::collector::check::{self, Access, Permission, Preflight};
+use crate::collector::{BuildEnv, Descriptor, Registered};
 use crate::config::Gate;
-use crate::engine::collector::Collector;
 use crate::engine::served::ServedKind;
-use crate::spec::check::{self, Access, Permission, Preflight};
-use crate::spec::{BuildEnv, Registered, Spec};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value};
@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 pub const NAME: &str = "tenant";
 
-// Not `TenantSpec`: that is the Tenant CRD's spec (`api::tenant`).
-pub struct TenantCollectorSpec;
-pub static SPEC: TenantCollectorSpec = TenantCollectorSpec;
+// The Tenant CRD's own spec is `api::tenant::TenantSpec`; this is the collector's descriptor.
+pub struct TenantDescriptor;
+pub static DESCRIPTOR: TenantDescriptor = TenantDescriptor;
 
-impl Spec for TenantCollectorSpec {
+impl Descriptor for TenantDescriptor {
     fn name(&self) -> &'static str {
         NAME
     }
@@ -59,7 +59,7 @@ impl Spec for TenantCollectorSpec {
 
     /// The teardowns line, then each teardown's objects left and deleted so far.
     fn render(&self, status: &Map<String, Value>) -> Option<String> {
-        let mut out = crate::spec::teardowns::render(NAME, status)?;
+        let mut out = crate::collector::teardowns::render(NAME, status)?;
         out.push_str(&super::progress::render(status));
         Some(out)
     }
@@ -67,7 +67,7 @@ impl Spec for TenantCollectorSpec {
 
 impl Registered for TenantMetrics {
     fn status(&self) -> Map<String, Value> {
-        let mut status = crate::spec::teardowns::status(NAME, &self.teardown);
+        let mut status = crate::collector::teardowns::status(NAME, &self.teardown);
         status.insert(
             super::progress::FIELD.into(),
             serde_json::to_value(self.progress.list()).unwrap_or_default(),
@@ -86,7 +86,7 @@ impl Registered for TenantMetrics {
                 archive: env.archive_hub.archiver(&env.client, &env.fence, NAME),
             };
             Box::new(
-                super::collector::TenantCollector::new(
+                super::reconciler::TenantCollector::new(
                     env.client,
                     settings,
                     self.clone(),

@@ -1,20 +1,21 @@
-//! What every collector tells the rest of sweeper about itself: the [`Spec`] each collector's
-//! `spec.rs` implements, and what `run` hands it to build ([`BuildEnv`]).
+//! The collector interface: what every collector tells the rest of sweeper about itself (the
+//! [`Descriptor`] each collector's `descriptor.rs` implements), what `run` hands it to build
+//! ([`BuildEnv`]), and the built collector `run` starts ([`built::Collector`]).
 //!
 //! The interface between the configuration below (crate::config) and the list of collectors
-//! above (crate::collectors): it names no collector. Everything that differs by collector is
+//! above (crate::catalog): it names no collector. Everything that differs by collector is
 //! said here once, by the collector: its name and gates, its metrics and status, the kinds it
 //! reads (`sweeper check`, readiness, `sweeper uninstall`), the permissions it needs and the
 //! further checks that apply to it ([`check`]). Nothing else keeps a list keyed by a collector's
 //! name.
 //!
 //! A new collector writes three pieces, because they live at three different times:
-//! - [`Spec`], a `static`: what is known before anything runs. The CLI reads it without a
+//! - [`Descriptor`], a `static`: what is known before anything runs. The CLI reads it without a
 //!   registry or a client (`--feature-gates`, `sweeper check`, `sweeper status`, `sweeper
 //!   uninstall`).
 //! - [`Registered`], its metrics once registered (always, enabled or not): `/status` reads it on
 //!   every replica, and it builds the collector from what `run` hands it ([`BuildEnv`]).
-//! - [`Collector`], the built collector: every replica builds it and serves its routes, only the
+//! - [`Collector`](built::Collector), the built collector (`built.rs`): every replica builds it and serves its routes, only the
 //!   leader runs it.
 //!
 //! A teardown collector (one that holds a finalizer until an object's teardown is done) writes
@@ -23,11 +24,12 @@
 //! it (a struct the collector fills, not a trait it implements). docs/CONTRIBUTING.md has a
 //! minimal collector, compiled and run as a doc test.
 
+pub mod built;
 pub mod check;
 
 use crate::archive::hub::ArchiveHub;
+use crate::collector::built::Collector;
 use crate::config::{FeatureGates, Gate, RunConfig};
-use crate::engine::collector::Collector;
 use crate::engine::discovery::DiscoveryReport;
 use crate::engine::leader::Fence;
 use crate::engine::served::ServedKind;
@@ -42,7 +44,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 /// What a collector tells sweeper about itself before anything runs.
-pub trait Spec: Sync {
+pub trait Descriptor: Sync {
     /// Its name: metric prefix, pause key, `--collector` value, status key.
     fn name(&self) -> &'static str;
 
@@ -62,7 +64,7 @@ pub trait Spec: Sync {
     }
 
     /// Whether it may put its finalizer on objects of any kind (not only its finalized
-    /// [`Spec::kinds`]): then `sweeper uninstall --collector` must read every kind.
+    /// [`Descriptor::kinds`]): then `sweeper uninstall --collector` must read every kind.
     fn finalizes_every_kind(&self) -> bool {
         false
     }

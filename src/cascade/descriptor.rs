@@ -1,12 +1,12 @@
-//! The cascade collector as sweeper's one list of collectors sees it (see crate::collectors): its
-//! implementation of the collector interface, crate::spec.
+//! The cascade collector as sweeper's one list of collectors sees it (see crate::catalog): its
+//! implementation of the collector interface, crate::collector.
 
 use super::context::CascadeConfig;
 use super::metrics::{CascadeMetrics, QueueLabels};
+use crate::collector::built::Collector;
+use crate::collector::check::{self, Access, Permission, Preflight};
+use crate::collector::{BuildEnv, Descriptor, Registered};
 use crate::config::Gate;
-use crate::engine::collector::Collector;
-use crate::spec::check::{self, Access, Permission, Preflight};
-use crate::spec::{BuildEnv, Registered, Spec};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 pub const NAME: &str = "cascade";
 
-pub struct CascadeSpec;
-pub static SPEC: CascadeSpec = CascadeSpec;
+pub struct CascadeDescriptor;
+pub static DESCRIPTOR: CascadeDescriptor = CascadeDescriptor;
 
 /// The `cascade` object of /status.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -27,7 +27,7 @@ pub struct CascadeStatus {
     pub attempt_to_orphan_queue: i64,
 }
 
-impl Spec for CascadeSpec {
+impl Descriptor for CascadeDescriptor {
     fn name(&self) -> &'static str {
         NAME
     }
@@ -112,7 +112,7 @@ impl Registered for CascadeMetrics {
                         gather_window(config.kube_api_qps),
                     )
                 });
-            Box::new(super::collector::CascadeCollector::new(
+            Box::new(super::start::CascadeCollector::new(
                 env.client,
                 cfg,
                 self.clone(),

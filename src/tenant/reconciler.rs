@@ -122,14 +122,14 @@ impl TenantCollector {
     }
 }
 
-impl crate::engine::collector::Collector for TenantCollector {
+impl crate::collector::built::Collector for TenantCollector {
     fn components(&self) -> Vec<&'static str> {
         vec![COMPONENT]
     }
 
     fn run(
         self: Box<Self>,
-        env: crate::engine::collector::RunEnv,
+        env: crate::collector::built::RunEnv,
     ) -> futures::future::BoxFuture<'static, ()> {
         Box::pin(run(self.0, self.1, env.state, env.shutdown))
     }
