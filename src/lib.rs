@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod check;
 pub mod cli;
 pub mod collector;
+pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod metrics;

@@ -3,9 +3,9 @@
 //! stop in order. What each collector does lives in its own module behind collector::built.
 
 use crate::archive::hub::ArchiveHub;
-use crate::cli::RunArgs;
 use crate::collector::built::{Collector, RunEnv};
 use crate::collector::{BuildEnv, Registered};
+use crate::config::{FeatureGates, RunConfig};
 use crate::engine::client::{self, ApiCallCounter, ClientSettings};
 use crate::engine::discovery::{self, DiscoveryReport};
 use crate::engine::leader::{Elector, Fence, Role};
@@ -16,6 +16,7 @@ use crate::external::commands::scan::schedule::ScanSchedule;
 use crate::external::commands::scan::status::LastScan;
 use crate::metrics::Metrics;
 use crate::server::{self, AppState};
+use clap::Args;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -644,4 +645,23 @@ async fn signal_shutdown(token: CancellationToken) {
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
     token.cancel();
+}
+
+/// `sweeper run`'s flags: the feature gates, whose known names come from the list of collectors,
+/// then the rest of the configuration (crate::config, below the collectors, which are built
+/// from it).
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Feature gates, e.g. CascadeGC=true,TenantGC=true,ExternalResourceGC=true,AlternativeGCStrategy=false.
+    /// Unset gates keep their defaults (CascadeGC=true, the others false).
+    #[arg(long, default_value = "", env = "SWEEPER_FEATURE_GATES", value_parser = parse_gates)]
+    pub feature_gates: FeatureGates,
+
+    #[command(flatten)]
+    pub config: RunConfig,
+}
+
+/// `--feature-gates` over every gate the collectors declare.
+fn parse_gates(s: &str) -> Result<FeatureGates, String> {
+    FeatureGates::parse(s, &crate::catalog::gates()).map_err(|e| e.to_string())
 }

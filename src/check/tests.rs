@@ -536,7 +536,7 @@ fn an_identity_line_names_its_clusters_and_the_caller() {
 
 #[test]
 fn sizes_parse_with_binary_units() {
-    use crate::cli::parse_bytes;
+    use crate::config::flags::parse_bytes;
     assert_eq!(parse_bytes("256Mi"), Ok(256 << 20));
     assert_eq!(parse_bytes("4096"), Ok(4096));
     assert!(parse_bytes("1G").is_err());

@@ -11,6 +11,7 @@
 //! whose parser needs the list; it flattens [`RunConfig`] after it, so `sweeper run --help`
 //! lists the flags in the same order as before.
 
+pub mod flags;
 mod gates;
 
 pub use gates::{FeatureGateError, FeatureGates, Gate};

@@ -4,6 +4,7 @@
 //! imports the CLI.
 
 pub mod configure;
+pub mod gc;
 pub mod plan;
 pub mod scan;
 pub mod teardown;

@@ -20,6 +20,7 @@ use sweeper_aws::scan::prices::{CostTotal, PRICES_AS_OF, PRICES_SOURCE};
 use sweeper_aws::scan::{NOTHING_DELETED, RegionScan, ScanInput, scan_region};
 use sweeper_aws::session::{SessionCache, SessionSpec};
 
+pub mod command;
 pub mod metrics;
 pub mod render;
 pub mod schedule;

@@ -17,17 +17,18 @@
 //! (`clusterctl move`) has no object here and looks gone. That is what the not-ours list is
 //! for, and what the output warns of.
 
+pub mod command;
 pub mod decide;
 mod opt_in;
 
 use crate::api::capa::IdentityRef;
-use crate::cli::TeardownArgs;
 use crate::external::commands::scan::{self, LiveObjects, ScanTargets};
 use crate::external::core::audit;
 use crate::external::core::cluster::ClusterNames;
 use crate::external::core::identity::{self, Placement};
 use crate::external::core::request::{self, Mode, ObjectFacts};
 use crate::external::report::text;
+use command::TeardownArgs;
 use decide::{OrphanTarget, TeardownRefusal, World};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
