@@ -10,6 +10,7 @@ pub mod collector;
 pub mod commands;
 pub mod config;
 pub mod engine;
+pub mod exit;
 pub mod metrics;
 pub mod run;
 pub mod server;

@@ -1,10 +1,11 @@
 //! Parses the command line and dispatches: each command's handler lives with its command
-//! (crate::commands, external::commands), and every one exits through `commands::exit`.
+//! (crate::commands, external::commands), and every one exits through `exit::exit`.
 
 use clap::Parser;
 use std::process::ExitCode;
 use sweeper::cli::{Cli, Command};
-use sweeper::commands::{self, CommandError, Printed, archive, check, graph, pause, status};
+use sweeper::commands::{archive, check, graph, pause, status, uninstall};
+use sweeper::exit::{CommandError, Printed};
 use sweeper::external::commands::{gc, scan, teardown};
 
 #[tokio::main]
@@ -40,12 +41,12 @@ async fn main() -> ExitCode {
         Command::Gc(cmd) => gc::gc(cmd).await,
         Command::Restore(args) => archive::restore(args).await,
         Command::Archive(cmd) => archive::archive(cmd).await,
-        Command::Uninstall(args) => commands::uninstall::uninstall(args).await,
+        Command::Uninstall(args) => uninstall::uninstall(args).await,
         Command::Pause(args) => pause::pause(args, true).await,
         Command::Resume(args) => pause::pause(args, false).await,
         Command::Check(args) => check::check(*args).await,
         Command::Scan(args) => scan::command::scan(args).await,
         Command::Teardown(args) => teardown::command::teardown(*args).await,
     };
-    commands::exit(result)
+    sweeper::exit::exit(result)
 }

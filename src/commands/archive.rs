@@ -1,8 +1,8 @@
 //! `sweeper restore` and `sweeper archive list`: the archive of deleted objects (archive::restore),
 //! read and restored as the caller's identity.
 
-use super::{CommandError, Printed};
 use crate::config::flags::parse_duration;
+use crate::exit::{CommandError, Printed};
 use clap::{Args, Subcommand};
 use std::time::Duration;
 
@@ -75,7 +75,7 @@ pub enum ArchiveCommand {
 pub async fn restore(args: RestoreArgs) -> Result<Printed, CommandError> {
     use crate::archive::restore;
     let sel = args.selection()?;
-    let client = super::client().await?;
+    let client = crate::exit::client().await?;
     let archive = restore::load(
         &client,
         args.records_namespace.as_deref(),
@@ -107,7 +107,7 @@ pub async fn archive(cmd: ArchiveCommand) -> Result<Printed, CommandError> {
         sweeper_namespace,
     } = cmd;
     use crate::archive::restore;
-    let client = super::client().await?;
+    let client = crate::exit::client().await?;
     let archive = restore::load(&client, namespace.as_deref(), &sweeper_namespace).await?;
     // Further back than jiff's timestamps reach is simply "everything".
     let since = since.and_then(|d| {

@@ -1,7 +1,7 @@
 //! `sweeper check`: the preflight and health check (crate::check) run from the command line.
 
-use super::{CommandError, Printed};
 use crate::config::flags::{OutputFormat, parse_bytes};
+use crate::exit::{CommandError, Printed};
 use crate::run::RunArgs;
 use clap::Args;
 

@@ -1,6 +1,6 @@
 //! `sweeper graph`: queries the dependency graph of a running `sweeper run` (cascade::query).
 
-use super::{CommandError, Printed};
+use crate::exit::{CommandError, Printed};
 use clap::{Args, Subcommand};
 
 #[derive(Args, Debug, Clone)]

@@ -1,7 +1,7 @@
 //! The one-shot commands' handlers (the external collector's own are in external::commands): each
 //! command's arguments are defined beside its handler, and the handler returns what to print.
-//! main.rs parses, dispatches and exits through [`exit`], the one exit convention: the text on
-//! stdout, an error on stderr as `error: ...`, exit 0, 1 (failed) or 2 (could not start).
+//! main.rs parses, dispatches and exits through crate::exit, the one exit convention: the text
+//! on stdout, an error on stderr as `error: ...`, exit 0, 1 (failed) or 2 (could not start).
 
 pub mod archive;
 pub mod check;
@@ -9,90 +9,3 @@ pub mod graph;
 pub mod pause;
 pub mod status;
 pub mod uninstall;
-
-use std::process::ExitCode;
-
-/// What a command prints on stdout, and whether it succeeded.
-#[derive(Debug)]
-pub struct Printed {
-    pub text: String,
-    pub ok: bool,
-}
-
-impl Printed {
-    pub fn ok(text: impl Into<String>) -> Self {
-        Printed {
-            text: text.into(),
-            ok: true,
-        }
-    }
-
-    /// A report that says a failure (`sweeper check` with a failed line, a teardown not done).
-    pub fn failed(text: impl Into<String>) -> Self {
-        Printed {
-            text: text.into(),
-            ok: false,
-        }
-    }
-}
-
-/// Why a command could not do its job, printed on stderr.
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    #[error("cannot connect: {0}")]
-    Connect(#[source] kube::Error),
-    /// It could not start at all: exit 2, so that a check that ran and failed (exit 1) is told
-    /// apart from one that never ran.
-    #[error("{0}")]
-    CannotStart(String),
-    /// What a lower layer said went wrong, in its words.
-    #[error("{0}")]
-    Failed(String),
-}
-
-// The lower layers whose errors are still strings (see issue #55's typed-errors list).
-impl From<String> for CommandError {
-    fn from(message: String) -> Self {
-        CommandError::Failed(message)
-    }
-}
-
-impl CommandError {
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            CommandError::CannotStart(_) => 2,
-            _ => 1,
-        }
-    }
-}
-
-/// A client as the caller's kubeconfig (or the pod's service account) says.
-pub async fn client() -> Result<kube::Client, CommandError> {
-    kube::Client::try_default()
-        .await
-        .map_err(CommandError::Connect)
-}
-
-/// The one exit convention.
-pub fn exit(result: Result<Printed, CommandError>) -> ExitCode {
-    match result {
-        Ok(printed) => {
-            if !printed.text.is_empty() {
-                if printed.text.ends_with('\n') {
-                    print!("{}", printed.text);
-                } else {
-                    println!("{}", printed.text);
-                }
-            }
-            if printed.ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(e.exit_code())
-        }
-    }
-}

@@ -1,7 +1,7 @@
 //! `sweeper pause` and `sweeper resume`: the pause switch (engine::pause) as the caller's identity.
 
-use super::{CommandError, Printed};
 use crate::config::flags::SwitchNamespace;
+use crate::exit::{CommandError, Printed};
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]
@@ -23,7 +23,7 @@ pub struct PauseArgs {
 /// `sweeper pause` / `sweeper resume`: writes the switch as the caller's identity.
 pub async fn pause(args: PauseArgs, on: bool) -> Result<Printed, CommandError> {
     use crate::engine::pause::{self, PauseRecord};
-    let client = super::client().await?;
+    let client = crate::exit::client().await?;
     if args.after_uninstall {
         if on {
             return Err(CommandError::Failed(

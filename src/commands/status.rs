@@ -1,7 +1,7 @@
 //! `sweeper status`: what each collector of a running `sweeper run` is doing (its `/status`,
 //! crate::status).
 
-use super::{CommandError, Printed};
+use crate::exit::{CommandError, Printed};
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]

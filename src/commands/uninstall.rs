@@ -1,7 +1,7 @@
 //! `sweeper uninstall`: release sweeper's finalizers before removing it (crate::uninstall).
 
-use super::{CommandError, Printed};
 use crate::config::flags::SwitchNamespace;
+use crate::exit::{CommandError, Printed};
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]
@@ -31,7 +31,7 @@ pub struct UninstallArgs {
 /// `sweeper uninstall`: as the caller's identity (it patches objects of every kind).
 pub async fn uninstall(args: UninstallArgs) -> Result<Printed, CommandError> {
     use crate::uninstall::{Options, uninstall};
-    let client = super::client().await?;
+    let client = crate::exit::client().await?;
     let opts = Options {
         namespace: args.switch.namespace.clone(),
         keep_tenant_finalizer: args.keep_tenant_finalizer,

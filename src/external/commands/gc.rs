@@ -1,7 +1,7 @@
 //! `sweeper gc enable|disable|configure|plan`: a cluster's external resource GC settings (the
 //! annotations, core::annotations) and its plan (commands::plan).
 
-use crate::commands::{CommandError, Printed};
+use crate::exit::{CommandError, Printed};
 use clap::{Args, Subcommand};
 
 #[derive(Subcommand, Debug, Clone)]
@@ -73,7 +73,7 @@ pub struct GcCluster {
 /// `sweeper gc ...`: writes the cluster's annotations as the caller's identity, or prints its plan.
 pub async fn gc(cmd: GcCommand) -> Result<Printed, CommandError> {
     use crate::external::core::annotations::GC_ANNOTATION;
-    let client = crate::commands::client().await?;
+    let client = crate::exit::client().await?;
     let (cluster, value, what) = match cmd {
         GcCommand::Plan {
             cluster,
@@ -90,7 +90,8 @@ pub async fn gc(cmd: GcCommand) -> Result<Printed, CommandError> {
                 &cluster.cluster_name,
                 alternative_discovery,
             )
-            .await?;
+            .await
+            .map_err(CommandError::of)?;
             return Ok(Printed::ok(plan));
         }
         GcCommand::Configure {

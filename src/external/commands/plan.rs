@@ -17,6 +17,48 @@ use sweeper_aws::phases::teardown_pass;
 use sweeper_aws::session::SessionCache;
 
 /// What the plan reads of the cluster's CAPA object, whatever its kind.
+/// Why `gc plan` prints no plan, naming the object.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cluster {namespace}/{name}: {source}")]
+    Resolve {
+        namespace: String,
+        name: String,
+        #[source]
+        source: cluster::ResolveError,
+    },
+    #[error("{kind} {namespace}/{name}: cannot read it: {source}")]
+    Read {
+        kind: String,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{kind} {namespace}/{name}: {source}")]
+    Names {
+        kind: String,
+        namespace: String,
+        name: String,
+        #[source]
+        source: cluster::ClusterNameError,
+    },
+    #[error("{kind} {namespace}/{name}: {why}")]
+    Annotations {
+        kind: String,
+        namespace: String,
+        name: String,
+        why: String,
+    },
+    #[error("{kind} {namespace}/{name}: {why}; nothing is looked up in AWS")]
+    Session {
+        kind: String,
+        namespace: String,
+        name: String,
+        why: String,
+    },
+}
+
 struct Target {
     names: cluster::ClusterNames,
     /// What the request takes from the object besides its names.
@@ -35,11 +77,21 @@ struct Target {
 
 impl Target {
     /// Reads `namespace/name` of kind `K` through the same accessors the controller uses.
-    async fn read<K: GcKind>(client: &Client, namespace: &str, name: &str) -> Result<Self, String> {
+    async fn read<K: GcKind>(
+        client: &Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Self, PlanError> {
+        let kind = || K::kind(&()).to_string();
         let o = Api::<K>::namespaced(client.clone(), namespace)
             .get(name)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| PlanError::Read {
+                kind: kind(),
+                namespace: namespace.into(),
+                name: name.into(),
+                source,
+            })?;
         let (region, identity_ref) = o.placement();
         let owning = cluster::Owning::read(&Capi::new(client.clone()), &o).await;
         let cluster = owning.state();
@@ -47,7 +99,12 @@ impl Target {
         Ok(Target {
             proof,
             claim: claims::NameClaim::of(&o),
-            names: o.names().map_err(|e| e.to_string())?,
+            names: o.names().map_err(|source| PlanError::Names {
+                kind: kind(),
+                namespace: namespace.into(),
+                name: name.into(),
+                source,
+            })?,
             object: ObjectFacts::of(&o),
             region: region.map(str::to_string),
             identity_ref: identity_ref.cloned(),
@@ -66,24 +123,13 @@ pub async fn plan(
     namespace: &str,
     name: &str,
     alternative: bool,
-) -> Result<String, String> {
+) -> Result<String, PlanError> {
     let (ar, target, t) = read_target(client, namespace, name).await?;
-    let Target {
-        names,
-        object,
-        region,
-        identity_ref,
-        annotations: ann,
-        linked,
-        cluster: state,
-        proof,
-        claim,
-    } = t;
     // Cluster API's contract first, as the controller applies it: what a teardown would do now.
     let label = crate::engine::meta::object_label(&ar.kind, Some(namespace), &target);
     // As for a deletion that holds our finalizer: what a teardown would do now.
-    let subject = Subject::new(&label, &ann, linked.as_ref(), true, true);
-    let contract_line = match contract::decide(&subject, Some(&state)) {
+    let subject = Subject::new(&label, &t.annotations, t.linked.as_ref(), true, true);
+    let contract_line = match contract::decide(&subject, Some(&t.cluster)) {
         Decision::Release(why) | Decision::Ignore(why) => {
             // Never torn down: no AWS lookup is worth making.
             return Ok(format!(
@@ -97,25 +143,46 @@ pub async fn plan(
             "state: {}: {hold}\nwhat the teardown would delete once it may go on:\n",
             hold.state()
         ),
-        Decision::Act => format!("state: acted on ({})\n", state.describe()),
+        Decision::Act => format!("state: acted on ({})\n", t.cluster.describe()),
     };
-    let settings = annotations::settings_of(&ann, linked.as_ref())
-        .map_err(|e| format!("{} {target}: {e}", ar.kind))?;
-    let tasks_line = annotations::tasks::describe(settings.tasks.as_deref(), &settings.tasks_from);
-    let req = request::pass_request(&names, object, &settings, Mode::plan(alternative));
+    let object = |why: String| (ar.kind.clone(), namespace.to_string(), target.clone(), why);
+    let settings = annotations::settings_of(&t.annotations, t.linked.as_ref()).map_err(|why| {
+        let (kind, namespace, name, why) = object(why);
+        PlanError::Annotations {
+            kind,
+            namespace,
+            name,
+            why,
+        }
+    })?;
+    let req = request::pass_request(
+        &t.names,
+        t.object.clone(),
+        &settings,
+        Mode::plan(alternative),
+    );
     // The cluster's own session, as the teardown would use it; refused means no plan.
+    let no_session = |why: String| {
+        let (kind, namespace, name, why) = object(why);
+        PlanError::Session {
+            kind,
+            namespace,
+            name,
+            why,
+        }
+    };
     let at = Placement {
         namespace,
-        region: region.as_deref(),
-        identity_ref: identity_ref.as_ref(),
+        region: t.region.as_deref(),
+        identity_ref: t.identity_ref.as_ref(),
     };
     let spec = identity::resolve(client, capa_namespace, &at)
         .await
-        .map_err(|e| format!("{} {target}: {e}; nothing is looked up in AWS", ar.kind))?;
+        .map_err(|e| no_session(e.to_string()))?;
     let session = sessions
         .session(&spec)
         .await
-        .map_err(|e| format!("{} {target}: {e}; nothing is looked up in AWS", ar.kind))?;
+        .map_err(|e| no_session(e.to_string()))?;
     let report = teardown_pass(&session.clients, &req).await;
     let mut out = format!(
         "plan for cluster {namespace}/{name} ({} {target}); nothing is deleted\n\
@@ -123,37 +190,73 @@ pub async fn plan(
          external resources (phase 2): tag {}=owned\n\
          session: {} (caller {})\n",
         ar.kind,
-        capa_key(&names.capi),
-        cloud_key(&names.tag),
+        capa_key(&t.names.capi),
+        cloud_key(&t.names.tag),
         session.describe(),
         session.caller,
     );
     out.push_str(&contract_line);
-    match &proof {
-        Ok(()) => out.push_str(&format!(
+    out.push_str(&whose(&t.proof, namespace, name, &target));
+    out.push_str(&collision(client, capa_namespace, sessions, &t.claim, &session.scope).await);
+    out.push_str(&settings_lines(&settings, t.linked.as_ref(), &req));
+    crate::external::report::text::phases(&mut out, &report, |_, _| None);
+    Ok(out)
+}
+
+/// Whether the owner Cluster proves the name (core::cluster, "Whose cluster").
+fn whose(proof: &Result<(), String>, namespace: &str, name: &str, target: &str) -> String {
+    match proof {
+        Ok(()) => format!(
             "whose cluster: proven (owner Cluster {namespace}/{name} references {target})\n"
-        )),
-        Err(why) => out.push_str(&format!(
-            "whose cluster: NOT proven: {why}; a teardown deletes nothing until it is\n"
-        )),
+        ),
+        Err(why) => {
+            format!("whose cluster: NOT proven: {why}; a teardown deletes nothing until it is\n")
+        }
     }
-    match claims::clashing(client, capa_namespace, sessions, &claim, &session.scope).await {
-        Ok(found) if found.is_empty() => {}
-        Ok(found) => out.push_str(&format!(
+}
+
+/// Whether another object claims the name in the same account and region (core::claims).
+async fn collision(
+    client: &Client,
+    capa_namespace: &str,
+    sessions: &SessionCache,
+    claim: &claims::NameClaim,
+    scope: &sweeper_aws::scope::Scope,
+) -> String {
+    match claims::clashing(client, capa_namespace, sessions, claim, scope).await {
+        Ok(found) if found.is_empty() => String::new(),
+        Ok(found) => format!(
             "name collision: also claimed by {}; a teardown deletes nothing until only one object claims the name\n",
-            found.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>().join("; ")
-        )),
-        Err(e) => out.push_str(&format!(
+            found
+                .iter()
+                .map(|(_, s)| s.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        Err(e) => format!(
             "name collision: cannot be checked ({e}); a teardown deletes nothing until it can\n"
-        )),
+        ),
     }
-    if let Some((label, _)) = &linked {
+}
+
+/// What the cluster's GC annotations say: where they were read, the tasks, external-dns records,
+/// the bootstrap bucket. Pure.
+fn settings_lines(
+    settings: &annotations::GcSettings,
+    linked: Option<&cluster::LinkedAnnotations>,
+    req: &sweeper_aws::phases::PassRequest,
+) -> String {
+    let mut out = String::new();
+    if let Some((label, _)) = linked {
         out.push_str(&format!(
             "GC annotations read from the control plane and from {label} (clusterawsadm writes there)\n"
         ));
     }
     if settings.external_gc {
-        out.push_str(&tasks_line);
+        out.push_str(&annotations::tasks::describe(
+            settings.tasks.as_deref(),
+            &settings.tasks_from,
+        ));
     } else {
         out.push_str("external resource GC is disabled for this cluster: phase 2 is skipped\n");
     }
@@ -174,8 +277,7 @@ pub async fn plan(
              bucket are reported, never deleted\n"
         ));
     }
-    crate::external::report::text::phases(&mut out, &report, |_, _| None);
-    Ok(out)
+    out
 }
 
 /// The cluster's infrastructure object (`AWSCluster`, or `AWSManagedControlPlane` with the
@@ -184,15 +286,20 @@ async fn read_target(
     client: &Client,
     namespace: &str,
     name: &str,
-) -> Result<(kube::api::ApiResource, String, Target), String> {
+) -> Result<(kube::api::ApiResource, String, Target), PlanError> {
+    let resolve = |source| PlanError::Resolve {
+        namespace: namespace.into(),
+        name: name.into(),
+        source,
+    };
     let (ar, target) = cluster::gc_target(client, namespace, name)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(resolve)?;
     let t = if ar.kind == "AWSManagedControlPlane" {
         let mut t = Target::read::<AWSManagedControlPlane>(client, namespace, &target).await?;
         t.linked = cluster::managed_cluster_of(client, namespace, name)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(resolve)?;
         t
     } else {
         Target::read::<AWSCluster>(client, namespace, &target).await?

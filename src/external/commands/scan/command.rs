@@ -1,7 +1,7 @@
 //! `sweeper scan` from the command line: its flags and the report on stdout.
 
-use crate::commands::{CommandError, Printed};
 use crate::config::flags::{OutputFormat, SwitchNamespace};
+use crate::exit::{CommandError, Printed};
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]
@@ -28,7 +28,7 @@ pub struct ScanArgs {
 /// `sweeper scan`: the report on stdout (see external::commands::scan).
 pub async fn scan(args: ScanArgs) -> Result<Printed, CommandError> {
     use crate::external::commands::scan;
-    let client = crate::commands::client().await?;
+    let client = crate::exit::client().await?;
     let sessions = sweeper_aws::session::SessionCache::new(sweeper_aws::load_config().await, None);
     let targets = scan::ScanTargets {
         regions: args.regions.clone(),

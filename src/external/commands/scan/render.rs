@@ -60,8 +60,36 @@ fn recovery(c: &OrphanCandidate) -> String {
     out
 }
 
-/// The report as a table.
+/// The report as a table: what was scanned, the candidates, the names held back, what has no
+/// proof, and what the report does not cover.
 pub fn table(r: &LeakReport) -> String {
+    let mut out = scanned(r);
+    let candidates: Vec<_> = r.regions.iter().flat_map(|s| &s.candidates).collect();
+    if candidates.is_empty() {
+        out.push_str("no orphan candidates\n");
+    } else {
+        out.push_str(&candidate_rows(&candidates));
+        for c in &candidates {
+            out.push_str(&candidate_block(c));
+        }
+        out.push_str(&format!(
+            "\ntotal: {} candidate(s), {}\n",
+            candidates.len(),
+            r.total.describe()
+        ));
+    }
+    out.push_str(&not_candidates(r));
+    if !r.errors.is_empty() {
+        out.push_str("\nnot covered by this report:\n");
+        for e in &r.errors {
+            out.push_str(&format!("  {e}\n"));
+        }
+    }
+    out
+}
+
+/// The notice, the prices' source, and each account and region scanned with its calls.
+fn scanned(r: &LeakReport) -> String {
     let mut out = format!(
         "{}\nprices: {} as of {}\n",
         r.notice, r.prices_source, r.prices_as_of
@@ -86,66 +114,70 @@ pub fn table(r: &LeakReport) -> String {
             scanned.join(", ")
         }
     ));
-    let candidates: Vec<_> = r.regions.iter().flat_map(|s| &s.candidates).collect();
-    if candidates.is_empty() {
-        out.push_str("no orphan candidates\n");
-    } else {
+    out
+}
+
+/// One row per candidate.
+fn candidate_rows(candidates: &[&OrphanCandidate]) -> String {
+    let mut out = format!(
+        "{:<24} {:<13} {:<15} {:>9} {:<21} COST\n",
+        "ORPHAN CANDIDATE", "ACCOUNT", "REGION", "RESOURCES", "OLDEST"
+    );
+    for c in candidates {
         out.push_str(&format!(
-            "{:<24} {:<13} {:<15} {:>9} {:<21} COST\n",
-            "ORPHAN CANDIDATE", "ACCOUNT", "REGION", "RESOURCES", "OLDEST"
-        ));
-        for c in &candidates {
-            out.push_str(&format!(
-                "{:<24} {:<13} {:<15} {:>9} {:<21} {}\n",
-                c.cluster,
-                c.account,
-                c.region,
-                c.resources.len(),
-                c.oldest.as_deref().unwrap_or("unknown"),
-                c.cost.describe()
-            ));
-        }
-        for c in &candidates {
-            out.push_str(&format!(
-                "\n{} ({} {}){}\n",
-                c.cluster,
-                c.account,
-                c.region,
-                if c.also_named.is_empty() {
-                    String::new()
-                } else {
-                    let also: Vec<_> = c.also_named.iter().map(String::as_str).collect();
-                    format!("; same resources also tagged for {}", also.join(", "))
-                }
-            ));
-            let kinds: Vec<String> = c
-                .resources_by_kind
-                .iter()
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
-            out.push_str(&format!("  by kind: {}\n", kinds.join(", ")));
-            out.push_str(&recovery(c));
-            for res in &c.resources {
-                let proofs: Vec<String> = res
-                    .proofs
-                    .iter()
-                    .map(|p| format!("{} [{}]", p.tag, p.rule_label))
-                    .collect();
-                out.push_str(&format!(
-                    "  {} {}/month <- {}; {}\n",
-                    res.arn,
-                    cost(&res.monthly),
-                    proofs.join("; "),
-                    step(&res.deleted_by)
-                ));
-            }
-        }
-        out.push_str(&format!(
-            "\ntotal: {} candidate(s), {}\n",
-            candidates.len(),
-            r.total.describe()
+            "{:<24} {:<13} {:<15} {:>9} {:<21} {}\n",
+            c.cluster,
+            c.account,
+            c.region,
+            c.resources.len(),
+            c.oldest.as_deref().unwrap_or("unknown"),
+            c.cost.describe()
         ));
     }
+    out
+}
+
+/// One candidate's block: its kinds, what a teardown recovers, each resource with its proof.
+fn candidate_block(c: &OrphanCandidate) -> String {
+    let mut out = format!(
+        "\n{} ({} {}){}\n",
+        c.cluster,
+        c.account,
+        c.region,
+        if c.also_named.is_empty() {
+            String::new()
+        } else {
+            let also: Vec<_> = c.also_named.iter().map(String::as_str).collect();
+            format!("; same resources also tagged for {}", also.join(", "))
+        }
+    );
+    let kinds: Vec<String> = c
+        .resources_by_kind
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    out.push_str(&format!("  by kind: {}\n", kinds.join(", ")));
+    out.push_str(&recovery(c));
+    for res in &c.resources {
+        let proofs: Vec<String> = res
+            .proofs
+            .iter()
+            .map(|p| format!("{} [{}]", p.tag, p.rule_label))
+            .collect();
+        out.push_str(&format!(
+            "  {} {}/month <- {}; {}\n",
+            res.arn,
+            cost(&res.monthly),
+            proofs.join("; "),
+            step(&res.deleted_by)
+        ));
+    }
+    out
+}
+
+/// The names held back (and why), what has no proof, and what was malformed: never candidates.
+fn not_candidates(r: &LeakReport) -> String {
+    let mut out = String::new();
     let held: Vec<String> = r
         .regions
         .iter()
@@ -177,12 +209,6 @@ pub fn table(r: &LeakReport) -> String {
     }
     for m in r.regions.iter().flat_map(|s| &s.malformed) {
         out.push_str(&format!("ignored, never a candidate: {m}\n"));
-    }
-    if !r.errors.is_empty() {
-        out.push_str("\nnot covered by this report:\n");
-        for e in &r.errors {
-            out.push_str(&format!("  {e}\n"));
-        }
     }
     out
 }

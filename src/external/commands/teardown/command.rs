@@ -1,7 +1,7 @@
 //! `sweeper teardown` from the command line: its flags, then the plan and the passes on stdout.
 
-use crate::commands::{CommandError, Printed};
 use crate::config::flags::{SwitchNamespace, parse_duration};
+use crate::exit::{CommandError, Printed};
 use clap::Args;
 use std::time::Duration;
 

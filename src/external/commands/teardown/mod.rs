@@ -267,6 +267,19 @@ impl One<'_> {
             return Ok(out);
         }
         let req = request::pass_request(&names, facts, &settings, mode(false));
+        self.delete(t, &session, &names, &req, out).await
+    }
+
+    /// The passes that delete, until one finds nothing left (or `--max-passes`); each pass's
+    /// lines and audit record are added to `out`.
+    async fn delete(
+        &self,
+        t: &OrphanTarget,
+        session: &Session,
+        names: &ClusterNames,
+        req: &sweeper_aws::phases::PassRequest,
+        mut out: String,
+    ) -> Result<String, String> {
         let mut delays = backon::BackoffBuilder::build(
             backon::ExponentialBuilder::default()
                 .with_min_delay(Duration::from_secs(2))
@@ -274,8 +287,8 @@ impl One<'_> {
                 .without_max_times(),
         );
         for pass in 1..=self.args.max_passes {
-            let report = teardown_pass(c, &req).await;
-            let record = self.audit(&names, &session, &report).await;
+            let report = teardown_pass(&session.clients, req).await;
+            let record = self.audit(names, session, &report).await;
             text::pass(&mut out, pass, &report, record.as_deref());
             if report.done {
                 out.push_str(&format!("done: {} torn down\n", t.label()));
