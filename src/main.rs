@@ -427,11 +427,12 @@ async fn restore(args: sweeper::cli::RestoreArgs) -> Result<String, String> {
         args.records_namespace.as_deref(),
         &args.sweeper_namespace,
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     for n in &archive.notes {
         eprintln!("note: {n}");
     }
-    let entries = restore::select(&archive, &sel)?;
+    let entries = restore::select(&archive, &sel).map_err(|e| e.to_string())?;
     let summary = restore::restore(&client, &entries, args.dry_run, &mut |line| {
         println!("{line}")
     })
@@ -452,7 +453,9 @@ async fn archive_list(
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
-    let archive = restore::load(&client, namespace.as_deref(), &sweeper_namespace).await?;
+    let archive = restore::load(&client, namespace.as_deref(), &sweeper_namespace)
+        .await
+        .map_err(|e| e.to_string())?;
     // Further back than jiff's timestamps reach is simply "everything".
     let since = since.and_then(|d| {
         let back = k8s_openapi::jiff::SignedDuration::try_from(d).ok()?;
