@@ -95,6 +95,7 @@ mod tests {
         assert!(
             parse_duration("99999999999999999h")
                 .unwrap_err()
+                .to_string()
                 .contains("too long")
         );
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));

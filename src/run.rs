@@ -49,31 +49,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let (registered, archive_metrics, scan_metrics) =
         register_metrics(&mut metrics, api_calls.clone());
     let conn = connect(&args, &metrics, api_calls.clone()).await?;
-    let archive_hub = ArchiveHub::new(
-        crate::archive::Settings {
-            mode: args.config.archive.clone(),
-            ttl: args.config.archive_ttl,
-            max_object_bytes: args.config.archive_max_object_bytes,
-            namespace: conn.namespace.clone(),
-        },
-        archive_metrics,
-    );
-    let teardowns = TeardownRegistry::default();
-    let scan_schedule = ScanSchedule::from_config(&args.config, &conn.namespace);
-    let last_scan = scan_schedule
-        .as_ref()
-        .map_or_else(LastScan::default, |s| LastScan::scheduled(s.interval));
-    let (disc_tx, disc_rx) = watch::channel(None);
-    let collectors = build_collectors(
-        &registered,
-        &args,
-        &conn,
-        &teardowns,
-        &disc_rx,
-        &metrics,
-        &archive_hub,
-    )
-    .await?;
+    let parts = build(&args, &conn, &registered, &metrics, archive_metrics).await?;
     let state = AppState::new(metrics);
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
@@ -82,60 +58,15 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     // paused if the leader was.
     state.expect(PAUSE_COMPONENT);
     let pause_task = follow_pause(&conn, &state, &shutdown);
-    let ages = teardowns.clone();
-    let (cert, reviewer) = http_security(&args, &conn)?;
-    let app = router(
-        &state,
-        &collectors,
-        registered.into_iter().map(|(_, r)| r).collect(),
-        &election,
-        teardowns,
-        conn.switch.clone(),
-        last_scan.clone(),
-        reviewer,
-    );
-    if let Some(cert) = &cert {
-        tokio::spawn(server::tls::watch(cert.clone(), shutdown.clone()));
-    }
-    let server = {
-        // A server that cannot bind (or fails) stops the process.
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let r = server::serve(args.config.http_addr, app, cert, shutdown.clone()).await;
-            shutdown.cancel();
-            r
-        })
-    };
+    let server = serve(
+        &args, &conn, &state, &parts, registered, &election, &shutdown,
+    )?;
     let mut role = election.role.clone();
     let (lost, running) = match stand_by(&mut role, &state, &shutdown).await {
         Some(reason) => (Some(reason), Vec::new()),
         None if shutdown.is_cancelled() => (None, Vec::new()),
         None => {
-            let mut running = start_leading(
-                &args,
-                &conn,
-                &state,
-                collectors,
-                (disc_tx, disc_rx),
-                &shutdown,
-            );
-            // The archive's background work (pending settles, retries, expiry) while leading.
-            running.extend(archive_hub.start(&shutdown));
-            running.push(tokio::spawn(report_oldest_teardowns(
-                ages,
-                state.metrics.clone(),
-                shutdown.clone(),
-            )));
-            // The leak scan, on the leader only (see external::commands::scan::schedule).
-            if let Some(schedule) = scan_schedule {
-                running.push(tokio::spawn(schedule.run(
-                    conn.client.clone(),
-                    conn.fence.clone(),
-                    scan_metrics,
-                    last_scan,
-                    shutdown.clone(),
-                )));
-            }
+            let running = start_leading(&args, &conn, &state, parts, scan_metrics, &shutdown);
             (lead(&mut role, &shutdown).await, running)
         }
     };
@@ -156,6 +87,96 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     served.map_err(Into::into)
 }
 
+/// What every replica builds before it knows whether it leads: the collectors (built, not
+/// started), the archive, and what the leader's background work and `/status` share.
+struct Parts {
+    collectors: Vec<Named>,
+    archive_hub: ArchiveHub,
+    teardowns: TeardownRegistry,
+    scan_schedule: Option<ScanSchedule>,
+    last_scan: LastScan,
+    discovery: (watch::Sender<Option<Arc<DiscoveryReport>>>, Discovery),
+}
+
+async fn build(
+    args: &RunArgs,
+    conn: &Connection,
+    registered: &RegisteredCollectors,
+    metrics: &Metrics,
+    archive_metrics: crate::archive::store::ArchiveMetrics,
+) -> Result<Parts, RunError> {
+    let archive_hub = ArchiveHub::new(
+        crate::archive::Settings {
+            mode: args.config.archive.clone(),
+            ttl: args.config.archive_ttl,
+            max_object_bytes: args.config.archive_max_object_bytes,
+            namespace: conn.namespace.clone(),
+        },
+        archive_metrics,
+    );
+    let teardowns = TeardownRegistry::default();
+    let scan_schedule = ScanSchedule::from_config(&args.config, &conn.namespace);
+    let last_scan = scan_schedule
+        .as_ref()
+        .map_or_else(LastScan::default, |s| LastScan::scheduled(s.interval));
+    let (disc_tx, disc_rx) = watch::channel(None);
+    // The one read of the failpoint variable: handed down as a value from here.
+    let failpoints = crate::engine::failpoint::Failpoints::from_env();
+    let collectors = build_collectors(
+        registered,
+        args,
+        conn,
+        &teardowns,
+        &disc_rx,
+        metrics,
+        &archive_hub,
+        &failpoints,
+    )
+    .await?;
+    Ok(Parts {
+        collectors,
+        archive_hub,
+        teardowns,
+        scan_schedule,
+        last_scan,
+        discovery: (disc_tx, disc_rx),
+    })
+}
+
+/// Serves the HTTP port (health, metrics, status, the collectors' routes) until `shutdown`; a
+/// server that cannot bind (or fails) stops the process.
+fn serve(
+    args: &RunArgs,
+    conn: &Connection,
+    state: &AppState,
+    parts: &Parts,
+    registered: RegisteredCollectors,
+    election: &Election,
+    shutdown: &CancellationToken,
+) -> Result<JoinHandle<Result<(), server::ServerError>>, RunError> {
+    let (cert, reviewer) = http_security(args, conn)?;
+    let app = router(
+        state,
+        &parts.collectors,
+        registered.into_iter().map(|(_, r)| r).collect(),
+        election,
+        parts.teardowns.clone(),
+        conn.switch.clone(),
+        parts.last_scan.clone(),
+        reviewer,
+    );
+    if let Some(cert) = &cert {
+        tokio::spawn(server::tls::watch(cert.clone(), shutdown.clone()));
+    }
+    let shutdown = shutdown.clone();
+    let addr = args.config.http_addr;
+    Ok(tokio::spawn(async move {
+        let r = server::serve(addr, app, cert, shutdown.clone()).await;
+        shutdown.cancel();
+        r
+    }))
+}
+
 /// The collectors the feature gates enable, built (each with its own client and fence) but not
 /// started, each under its spec's name.
 async fn build_collectors(
@@ -166,6 +187,7 @@ async fn build_collectors(
     discovery: &watch::Receiver<Option<Arc<DiscoveryReport>>>,
     metrics: &Metrics,
     archive_hub: &ArchiveHub,
+    failpoints: &crate::engine::failpoint::Failpoints,
 ) -> Result<Vec<Named>, RunError> {
     let mut collectors: Vec<Named> = Vec::new();
     for (spec, reg) in registered {
@@ -185,6 +207,7 @@ async fn build_collectors(
                 discovery,
                 invalid_objects: &metrics.service.invalid_objects,
                 archive_hub,
+                failpoints,
             })
             .await,
         ));
@@ -502,8 +525,45 @@ async fn stand_by(
     }
 }
 
-/// Starts discovery and every collector.
+/// Starts what only the leader runs: discovery, every collector, the archive's background work
+/// (pending settles, retries, expiry), the oldest-teardown gauge and the leak scan.
 fn start_leading(
+    args: &RunArgs,
+    conn: &Connection,
+    state: &AppState,
+    parts: Parts,
+    scan_metrics: ScanMetrics,
+    shutdown: &CancellationToken,
+) -> Vec<JoinHandle<()>> {
+    let mut running = start_collectors(
+        args,
+        conn,
+        state,
+        parts.collectors,
+        parts.discovery,
+        shutdown,
+    );
+    running.extend(parts.archive_hub.start(shutdown));
+    running.push(tokio::spawn(report_oldest_teardowns(
+        parts.teardowns,
+        state.metrics.clone(),
+        shutdown.clone(),
+    )));
+    // The leak scan, on the leader only (see external::commands::scan::schedule).
+    if let Some(schedule) = parts.scan_schedule {
+        running.push(tokio::spawn(schedule.run(
+            conn.client.clone(),
+            conn.fence.clone(),
+            scan_metrics,
+            parts.last_scan,
+            shutdown.clone(),
+        )));
+    }
+    running
+}
+
+/// Starts discovery and every collector.
+fn start_collectors(
     args: &RunArgs,
     conn: &Connection,
     state: &AppState,

@@ -26,6 +26,7 @@ pub mod hub;
 pub mod record_kind;
 pub mod restore;
 pub mod store;
+pub mod then_act;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

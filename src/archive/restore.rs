@@ -19,6 +19,70 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+/// What stops reading or choosing from the archive, or restoring one object (whose label the
+/// progress line prints before the reason).
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error("cannot list archive records ({kind}): {source}")]
+    List {
+        kind: RecordKind,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{gvk:?} is not group/version/kind (e.g. apps/v1/Deployment, v1/ConfigMap)")]
+    NotAKind { gvk: String },
+    #[error("nothing in the archive matches {selection:?}{}", suffix(notes))]
+    NothingMatches {
+        selection: Selection,
+        notes: Vec<String>,
+    },
+    #[error("its owner ({owner}) could not be restored")]
+    OwnerFailed { object: String, owner: String },
+    #[error("kind {api_version} {kind} is not served")]
+    NotServed { api_version: String, kind: String },
+    #[error("{why}: refused")]
+    Refused {
+        object: String,
+        why: Box<RestoreError>,
+    },
+    #[error(
+        "the record places it in namespace {namespace}, but {api_version} {kind} is cluster-scoped"
+    )]
+    PlacedButClusterScoped {
+        namespace: String,
+        api_version: String,
+        kind: String,
+    },
+    #[error("the record has no namespace, but {api_version} {kind} is namespaced")]
+    UnplacedButNamespaced { api_version: String, kind: String },
+    #[error("the archived object is named {archived}, not {name}")]
+    Renamed { archived: Value, name: String },
+    #[error("the archived object is in namespace {archived}, not {namespace}")]
+    Moved { archived: Value, namespace: String },
+    #[error("cannot read: {source}")]
+    Read {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("archived object unreadable: {source}")]
+    Unreadable {
+        object: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{source}")]
+    Create {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the archived object is not a JSON object")]
+    NotAnObject { object: String },
+    #[error("the archived object has no metadata")]
+    NoMetadata { object: String },
+}
+
 /// What the records held that the caller may read, newest entry per uid, and what could not be
 /// read (e.g. Secret records, for a caller who may not list Secrets).
 #[derive(Debug, Default)]
@@ -52,7 +116,7 @@ pub async fn load(
     client: &Client,
     namespace: Option<&str>,
     sweeper_namespace: &str,
-) -> Result<Archive, String> {
+) -> Result<Archive, RestoreError> {
     // The external collector's audit records carry the archive label (they expire with the
     // archive) but hold AWS resources, which nothing can restore: not listed.
     let lp = ListParams::default().labels(&format!(
@@ -78,7 +142,7 @@ pub async fn load(
                     s.message
                 ))
             }
-            Err(e) => return Err(format!("cannot list archive records ({kind}): {e}")),
+            Err(source) => return Err(RestoreError::List { kind, source }),
         }
     }
     let before = all.len();
@@ -147,7 +211,7 @@ fn split_gvk(gvk: &str) -> Option<(String, String)> {
 }
 
 /// The entries `sel` names, in the order they must be created.
-pub fn select(archive: &Archive, sel: &Selection) -> Result<Vec<ArchiveEntry>, String> {
+pub fn select(archive: &Archive, sel: &Selection) -> Result<Vec<ArchiveEntry>, RestoreError> {
     let entries = &archive.entries;
     let chosen: Vec<ArchiveEntry> = match sel {
         Selection::Object {
@@ -155,9 +219,8 @@ pub fn select(archive: &Archive, sel: &Selection) -> Result<Vec<ArchiveEntry>, S
             namespace,
             name,
         } => {
-            let (av, kind) = split_gvk(gvk).ok_or_else(|| {
-                format!("{gvk:?} is not group/version/kind (e.g. apps/v1/Deployment, v1/ConfigMap)")
-            })?;
+            let (av, kind) =
+                split_gvk(gvk).ok_or_else(|| RestoreError::NotAKind { gvk: gvk.clone() })?;
             // Newest last: archive entries are sorted by time.
             entries
                 .iter()
@@ -198,14 +261,10 @@ pub fn select(archive: &Archive, sel: &Selection) -> Result<Vec<ArchiveEntry>, S
             .collect(),
     };
     if chosen.is_empty() {
-        return Err(format!(
-            "nothing in the archive matches {sel:?}{}",
-            if archive.notes.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", archive.notes.join("; "))
-            }
-        ));
+        return Err(RestoreError::NothingMatches {
+            selection: sel.clone(),
+            notes: archive.notes.clone(),
+        });
     }
     Ok(order(chosen))
 }
@@ -408,14 +467,17 @@ enum Done {
 }
 
 impl Run<'_> {
-    async fn one(&mut self, e: &ArchiveEntry) -> Result<Done, String> {
+    async fn one(&mut self, e: &ArchiveEntry) -> Result<Done, RestoreError> {
         let label = e.label();
         if let Some(owner) = e
             .owner_uids()
             .into_iter()
             .find(|u| self.in_plan.contains(u.as_str()) && self.failed.contains(u))
         {
-            return Err(format!("its owner ({owner}) could not be restored"));
+            return Err(RestoreError::OwnerFailed {
+                object: label,
+                owner,
+            });
         }
         let kind = (e.api_version.clone(), e.kind.clone());
         let resolved = if self.unserved.contains(&kind) {
@@ -432,11 +494,17 @@ impl Run<'_> {
                     "would create {label} (once CRD {crd} is restored)"
                 )));
             }
-            return Err(format!("kind {} {} is not served", e.api_version, e.kind));
+            return Err(RestoreError::NotServed {
+                api_version: e.api_version.clone(),
+                kind: e.kind.clone(),
+            });
         };
         // The entry's scope must be the kind's: a record in a namespace (where anyone who may
         // create ConfigMaps could forge one) never makes a cluster-scoped object.
-        consistent(e, namespaced).map_err(|why| format!("{why}: refused"))?;
+        consistent(e, namespaced).map_err(|why| RestoreError::Refused {
+            object: label.clone(),
+            why: Box::new(why),
+        })?;
         let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
             (Some(ns), true) => Api::namespaced_with(self.client.clone(), ns, &ar),
             _ => Api::all_with(self.client.clone(), &ar),
@@ -444,7 +512,10 @@ impl Run<'_> {
         if let Some(existing) = api
             .get_opt(&e.name)
             .await
-            .map_err(|err| format!("cannot read: {err}"))?
+            .map_err(|source| RestoreError::Read {
+                object: label.clone(),
+                source,
+            })?
         {
             let uid = existing.uid().unwrap_or_default();
             self.new_uids.insert(e.uid.clone(), uid.clone());
@@ -452,6 +523,16 @@ impl Run<'_> {
                 "skipped   {label}: exists again (uid {uid}), not overwritten"
             )));
         }
+        self.create(&api, e, label).await
+    }
+
+    /// Creates the entry's object (gone, and its kind served) through `api`, or says it would.
+    async fn create(
+        &mut self,
+        api: &Api<DynamicObject>,
+        e: &ArchiveEntry,
+        label: String,
+    ) -> Result<Done, RestoreError> {
         let (object, notes) = prepare(self.client, &mut self.resolver, e, &self.new_uids).await?;
         if self.dry_run {
             self.new_uids
@@ -461,12 +542,18 @@ impl Run<'_> {
                 suffix(&notes)
             )));
         }
-        let obj: DynamicObject = serde_json::from_value(object)
-            .map_err(|err| format!("archived object unreadable: {err}"))?;
+        let obj: DynamicObject =
+            serde_json::from_value(object).map_err(|source| RestoreError::Unreadable {
+                object: label.clone(),
+                source,
+            })?;
         let created = api
             .create(&PostParams::default(), &obj)
             .await
-            .map_err(|err| err.to_string())?;
+            .map_err(|source| RestoreError::Create {
+                object: label.clone(),
+                source,
+            })?;
         self.new_uids
             .insert(e.uid.clone(), created.uid().unwrap_or_default());
         if e.kind == "CustomResourceDefinition" {
@@ -511,36 +598,36 @@ async fn resolve_waiting(
 /// Whether the entry agrees with itself and with the kind: namespaced exactly when the kind is,
 /// and the archived object's own name and namespace the entry's (what is checked for existence
 /// and trusted by record location is what gets created).
-fn consistent(e: &ArchiveEntry, namespaced: bool) -> Result<(), String> {
+fn consistent(e: &ArchiveEntry, namespaced: bool) -> Result<(), RestoreError> {
     match (&e.namespace, namespaced) {
         (Some(ns), false) => {
-            return Err(format!(
-                "the record places it in namespace {ns}, but {} {} is cluster-scoped",
-                e.api_version, e.kind
-            ));
+            return Err(RestoreError::PlacedButClusterScoped {
+                namespace: ns.clone(),
+                api_version: e.api_version.clone(),
+                kind: e.kind.clone(),
+            });
         }
         (None, true) => {
-            return Err(format!(
-                "the record has no namespace, but {} {} is namespaced",
-                e.api_version, e.kind
-            ));
+            return Err(RestoreError::UnplacedButNamespaced {
+                api_version: e.api_version.clone(),
+                kind: e.kind.clone(),
+            });
         }
         _ => {}
     }
     let meta = &e.object["metadata"];
     if meta["name"].as_str() != Some(e.name.as_str()) {
-        return Err(format!(
-            "the archived object is named {}, not {}",
-            meta["name"], e.name
-        ));
+        return Err(RestoreError::Renamed {
+            archived: meta["name"].clone(),
+            name: e.name.clone(),
+        });
     }
     let ns = meta["namespace"].as_str().filter(|s| !s.is_empty());
     if namespaced && ns.is_some() && ns != e.namespace.as_deref() {
-        return Err(format!(
-            "the archived object is in namespace {}, not {}",
-            meta["namespace"],
-            e.namespace.as_deref().unwrap_or_default()
-        ));
+        return Err(RestoreError::Moved {
+            archived: meta["namespace"].clone(),
+            namespace: e.namespace.clone().unwrap_or_default(),
+        });
     }
     Ok(())
 }
@@ -552,18 +639,45 @@ async fn prepare(
     resolver: &mut Resolver,
     e: &ArchiveEntry,
     new_uids: &HashMap<String, String>,
-) -> Result<(Value, Vec<String>), String> {
+) -> Result<(Value, Vec<String>), RestoreError> {
     let mut object = e.object.clone();
     let mut notes = Vec::new();
+    strip_for_create(&mut object, e)?;
+    let refs = object["metadata"]
+        .get("ownerReferences")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut kept = Vec::new();
+    for r in refs {
+        if let Some(r) = repoint_owner(client, resolver, e, new_uids, r, &mut notes).await {
+            kept.push(r);
+        }
+    }
+    if let Some(m) = object["metadata"].as_object_mut() {
+        if kept.is_empty() {
+            m.remove("ownerReferences");
+        } else {
+            m.insert("ownerReferences".into(), Value::Array(kept));
+        }
+    }
+    Ok((object, notes))
+}
+
+/// Removes what the server sets and what deletion left (status, the deletion finalizers) from an
+/// archived object (of entry `e`); a value that is not an object with metadata cannot be created.
+fn strip_for_create(object: &mut Value, e: &ArchiveEntry) -> Result<(), RestoreError> {
     let Some(o) = object.as_object_mut() else {
-        return Err("the archived object is not a JSON object".into());
+        return Err(RestoreError::NotAnObject { object: e.label() });
     };
     o.remove("status");
     if !o.get("metadata").is_some_and(Value::is_object) {
-        return Err("the archived object has no metadata".into());
+        return Err(RestoreError::NoMetadata { object: e.label() });
     }
-    let meta = &mut object["metadata"];
-    if let Some(f) = meta.get_mut("finalizers").and_then(Value::as_array_mut) {
+    if let Some(f) = object["metadata"]
+        .get_mut("finalizers")
+        .and_then(Value::as_array_mut)
+    {
         f.retain(|x| {
             !matches!(
                 x.as_str(),
@@ -575,60 +689,60 @@ async fn prepare(
             )
         });
     }
-    let refs = meta
-        .get("ownerReferences")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut kept = Vec::new();
+    Ok(())
+}
+
+/// One owner reference of `e`, as the restored object carries it: to the owner restored here
+/// (its new uid), to one that exists again by name (its uid now), or dropped (None) when the
+/// owner is neither or the reference is malformed; `notes` says what changed.
+async fn repoint_owner(
+    client: &Client,
+    resolver: &mut Resolver,
+    e: &ArchiveEntry,
+    new_uids: &HashMap<String, String>,
+    mut r: Value,
+    notes: &mut Vec<String>,
+) -> Option<Value> {
     // A reference that is not an object is malformed: dropped (and said), never indexed into.
-    for mut r in refs {
-        if !r.is_object() {
-            notes.push(format!("malformed owner reference {r} dropped"));
-            continue;
+    if !r.is_object() {
+        notes.push(format!("malformed owner reference {r} dropped"));
+        return None;
+    }
+    let uid = r["uid"].as_str().unwrap_or_default().to_string();
+    let kind = r["kind"].as_str().unwrap_or_default().to_string();
+    let name = r["name"].as_str().unwrap_or_default().to_string();
+    if let Some(new) = new_uids.get(&uid) {
+        r["uid"] = Value::String(new.clone());
+        return Some(r);
+    }
+    // Not restored here: an owner that exists again by name is pointed to.
+    let av = r["apiVersion"].as_str().unwrap_or_default().to_string();
+    let existing = match resolver.resolve(client, &av, &kind).await {
+        Some((ar, namespaced)) => {
+            let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
+                (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+                _ => Api::all_with(client.clone(), &ar),
+            };
+            api.get_opt(&name).await.ok().flatten()
         }
-        let uid = r["uid"].as_str().unwrap_or_default().to_string();
-        let kind = r["kind"].as_str().unwrap_or_default().to_string();
-        let name = r["name"].as_str().unwrap_or_default().to_string();
-        if let Some(new) = new_uids.get(&uid) {
-            r["uid"] = Value::String(new.clone());
-            kept.push(r);
-            continue;
+        None => None,
+    };
+    match existing.and_then(|o| o.uid()) {
+        Some(u) if u == uid => Some(r),
+        Some(u) => {
+            notes.push(format!(
+                "owner {kind} {name} re-pointed to the existing one ({u})"
+            ));
+            r["uid"] = Value::String(u);
+            Some(r)
         }
-        // Not restored here: an owner that exists again by name is pointed to.
-        let av = r["apiVersion"].as_str().unwrap_or_default().to_string();
-        let existing = match resolver.resolve(client, &av, &kind).await {
-            Some((ar, namespaced)) => {
-                let api: Api<DynamicObject> = match (&e.namespace, namespaced) {
-                    (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
-                    _ => Api::all_with(client.clone(), &ar),
-                };
-                api.get_opt(&name).await.ok().flatten()
-            }
-            None => None,
-        };
-        match existing.and_then(|o| o.uid()) {
-            Some(u) if u == uid => kept.push(r),
-            Some(u) => {
-                notes.push(format!(
-                    "owner {kind} {name} re-pointed to the existing one ({u})"
-                ));
-                r["uid"] = Value::String(u);
-                kept.push(r);
-            }
-            None => notes.push(format!(
+        None => {
+            notes.push(format!(
                 "owner {kind} {name} is gone and not in the archive: reference dropped"
-            )),
+            ));
+            None
         }
     }
-    if let Some(m) = object["metadata"].as_object_mut() {
-        if kept.is_empty() {
-            m.remove("ownerReferences");
-        } else {
-            m.insert("ownerReferences".into(), Value::Array(kept));
-        }
-    }
-    Ok((object, notes))
 }
 
 async fn wait_established(client: &Client, name: &str) {
@@ -813,18 +927,25 @@ mod tests {
         assert!(
             consistent(&forged, false)
                 .unwrap_err()
+                .to_string()
                 .contains("cluster-scoped")
         );
         let unplaced = entry("y", "ConfigMap", None, &[]);
         assert!(consistent(&unplaced, true).is_err());
         let mut renamed = entry("z", "ConfigMap", Some("ns"), &[]);
         renamed.object["metadata"]["name"] = json!("someone-else");
-        assert!(consistent(&renamed, true).unwrap_err().contains("named"));
+        assert!(
+            consistent(&renamed, true)
+                .unwrap_err()
+                .to_string()
+                .contains("named")
+        );
         let mut moved = entry("w", "ConfigMap", Some("ns"), &[]);
         moved.object["metadata"]["namespace"] = json!("kube-system");
         assert!(
             consistent(&moved, true)
                 .unwrap_err()
+                .to_string()
                 .contains("kube-system")
         );
         assert!(consistent(&entry("v", "ConfigMap", Some("ns"), &[]), true).is_ok());
@@ -884,6 +1005,7 @@ mod tests {
         assert!(
             select(&archive, &bad)
                 .unwrap_err()
+                .to_string()
                 .contains("group/version/kind")
         );
     }

@@ -25,6 +25,8 @@ pub struct CascadeConfig {
     /// The collector's fence (lease and pause): its client's writes pass it; workers whose
     /// write a pause refused park until it opens.
     pub fence: crate::engine::leader::Fence,
+    /// Test-only fault injection (none in production): read once by `run`, handed down here.
+    pub failpoints: crate::engine::failpoint::Failpoints,
 }
 
 impl Default for CascadeConfig {
@@ -34,6 +36,7 @@ impl Default for CascadeConfig {
             dry_run: false,
             sync_timeout: Duration::from_secs(60),
             fence: crate::engine::leader::Fence::open(),
+            failpoints: crate::engine::failpoint::Failpoints::none(),
         }
     }
 }

@@ -99,6 +99,7 @@ impl Registered for CascadeMetrics {
                 dry_run: config.cascade_dry_run,
                 sync_timeout: config.cascade_sync_timeout,
                 fence: env.fence.clone(),
+                failpoints: env.failpoints.clone(),
             };
             // Workers share one group commit: one read and one record per batch of deletes.
             let batcher = env

@@ -89,11 +89,12 @@ pub async fn run(
     // Graph::set_initial_sync).
     ctx.write().set_initial_sync(true);
     let writer = tokio::spawn(writer::run(ctx.clone(), rx, absent_rx));
-    let mut watches = WatchSet::new(ctx.client.clone(), tx.clone());
-    let mut kinds = ServedKinds::default();
-    let mut last: Option<Arc<DiscoveryReport>> = None;
-    // When to learn which served kinds are CRD-backed (after each new report; retried on error).
-    let mut crd_scan_due: Option<Instant> = None;
+    let mut served = Following {
+        watches: WatchSet::new(ctx.client.clone(), tx.clone()),
+        kinds: ServedKinds::default(),
+        last: None,
+        crd_scan_due: None,
+    };
     let mut workers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut starter: Option<tokio::task::JoinHandle<()>> = None;
     // Set by the starter when the wait is over: wakes the loop at once to start the workers.
@@ -102,34 +103,9 @@ pub async fn run(
     loop {
         let report = discovery.borrow_and_update().clone();
         if let Some(report) = report {
-            {
-                let mut g = ctx.write();
-                g.kinds
-                    .set_resolved(report.resources.iter().map(|r| ResolvedKind {
-                        resource: r.resource.clone(),
-                        namespaced: r.namespaced,
-                    }));
-            }
-            let started = watches.reconcile(&report.resources, |r| {
-                ctx.write()
-                    .kinds
-                    .intern(&r.resource.api_version, &r.resource.kind)
-            });
-            // The loop also wakes for timers: only a new report changes what is served.
-            if !last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &report)) {
-                learn_served(&ctx, &report, &mut kinds);
-                crd_scan_due = Some(Instant::now());
-                last = Some(report.clone());
-            }
-            if !started.is_empty() {
-                tracing::info!(
-                    new = started.len(),
-                    total = watches.len(),
-                    "watching resources"
-                );
-            }
+            served.follow(&ctx, report);
             if starter.is_none() {
-                starter = Some(wait_for_sync(&ctx, &watches, sync_done_tx.take()));
+                starter = Some(wait_for_sync(&ctx, &served.watches, sync_done_tx.take()));
             }
         }
         // Closed without `true`: the starter panicked; start anyway, as after a sync timeout.
@@ -139,16 +115,17 @@ pub async fn run(
             workers = start_workers(&ctx);
             state.set_ready("cascade", true);
         }
-        if crd_scan_due.is_some_and(|at| at <= Instant::now()) {
-            crd_scan_due = record_crd_served(&ctx, &kinds).await;
+        if served.crd_scan_due.is_some_and(|at| at <= Instant::now()) {
+            served.crd_scan_due = record_crd_served(&ctx, &served.kinds).await;
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = kinds.check_due(&ctx.client, &tx) => {}
+            _ = served.kinds.check_due(&ctx.client, &tx) => {}
         }
+        let crd_scan_due = served.crd_scan_due;
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep_until(kinds.next_due()), if kinds.any_pending() => {}
+            _ = tokio::time::sleep_until(served.kinds.next_due()), if served.kinds.any_pending() => {}
             _ = tokio::time::sleep_until(crd_scan_due.unwrap_or_else(Instant::now)), if crd_scan_due.is_some() => {}
             changed = discovery.changed() => if changed.is_err() { break },
             _ = sync_done.changed(), if workers.is_empty() => {}
@@ -156,12 +133,53 @@ pub async fn run(
     }
     ctx.delete_q.shutdown();
     ctx.orphan_q.shutdown();
-    drop(watches);
+    drop(served);
     for w in workers {
         let _ = w.await;
     }
     writer.abort();
     tracing::info!("cascade collector stopped");
+}
+
+/// What the collector's loop keeps of what discovery serves, between wake-ups.
+struct Following {
+    watches: WatchSet,
+    kinds: ServedKinds,
+    last: Option<Arc<DiscoveryReport>>,
+    /// When to learn which served kinds are CRD-backed (after each new report; retried on error).
+    crd_scan_due: Option<Instant>,
+}
+
+impl Following {
+    /// The latest discovery report: the graph learns what is served and the watches follow it.
+    /// The loop also wakes for timers: only a new report changes what is served.
+    fn follow(&mut self, ctx: &Ctx, report: Arc<DiscoveryReport>) {
+        {
+            let mut g = ctx.write();
+            g.kinds
+                .set_resolved(report.resources.iter().map(|r| ResolvedKind {
+                    resource: r.resource.clone(),
+                    namespaced: r.namespaced,
+                }));
+        }
+        let started = self.watches.reconcile(&report.resources, |r| {
+            ctx.write()
+                .kinds
+                .intern(&r.resource.api_version, &r.resource.kind)
+        });
+        if !self.last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &report)) {
+            learn_served(ctx, &report, &mut self.kinds);
+            self.crd_scan_due = Some(Instant::now());
+            self.last = Some(report);
+        }
+        if !started.is_empty() {
+            tracing::info!(
+                new = started.len(),
+                total = self.watches.len(),
+                "watching resources"
+            );
+        }
+    }
 }
 
 /// A new discovery report: which kinds are served (and which groups failed), and whatever

@@ -7,7 +7,8 @@ use super::context::Ctx;
 use super::failure::{WorkError, WorkFailure};
 use super::metrics::CascadeMetrics;
 use super::snapshot::Snapshot;
-use crate::archive::store::{Archiver, Item, Prepared};
+use crate::archive::store::{Item, Ticket};
+use crate::archive::then_act::{IfChanged, NotNow, archive_then_act};
 use crate::archive::{DeletionReason, OwnerRef};
 use crate::engine::graph::node::{CLUSTER, flag};
 use crate::engine::graph::uid::Uid;
@@ -47,28 +48,39 @@ pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), WorkFai
     if snap.node.has(flag::DELETING) {
         return Ok(()); // someone else's deletion in progress
     }
-
-    let owners: Vec<(Uid, OwnerStatus)> = snap.owners.iter().map(|(l, s)| (l.uid, *s)).collect();
     if !snap.invalid_namespace.is_empty() {
-        let note = format!(
-            "ownerRef [{}] does not exist in namespace {:?}",
-            snap.invalid_namespace.join(", "),
-            snap.namespace.as_deref().unwrap_or("")
-        );
-        ctx.event(
-            uid,
-            snap.reference(),
-            EventType::Warning,
-            "OwnerRefInvalidNamespace",
-            note,
-        )
-        .await;
+        report_invalid_namespace(ctx, &snap).await;
     }
+    collect(ctx, &snap, object).await.map_err(fail)
+}
+
+/// Some owner references name an owner that cannot be in the object's namespace: said once in
+/// a Warning Event (they count as absent).
+async fn report_invalid_namespace(ctx: &Ctx, snap: &Snapshot) {
+    let note = format!(
+        "ownerRef [{}] does not exist in namespace {:?}",
+        snap.invalid_namespace.join(", "),
+        snap.namespace.as_deref().unwrap_or("")
+    );
+    ctx.event(
+        snap.uid,
+        snap.reference(),
+        EventType::Warning,
+        "OwnerRefInvalidNamespace",
+        note,
+    )
+    .await;
+}
+
+/// An observed object no deletion is under way for: decides from its owners whether it is
+/// kept, freed of references to gone owners, or deleted, and does it.
+async fn collect(ctx: &Ctx, snap: &Snapshot, object: String) -> Result<(), WorkError> {
+    let owners: Vec<(Uid, OwnerStatus)> = snap.owners.iter().map(|(l, s)| (l.uid, *s)).collect();
     let Some(resolved) = snap.resolved.clone() else {
-        return Err(fail(WorkError::UnknownKind {
+        return Err(WorkError::UnknownKind {
             object,
             kind: snap.gvk.clone(),
-        }));
+        });
     };
     let target = ActionTarget {
         resource: &resolved,
@@ -81,7 +93,7 @@ pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), WorkFai
             let note = "cluster-scoped object has an owner reference to a namespaced kind; it is never garbage-collected".to_string();
             tracing::warn!("{note}");
             ctx.event(
-                uid,
+                snap.uid,
                 snap.reference(),
                 EventType::Warning,
                 "OwnerRefInvalidNamespace",
@@ -97,17 +109,13 @@ pub(crate) async fn attempt_to_delete(ctx: &Ctx, uid: Uid) -> Result<(), WorkFai
                 .find(|(_, s)| *s == OwnerStatus::UnknownKind)
                 .map(|(l, _)| ctx.read().kinds.info(l.kind).kind.clone())
                 .unwrap_or_default();
-            Err(fail(WorkError::UnknownOwnerKind { object, kind }))
+            Err(WorkError::UnknownOwnerKind { object, kind })
         }
-        GcDecision::RemoveOwnerRefs(drop) => remove_owner_refs(ctx, &snap, &target, &drop)
-            .await
-            .map_err(fail),
+        GcDecision::RemoveOwnerRefs(drop) => remove_owner_refs(ctx, snap, &target, &drop).await,
         GcDecision::Delete {
             policy,
             unblock_first,
-        } => delete(ctx, &snap, &target, policy, unblock_first)
-            .await
-            .map_err(fail),
+        } => delete(ctx, snap, &target, policy, unblock_first).await,
     }
 }
 
@@ -178,40 +186,37 @@ async fn delete(
     }
     // Archive first: the record exists before the DELETE leaves, and the DELETE's
     // resourceVersion precondition is the archived version, so what is deleted is what is kept.
-    let ticket = match &ctx.archive {
-        Some(batcher) => match batcher
-            .prepare(archive_item(
-                snap,
-                target.resource,
-                (rv > 0).then(|| rv.to_string()),
-                DeletionReason {
-                    owner: gone_owner(snap),
-                    ..Default::default()
-                },
-            ))
-            .await
-        {
-            Prepared::Recorded(t) => {
+    let archive = ctx.archive.as_ref().map(|batcher| {
+        let reason = DeletionReason {
+            owner: gone_owner(snap),
+            ..Default::default()
+        };
+        let item = archive_item(
+            snap,
+            target.resource,
+            (rv > 0).then(|| rv.to_string()),
+            reason,
+        );
+        (batcher, item)
+    });
+    let outcome = archive_then_act(
+        archive,
+        IfChanged::Wait,
+        |why| not_archived(snap, why),
+        async |ticket: Option<&Ticket>| {
+            if let Some(t) = ticket {
                 rv = t.resource_version.parse().unwrap_or(rv);
-                crate::engine::failpoint::hit("after-archive-record").await;
-                Some(t)
+                ctx.config.failpoints.hit("after-archive-record").await;
             }
-            Prepared::Unrecorded => None,
-            Prepared::Changed => {
-                return Err(WorkError::Changed {
-                    object: snap.label(),
-                });
+            let outcome = actions::delete(&ctx.client, target, &snap.uid_text, rv, policy).await;
+            if ticket.is_some()
+                && policy == Propagation::Foreground
+                && matches!(outcome, Ok(ActionOutcome::Done))
+            {
+                remember_archived_foreground(ctx, snap.uid);
             }
-            Prepared::Failed(e) => {
-                return Err(WorkError::archive(snap, e));
-            }
+            outcome
         },
-        None => None,
-    };
-    let outcome = Archiver::guarded(
-        ctx.archive.as_ref().map(|b| &*b.archiver),
-        ticket.as_slice(),
-        actions::delete(&ctx.client, target, &snap.uid_text, rv, policy),
         async |outcome| match outcome {
             Ok(ActionOutcome::Done) => true,
             // Already gone (not by this DELETE), changed since, or never sent (paused).
@@ -224,16 +229,6 @@ async fn delete(
         },
     )
     .await?;
-    if ticket.is_some() && policy == Propagation::Foreground && outcome == ActionOutcome::Done {
-        let mut set = ctx
-            .archived_foreground
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if set.len() >= 65_536 {
-            set.clear();
-        }
-        set.insert(snap.uid);
-    }
     if outcome == ActionOutcome::Done {
         ctx.metrics
             .deleted
@@ -242,6 +237,30 @@ async fn delete(
         tracing::info!(policy = policy.as_str(), "deleted: every owner is gone");
     }
     Ok(())
+}
+
+/// Why an object the archive did not admit is not acted on now, as the worker's error.
+fn not_archived(snap: &Snapshot, why: NotNow) -> WorkError {
+    match why {
+        NotNow::Changed => WorkError::Changed {
+            object: snap.label(),
+        },
+        NotNow::Failed(e) => WorkError::archive(snap, e),
+    }
+}
+
+/// Marks an owner this process archived as it deleted it in the foreground: its finalizer
+/// release later must not archive it again. Bounded: past the cap the memory is dropped, which
+/// costs at most a second record of a still-deleting owner.
+fn remember_archived_foreground(ctx: &Ctx, uid: Uid) {
+    let mut set = ctx
+        .archived_foreground
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if set.len() >= 65_536 {
+        set.clear();
+    }
+    set.insert(uid);
 }
 
 /// The owner that made `snap` garbage: the first one not solid.
@@ -448,27 +467,22 @@ async fn release_archived(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .contains(&snap.uid);
-    let ticket = match (&ctx.archive, &snap.resolved, already) {
+    let archive = match (&ctx.archive, &snap.resolved, already) {
         (Some(batcher), Some(resolved), false) => {
             let reason = DeletionReason {
                 released: Some(finalizers.join(",")),
                 ..Default::default()
             };
-            let item = archive_item(snap, resolved, None, reason);
-            match batcher.prepare(item).await {
-                Prepared::Recorded(t) => Some(t),
-                Prepared::Unrecorded | Prepared::Changed => None,
-                Prepared::Failed(e) => {
-                    return Err(WorkError::archive(snap, e));
-                }
-            }
+            Some((batcher, archive_item(snap, resolved, None, reason)))
         }
         _ => None,
     };
-    let result = Archiver::guarded(
-        ctx.archive.as_ref().map(|b| &*b.archiver),
-        ticket.as_slice(),
-        remove(ctx, snap, finalizers),
+    let result = archive_then_act(
+        archive,
+        // The release does not depend on the version: an object changed since is released anyway.
+        IfChanged::Act,
+        |why| not_archived(snap, why),
+        async |_: Option<&Ticket>| remove(ctx, snap, finalizers).await,
         async |result| match result {
             Ok(()) => true,
             // Refused before it was sent.

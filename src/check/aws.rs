@@ -7,7 +7,7 @@
 //! `sts:GetCallerIdentity` through the chain. Nothing else is called: no cluster's resources are
 //! looked up or touched. Clusters that share an identity share one line.
 
-use super::{Config, Line, kube_message};
+use super::{CheckError, Config, Line, kube_message};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane, IdentityRef};
 use crate::external::core::identity::{self, Placement};
 use crate::external::core::kind::GcKind;
@@ -47,7 +47,7 @@ impl Place {
 
 /// The line for one place: the clusters there and what building the session gave (the caller's
 /// ARN, or why not).
-pub fn judge(place: &Place, clusters: &[String], built: &Result<String, String>) -> Line {
+pub fn judge(place: &Place, clusters: &[String], built: &Result<String, CheckError>) -> Line {
     let shown: Vec<&str> = clusters.iter().take(3).map(String::as_str).collect();
     let more = clusters.len().saturating_sub(shown.len());
     let who = if more > 0 {
@@ -73,7 +73,7 @@ async fn places<K: GcKind>(
     client: &Client,
     cfg: &Config,
     out: &mut BTreeMap<Place, Vec<String>>,
-) -> Result<(), String> {
+) -> Result<(), CheckError> {
     let api: Api<K> = if cfg.cluster_namespace.is_empty() {
         Api::all(client.clone())
     } else {
@@ -82,7 +82,10 @@ async fn places<K: GcKind>(
     let list = api
         .list(&ListParams::default())
         .await
-        .map_err(|e| format!("cannot list {}: {}", K::plural(&()), kube_message(&e)))?;
+        .map_err(|e| CheckError::List {
+            plural: K::plural(&()).to_string(),
+            message: kube_message(&e),
+        })?;
     for o in list.items {
         if !cfg.external_selector.matches(o.labels()) {
             continue;
@@ -118,7 +121,7 @@ pub async fn check(client: &Client, cfg: &Config, sessions: Option<&SessionCache
         if let Err(e) = r {
             lines.push(Line::warn(
                 CATEGORY,
-                e,
+                e.to_string(),
                 "the identities of these clusters were not checked; see the rbac section",
             ));
         }
@@ -150,8 +153,14 @@ pub async fn check(client: &Client, cfg: &Config, sessions: Option<&SessionCache
                 .session(&spec)
                 .await
                 .map(|s| s.caller.clone())
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+                .map_err(|e| CheckError::Session {
+                    place: place.label(),
+                    message: e.to_string(),
+                }),
+            Err(e) => Err(CheckError::Identity {
+                place: place.label(),
+                message: e.to_string(),
+            }),
         };
         lines.push(judge(place, clusters, &built));
     }

@@ -127,18 +127,26 @@ pub fn judge(namespace: &str, d: Option<&Deployment>, dry_run: bool) -> Line {
     }
 }
 
+/// CAPA's manager Deployment in `ns`: the one clusterctl's provider label marks, else the one
+/// CAPA's release manifests name; None when neither exists. `sweeper check` and `sweeper
+/// uninstall` both read CAPA's gate from it.
+pub async fn find_deployment(
+    client: &kube::Client,
+    ns: &str,
+) -> Result<Option<Deployment>, kube::Error> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let listed = api
+        .list(&ListParams::default().labels(PROVIDER_LABEL))
+        .await?;
+    match listed.items.into_iter().next() {
+        Some(d) => Ok(Some(d)),
+        None => api.get_opt(DEPLOYMENT).await,
+    }
+}
+
 pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
     let ns = &cfg.capa_namespace;
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let found = match api
-        .list(&ListParams::default().labels(PROVIDER_LABEL))
-        .await
-    {
-        Ok(list) if !list.items.is_empty() => Ok(list.items.into_iter().next()),
-        Ok(_) => api.get_opt(DEPLOYMENT).await,
-        Err(e) => Err(e),
-    };
-    match found {
+    match find_deployment(client, ns).await {
         Ok(d) => vec![judge(ns, d.as_ref(), cfg.external_dry_run)],
         Err(e) if forbidden(&e) => vec![Line::warn(
             CATEGORY,

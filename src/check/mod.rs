@@ -296,6 +296,26 @@ pub(crate) fn lease_age(
     Some((now.duration_since(renewed).as_secs(), duration))
 }
 
+/// What a check could not find out, with what it was about; the check's line says so (a line's
+/// text is the message: the object is already in the line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// The SelfSubjectAccessReview of `permission` itself failed.
+    #[error("{message}")]
+    Review { permission: String, message: String },
+    /// No answer for `permission` (not among those reviewed).
+    #[error("not reviewed")]
+    NotReviewed { permission: String },
+    #[error("cannot list {plural}: {message}")]
+    List { plural: String, message: String },
+    /// The identity at `place` does not resolve (its object, allowedNamespaces, Secret).
+    #[error("{message}")]
+    Identity { place: String, message: String },
+    /// The identity at `place` resolved, but no session could be built with it.
+    #[error("{message}")]
+    Session { place: String, message: String },
+}
+
 /// The short form of a kube error for a line: the API's own message when there is one.
 pub(crate) fn kube_message(e: &kube::Error) -> String {
     match e {

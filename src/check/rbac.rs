@@ -6,7 +6,7 @@
 //! of the whole suite: every call allowed, and every verb needed. Run by the chart's `helm test` as sweeper's own service account, a denied
 //! permission here is a call the service would have refused.
 
-use super::{Config, Line, kube_message};
+use super::{CheckError, Config, Line, kube_message};
 use crate::collector::check::Access;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -65,7 +65,7 @@ pub fn needed(cfg: &Config) -> Vec<(&'static str, Vec<Permission>)> {
 
 /// The line for one collector, from its permissions and the review's answer for each (`Err`: the
 /// review itself failed).
-pub fn judge(collector: &str, answers: &[(Permission, Result<bool, String>)]) -> Line {
+pub fn judge(collector: &str, answers: &[(Permission, Result<bool, CheckError>)]) -> Line {
     let denied: Vec<String> = answers
         .iter()
         .filter(|(_, a)| matches!(a, Ok(false)))
@@ -111,7 +111,7 @@ pub fn judge(collector: &str, answers: &[(Permission, Result<bool, String>)]) ->
     )
 }
 
-async fn review(client: &kube::Client, p: &Permission) -> Result<bool, String> {
+async fn review(client: &kube::Client, p: &Permission) -> Result<bool, CheckError> {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let ssar = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
@@ -130,7 +130,10 @@ async fn review(client: &kube::Client, p: &Permission) -> Result<bool, String> {
     };
     match api.create(&PostParams::default(), &ssar).await {
         Ok(r) => Ok(r.status.is_some_and(|s| s.allowed)),
-        Err(e) => Err(kube_message(&e)),
+        Err(e) => Err(CheckError::Review {
+            permission: p.to_string(),
+            message: kube_message(&e),
+        }),
     }
 }
 
@@ -146,7 +149,7 @@ pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
             distinct.push(p);
         }
     }
-    let answers: std::collections::HashMap<&Permission, Result<bool, String>> =
+    let answers: std::collections::HashMap<&Permission, Result<bool, CheckError>> =
         futures::future::join_all(
             distinct
                 .into_iter()
@@ -162,7 +165,12 @@ pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
                 .iter()
                 .map(|p| {
                     let a = answers.get(p).cloned();
-                    (p.clone(), a.unwrap_or_else(|| Err("not reviewed".into())))
+                    let not_reviewed = || {
+                        Err(CheckError::NotReviewed {
+                            permission: p.to_string(),
+                        })
+                    };
+                    (p.clone(), a.unwrap_or_else(not_reviewed))
                 })
                 .collect();
             judge(collector, &mine)

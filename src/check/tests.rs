@@ -263,7 +263,10 @@ fn rbac_needs_follow_the_gates_and_name_every_denied_permission() {
     let answers: Vec<_> = perms.iter().map(|p| (p.clone(), Ok(true))).collect();
     assert_eq!(rbac::judge("cascade", &answers).status, Status::Pass);
     let mut answers = answers;
-    answers[0].1 = Err("webhook said no".into());
+    answers[0].1 = Err(CheckError::Review {
+        permission: answers[0].0.to_string(),
+        message: "webhook said no".into(),
+    });
     assert_eq!(rbac::judge("cascade", &answers).status, Status::Warn);
 }
 
@@ -530,7 +533,14 @@ fn an_identity_line_names_its_clusters_and_the_caller() {
         ok.message
     );
     assert!(ok.message.contains("and 2 more"));
-    let bad = aws::judge(&place, &clusters[..1], &Err("refused".into()));
+    let bad = aws::judge(
+        &place,
+        &clusters[..1],
+        &Err(CheckError::Identity {
+            place: place.label(),
+            message: "refused".into(),
+        }),
+    );
     assert_eq!(bad.status, Status::Fail);
 }
 

@@ -111,6 +111,8 @@ pub struct BuildEnv<'a> {
     pub discovery: &'a watch::Receiver<Option<Arc<DiscoveryReport>>>,
     pub invalid_objects: &'a Family<InvalidObjectLabels, Counter>,
     pub archive_hub: &'a ArchiveHub,
+    /// Test-only fault injection, read once at start-up (see crate::engine::failpoint).
+    pub failpoints: &'a crate::engine::failpoint::Failpoints,
 }
 
 /// What a teardown collector (one on the engine's finalizer controller) shows: its teardowns in

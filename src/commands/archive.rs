@@ -81,11 +81,12 @@ pub async fn restore(args: RestoreArgs) -> Result<Printed, CommandError> {
         args.records_namespace.as_deref(),
         &args.sweeper_namespace,
     )
-    .await?;
+    .await
+    .map_err(CommandError::of)?;
     for n in &archive.notes {
         eprintln!("note: {n}");
     }
-    let entries = restore::select(&archive, &sel)?;
+    let entries = restore::select(&archive, &sel).map_err(CommandError::of)?;
     let summary = restore::restore(&client, &entries, args.dry_run, &mut |line| {
         println!("{line}")
     })
@@ -108,7 +109,9 @@ pub async fn archive(cmd: ArchiveCommand) -> Result<Printed, CommandError> {
     } = cmd;
     use crate::archive::restore;
     let client = crate::exit::client().await?;
-    let archive = restore::load(&client, namespace.as_deref(), &sweeper_namespace).await?;
+    let archive = restore::load(&client, namespace.as_deref(), &sweeper_namespace)
+        .await
+        .map_err(CommandError::of)?;
     // Further back than jiff's timestamps reach is simply "everything".
     let since = since.and_then(|d| {
         let back = k8s_openapi::jiff::SignedDuration::try_from(d).ok()?;

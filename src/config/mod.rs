@@ -47,7 +47,7 @@ pub enum TenantGcStrategy {
 }
 
 /// `sweeper run`'s configuration: every `run` flag but `--feature-gates` (which the CLI adds, with
-/// the collectors' gates: see crate::cli::RunArgs). Collectors are built from it (crate::collector).
+/// the collectors' gates: see crate::run::RunArgs). Collectors are built from it (crate::collector).
 #[derive(Args, Debug, Clone)]
 pub struct RunConfig {
     /// Address of the HTTP server (/healthz, /readyz, /metrics and the query API). It speaks

@@ -266,6 +266,38 @@ impl<T: Reconciler> FinalizerController<T>
 where
     <T::Object as Resource>::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
 {
+    /// Asks the reconciler whether `obj` may be acted on now: Continue with what its admission
+    /// read, or Break with the action to return at once (having held, or released, it).
+    async fn admission(
+        &self,
+        obj: &T::Object,
+        stage: Stage,
+    ) -> Result<std::ops::ControlFlow<Action, T::Admitted>, T::Error> {
+        use std::ops::ControlFlow::{Break, Continue};
+        Ok(match self.reconciler.admit(obj, stage).await? {
+            Admission::Proceed(admitted) => Continue(admitted),
+            Admission::Ignore => Break(Action::await_change()),
+            Admission::Hold { retry, status } => {
+                if stage == Stage::Cleanup
+                    && let Some((phase, detail)) = status
+                {
+                    let label = self.begin(obj);
+                    self.registry.update(self.collector, &label, phase, detail);
+                }
+                Break(retry.map_or_else(Action::await_change, Action::requeue))
+            }
+            Admission::Release { reason, note } => {
+                if self.let_go(obj).await? {
+                    tracing::info!(%reason, %note, "finalizer released without a teardown");
+                    self.events
+                        .emit(&obj.object_ref(&()), EventType::Normal, reason, note)
+                        .await;
+                }
+                Break(Action::await_change())
+            }
+        })
+    }
+
     /// The object's name in `sweeper status`: `Kind ns/name`, or `Kind name` when
     /// cluster-scoped (how `kubectl describe` names it, and what the status tests read).
     fn label(obj: &impl Resource<DynamicType = ()>) -> String {
@@ -417,30 +449,9 @@ where
     if stage == Stage::NotOurs {
         return Ok(Action::await_change());
     }
-    let admitted = match t.admit(obj, stage).await? {
-        Admission::Proceed(admitted) => admitted,
-        Admission::Ignore => return Ok(Action::await_change()),
-        Admission::Hold { retry, status } => {
-            if stage == Stage::Cleanup
-                && let Some((phase, detail)) = status
-            {
-                let label = driver.begin(obj);
-                driver
-                    .registry
-                    .update(driver.collector, &label, phase, detail);
-            }
-            return Ok(retry.map_or_else(Action::await_change, Action::requeue));
-        }
-        Admission::Release { reason, note } => {
-            if driver.let_go(obj).await? {
-                tracing::info!(%reason, %note, "finalizer released without a teardown");
-                driver
-                    .events
-                    .emit(&obj.object_ref(&()), EventType::Normal, reason, note)
-                    .await;
-            }
-            return Ok(Action::await_change());
-        }
+    let admitted = match driver.admission(obj, stage).await? {
+        std::ops::ControlFlow::Continue(admitted) => admitted,
+        std::ops::ControlFlow::Break(action) => return Ok(action),
     };
     if stage == Stage::AddFinalizer && t.guard_before_validating() && t.takes_finalizer() {
         finalizer::add(&t.api(obj), obj, t.finalizer()).await?;

@@ -49,6 +49,32 @@ pub struct PauseRecord {
 /// What the switch says: the paused collectors (already expanded from `all`).
 pub type Paused = BTreeMap<String, PauseRecord>;
 
+/// What the log and the Event say when `collector` is paused by record `r` (in `namespace`).
+fn paused_note(collector: &str, r: &PauseRecord, namespace: &str) -> String {
+    let note = format!(
+        "{collector} collector paused{}{}{}: no delete, patch or AWS call leaves sweeper until `sweeper resume`",
+        r.by.as_deref()
+            .map(|b| format!(" by {b}"))
+            .unwrap_or_default(),
+        if r.since.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", r.since)
+        },
+        r.reason
+            .as_deref()
+            .map(|x| format!(" ({x})"))
+            .unwrap_or_default(),
+    );
+    if r.reason.as_deref() == Some(UNINSTALL_REASON) {
+        format!(
+            "{note}; paused by `sweeper uninstall`: if sweeper was installed again, `sweeper resume -n {namespace} --after-uninstall`"
+        )
+    } else {
+        note
+    }
+}
+
 /// Reads the switch from the ConfigMap's data. A key with a value that is not a record still
 /// pauses (the operator meant something; failing safe means not deleting), and an unknown key is
 /// reported in the returned warnings and ignored.
@@ -221,36 +247,17 @@ impl Switch {
                 (!paused.is_empty()).then(|| paused.keys().cloned().collect::<Vec<_>>().join(", ")),
             );
             for (collector, now) in changes {
-                let (reason, note) = if now {
-                    let r = &paused[collector];
-                    let note = format!(
-                        "{collector} collector paused{}{}{}: no delete, patch or AWS call leaves sweeper until `sweeper resume`",
-                        r.by.as_deref()
-                            .map(|b| format!(" by {b}"))
-                            .unwrap_or_default(),
-                        if r.since.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" at {}", r.since)
-                        },
-                        r.reason
-                            .as_deref()
-                            .map(|x| format!(" ({x})"))
-                            .unwrap_or_default(),
-                    );
-                    let note = if r.reason.as_deref() == Some(UNINSTALL_REASON) {
-                        format!(
-                            "{note}; paused by `sweeper uninstall`: if sweeper was installed again, `sweeper resume -n {namespace} --after-uninstall`"
-                        )
-                    } else {
-                        note
-                    };
-                    tracing::warn!(collector, "{note}");
-                    ("Paused", note)
-                } else {
-                    let note = format!("{collector} collector resumed; queued work continues");
-                    tracing::info!(collector, "{note}");
-                    ("Resumed", note)
+                let (reason, note) = match paused.get(collector).filter(|_| now) {
+                    Some(r) => {
+                        let note = paused_note(collector, r, &namespace);
+                        tracing::warn!(collector, "{note}");
+                        ("Paused", note)
+                    }
+                    None => {
+                        let note = format!("{collector} collector resumed; queued work continues");
+                        tracing::info!(collector, "{note}");
+                        ("Resumed", note)
+                    }
                 };
                 let reference = ObjectReference {
                     api_version: Some("v1".into()),
@@ -388,6 +395,41 @@ fn keys_to_write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pause_note_says_who_when_why_and_how_to_resume_after_an_uninstall() {
+        let record = |by: Option<&str>, since: &str, reason: Option<&str>| PauseRecord {
+            since: since.into(),
+            by: by.map(Into::into),
+            reason: reason.map(Into::into),
+        };
+        let cases = [
+            (
+                record(None, "", None),
+                "cascade collector paused: no delete",
+                false,
+            ),
+            (
+                record(Some("alice"), "2026-01-01T00:00:00Z", Some("incident")),
+                "cascade collector paused by alice at 2026-01-01T00:00:00Z (incident): no delete",
+                false,
+            ),
+            (
+                record(None, "", Some(UNINSTALL_REASON)),
+                "cascade collector paused (",
+                true,
+            ),
+        ];
+        for (r, starts, after_uninstall) in cases {
+            let note = paused_note("cascade", &r, "sweeper-system");
+            assert!(note.starts_with(starts), "{note}");
+            assert_eq!(
+                note.contains("sweeper resume -n sweeper-system --after-uninstall"),
+                after_uninstall,
+                "{note}"
+            );
+        }
+    }
 
     /// The switch is made for whatever collectors the caller names; these are sweeper's.
     const COLLECTORS: [&str; 3] = ["cascade", "tenant", "external"];

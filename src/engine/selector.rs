@@ -35,8 +35,23 @@ impl std::fmt::Display for LabelFilter {
     }
 }
 
+/// A label selector that does not parse: what is wrong, and where in the selector.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("unbalanced ')' in selector {selector:?}")]
+    UnbalancedClose { selector: String },
+    #[error("unbalanced '(' in selector {selector:?}")]
+    UnbalancedOpen { selector: String },
+    #[error("empty term in selector {selector:?}")]
+    EmptyTerm { selector: String },
+    #[error("bad label key {key:?} in {term:?}")]
+    BadKey { key: String, term: String },
+    #[error("expected (v1,v2) in {term:?}")]
+    NotAList { term: String },
+}
+
 /// Parses `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`, `a`, `!a`, comma-separated.
-pub fn parse(s: &str) -> Result<LabelFilter, String> {
+pub fn parse(s: &str) -> Result<LabelFilter, SelectorError> {
     let mut exprs = Vec::new();
     for term in split_terms(s)? {
         exprs.push(expression(&term)?);
@@ -48,7 +63,7 @@ pub fn parse(s: &str) -> Result<LabelFilter, String> {
 }
 
 /// Splits on the commas outside parentheses.
-fn split_terms(s: &str) -> Result<Vec<String>, String> {
+fn split_terms(s: &str) -> Result<Vec<String>, SelectorError> {
     let mut out = Vec::new();
     let (mut depth, mut cur) = (0i32, String::new());
     for c in s.chars() {
@@ -62,12 +77,12 @@ fn split_terms(s: &str) -> Result<Vec<String>, String> {
             _ => {}
         }
         if depth < 0 {
-            return Err(format!("unbalanced ')' in selector {s:?}"));
+            return Err(SelectorError::UnbalancedClose { selector: s.into() });
         }
         cur.push(c);
     }
     if depth != 0 {
-        return Err(format!("unbalanced '(' in selector {s:?}"));
+        return Err(SelectorError::UnbalancedOpen { selector: s.into() });
     }
     out.push(cur);
     let terms: Vec<String> = out.into_iter().map(|t| t.trim().to_string()).collect();
@@ -75,30 +90,33 @@ fn split_terms(s: &str) -> Result<Vec<String>, String> {
         return Ok(Vec::new());
     }
     if terms.iter().any(String::is_empty) {
-        return Err(format!("empty term in selector {s:?}"));
+        return Err(SelectorError::EmptyTerm { selector: s.into() });
     }
     Ok(terms)
 }
 
-fn key(k: &str, term: &str) -> Result<String, String> {
+fn key(k: &str, term: &str) -> Result<String, SelectorError> {
     let k = k.trim();
     let ok = !k.is_empty()
         && k.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
     ok.then(|| k.to_string())
-        .ok_or_else(|| format!("bad label key {k:?} in {term:?}"))
+        .ok_or_else(|| SelectorError::BadKey {
+            key: k.into(),
+            term: term.into(),
+        })
 }
 
-fn values(list: &str, term: &str) -> Result<Vec<String>, String> {
+fn values(list: &str, term: &str) -> Result<Vec<String>, SelectorError> {
     let inner = list
         .trim()
         .strip_prefix('(')
         .and_then(|l| l.strip_suffix(')'))
-        .ok_or_else(|| format!("expected (v1,v2) in {term:?}"))?;
+        .ok_or_else(|| SelectorError::NotAList { term: term.into() })?;
     Ok(inner.split(',').map(|v| v.trim().to_string()).collect())
 }
 
-fn expression(term: &str) -> Result<Expression, String> {
+fn expression(term: &str) -> Result<Expression, SelectorError> {
     if let Some(k) = term.strip_prefix('!') {
         return Ok(Expression::DoesNotExist(key(k, term)?));
     }
@@ -165,7 +183,7 @@ mod tests {
     fn malformed_selectors_are_refused_with_the_term() {
         for bad in ["a=b,", "tier in (a", "tier in a)", "bad key=1", "x in a"] {
             let e = parse(bad).unwrap_err();
-            assert!(!e.is_empty(), "{bad}");
+            assert!(!e.to_string().is_empty(), "{bad}");
         }
     }
 }

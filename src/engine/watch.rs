@@ -233,46 +233,10 @@ async fn watch_resource(
         }
         backoff.reset();
         loop {
-            let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
-            let start = version.clone();
-            // A watch that fails to start fails like one that breaks: as the stream's first item.
-            let events =
-                futures::stream::once(stream::watch(&client, &url, &params, &start)).try_flatten();
-            let mut events = std::pin::pin!(events);
-            let mut failure = None;
-            while let Some(event) = events.next().await {
-                let (obj, delete) = match event {
-                    Ok(MetaEvent::Added(obj) | MetaEvent::Modified(obj)) => (obj, false),
-                    Ok(MetaEvent::Deleted(obj)) => (obj, true),
-                    Ok(MetaEvent::Bookmark(rv)) => {
-                        version = rv;
-                        continue;
-                    }
-                    Ok(MetaEvent::Error(status)) => {
-                        failure = Some(kube::Error::Api(status));
-                        break;
-                    }
-                    Err(error) => {
-                        failure = Some(error);
-                        break;
-                    }
-                };
-                if let Some(rv) = obj.resource_version.as_ref() {
-                    version.clone_from(rv);
-                }
-                let Some(meta) = convert(kind, &obj, &tx).await else {
-                    continue;
-                };
-                let msg = if delete {
-                    WatchEvent::Delete { kind, meta }
-                } else {
-                    WatchEvent::Apply { kind, meta }
-                };
-                if tx.send(msg).await.is_err() {
-                    return; // writer gone: shutting down
-                }
-                backoff.reset();
-            }
+            let failure = match follow(&client, &url, kind, &tx, &mut version, &mut backoff).await {
+                WatchEnd::WriterGone => return, // shutting down
+                WatchEnd::Ended(failure) => failure,
+            };
             match failure {
                 Some(error) if is_expired(&error) => {
                     from = ListFrom::NotOlderThan(version);
@@ -287,6 +251,59 @@ async fn watch_resource(
             }
         }
     }
+}
+
+/// How one watch request ended.
+enum WatchEnd {
+    /// The graph's writer is gone: shutting down.
+    WriterGone,
+    /// The stream ended: by the server's timeout (None), or with the error that broke it.
+    Ended(Option<kube::Error>),
+}
+
+/// One watch request from `version`, each event sent to the writer as it comes; `version`
+/// follows every object and bookmark seen, so the next watch resumes where this one ended.
+async fn follow(
+    client: &Client,
+    url: &str,
+    kind: KindId,
+    tx: &mpsc::Sender<WatchEvent>,
+    version: &mut String,
+    backoff: &mut Backoff,
+) -> WatchEnd {
+    let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
+    let start = version.clone();
+    // A watch that fails to start fails like one that breaks: as the stream's first item.
+    let events = futures::stream::once(stream::watch(client, url, &params, &start)).try_flatten();
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let (obj, delete) = match event {
+            Ok(MetaEvent::Added(obj) | MetaEvent::Modified(obj)) => (obj, false),
+            Ok(MetaEvent::Deleted(obj)) => (obj, true),
+            Ok(MetaEvent::Bookmark(rv)) => {
+                *version = rv;
+                continue;
+            }
+            Ok(MetaEvent::Error(status)) => return WatchEnd::Ended(Some(kube::Error::Api(status))),
+            Err(error) => return WatchEnd::Ended(Some(error)),
+        };
+        if let Some(rv) = obj.resource_version.as_ref() {
+            version.clone_from(rv);
+        }
+        let Some(meta) = convert(kind, &obj, tx).await else {
+            continue;
+        };
+        let msg = if delete {
+            WatchEvent::Delete { kind, meta }
+        } else {
+            WatchEvent::Apply { kind, meta }
+        };
+        if tx.send(msg).await.is_err() {
+            return WatchEnd::WriterGone;
+        }
+        backoff.reset();
+    }
+    WatchEnd::Ended(None)
 }
 
 /// The server's watch timeout; the client's own read timeout (295 s) is longer.

@@ -387,17 +387,22 @@ fn admitted(
     prepared: Vec<crate::archive::store::Prepared>,
     of: Vec<(usize, bool)>,
 ) -> (Vec<Vec<Ticket>>, Vec<bool>, Vec<PassError>) {
-    use crate::archive::store::Prepared;
+    use crate::archive::then_act::{Admission, IfChanged, NotNow, admit};
     let mut tickets: Vec<Vec<Ticket>> = vec![Vec::new(); ready.len()];
     let mut go = vec![true; ready.len()];
     let mut errors = Vec::new();
     for (p, (i, is_object)) in prepared.into_iter().zip(of) {
-        match p {
-            Prepared::Recorded(t) => tickets[i].push(t),
-            Prepared::Unrecorded => {}
-            Prepared::Changed if is_object => go[i] = false,
-            Prepared::Changed => {}
-            Prepared::Failed(source) => {
+        // The object itself was judged on what was listed; its custom resources go with it.
+        let if_changed = if is_object {
+            IfChanged::Wait
+        } else {
+            IfChanged::Act
+        };
+        match admit(p, if_changed) {
+            Admission::Act(Some(t)) => tickets[i].push(t),
+            Admission::Act(None) => {}
+            Admission::NotNow(NotNow::Changed) => go[i] = false,
+            Admission::NotNow(NotNow::Failed(source)) => {
                 go[i] = false;
                 errors.push(PassError::Archive {
                     kind: ready[i].0.kind_key(),

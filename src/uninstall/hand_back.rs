@@ -5,35 +5,44 @@
 //! `sweeper check` does, and says what to do: the gate's state, and the exact change when it is
 //! off or cannot be read. It changes nothing of CAPA's: that is the operator's decision.
 
-use crate::check::capa::{DEPLOYMENT, PROVIDER_LABEL, gate_value};
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ListParams};
+use crate::check::capa::{find_deployment, gate_value};
 
 /// The change that gives the AWS resources of deleted clusters back to CAPA.
 pub const TURN_ON: &str = "turn it back on: EXTERNAL_RESOURCE_GC=true for clusterctl, and on the running manager \
     --feature-gates=…,ExternalResourceGC=true (docs/capa.md#handing-over-from-capas-gc-to-sweeper, the steps in reverse)";
 
+/// Why CAPA's gate could not be told.
+#[derive(Debug, thiserror::Error)]
+pub enum GateUnknown {
+    #[error("CAPA's gate was not read (--capa-namespace is empty)")]
+    NoNamespace,
+    #[error("cannot read CAPA's Deployment in {namespace}: {source}")]
+    Read {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("no CAPA Deployment in {namespace}")]
+    NoDeployment { namespace: String },
+}
+
 /// CAPA's gate as its Deployment in `namespace` says: Some(on) from its flags (none naming the
 /// gate: on, CAPA's default since v2.9), Err(why) when it cannot be read or found.
-pub async fn capa_gate(client: &kube::Client, namespace: &str) -> Result<bool, String> {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let listed = api
-        .list(&ListParams::default().labels(PROVIDER_LABEL))
+pub async fn capa_gate(client: &kube::Client, namespace: &str) -> Result<bool, GateUnknown> {
+    let d = find_deployment(client, namespace)
         .await
-        .map_err(|e| format!("cannot read CAPA's Deployment in {namespace}: {e}"))?;
-    let found = match listed.items.into_iter().next() {
-        Some(d) => Some(d),
-        None => api
-            .get_opt(DEPLOYMENT)
-            .await
-            .map_err(|e| format!("cannot read CAPA's Deployment in {namespace}: {e}"))?,
-    };
-    let d = found.ok_or_else(|| format!("no CAPA Deployment in {namespace}"))?;
+        .map_err(|source| GateUnknown::Read {
+            namespace: namespace.to_string(),
+            source,
+        })?
+        .ok_or_else(|| GateUnknown::NoDeployment {
+            namespace: namespace.to_string(),
+        })?;
     Ok(gate_value(&d).unwrap_or(true))
 }
 
 /// The paragraph the uninstall prints after releasing the external collector's finalizers.
-pub fn advice(namespace: &str, gate: &Result<bool, String>) -> String {
+pub fn advice(namespace: &str, gate: &Result<bool, GateUnknown>) -> String {
     let namespace = if namespace.is_empty() {
         "CAPA's namespace"
     } else {
@@ -72,7 +81,12 @@ mod tests {
         );
         let unknown = advice(
             "capa-system",
-            &Err("cannot read CAPA's Deployment in capa-system: forbidden".into()),
+            &Err(GateUnknown::Read {
+                namespace: "capa-system".into(),
+                source: kube::Error::Api(Box::new(
+                    kube::core::Status::failure("forbidden", "Forbidden").with_code(403),
+                )),
+            }),
         );
         assert!(
             unknown.contains("forbidden") && unknown.contains("EXTERNAL_RESOURCE_GC=true"),

@@ -139,7 +139,7 @@ pub async fn uninstall(
         // Empty: not read (sweeper's own role reads no Deployment: the chart's hook reads it
         // only with check.capaDeploymentRead), and the advice says what to check instead.
         let gate = match opts.capa_namespace.as_str() {
-            "" => Err("CAPA's gate was not read (--capa-namespace is empty)".to_string()),
+            "" => Err(hand_back::GateUnknown::NoNamespace),
             ns => hand_back::capa_gate(client, ns).await,
         };
         summary.capa = Some(hand_back::advice(&opts.capa_namespace, &gate));
@@ -168,59 +168,18 @@ async fn release_kind(
         };
         for o in &page.items {
             let finalizers = o.metadata.finalizers.clone().unwrap_or_default();
-            let ours: Vec<(usize, &String)> = finalizers
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| owned(&r.resource, f, opts.keep_tenant_finalizer))
-                .collect();
+            let ours = ours(&r.resource, &finalizers, opts.keep_tenant_finalizer);
             if ours.is_empty() {
                 continue;
             }
             let name = o.metadata.name.clone().unwrap_or_default();
             let ns = o.metadata.namespace.clone();
-            let label = format!(
-                "{} {}{name}: {}",
-                r.resource.kind,
-                ns.as_deref().map(|n| format!("{n}/")).unwrap_or_default(),
-                ours.iter()
-                    .map(|(_, f)| f.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            if !opts.dry_run {
-                // Highest index first, so the earlier indexes stay valid within the patch.
-                let ops: Vec<serde_json::Value> = ours
-                    .iter()
-                    .rev()
-                    .flat_map(|(i, f)| {
-                        [
-                            json!({"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": f}),
-                            json!({"op": "remove", "path": format!("/metadata/finalizers/{i}")}),
-                        ]
-                    })
-                    .collect();
-                let target: Api<DynamicObject> = match &ns {
-                    Some(ns) if r.namespaced => {
-                        Api::namespaced_with(client.clone(), ns, &r.resource)
-                    }
-                    _ => Api::all_with(client.clone(), &r.resource),
-                };
-                let patch: json_patch::Patch = match serde_json::from_value(json!(ops)) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        summary.failed.push(format!("{label}: {e}"));
-                        continue;
-                    }
-                };
-                if let Err(e) = target
-                    .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-                    .await
-                {
-                    summary
-                        .failed
-                        .push(format!("{label}: {e} (changed meanwhile? run again)"));
-                    continue;
-                }
+            let label = release_label(&r.resource.kind, ns.as_deref(), &name, &ours);
+            if !opts.dry_run
+                && let Err(why) = release(client, r, ns.as_deref(), &name, &ours).await
+            {
+                summary.failed.push(format!("{label}: {why}"));
+                continue;
             }
             tracing::info!(object = %label, dry_run = opts.dry_run, "finalizer released");
             summary.released.push(label);
@@ -232,9 +191,107 @@ async fn release_kind(
     }
 }
 
+/// Sweeper's finalizers among an object's, with their index.
+fn ours<'a>(
+    resource: &kube::discovery::ApiResource,
+    finalizers: &'a [String],
+    keep_tenant_finalizer: bool,
+) -> Vec<(usize, &'a String)> {
+    finalizers
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| owned(resource, f, keep_tenant_finalizer))
+        .collect()
+}
+
+/// `Kind ns/name: finalizer, finalizer` for the summary.
+fn release_label(kind: &str, ns: Option<&str>, name: &str, ours: &[(usize, &String)]) -> String {
+    format!(
+        "{kind} {}{name}: {}",
+        ns.map(|n| format!("{n}/")).unwrap_or_default(),
+        ours.iter()
+            .map(|(_, f)| f.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The JSON patch that removes `ours` and only them: each removal is preceded by a test that the
+/// index still holds that finalizer, highest index first, so the earlier indexes stay valid
+/// within the patch and a list changed meanwhile fails the patch instead of losing another's.
+fn release_patch(ours: &[(usize, &String)]) -> Result<json_patch::Patch, serde_json::Error> {
+    let ops: Vec<serde_json::Value> = ours
+        .iter()
+        .rev()
+        .flat_map(|(i, f)| {
+            [
+                json!({"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": f}),
+                json!({"op": "remove", "path": format!("/metadata/finalizers/{i}")}),
+            ]
+        })
+        .collect();
+    serde_json::from_value(json!(ops))
+}
+
+/// Why an object's finalizers were not released (the summary line names the object).
+#[derive(Debug, thiserror::Error)]
+enum ReleaseError {
+    #[error("{0}")]
+    Patch(#[from] serde_json::Error),
+    #[error("{0} (changed meanwhile? run again)")]
+    Refused(#[source] kube::Error),
+}
+
+/// Removes `ours` from the object.
+async fn release(
+    client: &Client,
+    r: &DeletableResource,
+    ns: Option<&str>,
+    name: &str,
+    ours: &[(usize, &String)],
+) -> Result<(), ReleaseError> {
+    let target: Api<DynamicObject> = match ns {
+        Some(ns) if r.namespaced => Api::namespaced_with(client.clone(), ns, &r.resource),
+        _ => Api::all_with(client.clone(), &r.resource),
+    };
+    let patch = release_patch(ours)?;
+    target
+        .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .map(|_| ())
+        .map_err(ReleaseError::Refused)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_release_patch_tests_each_finalizer_and_removes_highest_index_first() {
+        let (a, b) = ("sweeper.dev/a".to_string(), "sweeper.dev/b".to_string());
+        let cases: [(Vec<(usize, &String)>, serde_json::Value); 2] = [
+            (
+                vec![(1, &a)],
+                json!([
+                    {"op": "test", "path": "/metadata/finalizers/1", "value": "sweeper.dev/a"},
+                    {"op": "remove", "path": "/metadata/finalizers/1"},
+                ]),
+            ),
+            (
+                vec![(0, &a), (2, &b)],
+                json!([
+                    {"op": "test", "path": "/metadata/finalizers/2", "value": "sweeper.dev/b"},
+                    {"op": "remove", "path": "/metadata/finalizers/2"},
+                    {"op": "test", "path": "/metadata/finalizers/0", "value": "sweeper.dev/a"},
+                    {"op": "remove", "path": "/metadata/finalizers/0"},
+                ]),
+            ),
+        ];
+        for (ours, want) in cases {
+            let patch = release_patch(&ours).unwrap();
+            assert_eq!(serde_json::to_value(patch).unwrap(), want, "{ours:?}");
+        }
+    }
 
     fn ar(group: &str, kind: &str) -> kube::discovery::ApiResource {
         kube::discovery::ApiResource {

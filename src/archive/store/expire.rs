@@ -3,6 +3,59 @@
 
 use super::*;
 
+/// An expiry bucket of one namespace and record kind: (namespace, kind, bucket label).
+type Bucket = (String, RecordKind, String);
+
+/// What of the listed records is due now, decided without I/O.
+#[derive(Debug, Default, PartialEq)]
+struct Due {
+    /// Ended buckets, with how many listed records are in each: every record in one has expired,
+    /// so it goes with one deletecollection.
+    buckets: BTreeMap<Bucket, usize>,
+    /// Expired records without a bucket label (written before buckets): one DELETE each.
+    singles: Vec<RecordRef>,
+    /// When the next record falls due (unix seconds).
+    next: Option<i64>,
+}
+
+impl Due {
+    fn of(listed: &[(ObjectMeta, RecordKind)], now: Timestamp) -> Due {
+        let expires_at = |m: &ObjectMeta| {
+            m.annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_EXPIRES))
+                .and_then(|t| t.parse::<Timestamp>().ok())
+        };
+        let mut due = Due::default();
+        let now_s = now.as_second();
+        let mut later = |t: i64| due.next = Some(due.next.map_or(t, |n| n.min(t)));
+        let (mut buckets, mut singles) = (BTreeMap::new(), Vec::new());
+        for (m, kind) in listed {
+            let kind = *kind;
+            let bucket = m
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::archive::LABEL_EXPIRY_BUCKET))
+                .and_then(|b| b.parse::<i64>().ok().map(|end| (b.clone(), end)));
+            match bucket {
+                Some((b, end)) if end <= now_s => {
+                    let ns = m.namespace.clone().unwrap_or_default();
+                    *buckets.entry((ns, kind, b)).or_default() += 1;
+                }
+                Some((_, end)) => later(end),
+                None => match expires_at(m) {
+                    Some(t) if t <= now => singles.push(record_ref(m, kind)),
+                    Some(t) => later(t.as_second()),
+                    None => {}
+                },
+            }
+        }
+        due.buckets = buckets;
+        due.singles = singles;
+        due
+    }
+}
+
 impl Archiver {
     /// Deletes every record of `namespace` in the ended expiry `bucket` in one call.
     pub(super) async fn delete_bucket(
@@ -31,18 +84,30 @@ impl Archiver {
     /// the loop can wake then rather than up to a whole interval later.
     pub(super) async fn expire_pass(&self) -> Result<(usize, Option<i64>), ArchiveError> {
         let started = Instant::now();
-        let now = Timestamp::now();
+        let listed = self.list_records().await?;
+        let due = Due::of(&listed, Timestamp::now());
+        let gone = self.delete_due(due.buckets, due.singles).await;
+        self.metrics.expired.inc_by(gone as u64);
+        let listed = listed.len();
+        self.metrics
+            .stored
+            .set(i64::try_from(listed.saturating_sub(gone)).unwrap_or(i64::MAX));
+        self.metrics.gc_seconds.set(started.elapsed().as_secs_f64());
+        if gone > 0 {
+            tracing::info!(
+                records = gone,
+                seconds = started.elapsed().as_secs_f64(),
+                "expired archive records deleted"
+            );
+        }
+        Ok((gone, due.next))
+    }
+
+    /// Every record in the expiry scope (metadata only), of each kind this archive writes.
+    async fn list_records(&self) -> Result<Vec<(ObjectMeta, RecordKind)>, ArchiveError> {
         let lp = ListParams::default().labels(&format!("{LABEL_ARCHIVE}=true"));
-        let expires_at = |m: &ObjectMeta| {
-            m.annotations
-                .as_ref()
-                .and_then(|a| a.get(ANNOTATION_EXPIRES))
-                .and_then(|t| t.parse::<Timestamp>().ok())
-        };
-        let mut gone = 0;
-        let kinds = self.record_kinds;
         let mut listed: Vec<(ObjectMeta, RecordKind)> = Vec::new();
-        for kind in kinds {
+        for kind in self.record_kinds {
             self.call();
             let list = kind
                 .api(&self.client, self.expiry_scope.as_deref())
@@ -51,34 +116,13 @@ impl Archiver {
                 .map_err(ArchiveError::List)?;
             listed.extend(list.items.into_iter().map(|m| (m.metadata, *kind)));
         }
-        // Records that carry an expiry bucket go with one deletecollection per namespace and
-        // ended bucket (every record in it has expired); older records without the label, one
-        // DELETE each.
-        let mut buckets: BTreeMap<(String, RecordKind, String), usize> = BTreeMap::new();
-        let mut singles: Vec<RecordRef> = Vec::new();
-        let now_s = now.as_second();
-        let mut next_due: Option<i64> = None;
-        let mut later = |t: i64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
-        for (m, kind) in &listed {
-            let kind = *kind;
-            let bucket = m
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(crate::archive::LABEL_EXPIRY_BUCKET))
-                .and_then(|b| b.parse::<i64>().ok().map(|end| (b.clone(), end)));
-            match bucket {
-                Some((b, end)) if end <= now_s => {
-                    let ns = m.namespace.clone().unwrap_or_default();
-                    *buckets.entry((ns, kind, b)).or_default() += 1;
-                }
-                Some((_, end)) => later(end),
-                None => match expires_at(m) {
-                    Some(t) if t <= now => singles.push(record_ref(m, kind)),
-                    Some(t) => later(t.as_second()),
-                    None => {}
-                },
-            }
-        }
+        Ok(listed)
+    }
+
+    /// Deletes the ended buckets (one call each, counting the records listed in them) and the
+    /// expired unbucketed records; returns how many records went. A failure is retried next pass.
+    async fn delete_due(&self, buckets: BTreeMap<Bucket, usize>, singles: Vec<RecordRef>) -> usize {
+        let mut gone = 0;
         for ((namespace, kind, bucket), n) in buckets {
             match self.delete_bucket(&namespace, kind, &bucket).await {
                 Ok(()) => gone += n,
@@ -95,20 +139,7 @@ impl Archiver {
                 }
             }
         }
-        self.metrics.expired.inc_by(gone as u64);
-        let listed = listed.len();
-        self.metrics
-            .stored
-            .set(i64::try_from(listed.saturating_sub(gone)).unwrap_or(i64::MAX));
-        self.metrics.gc_seconds.set(started.elapsed().as_secs_f64());
-        if gone > 0 {
-            tracing::info!(
-                records = gone,
-                seconds = started.elapsed().as_secs_f64(),
-                "expired archive records deleted"
-            );
-        }
-        Ok((gone, next_due))
+        gone
     }
 
     /// Runs [`Archiver::expire`] now and every `every` until `shutdown`, and as soon as the next
@@ -137,5 +168,101 @@ impl Archiver {
                 _ = tokio::time::sleep(wait) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(name: &str, bucket: Option<i64>, expires: Option<i64>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            labels: bucket.map(|b| {
+                BTreeMap::from([(
+                    crate::archive::LABEL_EXPIRY_BUCKET.to_string(),
+                    b.to_string(),
+                )])
+            }),
+            annotations: expires.map(|t| {
+                let t = Timestamp::from_second(t).unwrap().to_string();
+                BTreeMap::from([(ANNOTATION_EXPIRES.to_string(), t)])
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ended_buckets_and_expired_records_are_due_the_rest_says_when() {
+        let now = Timestamp::from_second(1_000).unwrap();
+        let cm = RecordKind::ConfigMap;
+        let cases: Vec<(
+            &str,
+            Vec<(ObjectMeta, RecordKind)>,
+            usize,
+            usize,
+            Option<i64>,
+        )> = vec![
+            ("nothing listed", vec![], 0, 0, None),
+            (
+                "two records in one ended bucket: one call",
+                vec![
+                    (meta("a", Some(900), None), cm),
+                    (meta("b", Some(900), None), cm),
+                ],
+                1,
+                0,
+                None,
+            ),
+            (
+                "a bucket ending now is due",
+                vec![(meta("a", Some(1_000), None), cm)],
+                1,
+                0,
+                None,
+            ),
+            (
+                "a later bucket is not, and says when",
+                vec![
+                    (meta("a", Some(1_500), None), cm),
+                    (meta("b", Some(1_200), None), cm),
+                ],
+                0,
+                0,
+                Some(1_200),
+            ),
+            (
+                "an unbucketed record goes alone when expired",
+                vec![
+                    (meta("a", None, Some(999)), cm),
+                    (meta("b", None, Some(1_100)), cm),
+                ],
+                0,
+                1,
+                Some(1_100),
+            ),
+            (
+                "a record with neither never expires",
+                vec![(meta("a", None, None), cm)],
+                0,
+                0,
+                None,
+            ),
+        ];
+        for (what, listed, buckets, singles, next) in cases {
+            let due = Due::of(&listed, now);
+            assert_eq!(due.buckets.len(), buckets, "{what}");
+            assert_eq!(due.singles.len(), singles, "{what}");
+            assert_eq!(due.next, next, "{what}");
+        }
+        let two = Due::of(
+            &[
+                (meta("a", Some(900), None), cm),
+                (meta("b", Some(900), None), cm),
+            ],
+            now,
+        );
+        assert_eq!(two.buckets.values().copied().collect::<Vec<_>>(), vec![2]);
     }
 }

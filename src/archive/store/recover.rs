@@ -3,12 +3,44 @@
 
 use super::*;
 
+/// Of the uids `gone` from `record`, those another record (`others`: record name, uid) also
+/// holds: archived again and deleted by a running process, whose record is the one that stays.
+fn archived_again<'a>(
+    record: &'a RecordRef,
+    gone: Vec<String>,
+    others: &'a [(String, String)],
+) -> impl Iterator<Item = String> + 'a {
+    gone.into_iter().filter(move |uid| {
+        others
+            .iter()
+            .any(|(name, u)| u == uid && *name != record.name)
+    })
+}
+
 impl Archiver {
     /// Settles the records other processes left pending (they stopped between a record and its
     /// deletes): an entry whose object still exists (and is not being deleted) is removed, one
     /// whose object is gone stays; a record whose objects cannot be checked stays pending. This
     /// process's own records are not touched, so it may run while the collector works.
     pub async fn reconcile_pending(&self) -> Result<usize, ArchiveError> {
+        let records = self.left_pending().await?;
+        let mut resolver = Resolver::default();
+        // Each CRD asked about once per pass: a tenant CRD's custom resources share it.
+        let mut crds_going: HashMap<String, bool> = HashMap::new();
+        let mut settled = 0;
+        for (record, entries) in records {
+            if self
+                .settle_left_pending(&record, &entries, &mut resolver, &mut crds_going)
+                .await
+            {
+                settled += 1;
+            }
+        }
+        Ok(settled)
+    }
+
+    /// This collector's pending records that another process wrote, with their entries.
+    async fn left_pending(&self) -> Result<Vec<(RecordRef, Vec<ArchiveEntry>)>, ArchiveError> {
         let selector = format!(
             "{LABEL_ARCHIVE}=true,{LABEL_STATE}={PENDING},{LABEL_COLLECTOR}={},{LABEL_WRITER}!={}",
             self.collector, self.writer
@@ -28,85 +60,117 @@ impl Archiver {
                     .map(|o| (record_ref(&o.metadata, kind), kind.entries(o))),
             );
         }
-        let mut resolver = Resolver::default();
-        // Each CRD asked about once per pass: a tenant CRD's custom resources share it.
-        let mut crds_going: HashMap<String, bool> = HashMap::new();
-        let mut settled = 0;
-        'records: for (record, entries) in records {
-            let at = format!("{}/{}", record.namespace, record.name);
-            // A custom resource archived with its CRD went (or is going) with it once the CRD's
-            // DELETE took effect, even while it still shows, not yet reached by the API
-            // server's cleanup: its entry is true. The others are asked of the API server.
-            let mut gone_with_crd = vec![false; entries.len()];
-            for (i, e) in entries.iter().enumerate() {
-                let Some(crd) = &e.reason.with_crd else {
-                    continue;
-                };
-                let going = match crds_going.get(crd) {
-                    Some(&going) => going,
-                    None => match crd_going(&self.client, crd).await {
-                        Ok(going) => *crds_going.entry(crd.clone()).or_insert(going),
-                        Err(err) => {
-                            tracing::warn!(record = %at, object = %e.label(), error = %err, "cannot tell whether an archived object still exists; its record stays pending");
-                            continue 'records;
-                        }
-                    },
-                };
-                gone_with_crd[i] = going;
-            }
-            let ask: Vec<&ArchiveEntry> = entries
-                .iter()
-                .zip(&gone_with_crd)
-                .filter(|(_, gone)| !**gone)
-                .map(|(e, _)| e)
-                .collect();
-            let mut answers = resolver.exist(&self.client, &ask).await.into_iter();
-            let mut remove = Vec::new();
-            let mut gone = Vec::new();
-            for (e, with_crd) in entries.iter().zip(gone_with_crd) {
-                let exists = if with_crd {
-                    Ok(false)
-                } else {
-                    answers.next().unwrap_or(Ok(true))
-                };
-                match exists {
-                    Ok(true) => remove.push(e.uid.clone()),
-                    Ok(false) => gone.push(e.uid.clone()),
-                    // Cannot tell: the record stays pending for the next start to settle.
-                    Err(err) => {
-                        tracing::warn!(record = %at, object = %e.label(), error = %err, "cannot tell whether an archived object still exists; its record stays pending");
-                        continue 'records;
-                    }
-                }
-            }
-            // A gone object that another record also holds was archived again and deleted by a
-            // running process (which writes its record before its DELETE): that record is the
-            // one that stays. Read only now, after the objects were seen gone, so such a record
-            // is already there.
-            if !gone.is_empty() {
-                match self.uids_in_records(&record.namespace, record.kind).await {
-                    Ok(others) => remove.extend(gone.into_iter().filter(|uid| {
-                        others
-                            .iter()
-                            .any(|(name, u)| u == uid && *name != record.name)
-                    })),
-                    Err(e) => {
-                        tracing::warn!(record = %at, error = %e, "cannot read the other archive records; this one stays pending");
-                        continue 'records;
-                    }
-                }
-            }
-            match self.finish(&record, &remove).await {
-                Ok(()) => {
-                    settled += 1;
-                    tracing::info!(record = %at, entries = entries.len(), removed = remove.len(), "settled an archive record a previous process left pending");
-                }
+        Ok(records)
+    }
+
+    /// Settles one record another process left pending; true when it was settled. Whatever
+    /// cannot be told now (an object's existence, the other records) leaves it pending, said in
+    /// a warning, for the next start.
+    async fn settle_left_pending(
+        &self,
+        record: &RecordRef,
+        entries: &[ArchiveEntry],
+        resolver: &mut Resolver,
+        crds_going: &mut HashMap<String, bool>,
+    ) -> bool {
+        let at = format!("{}/{}", record.namespace, record.name);
+        let Some(gone_with_crd) = self.gone_with_their_crd(&at, entries, crds_going).await else {
+            return false;
+        };
+        let Some((mut remove, gone)) = self
+            .still_there(&at, entries, &gone_with_crd, resolver)
+            .await
+        else {
+            return false;
+        };
+        // A gone object that another record also holds was archived again and deleted by a
+        // running process (which writes its record before its DELETE): that record is the
+        // one that stays. Read only now, after the objects were seen gone, so such a record
+        // is already there.
+        if !gone.is_empty() {
+            match self.uids_in_records(&record.namespace, record.kind).await {
+                Ok(others) => remove.extend(archived_again(record, gone, &others)),
                 Err(e) => {
-                    tracing::warn!(record = %at, error = %e, "cannot settle a pending archive record; it stays pending")
+                    tracing::warn!(record = %at, error = %e, "cannot read the other archive records; this one stays pending");
+                    return false;
                 }
             }
         }
-        Ok(settled)
+        match self.finish(record, &remove).await {
+            Ok(()) => {
+                tracing::info!(record = %at, entries = entries.len(), removed = remove.len(), "settled an archive record a previous process left pending");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(record = %at, error = %e, "cannot settle a pending archive record; it stays pending");
+                false
+            }
+        }
+    }
+
+    /// Per entry, whether it is a custom resource archived with its CRD whose DELETE took
+    /// effect: it went (or is going) with it, even while it still shows, not yet reached by the
+    /// API server's cleanup, so its entry is true. None when a CRD cannot be asked about.
+    async fn gone_with_their_crd(
+        &self,
+        at: &str,
+        entries: &[ArchiveEntry],
+        crds_going: &mut HashMap<String, bool>,
+    ) -> Option<Vec<bool>> {
+        let mut gone_with_crd = vec![false; entries.len()];
+        for (i, e) in entries.iter().enumerate() {
+            let Some(crd) = &e.reason.with_crd else {
+                continue;
+            };
+            gone_with_crd[i] = match crds_going.get(crd) {
+                Some(&going) => going,
+                None => match crd_going(&self.client, crd).await {
+                    Ok(going) => *crds_going.entry(crd.clone()).or_insert(going),
+                    Err(err) => {
+                        tracing::warn!(record = %at, object = %e.label(), error = %err, "cannot tell whether an archived object still exists; its record stays pending");
+                        return None;
+                    }
+                },
+            };
+        }
+        Some(gone_with_crd)
+    }
+
+    /// Asks the API server about the entries not gone with their CRD: the uids of those that
+    /// still exist (their entries go) and of those gone. None when one cannot be told.
+    async fn still_there(
+        &self,
+        at: &str,
+        entries: &[ArchiveEntry],
+        gone_with_crd: &[bool],
+        resolver: &mut Resolver,
+    ) -> Option<(Vec<String>, Vec<String>)> {
+        let ask: Vec<&ArchiveEntry> = entries
+            .iter()
+            .zip(gone_with_crd)
+            .filter(|(_, gone)| !**gone)
+            .map(|(e, _)| e)
+            .collect();
+        let mut answers = resolver.exist(&self.client, &ask).await.into_iter();
+        let mut remove = Vec::new();
+        let mut gone = Vec::new();
+        for (e, &with_crd) in entries.iter().zip(gone_with_crd) {
+            let exists = if with_crd {
+                Ok(false)
+            } else {
+                answers.next().unwrap_or(Ok(true))
+            };
+            match exists {
+                Ok(true) => remove.push(e.uid.clone()),
+                Ok(false) => gone.push(e.uid.clone()),
+                // Cannot tell: the record stays pending for the next start to settle.
+                Err(err) => {
+                    tracing::warn!(record = %at, object = %e.label(), error = %err, "cannot tell whether an archived object still exists; its record stays pending");
+                    return None;
+                }
+            }
+        }
+        Some((remove, gone))
     }
 
     /// `(record name, uid)` of every entry of this collector's records in `namespace`.
@@ -304,4 +368,38 @@ async fn list_uids(api: &Api<DynamicObject>, uids: &[&str]) -> Option<HashMap<St
         lp = lp.continue_token(&token);
     }
     (!exists.is_empty()).then_some(exists)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gone_object_stays_only_in_the_record_that_archived_it_again() {
+        let record = RecordRef {
+            namespace: "ns".into(),
+            name: "old".into(),
+            kind: RecordKind::ConfigMap,
+        };
+        let others = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(n, u)| (n.to_string(), u.to_string()))
+                .collect()
+        };
+        let cases: [(&[&str], Vec<(String, String)>, &[&str]); 4] = [
+            // Nobody else holds it: its entry stays here.
+            (&["a"], others(&[("old", "a")]), &[]),
+            // A newer record holds it too: removed from this one.
+            (&["a"], others(&[("old", "a"), ("new", "a")]), &["a"]),
+            // Only the other uid was archived again.
+            (&["a", "b"], others(&[("new", "b")]), &["b"]),
+            (&[], others(&[("new", "b")]), &[]),
+        ];
+        for (gone, others, want) in cases {
+            let gone: Vec<String> = gone.iter().map(|s| s.to_string()).collect();
+            let got: Vec<String> = archived_again(&record, gone.clone(), &others).collect();
+            assert_eq!(got, want, "{gone:?} / {others:?}");
+        }
+    }
 }

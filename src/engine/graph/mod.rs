@@ -275,67 +275,96 @@ impl Graph {
             return work;
         };
 
-        let (old_flags, old_owners) = {
-            let node = self.at_mut(i).expect("indexed node exists");
-            let old = (node.flags, std::mem::take(&mut node.owners));
-            node.flags = new_flags;
-            node.resource_version = meta.resource_version;
-            if old.0 & flag::OBSERVED == 0 {
-                // A virtual node's identity came from a dependent's reference; the object's own is right.
-                node.name = Arc::from(meta.name.as_str());
-                node.namespace = ns;
-                node.kind = kind;
-            }
-            node.owners = owners.clone();
-            old
-        };
+        let (old_flags, old_owners) = self.observe(i, kind, ns, meta, new_flags, owners.clone());
         if old_flags & flag::OBSERVED == 0 {
-            // A dependent classified while this owner was virtual (pending) is decided again now
-            // that it exists; during the initial sync none was, and only a reference that does
-            // not match the object found is.
-            let owner = self.at(i).expect("indexed node exists");
-            for &d in &owner.dependents {
-                let Some(dep) = self.at(d) else { continue };
-                let recheck = !self.initial_sync
-                    || dep
-                        .owners
-                        .iter()
-                        .filter(|l| l.uid == meta.uid)
-                        .any(|l| self.names_other(owner, l, dep.namespace));
-                if recheck {
-                    work.push(Work::AttemptToDelete(dep.uid));
-                }
-            }
+            self.recheck_dependents_of_found(i, meta.uid, &mut work);
         }
         if *old_owners != *owners {
-            let removed: Vec<OwnerLink> = old_owners
-                .iter()
-                .filter(|o| !owners.iter().any(|n| n.uid == o.uid && n.flags == o.flags))
-                .cloned()
-                .collect();
-            let added: Vec<OwnerLink> = owners
-                .iter()
-                .filter(|n| !old_owners.iter().any(|o| o.uid == n.uid))
-                .cloned()
-                .collect();
-            // `removed` includes links whose flags changed (e.g. blockOwnerDeletion cleared): the
-            // owner is re-examined; the link itself is re-added just below when still present.
-            self.unlink(i, &removed, &mut work);
-            let relink: Vec<OwnerLink> = owners
-                .iter()
-                .filter(|n| removed.iter().any(|r| r.uid == n.uid) || added.contains(n))
-                .cloned()
-                .collect();
-            self.link(i, &relink, ns, &mut work);
-            if !added.is_empty() {
-                work.push(Work::AttemptToDelete(meta.uid));
-            }
+            self.relink_owners(i, ns, meta.uid, &old_owners, &owners, &mut work);
         }
         transitions(old_flags, new_flags, meta.uid, &mut work);
         if new_flags & flag::DELETING != 0 && old_flags & flag::DELETING == 0 {
             self.enqueue_dependents(i, &mut work);
         }
         work
+    }
+
+    /// Writes what a watch saw into the node at `i`; returns its flags and owners before.
+    fn observe(
+        &mut self,
+        i: NodeIdx,
+        kind: KindId,
+        ns: NsId,
+        meta: &MetaLite,
+        new_flags: u8,
+        owners: Box<[OwnerLink]>,
+    ) -> (u8, Box<[OwnerLink]>) {
+        let node = self.at_mut(i).expect("indexed node exists");
+        let old = (node.flags, std::mem::take(&mut node.owners));
+        node.flags = new_flags;
+        node.resource_version = meta.resource_version;
+        if old.0 & flag::OBSERVED == 0 {
+            // A virtual node's identity came from a dependent's reference; the object's own is right.
+            node.name = Arc::from(meta.name.as_str());
+            node.namespace = ns;
+            node.kind = kind;
+        }
+        node.owners = owners;
+        old
+    }
+
+    /// An owner that was virtual is observed: a dependent classified while it was pending is
+    /// decided again now that it exists; during the initial sync none was, and only a reference
+    /// that does not match the object found is.
+    fn recheck_dependents_of_found(&self, i: NodeIdx, uid: Uid, work: &mut Vec<Work>) {
+        let owner = self.at(i).expect("indexed node exists");
+        for &d in &owner.dependents {
+            let Some(dep) = self.at(d) else { continue };
+            let recheck = !self.initial_sync
+                || dep
+                    .owners
+                    .iter()
+                    .filter(|l| l.uid == uid)
+                    .any(|l| self.names_other(owner, l, dep.namespace));
+            if recheck {
+                work.push(Work::AttemptToDelete(dep.uid));
+            }
+        }
+    }
+
+    /// The node at `i` changed owner references from `old_owners` to `owners`: the removed
+    /// links go (their owners re-examined), the added ones are linked and the node is examined.
+    fn relink_owners(
+        &mut self,
+        i: NodeIdx,
+        ns: NsId,
+        uid: Uid,
+        old_owners: &[OwnerLink],
+        owners: &[OwnerLink],
+        work: &mut Vec<Work>,
+    ) {
+        let removed: Vec<OwnerLink> = old_owners
+            .iter()
+            .filter(|o| !owners.iter().any(|n| n.uid == o.uid && n.flags == o.flags))
+            .cloned()
+            .collect();
+        let added: Vec<OwnerLink> = owners
+            .iter()
+            .filter(|n| !old_owners.iter().any(|o| o.uid == n.uid))
+            .cloned()
+            .collect();
+        // `removed` includes links whose flags changed (e.g. blockOwnerDeletion cleared): the
+        // owner is re-examined; the link itself is re-added just below when still present.
+        self.unlink(i, &removed, work);
+        let relink: Vec<OwnerLink> = owners
+            .iter()
+            .filter(|n| removed.iter().any(|r| r.uid == n.uid) || added.contains(n))
+            .cloned()
+            .collect();
+        self.link(i, &relink, ns, work);
+        if !added.is_empty() {
+            work.push(Work::AttemptToDelete(uid));
+        }
     }
 
     fn uid_at(&self, i: NodeIdx) -> Uid {

@@ -67,88 +67,96 @@ impl<R: AsyncRead + Unpin> ListReader<R> {
                     }
                     self.state = State::Envelope(false);
                 }
-                State::Envelope(listed) => {
-                    // The end of the body between two of the envelope's fields is its end, once
-                    // the list is in.
-                    let Some((tag, wire, _)) = self.key(true).await? else {
-                        if !listed {
-                            return Err(ProtoError::Truncated);
-                        }
-                        self.state = State::Done;
-                        continue;
-                    };
-                    match (tag, wire) {
-                        (ENVELOPE_RAW, WireType::LengthDelimited) => {
-                            let (len, _) = self.varint().await?;
-                            self.state = State::List(len);
-                        }
-                        (ENVELOPE_TYPE_META, WireType::LengthDelimited) => {
-                            self.message().await?;
-                            let meta = TypeMeta::decode(&self.buf[..]).map_err(|source| {
-                                ProtoError::Decode {
-                                    what: "the envelope's typeMeta",
-                                    source,
-                                }
-                            })?;
-                            match meta.kind.as_deref().unwrap_or("") {
-                                "PartialObjectMetadataList" | "" => {}
-                                other => {
-                                    return Err(ProtoError::Kind {
-                                        expected: "PartialObjectMetadataList",
-                                        got: other.to_string(),
-                                    });
-                                }
-                            }
-                        }
-                        (_, wire) => {
-                            self.skip(wire).await?;
-                        }
-                    }
-                }
+                State::Envelope(listed) => self.envelope_field(listed).await?,
                 State::List(0) => self.state = State::Envelope(true),
                 State::List(remaining) => {
-                    let Some((tag, wire, key_len)) = self.key(false).await? else {
-                        return Err(ProtoError::Truncated);
-                    };
-                    let (field_len, item) = match (tag, wire) {
-                        (LIST_ITEMS, WireType::LengthDelimited) => {
-                            let n = self.message().await?;
-                            let item = pb::PartialObjectMetadata::decode(&self.buf[..]).map_err(
-                                |source| ProtoError::Decode {
-                                    what: "a PartialObjectMetadata",
-                                    source,
-                                },
-                            )?;
-                            (n, Some(item.metadata.unwrap_or_default()))
-                        }
-                        (LIST_METADATA, WireType::LengthDelimited) => {
-                            let n = self.message().await?;
-                            let meta = pb::ListMeta::decode(&self.buf[..]).map_err(|source| {
-                                ProtoError::Decode {
-                                    what: "the list's metadata",
-                                    source,
-                                }
-                            })?;
-                            self.resource_version = meta.resource_version;
-                            (n, None)
-                        }
-                        (_, wire) => (self.skip(wire).await?, None),
-                    };
-                    let used = key_len + field_len;
-                    let Some(left) = remaining.checked_sub(used) else {
-                        return Err(ProtoError::Kind {
-                            expected: "a field inside the list",
-                            got: format!("one running {} bytes past its end", used - remaining),
-                        });
-                    };
-                    self.state = State::List(left);
-                    if let Some(meta) = item {
+                    if let Some(meta) = self.list_field(remaining).await? {
                         return Ok(Some(object_meta(meta)));
                     }
                 }
                 State::Done => return Ok(None),
             }
         }
+    }
+
+    /// Reads one of the envelope's fields: the list (entered, not read), or its typeMeta
+    /// (checked), or another (skipped). The end of the body between two of the envelope's fields
+    /// is its end, once the list is in.
+    async fn envelope_field(&mut self, listed: bool) -> Result<(), ProtoError> {
+        let Some((tag, wire, _)) = self.key(true).await? else {
+            if !listed {
+                return Err(ProtoError::Truncated);
+            }
+            self.state = State::Done;
+            return Ok(());
+        };
+        match (tag, wire) {
+            (ENVELOPE_RAW, WireType::LengthDelimited) => {
+                let (len, _) = self.varint().await?;
+                self.state = State::List(len);
+            }
+            (ENVELOPE_TYPE_META, WireType::LengthDelimited) => {
+                self.message().await?;
+                let meta =
+                    TypeMeta::decode(&self.buf[..]).map_err(|source| ProtoError::Decode {
+                        what: "the envelope's typeMeta",
+                        source,
+                    })?;
+                match meta.kind.as_deref().unwrap_or("") {
+                    "PartialObjectMetadataList" | "" => {}
+                    other => {
+                        return Err(ProtoError::Kind {
+                            expected: "PartialObjectMetadataList",
+                            got: other.to_string(),
+                        });
+                    }
+                }
+            }
+            (_, wire) => {
+                self.skip(wire).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one of the list's fields, `remaining` bytes of the list still to come: an item
+    /// (returned), the list's metadata (its resourceVersion kept), or another (skipped).
+    async fn list_field(&mut self, remaining: u64) -> Result<Option<pb::ObjectMeta>, ProtoError> {
+        let Some((tag, wire, key_len)) = self.key(false).await? else {
+            return Err(ProtoError::Truncated);
+        };
+        let (field_len, item) = match (tag, wire) {
+            (LIST_ITEMS, WireType::LengthDelimited) => {
+                let n = self.message().await?;
+                let item = pb::PartialObjectMetadata::decode(&self.buf[..]).map_err(|source| {
+                    ProtoError::Decode {
+                        what: "a PartialObjectMetadata",
+                        source,
+                    }
+                })?;
+                (n, Some(item.metadata.unwrap_or_default()))
+            }
+            (LIST_METADATA, WireType::LengthDelimited) => {
+                let n = self.message().await?;
+                let meta =
+                    pb::ListMeta::decode(&self.buf[..]).map_err(|source| ProtoError::Decode {
+                        what: "the list's metadata",
+                        source,
+                    })?;
+                self.resource_version = meta.resource_version;
+                (n, None)
+            }
+            (_, wire) => (self.skip(wire).await?, None),
+        };
+        let used = key_len + field_len;
+        let Some(left) = remaining.checked_sub(used) else {
+            return Err(ProtoError::Kind {
+                expected: "a field inside the list",
+                got: format!("one running {} bytes past its end", used - remaining),
+            });
+        };
+        self.state = State::List(left);
+        Ok(item)
     }
 
     /// The bytes of one varint, as they come (`n` of the 10 at most). `Ok(None)` only when
