@@ -12,7 +12,7 @@ use super::identity::{self, Placement};
 use super::request::{self, Mode, ObjectFacts};
 use crate::api::capa::{AWSCluster, AWSManagedControlPlane};
 use kube::{Api, Client, ResourceExt};
-use sweeper_aws::discovery::tags::{capa_key, cloud_key};
+use sweeper_aws::locate::tags::{capa_key, cloud_key};
 use sweeper_aws::model::{AuditAction, Phase, ResourceRef};
 use sweeper_aws::phases::{PassReport, teardown_pass};
 use sweeper_aws::session::SessionCache;

@@ -10,8 +10,8 @@
 
 use super::instances;
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::describe;
 use crate::errors::call;
+use crate::locate::describe;
 use crate::model::{GcTask, Phase};
 use crate::policy::instance_profiles as policy;
 use async_trait::async_trait;
@@ -45,7 +45,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         "iam:RemoveRoleFromInstanceProfile",
         "iam:DeleteInstanceProfile",
     ],
-    ..Descriptor::new("iam", KIND, Phase::External, 30)
+    ..Descriptor::new("iam", KIND, Phase::Tagged, 30)
 };
 
 #[async_trait]
@@ -195,7 +195,7 @@ impl Cleaner for InstanceProfiles {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, CLOUD_KEY, assert_calls, code, mock};
     use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
     use aws_sdk_ec2::types::{

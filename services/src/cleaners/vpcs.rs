@@ -6,9 +6,9 @@
 
 use super::instances;
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::describe;
-use crate::discovery::tags;
 use crate::errors::call;
+use crate::locate::describe;
+use crate::locate::tags;
 use crate::model::{AwsClients, Phase, ResourceRef};
 use crate::policy::Candidate;
 use crate::policy::guardduty;
@@ -217,7 +217,7 @@ impl Cleaner for Vpcs {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, CAPA_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_vpc::DeleteVpcOutput;

@@ -3,10 +3,10 @@
 //! CAPA-managed network). Everything is re-discovered from AWS on every pass, so the controller
 //! just calls again until `done`.
 
-pub(crate) mod external;
 pub mod registry;
 mod request;
 pub(crate) mod runner;
+pub(crate) mod tagged;
 
 // The model's types are part of a pass's interface (the controller builds clients and selects
 // tasks), so they are reachable from here too.
@@ -14,21 +14,21 @@ pub use crate::model::{
     AwsClients, EksFacts, Failure, FailureKind, GcTask, Phase, PhaseReport, ResourceRef,
     UnknownGcTask,
 };
-pub use external::phase2_pass;
 pub use request::{PassReport, PassRequest};
+pub use tagged::phase2_pass;
 
 use crate::cleaners::{CleanCtx, CleanError, vpcs};
-use crate::discovery::inventory::Inventory;
+use crate::locate::inventory::Inventory;
 use runner::run_phase;
 use tracing::Instrument;
 
 /// The IAM actions a pass calls beyond its cleaners' own (each cleaner's are in its
-/// `Descriptor::iam_actions`): phase 2's discovery (the tagging scan, and the placement check of
+/// `Descriptor::iam_actions`): phase 2's locate step (the tagging scan, and the placement check of
 /// the controllers' finds in the cluster's VPCs), the CAPA-managed VPCs looked up for phases 2
 /// and 3, and phase 3's check for resources in them that are not the cluster's
 /// (`vpcs::blockers`). The session's `sts:GetCallerIdentity` needs no permission.
 pub const PASS_IAM_ACTIONS: &[&str] = &[
-    // phase 2's discovery
+    // phase 2's locate step
     "tag:GetResources",
     "elasticloadbalancing:DescribeLoadBalancers",
     "elasticloadbalancing:DescribeTargetGroups",
@@ -98,12 +98,12 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
     };
 
     if !go_on {
-        phases.push(PhaseReport::not_started(Phase::External));
+        phases.push(PhaseReport::not_started(Phase::Tagged));
     } else if !req.external_gc {
         // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
-        phases.push(PhaseReport::started(Phase::External));
+        phases.push(PhaseReport::started(Phase::Tagged));
     } else {
-        phases.push(external::phase2_in(clients, req, &capa_vpcs).await);
+        phases.push(tagged::phase2_in(clients, req, &capa_vpcs).await);
     }
 
     let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
@@ -127,7 +127,7 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
     }
 
     // Done only when a pass found nothing at all: the pass that deletes the last resources is not
-    // done yet, the next one verifies. This catches resources a discovery missed (an eventually
+    // done yet, the next one verifies. This catches resources a locate step missed (an eventually
     // consistent tagging API; LocalStack's tagging pagination dropping items under load).
     let done = phases.iter().all(|p| {
         p.is_clear()

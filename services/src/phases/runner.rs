@@ -3,8 +3,8 @@
 //! concurrency. One cleaner's failure never stops the others.
 
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target};
-use crate::discovery::inventory::Inventory;
-use crate::discovery::tagging::TaggedResource;
+use crate::locate::inventory::Inventory;
+use crate::locate::tagging::TaggedResource;
 use crate::model::{AuditAction, Audited, AwsClients, Failure, Phase, PhaseReport, ResourceRef};
 use crate::policy::Ownership;
 use async_trait::async_trait;
@@ -189,7 +189,7 @@ pub(crate) async fn run_cleaner<C: Cleaner>(
             }
             // Unwrapped above.
             Ok(Outcome::Also(..)) => {}
-            // Not deleted by this pass, so not reported: a discovery that keeps listing a gone
+            // Not deleted by this pass, so not reported: a locate step that keeps listing a gone
             // resource (eventual consistency) must not keep the teardown from being done.
             Ok(Outcome::Gone) => tracing::debug!(arn = %t.id, "already gone"),
             Ok(Outcome::Remaining(reason)) => {

@@ -5,7 +5,7 @@
 //! target's region too, for its refusals and its plan's proofs.
 //!
 //! Calls per (account, region), whatever the number of clusters, live or not: the tagging API's
-//! pages of every tagged resource (`discovery::tagging::every_tagged_resource`), the pages of
+//! pages of every tagged resource (`locate::tagging::every_tagged_resource`), the pages of
 //! `eks:ListClusters`, and, for the candidates' volumes, snapshots, endpoints, instances and NAT
 //! gateways only, chunked describes (`sizing`; a terminated instance or deleted NAT gateway the
 //! listing still returns is dropped). No call names a cluster.
@@ -20,8 +20,8 @@ pub mod join;
 pub mod prices;
 pub mod sizing;
 
-use crate::discovery::{eks, tagging};
 use crate::errors::ApiFailure;
+use crate::locate::{eks, tagging};
 use crate::model::AwsClients;
 use claims::{Claim, ClaimRule};
 use deleted_by::{DeletedBy, TeardownClass, deleted_by};
@@ -351,4 +351,4 @@ pub async fn scan_region(
 }
 
 #[cfg(test)]
-mod calls;
+mod tests;

@@ -10,9 +10,9 @@
 //! just torn down is not reported as an orphan for what no longer exists.
 
 use super::prices::Sizing;
-use crate::discovery::describe::all_pages;
-use crate::discovery::tags::ec2_filter;
 use crate::errors::{ApiFailure, call};
+use crate::locate::describe::all_pages;
+use crate::locate::tags::ec2_filter;
 use crate::model::AwsClients;
 use std::collections::BTreeMap;
 

@@ -212,7 +212,7 @@ mod tests {
     }
 
     /// The union being right is not enough: each cleaner's own files call only what its
-    /// descriptor declares (what it calls through shared discovery helpers is declared too, but
+    /// descriptor declares (what it calls through shared locating helpers is declared too, but
     /// only the union test sees it).
     #[test]
     fn each_cleaner_declares_what_its_own_files_call() {
@@ -222,14 +222,14 @@ mod tests {
                 &["instances.rs"],
                 vec![
                     c::instances::Instances::CAPA_OWNED.descriptor(),
-                    c::instances::Instances::EXTERNAL.descriptor(),
+                    c::instances::Instances::TAGGED.descriptor(),
                 ],
             ),
             (
                 &["load_balancers.rs"],
                 vec![
                     c::load_balancers::LoadBalancers::CAPA_OWNED.descriptor(),
-                    c::load_balancers::LoadBalancers::EXTERNAL.descriptor(),
+                    c::load_balancers::LoadBalancers::TAGGED.descriptor(),
                 ],
             ),
             (
@@ -240,7 +240,7 @@ mod tests {
                 ],
                 vec![
                     c::security_groups::SecurityGroups::CAPA_OWNED.descriptor(),
-                    c::security_groups::SecurityGroups::EXTERNAL.descriptor(),
+                    c::security_groups::SecurityGroups::TAGGED.descriptor(),
                 ],
             ),
             (

@@ -13,12 +13,12 @@ pub mod refs;
 pub mod revoke;
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::describe;
-use crate::discovery::inventory::Inventory;
-use crate::discovery::placement::VpcSecurityGroups;
-use crate::discovery::tagging::TaggedResource;
-use crate::discovery::tags;
 use crate::errors::call;
+use crate::locate::describe;
+use crate::locate::inventory::Inventory;
+use crate::locate::placement::VpcSecurityGroups;
+use crate::locate::tagging::TaggedResource;
+use crate::locate::tags;
 use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
@@ -33,7 +33,7 @@ pub const TASK: GcTask = GcTask::new("security-group");
 const FILTER_CHUNK: usize = 200;
 
 /// One executor for two phases, its descriptor saying which: [`SecurityGroups::CAPA_OWNED`] or
-/// [`SecurityGroups::EXTERNAL`].
+/// [`SecurityGroups::TAGGED`].
 pub struct SecurityGroups(&'static Descriptor);
 
 const IAM_ACTIONS: &[&str] = &[
@@ -55,10 +55,10 @@ impl SecurityGroups {
         ..Descriptor::new("ec2", KIND, Phase::CapaOwned, 20)
     });
     /// Phase 2: the inventory's groups.
-    pub const EXTERNAL: SecurityGroups = SecurityGroups(&Descriptor {
+    pub const TAGGED: SecurityGroups = SecurityGroups(&Descriptor {
         task: Some(TASK),
         iam_actions: IAM_ACTIONS,
-        ..Descriptor::new("ec2", KIND, Phase::External, 40)
+        ..Descriptor::new("ec2", KIND, Phase::Tagged, 40)
     });
 }
 
@@ -74,11 +74,11 @@ pub struct Group {
 /// Phase 2's groups in the inventory: (report id, group id), the report id being the ARN from
 /// the tagging API or the id from Describe.
 #[derive(Debug, Default)]
-struct ExternalShare(Vec<(String, String)>);
+struct TaggedShare(Vec<(String, String)>);
 
-/// The (report id, group id) pairs phase 2's discovery found.
-pub fn external(inv: &Inventory) -> &[(String, String)] {
-    inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
+/// The (report id, group id) pairs phase 2's locate step found.
+pub fn tagged(inv: &Inventory) -> &[(String, String)] {
+    inv.get::<TaggedShare>().map_or(&[], |s| &s.0)
 }
 
 #[async_trait]
@@ -90,7 +90,7 @@ impl Cleaner for SecurityGroups {
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if self.0.phase != Phase::External
+        if self.0.phase != Phase::Tagged
             || (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "security-group")
         {
             return false;
@@ -102,7 +102,7 @@ impl Cleaner for SecurityGroups {
             .collect();
         if policy::security_groups::decide_found(&Candidate::tagged(&pairs)).is_delete() {
             let id = r.arn.resource_id().to_string();
-            inv.share_mut::<ExternalShare>()
+            inv.share_mut::<TaggedShare>()
                 .0
                 .push((r.arn.to_string(), id));
         }
@@ -115,7 +115,7 @@ impl Cleaner for SecurityGroups {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
-        if self.0.phase != Phase::External {
+        if self.0.phase != Phase::Tagged {
             return Ok(());
         }
         let filter = tags::ec2_tag_filter(own.cloud_key(), tags::OWNED);
@@ -150,7 +150,7 @@ impl Cleaner for SecurityGroups {
                 }
             }
         }
-        inv.share_mut::<ExternalShare>().0.extend(found);
+        inv.share_mut::<TaggedShare>().0.extend(found);
         Ok(())
     }
 
@@ -158,16 +158,16 @@ impl Cleaner for SecurityGroups {
         // (group id -> report id) of the groups to delete, and every group of the VPCs they live
         // in (the rules that may reference them).
         let (ours, all) = match self.0.phase {
-            // Only the two consts exist: anything not phase 1 is `EXTERNAL`.
-            Phase::External | Phase::Network => {
-                let wanted: HashMap<String, String> = external(ctx.inventory)
+            // Only the two consts exist: anything not phase 1 is `TAGGED`.
+            Phase::Tagged | Phase::Network => {
+                let wanted: HashMap<String, String> = tagged(ctx.inventory)
                     .iter()
                     .map(|(report, id)| (id.clone(), report.clone()))
                     .collect();
                 if wanted.is_empty() {
                     return Ok(Vec::new());
                 }
-                // The groups of the cluster's VPCs: as discovery described them when it
+                // The groups of the cluster's VPCs: as locating described them when it
                 // confirmed a controller's group there, else described now. Ours are usually
                 // all there; only the rest are looked up one by one.
                 let described;
@@ -307,7 +307,7 @@ async fn naming(ctx: &CleanCtx<'_>, ids: Vec<String>) -> Result<Vec<SecurityGrou
 }
 
 /// Splits the wanted groups (group id -> report id) into those `known` describes, which exist
-/// as of discovery and whose VPC it covered whole, and the rest, still to be described.
+/// as of locating and whose VPC it covered whole, and the rest, still to be described.
 fn split_known(
     wanted: HashMap<String, String>,
     known: Option<&VpcSecurityGroups>,
@@ -424,7 +424,7 @@ mod tests {
 
     #[test]
     fn only_our_groups_are_targets_and_rules_naming_them_are_revoked_elsewhere() {
-        // A VPC as discovery described it: our group, another cluster's group whose rule
+        // A VPC as locating described it: our group, another cluster's group whose rule
         // names ours, and a shared group naming another cluster's.
         let all = [
             group(
@@ -473,7 +473,7 @@ mod tests {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::tags::EKS_CLUSTER_TAG;
+    use crate::locate::tags::EKS_CLUSTER_TAG;
     use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_security_group::DeleteSecurityGroupOutput;
@@ -640,7 +640,7 @@ mod calls {
     #[tokio::test]
     async fn phase_two_plans_from_the_groups_discovery_described_without_asking_again() {
         let mut inv = Inventory::default();
-        inv.share_mut::<ExternalShare>().0.push((
+        inv.share_mut::<TaggedShare>().0.push((
             "arn:aws:ec2:us-east-1:0:security-group/sg-lb".into(),
             "sg-lb".into(),
         ));
@@ -662,7 +662,7 @@ mod calls {
             naming("egress.ip-permission.group-id"),
         );
         let c = mocked::in_order(&[&naming_in, &naming_out]);
-        let found = SecurityGroups::EXTERNAL
+        let found = SecurityGroups::TAGGED
             .discover(&ctx(&c, &inv))
             .await
             .unwrap();
@@ -721,11 +721,11 @@ mod calls {
         let c = mocked::in_order(&[&cloud, &lbc]);
         let mut inv = Inventory::default();
         let own = Ownership::of("c1").with_vpcs(vec!["vpc-1".into()]);
-        SecurityGroups::EXTERNAL
+        SecurityGroups::TAGGED
             .describe_owned(&c, &own, &mut inv)
             .await
             .unwrap();
-        let ids: Vec<&str> = external(&inv).iter().map(|(_, id)| id.as_str()).collect();
+        let ids: Vec<&str> = tagged(&inv).iter().map(|(_, id)| id.as_str()).collect();
         assert_eq!(ids, ["sg-lb", "sg-shared-backend"]);
     }
 }
