@@ -26,6 +26,7 @@ pub mod snapshots;
 pub mod subnets;
 pub mod target_groups;
 pub mod volumes;
+pub mod vpc_blockers;
 pub mod vpc_endpoints;
 pub mod vpc_owned;
 pub mod vpcs;

@@ -167,73 +167,9 @@ impl Cleaner for SecurityGroups {
                 if wanted.is_empty() {
                     return Ok(Vec::new());
                 }
-                // The groups of the cluster's VPCs: as locating described them when it
-                // confirmed a controller's group there, else described now. Ours are usually
-                // all there; only the rest are looked up one by one.
-                let described;
-                let known = match ctx.inventory.get::<VpcSecurityGroups>() {
-                    Some(k) => Some(k),
-                    None if !ctx.cluster_vpcs.is_empty() => {
-                        let vpcs = ctx.cluster_vpcs.to_vec();
-                        described = VpcSecurityGroups {
-                            groups: in_vpcs(ctx, vpcs.iter().cloned().collect()).await?,
-                            vpcs,
-                        };
-                        Some(&described)
-                    }
-                    None => None,
-                };
-                let (mut found, rest) = split_known(wanted, known);
-                let known_vpcs = known.map_or(&[][..], |k| &k.vpcs[..]);
-                let mut vpcs = HashSet::new();
-                let ids: Vec<&String> = rest.keys().collect();
-                // A filter rather than GroupIds: a group deleted since the scan is simply absent
-                // instead of failing the whole batch with InvalidGroup.NotFound.
-                for chunk in ids.chunks(FILTER_CHUNK) {
-                    let chunk: Vec<String> = chunk.iter().map(|s| s.to_string()).collect();
-                    let groups = describe::security_groups(
-                        ctx.clients,
-                        vec![tags::ec2_filter("group-id", &chunk)],
-                    )
-                    .await?;
-                    for g in groups {
-                        let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) else {
-                            continue;
-                        };
-                        if let Some(report) = rest.get(id) {
-                            found.insert(id.to_string(), report.clone());
-                            if !known_vpcs.iter().any(|k| k == vpc) {
-                                vpcs.insert(vpc.to_string());
-                            }
-                        }
-                    }
-                }
-                let mut all = known.map(|k| k.groups.clone()).unwrap_or_default();
-                all.extend(in_vpcs(ctx, vpcs).await?);
-                (found, all)
+                tagged_groups(ctx, wanted).await?
             }
-            Phase::CapaOwned => {
-                let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
-                let mut found = HashMap::new();
-                let mut vpcs = HashSet::new();
-                let capa = ctx.capa_key();
-                for g in describe::security_groups(ctx.clients, vec![filter]).await? {
-                    let tags: Vec<_> = tags::ec2_pairs(g.tags()).collect();
-                    let verdict = policy::security_groups::decide_capa(
-                        &Candidate::tagged(&tags),
-                        g.group_name(),
-                        &capa,
-                    );
-                    if !verdict.is_delete() {
-                        continue;
-                    }
-                    if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
-                        found.insert(id.to_string(), id.to_string());
-                        vpcs.insert(vpc.to_string());
-                    }
-                }
-                (found, in_vpcs(ctx, vpcs).await?)
-            }
+            Phase::CapaOwned => capa_groups(ctx).await?,
         };
         planned_with_holders(ctx, ours, all).await
     }
@@ -245,6 +181,92 @@ impl Cleaner for SecurityGroups {
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Group>) -> Result<Outcome, CleanError> {
         delete_group(ctx, t).await
     }
+}
+
+/// Ours, (group id -> report id), and every group of their VPCs.
+type GroupsAndVpcs = (HashMap<String, String>, Vec<SecurityGroup>);
+
+/// Phase 2: the groups locating found (`wanted`, group id -> report id) and every group of the
+/// VPCs they live in. The groups of the cluster's VPCs come as locating described them when it
+/// confirmed a controller's group there, else described now. Ours are usually all there; only
+/// the rest are looked up, by id.
+async fn tagged_groups(
+    ctx: &CleanCtx<'_>,
+    wanted: HashMap<String, String>,
+) -> Result<GroupsAndVpcs, CleanError> {
+    let described;
+    let known = match ctx.inventory.get::<VpcSecurityGroups>() {
+        Some(k) => Some(k),
+        None if !ctx.cluster_vpcs.is_empty() => {
+            let vpcs = ctx.cluster_vpcs.to_vec();
+            described = VpcSecurityGroups {
+                groups: in_vpcs(ctx, vpcs.iter().cloned().collect()).await?,
+                vpcs,
+            };
+            Some(&described)
+        }
+        None => None,
+    };
+    let (mut found, rest) = split_known(wanted, known);
+    let known_vpcs = known.map_or(&[][..], |k| &k.vpcs[..]);
+    let vpcs = described_by_id(ctx, &rest, known_vpcs, &mut found).await?;
+    let mut all = known.map(|k| k.groups.clone()).unwrap_or_default();
+    all.extend(in_vpcs(ctx, vpcs).await?);
+    Ok((found, all))
+}
+
+/// Describes the `rest` of our groups (group id -> report id) by id, in chunks, into `found`;
+/// returns the VPCs they live in that are not among `known_vpcs` (described already).
+async fn described_by_id(
+    ctx: &CleanCtx<'_>,
+    rest: &HashMap<String, String>,
+    known_vpcs: &[String],
+    found: &mut HashMap<String, String>,
+) -> Result<HashSet<String>, CleanError> {
+    let mut vpcs = HashSet::new();
+    let ids: Vec<&String> = rest.keys().collect();
+    // A filter rather than GroupIds: a group deleted since the scan is simply absent instead of
+    // failing the whole batch with InvalidGroup.NotFound.
+    for chunk in ids.chunks(FILTER_CHUNK) {
+        let chunk: Vec<String> = chunk.iter().map(|s| s.to_string()).collect();
+        let groups =
+            describe::security_groups(ctx.clients, vec![tags::ec2_filter("group-id", &chunk)])
+                .await?;
+        for g in groups {
+            let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) else {
+                continue;
+            };
+            if let Some(report) = rest.get(id) {
+                found.insert(id.to_string(), report.clone());
+                if !known_vpcs.iter().any(|k| k == vpc) {
+                    vpcs.insert(vpc.to_string());
+                }
+            }
+        }
+    }
+    Ok(vpcs)
+}
+
+/// Phase 1: the groups carrying CAPA's owned tag that CAPA's rule deletes
+/// (`policy::security_groups::decide_capa`), and every group of their VPCs.
+async fn capa_groups(ctx: &CleanCtx<'_>) -> Result<GroupsAndVpcs, CleanError> {
+    let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
+    let mut found = HashMap::new();
+    let mut vpcs = HashSet::new();
+    let capa = ctx.capa_key();
+    for g in describe::security_groups(ctx.clients, vec![filter]).await? {
+        let tags: Vec<_> = tags::ec2_pairs(g.tags()).collect();
+        let verdict =
+            policy::security_groups::decide_capa(&Candidate::tagged(&tags), g.group_name(), &capa);
+        if !verdict.is_delete() {
+            continue;
+        }
+        if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
+            found.insert(id.to_string(), id.to_string());
+            vpcs.insert(vpc.to_string());
+        }
+    }
+    Ok((found, in_vpcs(ctx, vpcs).await?))
 }
 
 /// The targets for `ours` (group id -> report id), planned from `all` (the groups of their VPCs)
