@@ -4,7 +4,7 @@
 mod support;
 
 use support::{aws_config, unique_name};
-use sweeper_aws::discovery::tagging::resources_with_tag;
+use sweeper_aws::locate::tagging::resources_with_tag;
 use sweeper_aws::sdk::{ec2, elbv2, tagging};
 
 fn tag_ec2(key: &str, value: &str, kind: ec2::types::ResourceType) -> ec2::types::TagSpecification {

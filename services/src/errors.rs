@@ -290,7 +290,7 @@ impl CleanError {
         }
     }
 
-    /// For `map_err` on a discovery call: `.map_err(CleanError::discover(KIND, "DescribeX"))`.
+    /// For `map_err` on a locate step call: `.map_err(CleanError::discover(KIND, "DescribeX"))`.
     pub fn discover(kind: &'static str, op: &'static str) -> impl Fn(ApiFailure) -> CleanError {
         move |source| CleanError::Discover { kind, op, source }
     }

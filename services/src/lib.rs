@@ -1,4 +1,4 @@
-//! sweeper's AWS side: configuration, ARN parsing, discovery through the Resource Groups Tagging
+//! sweeper's AWS side: configuration, ARN parsing, locating through the Resource Groups Tagging
 //! API, and the three-phase teardown of a CAPA cluster's AWS resources. All AWS SDK dependencies
 //! compile in this crate only, so the rest of the workspace rebuilds fast. The directory keeps
 //! DESIGN.md's name (services/); the crate is named for what it holds (sweeper-aws).
@@ -7,7 +7,7 @@
 // session acts), throttle (its per-account back-off) and listings (IAM listings an account
 // shares) are plain helpers;
 // model is the shared vocabulary; policy decides, for one resource at a time, whether it is
-// deleted (pure, no AWS call); discovery finds what a cluster owns; cleaners delete one kind
+// deleted (pure, no AWS call); locating finds what a cluster owns; cleaners delete one kind
 // each; phases runs a teardown pass, phase by phase; testing (a feature) drives it all for tests
 // and benchmarks.
 pub mod arn;
@@ -22,13 +22,13 @@ pub mod session;
 
 pub mod policy;
 
-pub mod discovery;
+pub mod locate;
 
 pub mod cleaners;
 
 pub mod phases;
 
-// The leak scan: reads discovery and the policy's keys, deletes nothing.
+// The leak scan: reads locating and the policy's keys, deletes nothing.
 pub mod scan;
 
 #[cfg(feature = "testing")]

@@ -1,5 +1,5 @@
 //! Unit tests' AWS (`cfg(test)` only): every client of an [`AwsClients`] answers from
-//! aws-smithy-mocks rules, so a cleaner's or a discovery's exact calls are asserted without
+//! aws-smithy-mocks rules, so a cleaner's or a locate step's exact calls are asserted without
 //! LocalStack (which stays the integration layer: services/tests/aws_teardown).
 //!
 //! A call no rule answers panics (the mock interceptor insists on a match), which is how a test

@@ -1,5 +1,5 @@
 //! The vocabulary every layer shares: the clients, the phase-2 task names, how a resource and a
-//! phase's outcome are reported. Depends on nothing above it, so discovery, the cleaners and the
+//! phase's outcome are reported. Depends on nothing above it, so locating, the cleaners and the
 //! phase runner can all use it without importing each other.
 
 use crate::errors::CleanError;
@@ -221,7 +221,7 @@ impl fmt::Display for ResourceRef {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
     pub kind: FailureKind,
-    /// The resource it is about, when it is about one (not a failed discovery).
+    /// The resource it is about, when it is about one (not a failed locating).
     pub resource: Option<ResourceRef>,
     /// The AWS operation that failed (`DeleteVpc`), when one did.
     pub op: Option<&'static str>,
@@ -245,7 +245,7 @@ impl Failure {
         Failure::new(FailureKind::Dependency, message)
     }
 
-    /// A cleaner's or a discovery's error, with its kind and operation.
+    /// A cleaner's or a locate step's error, with its kind and operation.
     pub fn of(e: &CleanError) -> Self {
         Failure {
             op: Some(e.op()),
@@ -287,8 +287,9 @@ pub enum Phase {
     /// security groups. (The default only so a `PhaseReport` has one.)
     #[default]
     CapaOwned,
-    /// 2: what the cloud provider, the controllers and node provisioners created.
-    External,
+    /// 2, the tagged phase: what the cloud provider, the controllers and node provisioners
+    /// created, found by the cluster's owned tag.
+    Tagged,
     /// 3: the CAPA-managed network, only when the VPC is CAPA's.
     Network,
 }
@@ -298,7 +299,7 @@ impl Phase {
     pub fn number(self) -> u8 {
         match self {
             Phase::CapaOwned => 1,
-            Phase::External => 2,
+            Phase::Tagged => 2,
             Phase::Network => 3,
         }
     }
@@ -307,7 +308,8 @@ impl Phase {
     pub fn name(self) -> &'static str {
         match self {
             Phase::CapaOwned => "CAPA-owned non-network",
-            Phase::External => "external resources",
+            // The words users have read since phase 2 was named "external" (status, tests).
+            Phase::Tagged => "external resources",
             Phase::Network => "CAPA-owned network",
         }
     }
@@ -336,9 +338,9 @@ pub struct PhaseReport {
     pub blockers: Vec<(ResourceRef, String)>,
     /// What deletes left the user to know about (e.g. the snapshot a volume was kept in).
     pub notes: Vec<String>,
-    /// Every resource deleted, with what discovery knew of it: the audit trail the service writes.
+    /// Every resource deleted, with what locating knew of it: the audit trail the service writes.
     pub audit: Vec<Audited>,
-    /// Resources discovery returned whose ARN names another partition, region or account than
+    /// Resources locating returned whose ARN names another partition, region or account than
     /// the session's, with why: never the cluster's, so ignored (never deleted) and counted.
     pub foreign: Vec<String>,
     /// Found and left alone, with why: what the user must know of but sweeper does not delete
@@ -374,8 +376,8 @@ pub struct Audited {
     pub action: AuditAction,
     /// The cleaner's describe facts (`Debug` of its target detail), and any note of the delete.
     pub detail: String,
-    /// Its tags, as discovery read them (the tagging API's, or the Describe call's). `None`: the
-    /// discovery that found it did not read tags (e.g. a VPC id taken from the cluster object).
+    /// Its tags, as locating read them (the tagging API's, or the Describe call's). `None`: the
+    /// locating that found it did not read tags (e.g. a VPC id taken from the cluster object).
     pub tags: Option<std::collections::BTreeMap<String, String>>,
 }
 

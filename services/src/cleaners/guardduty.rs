@@ -7,8 +7,8 @@
 //! GuardDuty may put the endpoint back while the VPC still runs workloads; by phase 3 none runs.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, requested, settle};
-use crate::discovery::{describe, tags};
 use crate::errors::{ApiFailure, call, classify};
+use crate::locate::{describe, tags};
 use crate::model::{AwsClients, Phase};
 use crate::policy::{Candidate, guardduty, network};
 use async_trait::async_trait;
@@ -168,7 +168,7 @@ impl Cleaner for GuardDutyGroup {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_security_group::DeleteSecurityGroupOutput;

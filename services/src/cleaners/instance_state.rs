@@ -12,8 +12,8 @@
 //! are reported (`kept`, with the reason: `gc plan`, the audit), never touched.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::describe;
 use crate::errors::{ErrorClass, call};
+use crate::locate::describe;
 use crate::model::{Failure, GcTask, Phase};
 use crate::policy::Verdict;
 use crate::policy::instance_state::{self as policy, QueueFacts, RuleFacts};
@@ -39,7 +39,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         "events:DeleteRule",
         "sqs:DeleteQueue",
     ],
-    ..Descriptor::new("sqs", KIND, Phase::External, 30)
+    ..Descriptor::new("sqs", KIND, Phase::Tagged, 30)
 };
 
 /// One of the pair.
@@ -261,7 +261,7 @@ impl Cleaner for InstanceStateQueue {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, assert_calls, code, mock};
     use aws_sdk_eventbridge::Client as Events;
     use aws_sdk_eventbridge::operation::delete_rule::DeleteRuleOutput;

@@ -7,11 +7,11 @@
 //! the phase wait (`gates_later`), so groups are deleted only after the instances are gone.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
-use crate::discovery::describe;
-use crate::discovery::inventory::Inventory;
-use crate::discovery::tagging::TaggedResource;
-use crate::discovery::tags;
 use crate::errors::call;
+use crate::locate::describe;
+use crate::locate::inventory::Inventory;
+use crate::locate::tagging::TaggedResource;
+use crate::locate::tags;
 use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
@@ -20,7 +20,7 @@ use async_trait::async_trait;
 pub const TASK: GcTask = GcTask::new("instance");
 
 /// One executor for two phases, its descriptor saying which: [`Instances::CAPA_OWNED`] or
-/// [`Instances::EXTERNAL`].
+/// [`Instances::TAGGED`].
 pub struct Instances(&'static Descriptor);
 
 const IAM_ACTIONS: &[&str] = &["ec2:DescribeInstances", "ec2:TerminateInstances"];
@@ -35,15 +35,15 @@ impl Instances {
     });
     /// Phase 2: the inventory's (the cluster tag, not CAPA's). After the load balancers and
     /// target groups, before interfaces and groups (order 25), which it gates.
-    pub const EXTERNAL: Instances = Instances(&Descriptor {
+    pub const TAGGED: Instances = Instances(&Descriptor {
         task: Some(TASK),
         gates_later: true,
         iam_actions: IAM_ACTIONS,
-        ..Descriptor::new("ec2", KIND, Phase::External, 25)
+        ..Descriptor::new("ec2", KIND, Phase::Tagged, 25)
     });
 
-    fn external(&self) -> bool {
-        self.0.phase == Phase::External
+    fn tagged(&self) -> bool {
+        self.0.phase == Phase::Tagged
     }
 }
 
@@ -55,9 +55,9 @@ const FILTER_CHUNK: usize = 200;
 
 /// Phase 2's instance ids.
 #[derive(Debug, Default)]
-struct ExternalShare(Vec<String>);
+struct TaggedShare(Vec<String>);
 
-/// A live instance as discovery sees it.
+/// A live instance as locating sees it.
 pub struct LiveInstance {
     pub id: String,
     pub state: String,
@@ -121,8 +121,8 @@ impl Cleaner for Instances {
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        self.external()
-            && claim_into(r, inv, ("ec2", "instance"), |s: &mut ExternalShare, r| {
+        self.tagged()
+            && claim_into(r, inv, ("ec2", "instance"), |s: &mut TaggedShare, r| {
                 let pairs: Vec<_> = r
                     .tags
                     .iter()
@@ -142,7 +142,7 @@ impl Cleaner for Instances {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
-        if !self.external() {
+        if !self.tagged() {
             return Ok(());
         }
         let filters = vec![tags::ec2_tag_filter(own.cloud_key(), tags::OWNED)];
@@ -159,7 +159,7 @@ impl Cleaner for Instances {
             })
             .map(|i| i.id)
             .collect();
-        inv.share_mut::<ExternalShare>().0.extend(found);
+        inv.share_mut::<TaggedShare>().0.extend(found);
         Ok(())
     }
 
@@ -169,11 +169,11 @@ impl Cleaner for Instances {
                 let capa = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
                 live_instances(ctx.clients, vec![capa]).await?
             }
-            // Only the two consts exist: anything not phase 1 is `EXTERNAL`.
-            Phase::External | Phase::Network => {
+            // Only the two consts exist: anything not phase 1 is `TAGGED`.
+            Phase::Tagged | Phase::Network => {
                 let ids = ctx
                     .inventory
-                    .get::<ExternalShare>()
+                    .get::<TaggedShare>()
                     .map_or(&[][..], |s| &s.0[..]);
                 let mut out = Vec::new();
                 for chunk in ids.chunks(FILTER_CHUNK) {
@@ -237,7 +237,7 @@ mod tests {
     fn free_standing_nodes_are_taken_and_group_members_left_to_their_group() {
         let owned = ("kubernetes.io/cluster/c1", "owned");
         let mut inv = Inventory::default();
-        let external = Instances::EXTERNAL;
+        let external = Instances::TAGGED;
         for r in [
             tagged(
                 "i-karpenter",
@@ -248,7 +248,7 @@ mod tests {
         ] {
             assert!(external.claim(&r, &mut inv), "an instance is this kind's");
         }
-        let ids = &inv.get::<ExternalShare>().unwrap().0;
+        let ids = &inv.get::<TaggedShare>().unwrap().0;
         assert_eq!(ids, &vec!["i-karpenter".to_string()]);
         assert!(!Instances::CAPA_OWNED.claim(&tagged("i-x", &[owned]), &mut inv));
     }
@@ -316,9 +316,7 @@ mod calls {
     #[tokio::test]
     async fn phase_two_asks_only_for_the_inventorys_instances_by_id() {
         let mut inv = Inventory::default();
-        inv.share_mut::<ExternalShare>()
-            .0
-            .push("i-karpenter".into());
+        inv.share_mut::<TaggedShare>().0.push("i-karpenter".into());
         let describe = mock!(Client::describe_instances)
             .match_requests(|r| {
                 filter_is(r.filters(), "instance-id", &["i-karpenter"])
@@ -331,12 +329,12 @@ mod calls {
                     .build()
             });
         let c = mocked::in_order(&[&describe]);
-        let found = Instances::EXTERNAL.discover(&ctx(&c, &inv)).await.unwrap();
+        let found = Instances::TAGGED.discover(&ctx(&c, &inv)).await.unwrap();
         assert_eq!(found.len(), 1);
         // Nothing in the inventory: nothing asked.
         let empty = Inventory::default();
         let none = mocked::no_calls();
-        let found = Instances::EXTERNAL
+        let found = Instances::TAGGED
             .discover(&ctx(&none, &empty))
             .await
             .unwrap();

@@ -3,8 +3,8 @@
 
 use super::vpc_owned::{InVpcs, before_delete};
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::tags;
 use crate::errors::call;
+use crate::locate::tags;
 use crate::model::Phase;
 use async_trait::async_trait;
 
@@ -111,7 +111,7 @@ mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
     use crate::cleaners::{CleanCtx, Cleaner};
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, CAPA_KEY, assert_calls, code, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_internet_gateway::DeleteInternetGatewayOutput;

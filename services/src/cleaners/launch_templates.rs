@@ -2,16 +2,16 @@
 //! (`kubernetes.io/cluster/<name>=owned`, not CAPA's), which Karpenter creates per node class and
 //! leaves behind. A template blocks nothing, but it is the cluster's and it leaks.
 //!
-//! Found by one filtered DescribeLaunchTemplates per pass, whichever phase-2 discovery runs: not
+//! Found by one filtered DescribeLaunchTemplates per pass, whichever phase-2 locate step runs: not
 //! every tagging API returns launch templates (LocalStack's does not), and the describe answers
 //! for both modes at once.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::describe;
-use crate::discovery::inventory::Inventory;
-use crate::discovery::tagging::TaggedResource;
-use crate::discovery::tags;
 use crate::errors::call;
+use crate::locate::describe;
+use crate::locate::inventory::Inventory;
+use crate::locate::tagging::TaggedResource;
+use crate::locate::tags;
 use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{Candidate, Ownership};
 use async_trait::async_trait;
@@ -68,7 +68,7 @@ async fn owned_templates(
 pub const DESCRIPTOR: Descriptor = Descriptor {
     task: Some(TASK),
     iam_actions: &["ec2:DescribeLaunchTemplates", "ec2:DeleteLaunchTemplate"],
-    ..Descriptor::new("ec2", KIND, Phase::External, 25)
+    ..Descriptor::new("ec2", KIND, Phase::Tagged, 25)
 };
 
 #[async_trait]

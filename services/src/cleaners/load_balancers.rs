@@ -1,15 +1,15 @@
 //! Load balancers, classic and v2. Phase 1 deletes the CAPA API-server load balancer, phase 2 the
 //! ones the cloud provider and the AWS Load Balancer Controller created (from the inventory);
 //! which is whose is `policy`'s (`policy::capa`, `policy::Ownership`).
-//! The API is chosen from what discovery recorded (ARN shape or the API it came from), so a delete
+//! The API is chosen from what locating recorded (ARN shape or the API it came from), so a delete
 //! is one call with no Describe first.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::arn::Arn;
-use crate::discovery::describe;
-use crate::discovery::inventory::Inventory;
-use crate::discovery::tagging::TaggedResource;
 use crate::errors::call;
+use crate::locate::describe;
+use crate::locate::inventory::Inventory;
+use crate::locate::tagging::TaggedResource;
 use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
@@ -18,7 +18,7 @@ use async_trait::async_trait;
 pub const TASK: GcTask = GcTask::new("load-balancer");
 
 /// One executor for two phases, its descriptor saying which: [`LoadBalancers::CAPA_OWNED`] or
-/// [`LoadBalancers::EXTERNAL`].
+/// [`LoadBalancers::TAGGED`].
 pub struct LoadBalancers(&'static Descriptor);
 
 /// Classic and v2 alike: the elbv2 API's actions carry the same names.
@@ -35,10 +35,10 @@ impl LoadBalancers {
         ..Descriptor::new("elasticloadbalancing", KIND, Phase::CapaOwned, 10)
     });
     /// Phase 2: the inventory.
-    pub const EXTERNAL: LoadBalancers = LoadBalancers(&Descriptor {
+    pub const TAGGED: LoadBalancers = LoadBalancers(&Descriptor {
         task: Some(TASK),
         iam_actions: IAM_ACTIONS,
-        ..Descriptor::new("elasticloadbalancing", KIND, Phase::External, 10)
+        ..Descriptor::new("elasticloadbalancing", KIND, Phase::Tagged, 10)
     });
 }
 
@@ -55,11 +55,11 @@ pub enum Api {
 
 /// Phase 2's load balancers in the inventory.
 #[derive(Debug, Default)]
-struct ExternalShare(Vec<Target<Api>>);
+struct TaggedShare(Vec<Target<Api>>);
 
-/// The load balancers phase 2's discovery found.
-pub fn external(inv: &Inventory) -> &[Target<Api>] {
-    inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
+/// The load balancers phase 2's locate step found.
+pub fn tagged(inv: &Inventory) -> &[Target<Api>] {
+    inv.get::<TaggedShare>().map_or(&[], |s| &s.0)
 }
 
 /// What a load balancer ARN says about the API that deletes it.
@@ -104,7 +104,7 @@ impl Cleaner for LoadBalancers {
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if self.0.phase != Phase::External
+        if self.0.phase != Phase::Tagged
             || r.arn.service != "elasticloadbalancing"
             || r.arn.resource_type() != "loadbalancer"
         {
@@ -121,7 +121,7 @@ impl Cleaner for LoadBalancers {
                 return true;
             }
         };
-        inv.share_mut::<ExternalShare>().0.push(target);
+        inv.share_mut::<TaggedShare>().0.push(target);
         true
     }
 
@@ -131,7 +131,7 @@ impl Cleaner for LoadBalancers {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
-        if self.0.phase != Phase::External {
+        if self.0.phase != Phase::Tagged {
             return Ok(());
         }
         let mut found = Vec::new();
@@ -150,13 +150,13 @@ impl Cleaner for LoadBalancers {
                 found.push(v2(lb.id));
             }
         }
-        inv.share_mut::<ExternalShare>().0.extend(found);
+        inv.share_mut::<TaggedShare>().0.extend(found);
         Ok(())
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Api>>, CleanError> {
-        if self.0.phase == Phase::External {
-            return Ok(external(ctx.inventory).to_vec());
+        if self.0.phase == Phase::Tagged {
+            return Ok(tagged(ctx.inventory).to_vec());
         }
         let capa = ctx.capa_key();
         let capas = |lb: &describe::Tagged| {
@@ -357,7 +357,7 @@ mod calls {
     #[tokio::test]
     async fn phase_two_reads_the_inventory_and_asks_nothing() {
         let mut inv = Inventory::default();
-        let lb = LoadBalancers::EXTERNAL;
+        let lb = LoadBalancers::TAGGED;
         let tagged = TaggedResource {
             arn: V2_OURS.parse().unwrap(),
             tags: [(CLOUD_KEY.to_string(), "owned".to_string())].into(),
@@ -381,12 +381,12 @@ mod calls {
         let mut inv = Inventory::default();
         // Phase 2's rule for c1: `kubernetes.io/cluster/c1=owned`, never CAPA's; none qualifies.
         let own = Ownership::of("c1");
-        LoadBalancers::EXTERNAL
+        LoadBalancers::TAGGED
             .describe_owned(&c, &own, &mut inv)
             .await
             .unwrap();
         assert!(
-            external(&inv).is_empty(),
+            tagged(&inv).is_empty(),
             "CAPA's and `shared` are not phase 2's"
         );
     }

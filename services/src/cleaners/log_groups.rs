@@ -7,8 +7,8 @@
 //! `policy::log_groups`'s: this cleaner describes, asks EKS and deletes.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::eks::{self, EksCluster};
 use crate::errors::{ErrorClass, call};
+use crate::locate::eks::{self, EksCluster};
 use crate::model::{GcTask, Phase};
 use crate::policy::Eks;
 use crate::policy::log_groups as policy;
@@ -32,7 +32,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         "eks:DescribeCluster",
         "logs:DeleteLogGroup",
     ],
-    ..Descriptor::new("logs", KIND, Phase::External, 30)
+    ..Descriptor::new("logs", KIND, Phase::Tagged, 30)
 };
 
 #[async_trait]

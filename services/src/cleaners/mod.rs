@@ -26,21 +26,22 @@ pub mod snapshots;
 pub mod subnets;
 pub mod target_groups;
 pub mod volumes;
+pub mod vpc_blockers;
 pub mod vpc_endpoints;
 pub mod vpc_owned;
 pub mod vpcs;
 
 pub use crate::errors::CleanError;
 
-use crate::discovery::inventory::Inventory;
-use crate::discovery::tagging::TaggedResource;
 use crate::errors::{ApiFailure, ErrorClass};
+use crate::locate::inventory::Inventory;
+use crate::locate::tagging::TaggedResource;
 use crate::model::{AwsClients, Failure, GcTask, Phase};
 use crate::policy::{Ownership, Verdict};
 use async_trait::async_trait;
 use std::fmt;
 
-/// How many per-candidate reads (a Get per IAM profile, ...) a cleaner's discovery keeps in
+/// How many per-candidate reads (a Get per IAM profile, ...) a cleaner's locate step keeps in
 /// flight: the reads of one pass are few and cheap, the round trips are what cost.
 pub(crate) const READ_CONCURRENCY: usize = 8;
 
@@ -54,7 +55,7 @@ pub struct CleanCtx<'a> {
     /// The Cluster API Cluster's name: CAPA tags everything it creates for the cluster
     /// `sigs.k8s.io/cluster-api-provider-aws/cluster/<name>` with it, on EKS too.
     pub capa_cluster: &'a str,
-    /// Phase 2's one discovery (tagging API or describe calls); empty in phases 1 and 3.
+    /// Phase 2's one locate step (tagging API or describe calls); empty in phases 1 and 3.
     pub inventory: &'a Inventory,
     /// Phase 3: the CAPA-managed VPCs of the cluster. Empty means nothing of the network is ours.
     pub vpc_ids: &'a [String],
@@ -82,18 +83,18 @@ pub struct CleanCtx<'a> {
 impl CleanCtx<'_> {
     /// The tag key CAPA marks the cluster's own resources with.
     pub fn capa_key(&self) -> String {
-        crate::discovery::tags::capa_key(self.capa_cluster)
+        crate::locate::tags::capa_key(self.capa_cluster)
     }
 }
 
-/// One resource a cleaner found, with `detail`: the facts discovery gathered so `delete` needs
+/// One resource a cleaner found, with `detail`: the facts locating gathered so `delete` needs
 /// no extra Describe call. Each cleaner chooses its own detail type (`()` when the id is all the
 /// delete call needs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target<D = ()> {
     /// What the report shows: the ARN when there is one, else the AWS id.
     pub id: String,
-    /// Set when discovery already knows it cannot be deleted yet (e.g. a target group still
+    /// Set when locating already knows it cannot be deleted yet (e.g. a target group still
     /// attached to a load balancer): reported as remaining without calling AWS.
     pub blocked: Option<String>,
     pub detail: D,
@@ -253,7 +254,7 @@ pub struct Descriptor {
     /// them alive may be the next phase's to delete (CAPA's security groups, held by the
     /// cloud provider's network interfaces). They still hold the phase after it, and `done`.
     pub holds_next_phase: bool,
-    /// The IAM actions the cleaner's calls need, its discovery's included (`ec2:DescribeVpcs`):
+    /// The IAM actions the cleaner's calls need, its locate step's included (`ec2:DescribeVpcs`):
     /// `deploy/iam/sweeper-policy.json` grants exactly these and the pass's own
     /// (`phases::PASS_IAM_ACTIONS`), which a test checks.
     pub iam_actions: &'static [&'static str],
@@ -284,7 +285,7 @@ impl Descriptor {
 /// about it is its [`Descriptor`].
 #[async_trait]
 pub trait Cleaner: Send + Sync {
-    /// What discovery records per target for `delete` (see [`Target`]).
+    /// What locating records per target for `delete` (see [`Target`]).
     type Detail: Clone + fmt::Debug + Send + Sync;
 
     /// The kind's `const` descriptor. A method rather than an associated const because three
@@ -292,14 +293,14 @@ pub trait Cleaner: Send + Sync {
     /// the value picks its phase's descriptor.
     fn descriptor(&self) -> &'static Descriptor;
 
-    /// Phase 2, tagging-API discovery: if `r` (owned by the cluster, not by CAPA) is of this
+    /// Phase 2, tagging-API locating: if `r` (owned by the cluster, not by CAPA) is of this
     /// kind, record it in the inventory (or an error there for one this kind cannot handle) and
     /// return true. Phases 1 and 3 never call it.
     fn claim(&self, _r: &TaggedResource, _inv: &mut Inventory) -> bool {
         false
     }
     /// Phase 2, alternative discovery: record this kind's resources that `own` accepts, found
-    /// through Describe calls instead of the tagging API. A failure fails the whole discovery.
+    /// through Describe calls instead of the tagging API. A failure fails the whole locate step.
     async fn describe_owned(
         &self,
         _c: &AwsClients,
@@ -335,7 +336,7 @@ pub trait Cleaner: Send + Sync {
 
 #[cfg(test)]
 /// Unit tests' pass context for `mocked::CLUSTER` (here, not in `mocked`, which stays below the
-/// cleaners and discovery it serves), nothing else set: tests override fields with
+/// cleaners and locating it serves), nothing else set: tests override fields with
 /// `CleanCtx { vpc_ids: &vpcs, ..test_ctx(&c, &inv) }`.
 pub(crate) fn test_ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) -> CleanCtx<'a> {
     CleanCtx {

@@ -4,11 +4,11 @@
 
 use super::security_groups;
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
-use crate::discovery::describe;
-use crate::discovery::inventory::Inventory;
-use crate::discovery::tagging::TaggedResource;
-use crate::discovery::tags;
 use crate::errors::call;
+use crate::locate::describe;
+use crate::locate::inventory::Inventory;
+use crate::locate::tagging::TaggedResource;
+use crate::locate::tags;
 use crate::model::{AwsClients, Phase};
 use crate::policy::network_interfaces::asked_for;
 use crate::policy::{Candidate, Ownership};
@@ -22,7 +22,7 @@ const KIND: &str = "network-interface";
 /// EC2 filters take at most 200 values.
 const FILTER_CHUNK: usize = 200;
 
-/// The VPC CNI's interfaces phase 2's discovery found (ids).
+/// The VPC CNI's interfaces phase 2's locate step found (ids).
 #[derive(Debug, Default)]
 struct CniShare(Vec<String>);
 
@@ -34,7 +34,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         "ec2:DescribeNetworkInterfaces",
         "ec2:DeleteNetworkInterface",
     ],
-    ..Descriptor::new("ec2", KIND, Phase::External, 30)
+    ..Descriptor::new("ec2", KIND, Phase::Tagged, 30)
 };
 
 #[async_trait]
@@ -82,7 +82,7 @@ impl Cleaner for NetworkInterfaces {
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        let groups: Vec<String> = security_groups::external(ctx.inventory)
+        let groups: Vec<String> = security_groups::tagged(ctx.inventory)
             .iter()
             .map(|(_, id)| id.clone())
             .collect();
@@ -156,7 +156,7 @@ mod calls {
     #[tokio::test]
     async fn detached_interfaces_of_our_groups_and_the_cnis_are_asked_for_and_deleted() {
         let mut inv = Inventory::default();
-        assert!(security_groups::SecurityGroups::EXTERNAL.claim(
+        assert!(security_groups::SecurityGroups::TAGGED.claim(
             &tagged("arn:aws:ec2:us-east-1:0:security-group/sg-ours"),
             &mut inv
         ));

@@ -8,8 +8,8 @@
 //! deletes.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::eks::{self, issuer_key};
 use crate::errors::{ErrorClass, call};
+use crate::locate::eks::{self, issuer_key};
 use crate::model::{GcTask, Phase};
 use crate::policy::Verdict;
 use crate::policy::oidc_providers::{self as policy, Use};
@@ -39,7 +39,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         "eks:DescribeCluster",
         "iam:DeleteOpenIDConnectProvider",
     ],
-    ..Descriptor::new("iam", KIND, Phase::External, 30)
+    ..Descriptor::new("iam", KIND, Phase::Tagged, 30)
 };
 
 #[async_trait]
@@ -130,7 +130,7 @@ impl Cleaner for OidcProviders {
 
 /// The verdict on the provider of `issuer` once EKS is asked whether a live cluster still
 /// reports it (`policy::oidc_providers::by_use`). A transient EKS failure keeps it for the next
-/// pass; any other failure is an error of the discovery, so nothing is deleted and the reason is
+/// pass; any other failure is an error of the locate step, so nothing is deleted and the reason is
 /// reported.
 async fn in_use(ctx: &CleanCtx<'_>, issuer: &str) -> Result<Verdict, CleanError> {
     let session_region = ctx.clients.eks.config().region().map(|r| r.to_string());
@@ -156,7 +156,7 @@ async fn in_use(ctx: &CleanCtx<'_>, issuer: &str) -> Result<Verdict, CleanError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::model::{AwsClients, EksFacts, PhaseReport};
     use crate::phases::runner::run_cleaner;
     use aws_sdk_eks::operation::describe_cluster::{DescribeClusterError, DescribeClusterOutput};

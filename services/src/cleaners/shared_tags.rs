@@ -11,8 +11,8 @@
 //! it only for keys under `kubernetes.io/cluster/`, with the key list required.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::tags;
 use crate::errors::call;
+use crate::locate::tags;
 use crate::model::{GcTask, Phase};
 use crate::policy::{self, Candidate};
 use async_trait::async_trait;
@@ -145,7 +145,7 @@ impl Cleaner for SharedTags {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_tags::DeleteTagsOutput;

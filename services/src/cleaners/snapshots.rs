@@ -4,8 +4,8 @@
 //! Which of those are deleted is `policy::ebs::snapshot`'s.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::{describe, tags};
 use crate::errors::call;
+use crate::locate::{describe, tags};
 use crate::model::{GcTask, Phase};
 use crate::policy::{self, Candidate};
 use async_trait::async_trait;
@@ -23,7 +23,7 @@ const KIND: &str = "snapshot";
 pub const DESCRIPTOR: Descriptor = Descriptor {
     task: Some(TASK),
     iam_actions: &["ec2:DescribeSnapshots", "ec2:DeleteSnapshot"],
-    ..Descriptor::new("ec2", KIND, Phase::External, 25)
+    ..Descriptor::new("ec2", KIND, Phase::Tagged, 25)
 };
 
 #[async_trait]
@@ -84,7 +84,7 @@ impl Cleaner for Snapshots {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_snapshot::DeleteSnapshotOutput;

@@ -11,10 +11,10 @@
 //! (seen with CAPA's own controller, issue #53).
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
-use crate::discovery::describe;
-use crate::discovery::inventory::Inventory;
-use crate::discovery::tagging::TaggedResource;
 use crate::errors::call;
+use crate::locate::describe;
+use crate::locate::inventory::Inventory;
+use crate::locate::tagging::TaggedResource;
 use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
@@ -24,18 +24,18 @@ use std::collections::{HashMap, HashSet};
 pub const TASK: GcTask = GcTask::new("target-group");
 
 /// One executor for two phases, its descriptor saying which: [`TargetGroups::CAPA_OWNED`] or
-/// [`TargetGroups::EXTERNAL`].
+/// [`TargetGroups::TAGGED`].
 pub struct TargetGroups(&'static Descriptor);
 
 const KIND: &str = "target-group";
 
 /// Phase 2's target group ARNs in the inventory.
 #[derive(Debug, Default)]
-struct ExternalShare(Vec<String>);
+struct TaggedShare(Vec<String>);
 
-/// The target group ARNs phase 2's discovery found.
-pub fn external(inv: &Inventory) -> &[String] {
-    inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
+/// The target group ARNs phase 2's locate step found.
+pub fn tagged(inv: &Inventory) -> &[String] {
+    inv.get::<TaggedShare>().map_or(&[], |s| &s.0)
 }
 
 const IAM_ACTIONS: &[&str] = &[
@@ -51,7 +51,7 @@ impl TargetGroups {
     /// load balancers (order 10) and before its security groups.
     pub const CAPA_OWNED: TargetGroups = TargetGroups(&CAPA_DESCRIPTOR);
     /// Phase 2: the inventory.
-    pub const EXTERNAL: TargetGroups = TargetGroups(&DESCRIPTOR);
+    pub const TAGGED: TargetGroups = TargetGroups(&DESCRIPTOR);
 }
 
 pub const CAPA_DESCRIPTOR: Descriptor = Descriptor {
@@ -62,7 +62,7 @@ pub const CAPA_DESCRIPTOR: Descriptor = Descriptor {
 pub const DESCRIPTOR: Descriptor = Descriptor {
     task: Some(TASK),
     iam_actions: IAM_ACTIONS,
-    ..Descriptor::new("elasticloadbalancing", KIND, Phase::External, 20)
+    ..Descriptor::new("elasticloadbalancing", KIND, Phase::Tagged, 20)
 };
 
 #[async_trait]
@@ -74,11 +74,11 @@ impl Cleaner for TargetGroups {
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if self.0.phase != Phase::External {
+        if self.0.phase != Phase::Tagged {
             return false;
         }
         let kind = ("elasticloadbalancing", "targetgroup");
-        claim_into(r, inv, kind, |s: &mut ExternalShare, r| {
+        claim_into(r, inv, kind, |s: &mut TaggedShare, r| {
             s.0.push(r.arn.to_string())
         })
     }
@@ -89,7 +89,7 @@ impl Cleaner for TargetGroups {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
-        if self.0.phase != Phase::External {
+        if self.0.phase != Phase::Tagged {
             return Ok(());
         }
         let groups = describe::target_groups(c).await?;
@@ -109,13 +109,13 @@ impl Cleaner for TargetGroups {
             })
             .map(|tg| tg.id)
             .collect();
-        inv.share_mut::<ExternalShare>().0.extend(ours);
+        inv.share_mut::<TaggedShare>().0.extend(ours);
         Ok(())
     }
 
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
-        if self.0.phase == Phase::External {
-            let ours = external(ctx.inventory);
+        if self.0.phase == Phase::Tagged {
+            let ours = tagged(ctx.inventory);
             if ours.is_empty() {
                 return Ok(Vec::new());
             }
@@ -212,7 +212,7 @@ mod calls {
     #[tokio::test]
     async fn only_the_inventorys_groups_are_targets_and_one_a_live_balancer_uses_waits() {
         let mut inv = Inventory::default();
-        inv.share_mut::<ExternalShare>().0.extend([
+        inv.share_mut::<TaggedShare>().0.extend([
             "tg-free".to_string(),
             "tg-attached".to_string(),
             "tg-gone".to_string(),
@@ -235,7 +235,7 @@ mod calls {
             .then_output(|| DeleteTargetGroupOutput::builder().build());
         let c = mocked::in_order(&[&groups, &live, &delete]);
         let cx = ctx(&c, &inv);
-        let found = TargetGroups::EXTERNAL.discover(&cx).await.unwrap();
+        let found = TargetGroups::TAGGED.discover(&cx).await.unwrap();
         let seen: Vec<(&str, Option<&str>)> = found
             .iter()
             .map(|t| (t.id.as_str(), t.blocked.as_deref()))
@@ -248,7 +248,7 @@ mod calls {
             ]
         );
         assert_eq!(
-            TargetGroups::EXTERNAL.delete(&cx, &found[0]).await.unwrap(),
+            TargetGroups::TAGGED.delete(&cx, &found[0]).await.unwrap(),
             Outcome::Deleted
         );
         assert_calls(&delete, 1, "DeleteTargetGroup");
@@ -261,8 +261,8 @@ mod calls {
     async fn capas_api_server_group_is_phase_ones_by_capas_tag_alone() {
         use aws_sdk_elasticloadbalancingv2::operation::describe_tags::DescribeTagsOutput;
         use aws_sdk_elasticloadbalancingv2::types::{Tag, TagDescription};
-        let capa = crate::discovery::tags::capa_key(mocked::CLUSTER);
-        let other = crate::discovery::tags::capa_key(&format!("{}-b", mocked::CLUSTER));
+        let capa = crate::locate::tags::capa_key(mocked::CLUSTER);
+        let other = crate::locate::tags::capa_key(&format!("{}-b", mocked::CLUSTER));
         let cloud = format!("kubernetes.io/cluster/{}", mocked::CLUSTER);
         let described = |arn: &str, k: &str, v: &str| {
             TagDescription::builder()
@@ -320,7 +320,7 @@ mod calls {
         let c = mocked::no_calls();
         let inv = Inventory::default();
         assert!(
-            TargetGroups::EXTERNAL
+            TargetGroups::TAGGED
                 .discover(&ctx(&c, &inv))
                 .await
                 .unwrap()

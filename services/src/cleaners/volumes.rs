@@ -9,8 +9,8 @@
 //! snapshot. A volume's snapshot is point-in-time, so the delete need not wait for it to complete.
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::{describe, tags};
 use crate::errors::{ApiFailure, ErrorClass, call};
+use crate::locate::{describe, tags};
 use crate::model::{GcTask, Phase};
 use crate::policy::{self, Candidate};
 use async_trait::async_trait;
@@ -43,7 +43,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         "ec2:CreateTags",
         "ec2:DeleteVolume",
     ],
-    ..Descriptor::new("ec2", KIND, Phase::External, 25)
+    ..Descriptor::new("ec2", KIND, Phase::Tagged, 25)
 };
 
 #[async_trait]
@@ -177,7 +177,7 @@ async fn snapshot(ctx: &CleanCtx<'_>, volume: &str) -> Result<String, ApiFailure
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::create_snapshot::CreateSnapshotOutput;

@@ -8,7 +8,7 @@
 //! this module only sends its ownership rule as the server's filter.
 
 use super::{CleanCtx, CleanError, Outcome};
-use crate::discovery::tags;
+use crate::locate::tags;
 use aws_sdk_ec2::types::Filter;
 
 /// Where a phase-3 kind looks: the cluster's CAPA-managed VPCs (never empty) and CAPA's

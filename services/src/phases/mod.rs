@@ -3,10 +3,10 @@
 //! CAPA-managed network). Everything is re-discovered from AWS on every pass, so the controller
 //! just calls again until `done`.
 
-pub(crate) mod external;
 pub mod registry;
 mod request;
 pub(crate) mod runner;
+pub(crate) mod tagged;
 
 // The model's types are part of a pass's interface (the controller builds clients and selects
 // tasks), so they are reachable from here too.
@@ -14,21 +14,21 @@ pub use crate::model::{
     AwsClients, EksFacts, Failure, FailureKind, GcTask, Phase, PhaseReport, ResourceRef,
     UnknownGcTask,
 };
-pub use external::phase2_pass;
 pub use request::{PassReport, PassRequest};
+pub use tagged::phase2_pass;
 
-use crate::cleaners::{CleanCtx, CleanError, vpcs};
-use crate::discovery::inventory::Inventory;
-use runner::run_phase;
+use crate::cleaners::{CleanCtx, CleanError, vpc_blockers, vpcs};
+use crate::locate::inventory::Inventory;
+use runner::{PhaseRun, run_phase};
 use tracing::Instrument;
 
 /// The IAM actions a pass calls beyond its cleaners' own (each cleaner's are in its
-/// `Descriptor::iam_actions`): phase 2's discovery (the tagging scan, and the placement check of
+/// `Descriptor::iam_actions`): phase 2's locate step (the tagging scan, and the placement check of
 /// the controllers' finds in the cluster's VPCs), the CAPA-managed VPCs looked up for phases 2
 /// and 3, and phase 3's check for resources in them that are not the cluster's
-/// (`vpcs::blockers`). The session's `sts:GetCallerIdentity` needs no permission.
+/// (`vpc_blockers::blockers`). The session's `sts:GetCallerIdentity` needs no permission.
 pub const PASS_IAM_ACTIONS: &[&str] = &[
-    // phase 2's discovery
+    // phase 2's locate step
     "tag:GetResources",
     "elasticloadbalancing:DescribeLoadBalancers",
     "elasticloadbalancing:DescribeTargetGroups",
@@ -59,15 +59,59 @@ pub async fn teardown_pass(clients: &AwsClients, req: &PassRequest) -> PassRepor
 }
 
 async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
-    let cluster = req.cluster_name.as_str();
-    let capa = req.capa_name.as_str();
-    let empty = Inventory::default();
     let mut phases = Vec::with_capacity(3);
+    let p1 = phase1(clients, req).await;
+    // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
+    // security groups, used by the cloud provider's network interfaces); phase 3 waits for all.
+    let go_on = req.dry_run || (p1.report.started && !p1.holds_next);
+    phases.push(p1.report);
+    // The CAPA-tagged VPCs, looked up once for phases 2 and 3 (phase 2 deletes no VPC). Neither
+    // runs unless phase 1 lets phase 2 start.
+    let capa_vpcs = if go_on {
+        vpcs::capa_vpcs(clients, &req.capa_name).await
+    } else {
+        Ok(Vec::new())
+    };
 
+    if !go_on {
+        phases.push(PhaseReport::not_started(Phase::Tagged));
+    } else if !req.external_gc {
+        // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
+        phases.push(PhaseReport::started(Phase::Tagged));
+    } else {
+        phases.push(tagged::phase2_in(clients, req, &capa_vpcs).await);
+    }
+
+    let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
+    if !go_on {
+        phases.push(PhaseReport::not_started(Phase::Network));
+    } else {
+        let mut p3 = phase3(clients, req, &capa_vpcs).await;
+        if req.dry_run {
+            drop_planned_blockers(&mut p3, &phases);
+        }
+        phases.push(p3);
+    }
+
+    let done = pass_done(&phases);
+    tracing::info!(
+        done,
+        deleted = phases.iter().map(|p| p.deleted.len()).sum::<usize>(),
+        remaining = phases.iter().map(|p| p.remaining.len()).sum::<usize>(),
+        errors = phases.iter().map(|p| p.errors.len()).sum::<usize>(),
+        "teardown pass finished"
+    );
+    PassReport { done, phases }
+}
+
+/// Phase 1: what CAPA's own tag marks, not network (no inventory, no VPCs: its cleaners ask by
+/// the CAPA tag themselves).
+async fn phase1(clients: &AwsClients, req: &PassRequest) -> PhaseRun {
+    let empty = Inventory::default();
     let ctx = CleanCtx {
         clients,
-        cluster,
-        capa_cluster: capa,
+        cluster: &req.cluster_name,
+        capa_cluster: &req.capa_name,
         inventory: &empty,
         vpc_ids: &[],
         byo_vpcs: &[],
@@ -78,72 +122,35 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
         external_dns_owner: None,
         s3_bucket: None,
     };
-    let p1 = run_phase(
-        Phase::CapaOwned,
-        &registry::of(Phase::CapaOwned),
-        &ctx,
-        req.dry_run,
-    )
-    .await;
-    // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
-    // security groups, used by the cloud provider's network interfaces); phase 3 waits for all.
-    let go_on = req.dry_run || (p1.report.started && !p1.holds_next);
-    phases.push(p1.report);
-    // The CAPA-tagged VPCs, looked up once for phases 2 and 3 (phase 2 deletes no VPC). Neither
-    // runs unless phase 1 lets phase 2 start.
-    let capa_vpcs = if go_on {
-        vpcs::capa_vpcs(clients, capa).await
-    } else {
-        Ok(Vec::new())
-    };
+    let cleaners = registry::of(Phase::CapaOwned);
+    run_phase(Phase::CapaOwned, &cleaners, &ctx, req.dry_run).await
+}
 
-    if !go_on {
-        phases.push(PhaseReport::not_started(Phase::External));
-    } else if !req.external_gc {
-        // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
-        phases.push(PhaseReport::started(Phase::External));
-    } else {
-        phases.push(external::phase2_in(clients, req, &capa_vpcs).await);
-    }
+/// In a dry run nothing was deleted, so what the earlier phases would delete is no blocker of
+/// phase 3: those are dropped from its `blockers` (matched by id or as an ARN's last part).
+fn drop_planned_blockers(p3: &mut PhaseReport, earlier: &[PhaseReport]) {
+    let planned: Vec<&str> = earlier
+        .iter()
+        .flat_map(|p| p.planned.iter().map(|r| r.id.as_str()))
+        .collect();
+    p3.blockers.retain(|(r, _)| {
+        !planned
+            .iter()
+            .any(|p| *p == r.id || p.ends_with(&format!("/{}", r.id)))
+    });
+}
 
-    let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
-    if !go_on {
-        phases.push(PhaseReport::not_started(Phase::Network));
-    } else {
-        let mut p3 = phase3(clients, req, &capa_vpcs).await;
-        if req.dry_run {
-            // Nothing was deleted: what phases 1 and 2 would delete is no blocker.
-            let planned: Vec<&str> = phases
-                .iter()
-                .flat_map(|p| p.planned.iter().map(|r| r.id.as_str()))
-                .collect();
-            p3.blockers.retain(|(r, _)| {
-                !planned
-                    .iter()
-                    .any(|p| *p == r.id || p.ends_with(&format!("/{}", r.id)))
-            });
-        }
-        phases.push(p3);
-    }
-
-    // Done only when a pass found nothing at all: the pass that deletes the last resources is not
-    // done yet, the next one verifies. This catches resources a discovery missed (an eventually
-    // consistent tagging API; LocalStack's tagging pagination dropping items under load).
-    let done = phases.iter().all(|p| {
+/// Done only when a pass found nothing at all: the pass that deletes the last resources is not
+/// done yet, the next one verifies. This catches resources a locate step missed (an eventually
+/// consistent tagging API; LocalStack's tagging pagination dropping items under load).
+fn pass_done(phases: &[PhaseReport]) -> bool {
+    phases.iter().all(|p| {
         p.is_clear()
             && p.planned.is_empty()
             && p.planned_changes.is_empty()
             && p.deleted.is_empty()
             && p.untagged.is_empty()
-    });
-    tracing::info!(
-        done,
-        deleted = phases.iter().map(|p| p.deleted.len()).sum::<usize>(),
-        remaining = phases.iter().map(|p| p.remaining.len()).sum::<usize>(),
-        errors = phases.iter().map(|p| p.errors.len()).sum::<usize>(),
-        "teardown pass finished"
-    );
-    PassReport { done, phases }
+    })
 }
 
 /// Phase 3: the CAPA-managed VPCs, unless something in them that is not ours would keep them
@@ -168,7 +175,7 @@ async fn phase3(
     let blockers = if vpc_ids.is_empty() {
         Vec::new()
     } else {
-        match vpcs::blockers(clients, &req.capa_name, vpc_ids).await {
+        match vpc_blockers::blockers(clients, &req.capa_name, vpc_ids).await {
             Ok(b) => b,
             Err(e) => {
                 p3.errors.push(Failure::of(&e));
@@ -214,4 +221,85 @@ async fn phase3(
     }
     p3.blockers = blockers;
     p3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::AuditAction;
+
+    fn r(kind: &str, id: &str) -> ResourceRef {
+        ResourceRef {
+            service: "ec2".into(),
+            kind: kind.into(),
+            id: id.into(),
+        }
+    }
+
+    #[test]
+    fn a_dry_run_drops_the_blockers_earlier_phases_would_delete() {
+        let mut p1 = PhaseReport::started(Phase::CapaOwned);
+        p1.planned.push(r("instance", "i-capa"));
+        let mut p2 = PhaseReport::started(Phase::Tagged);
+        p2.planned.push(r(
+            "load-balancer",
+            "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/lb-1",
+        ));
+        let mut p3 = PhaseReport::started(Phase::Network);
+        for (kind, id) in [
+            ("instance", "i-capa"),
+            ("load-balancer", "lb-1"),
+            ("instance", "i-workload"),
+            // Only a whole last part matches: "b-1" is not "lb-1".
+            ("load-balancer", "b-1"),
+        ] {
+            p3.blockers.push((r(kind, id), "vpc-1".into()));
+        }
+        drop_planned_blockers(&mut p3, &[p1, p2]);
+        let left: Vec<&str> = p3.blockers.iter().map(|(r, _)| r.id.as_str()).collect();
+        assert_eq!(left, ["i-workload", "b-1"]);
+    }
+
+    #[test]
+    fn a_pass_is_done_only_when_no_phase_found_anything() {
+        let clear = || PhaseReport::started(Phase::Network);
+        type Change = fn(&mut PhaseReport);
+        let table: [(&str, Change, bool); 8] = [
+            ("nothing found", |_| {}, true),
+            ("not started", |p| p.started = false, false),
+            ("deleted", |p| p.deleted.push(r("vpc", "vpc-1")), false),
+            ("planned", |p| p.planned.push(r("vpc", "vpc-1")), false),
+            (
+                "planned change",
+                |p| {
+                    p.planned_changes
+                        .push((r("vpc", "vpc-1"), AuditAction::Deleted))
+                },
+                false,
+            ),
+            (
+                "untagged",
+                |p| p.untagged.push((r("vpc", "vpc-1"), "k".into())),
+                false,
+            ),
+            (
+                "blocked",
+                |p| p.blockers.push((r("subnet", "s-1"), "vpc-1".into())),
+                false,
+            ),
+            (
+                "remaining",
+                |p| {
+                    p.remaining
+                        .push((r("vpc", "vpc-1"), Failure::waiting("subnets")))
+                },
+                false,
+            ),
+        ];
+        for (what, change, done) in table {
+            let mut p = clear();
+            change(&mut p);
+            assert_eq!(pass_done(&[clear(), p]), done, "{what}");
+        }
+    }
 }

@@ -41,9 +41,9 @@ fn all() -> Vec<Box<dyn AnyCleaner>> {
         // Phase 2: what the cloud provider, the LB controller, node provisioners and the VPC CNI
         // created.
         Box::new(DnsRecords),
-        Box::new(LoadBalancers::EXTERNAL),
-        Box::new(TargetGroups::EXTERNAL),
-        Box::new(Instances::EXTERNAL),
+        Box::new(LoadBalancers::TAGGED),
+        Box::new(TargetGroups::TAGGED),
+        Box::new(Instances::TAGGED),
         Box::new(LaunchTemplates),
         Box::new(InstanceProfiles),
         Box::new(OidcProviders),
@@ -60,7 +60,7 @@ fn all() -> Vec<Box<dyn AnyCleaner>> {
         Box::new(Volumes),
         Box::new(Snapshots),
         Box::new(NetworkInterfaces),
-        Box::new(SecurityGroups::EXTERNAL),
+        Box::new(SecurityGroups::TAGGED),
         Box::new(EksClusterSecurityGroup),
         // Phase 3: the CAPA-managed network, in dependency order; each kind only where it carries
         // CAPA's ownership tag (security groups went in phase 1).
@@ -116,7 +116,7 @@ pub const CAPA: [GcTask; 3] = [
 
 /// Phase 2's cleaners, limited to `tasks` when given (without, every task but the opt-in ones).
 pub(crate) fn phase2(tasks: Option<&[GcTask]>) -> Vec<Box<dyn AnyCleaner>> {
-    selected(Phase::External, tasks)
+    selected(Phase::Tagged, tasks)
 }
 
 /// The cleaners of `phase`, those with a task limited to `tasks` when given (without, every
@@ -205,7 +205,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            rows(Phase::External),
+            rows(Phase::Tagged),
             [
                 ("dns-record", 5, Some("dns-record"), true, true),
                 ("load-balancer", 10, Some("load-balancer"), false, true),

@@ -19,7 +19,7 @@ pub struct PassRequest {
     pub tasks: Option<Vec<GcTask>>,
     /// Discover everything, delete nothing; the report's `planned` lists what would go.
     pub dry_run: bool,
-    /// Phase-2 discovery through tag-filtered Describe calls instead of the tagging API.
+    /// Phase-2 locating through tag-filtered Describe calls instead of the tagging API.
     pub alternative_discovery: bool,
     /// The cluster's VPCs as its object states them (`spec.network.vpc.id`). With the
     /// CAPA-tagged VPCs, they confirm resources found by the LB controller's and the VPC CNI's
@@ -45,7 +45,7 @@ pub struct PassRequest {
 }
 
 impl PassRequest {
-    /// All phases, all tasks, tagging-API discovery, for real.
+    /// All phases, all tasks, tagging-API locating, for real.
     pub fn new(cluster_name: impl Into<String>) -> Self {
         let cluster_name = cluster_name.into();
         PassRequest {

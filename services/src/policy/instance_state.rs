@@ -104,38 +104,77 @@ pub fn decide(rule: Option<&RuleFacts>, queue: Option<&QueueFacts>, capa_cluster
             "queue {queue_n} has no policy: CAPA's statement is missing"
         ));
     };
-    match capa_statement(policy, &statement_sid(capa_cluster), &rule.arn) {
+    match capa_statement(&queue_n, policy, &statement_sid(capa_cluster), &rule.arn) {
         Ok(()) => Verdict::Delete,
-        Err(why) => Verdict::keep(format!("queue {queue_n}: {why}")),
+        Err(why) => Verdict::keep(why.to_string()),
     }
 }
 
-/// Whether `policy` holds exactly one statement, CAPA's: `sid`, allowing events to send from
-/// the rule `rule_arn` (`aws:SourceArn`).
-fn capa_statement(policy: &str, sid: &str, rule_arn: &str) -> Result<(), String> {
-    let doc: serde_json::Value =
-        serde_json::from_str(policy).map_err(|e| format!("its policy is not JSON: {e}"))?;
+/// Why a queue's policy is not the one CAPA writes for the pair; each names the queue (its
+/// Display is the reason the verdict keeps it with).
+#[derive(Debug, thiserror::Error)]
+pub enum QueuePolicyMismatch {
+    #[error("queue {queue}: its policy is not JSON: {error}")]
+    NotJson {
+        queue: String,
+        error: serde_json::Error,
+    },
+    #[error("queue {queue}: its policy has no statement")]
+    NoStatement { queue: String },
+    #[error(
+        "queue {queue}: its policy has {count} statements, CAPA writes one: someone else uses it"
+    )]
+    NotOneStatement { queue: String, count: usize },
+    #[error("queue {queue}: its policy lacks CAPA's statement {sid}")]
+    NoCapaStatement { queue: String, sid: String },
+    #[error("queue {queue}: CAPA's statement names source {named:?}, not the rule {rule}")]
+    OtherSource {
+        queue: String,
+        named: Option<String>,
+        rule: String,
+    },
+}
+
+/// Whether `policy` (of the queue named `queue`) holds exactly one statement, CAPA's: `sid`,
+/// allowing events to send from the rule `rule_arn` (`aws:SourceArn`).
+fn capa_statement(
+    queue: &str,
+    policy: &str,
+    sid: &str,
+    rule_arn: &str,
+) -> Result<(), QueuePolicyMismatch> {
+    use QueuePolicyMismatch as E;
+    let queue = || queue.to_string();
+    let doc: serde_json::Value = serde_json::from_str(policy).map_err(|error| E::NotJson {
+        queue: queue(),
+        error,
+    })?;
     let statements = match doc.get("Statement") {
         Some(serde_json::Value::Array(a)) => a.clone(),
         Some(one @ serde_json::Value::Object(_)) => vec![one.clone()],
-        _ => return Err("its policy has no statement".into()),
+        _ => return Err(E::NoStatement { queue: queue() }),
     };
     let [st] = statements.as_slice() else {
-        return Err(format!(
-            "its policy has {} statements, CAPA writes one: someone else uses it",
-            statements.len()
-        ));
+        return Err(E::NotOneStatement {
+            queue: queue(),
+            count: statements.len(),
+        });
     };
     if st.get("Sid").and_then(|s| s.as_str()) != Some(sid) {
-        return Err(format!("its policy lacks CAPA's statement {sid}"));
+        return Err(E::NoCapaStatement {
+            queue: queue(),
+            sid: sid.to_string(),
+        });
     }
     let source = st
         .pointer("/Condition/ArnEquals/aws:SourceArn")
         .and_then(|s| s.as_str());
     if source != Some(rule_arn) {
-        return Err(format!(
-            "CAPA's statement names source {source:?}, not the rule {rule_arn}"
-        ));
+        return Err(E::OtherSource {
+            queue: queue(),
+            named: source.map(str::to_string),
+            rule: rule_arn.to_string(),
+        });
     }
     Ok(())
 }

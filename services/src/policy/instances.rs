@@ -10,7 +10,7 @@ use super::{Candidate, Ownership, Verdict};
 /// The tags an Auto Scaling group or an EKS managed node group puts on its members.
 const GROUP_TAGS: [&str; 2] = ["aws:autoscaling:groupName", "eks:nodegroup-name"];
 
-/// Phase 2, for an instance discovery already found the cluster's (the tagging API's claim).
+/// Phase 2, for an instance locating already found the cluster's (the tagging API's claim).
 pub fn decide_found(c: &Candidate<'_>) -> Verdict {
     if c.tags.iter().any(|(k, _)| GROUP_TAGS.contains(k)) {
         return Verdict::keep("an Auto Scaling group's instance: left to its group");

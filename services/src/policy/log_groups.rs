@@ -10,7 +10,7 @@
 //! - EKS reports the cluster gone (`DescribeCluster`: ResourceNotFound, [`by_eks`]). While EKS
 //!   still reports a cluster of that name, the group is blocked (the teardown waits for EKS
 //!   anyway: the network cannot go before); while EKS cannot be asked (a transient failure), it
-//!   is blocked too, with the reason; any other failure to ask fails the discovery, so nothing
+//!   is blocked too, with the reason; any other failure to ask fails the locate step, so nothing
 //!   is deleted either.
 
 use super::{Eks, Verdict};

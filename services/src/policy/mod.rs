@@ -1,4 +1,4 @@
-//! **Why was this AWS resource deleted, or kept?** The answer lives here. Discovery and the
+//! **Why was this AWS resource deleted, or kept?** The answer lives here. Locating and the
 //! cleaners gather facts (tags, VPC, attachments, the creator's marks, what AWS says of its
 //! state); a pure `decide` per kind turns them into a [`Verdict`]; the cleaner then only carries
 //! it out (describe, delete, wait). Each rule is table-tested here, without mocks.
@@ -110,7 +110,7 @@ pub enum Eks<'a> {
 }
 
 /// The facts most rules read about one resource: its tags (key, value) and the VPC it lives in,
-/// when it lives in one and discovery knows it.
+/// when it lives in one and locating knows it.
 #[derive(Clone, Copy, Debug)]
 pub struct Candidate<'a> {
     pub tags: &'a [(&'a str, &'a str)],

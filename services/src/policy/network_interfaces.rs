@@ -8,7 +8,7 @@
 //!
 //! An interface in use (attached) is never touched: it goes with its owner (an instance, a load
 //! balancer). Both conditions are sent as the Describe's filters ([`asked_for`], with
-//! [`DETACHED`]), so what EC2 answers is the selection: one attached since discovery is simply not
+//! [`DETACHED`]), so what EC2 answers is the selection: one attached since locating is simply not
 //! answered.
 
 /// The status of a detached interface, the only kind this rule deletes.

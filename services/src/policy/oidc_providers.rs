@@ -11,7 +11,7 @@
 //!   region, so that region's clusters are asked; an issuer of another region than the
 //!   session's cannot be checked and is kept. While a live cluster reports it, or while EKS
 //!   cannot be asked (a transient failure), it is blocked, with the reason; any other failure
-//!   to ask fails the discovery, so nothing is deleted either (fail closed).
+//!   to ask fails the locate step, so nothing is deleted either (fail closed).
 
 use super::{Verdict, tags};
 

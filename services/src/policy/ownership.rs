@@ -1,4 +1,4 @@
-//! Phase 2's ownership rule, the one every phase-2 kind starts from, whichever discovery found
+//! Phase 2's ownership rule, the one every phase-2 kind starts from, whichever locating found
 //! the resource (tagging API or Describe calls): never CAPA-owned (phases 1 and 3 own those), and
 //! either tagged `kubernetes.io/cluster/N=owned` (never `shared`), or tagged for cluster `N` by a
 //! controller that does not use that tag (the AWS Load Balancer Controller's
@@ -95,7 +95,7 @@ impl Ownership {
     }
 
     /// Tagged for this cluster by the LB controller or the VPC CNI (not CAPA-owned): a
-    /// candidate until its VPC is known (`discovery::placement` confirms it).
+    /// candidate until its VPC is known (`locate::placement` confirms it).
     pub fn controller_tagged<'a>(
         &self,
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,

@@ -17,7 +17,7 @@ pub fn decide_capa(c: &Candidate<'_>, group_name: Option<&str>, capa_key: &str) 
     capa::decide(c, capa_key)
 }
 
-/// Phase 2, for a group phase 2's discovery already found the cluster's (the tagging API's
+/// Phase 2, for a group phase 2's locate step already found the cluster's (the tagging API's
 /// claim): only EKS's own group is left out.
 pub fn decide_found(c: &Candidate<'_>) -> Verdict {
     if tags::has_key(c.tags.iter().copied(), tags::EKS_CLUSTER_TAG) {

@@ -1,7 +1,7 @@
 //! The tag keys and values that decide ownership, and the exact-match predicates over them. The
 //! cluster name is the whole last path segment of the key, so cluster `c1` never matches `c1-b`
-//! (exact key comparison, never a prefix match). Discovery builds its filters from the same keys
-//! (`discovery::tags` re-exports them), so the server's filter and the policy's check agree.
+//! (exact key comparison, never a prefix match). Locating builds its filters from the same keys
+//! (`locate::tags` re-exports them), so the server's filter and the policy's check agree.
 
 /// CAPA marks what it created for cluster `N` with `sigs.k8s.io/cluster-api-provider-aws/cluster/N=owned`.
 pub fn capa_key(cluster: &str) -> String {
@@ -24,7 +24,7 @@ pub const SHARED: &str = "shared";
 /// `elbv2.k8s.aws/cluster=<name>`, never with the cluster tag: a search by that tag misses them.
 pub const LBC_CLUSTER_TAG: &str = "elbv2.k8s.aws/cluster";
 
-/// The resource types phase 2 takes from a controller tag's finds (see discovery::placement, which
+/// The resource types phase 2 takes from a controller tag's finds (see locate::placement, which
 /// drops every other kind): the controller-tag queries ask the tagging API for these only. Classic
 /// load balancers are `elasticloadbalancing:loadbalancer` too in AWS; neither controller creates
 /// them.

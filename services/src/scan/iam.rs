@@ -16,8 +16,8 @@
 use super::claims::claims;
 use super::join::ClaimedResource;
 use crate::cleaners::oidc_providers::issuer_of_arn;
-use crate::discovery::describe;
 use crate::errors::{ApiFailure, ErrorClass, call};
+use crate::locate::describe;
 use crate::model::AwsClients;
 use crate::policy::instance_profiles::{ListedProfile, REGION_TAG, decide};
 use crate::policy::oidc_providers::issuer_region;

@@ -5,7 +5,7 @@
 //! target's region too, for its refusals and its plan's proofs.
 //!
 //! Calls per (account, region), whatever the number of clusters, live or not: the tagging API's
-//! pages of every tagged resource (`discovery::tagging::every_tagged_resource`), the pages of
+//! pages of every tagged resource (`locate::tagging::every_tagged_resource`), the pages of
 //! `eks:ListClusters`, and, for the candidates' volumes, snapshots, endpoints, instances and NAT
 //! gateways only, chunked describes (`sizing`; a terminated instance or deleted NAT gateway the
 //! listing still returns is dropped). No call names a cluster.
@@ -13,6 +13,7 @@
 //! claims.rs (tags -> names, rules), join.rs (names -> candidates) and prices.rs (cost) are pure
 //! and table-tested; this file makes the calls and assembles the report.
 
+mod candidates;
 pub mod claims;
 pub mod deleted_by;
 pub mod iam;
@@ -20,11 +21,11 @@ pub mod join;
 pub mod prices;
 pub mod sizing;
 
-use crate::discovery::{eks, tagging};
 use crate::errors::ApiFailure;
+use crate::locate::{eks, tagging};
 use crate::model::AwsClients;
 use claims::{Claim, ClaimRule};
-use deleted_by::{DeletedBy, TeardownClass, deleted_by};
+use deleted_by::{DeletedBy, TeardownClass};
 use join::{ClaimedResource, HeldBack, Liveness};
 use prices::{CostTotal, MonthlyCost, Sizing};
 use serde::Serialize;
@@ -175,14 +176,9 @@ pub struct RegionScan {
     pub calls: BTreeMap<&'static str, usize>,
 }
 
-/// RFC 3339 of `secs` since the epoch.
-fn rfc3339(secs: i64) -> String {
-    aws_smithy_types::DateTime::from_secs(secs)
-        .fmt(aws_smithy_types::date_time::Format::DateTime)
-        .unwrap_or_else(|_| secs.to_string())
-}
-
-/// Scans the session's (account, region): see the module doc.
+/// Scans the session's (account, region): see the module doc. The steps: list every tagged
+/// resource, keep the claimed ones (plus the account's IAM in this region), join the names with
+/// what is alive, describe the candidates' resources, price them.
 #[tracing::instrument(skip_all, fields(account = %account, region = %region))]
 pub async fn scan_region(
     c: &AwsClients,
@@ -191,54 +187,12 @@ pub async fn scan_region(
     input: &ScanInput,
 ) -> Result<RegionScan, ScanError> {
     let mut calls: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let listed = tagging::every_tagged_resource(
-        &c.tagging,
-        Some(input.page_size.unwrap_or(tagging::MAX_PAGE)),
-    )
-    .await
-    .map_err(|source| ScanError::Tagging {
-        account: account.into(),
-        region: region.into(),
-        source,
-    })?;
+    let listed = list_tagged(c, account, region, input.page_size).await?;
     calls.insert("tagging.GetResources", listed.pages);
-    let mut claimed: Vec<ClaimedResource> = listed
-        .resources
-        .iter()
-        .filter_map(|r| {
-            let found = claims::claims(r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            (!found.is_empty()).then(|| ClaimedResource {
-                arn: r.arn.to_string(),
-                kind: prices::kind_of(&r.arn.service, &r.arn.resource),
-                claims: found,
-            })
-        })
-        .collect();
     // The account's IAM, listed once for all its regions: this region's part joins by name.
-    let account_iam = input.iam.get(account);
-    if let Some(i) = account_iam {
-        // Once, should the tagging listing return a profile too.
-        let listed: BTreeSet<String> = claimed.iter().map(|r| r.arn.clone()).collect();
-        claimed.extend(
-            iam::claimed_in(i, region)
-                .into_iter()
-                .filter(|r| !listed.contains(&r.arn)),
-        );
-    }
-    // Asked even when nothing is claimed? No: without claims there is nothing to join.
-    let eks_live = if claimed.is_empty() {
-        BTreeSet::new()
-    } else {
-        let (names, pages) = eks::cluster_names(c)
-            .await
-            .map_err(|source| ScanError::Eks {
-                account: account.into(),
-                region: region.into(),
-                source,
-            })?;
-        calls.insert("eks.ListClusters", pages);
-        names
-    };
+    let account_iam = input.iam.get(account).map(|i| &**i);
+    let claimed = candidates::claimed(&listed.resources, account_iam, region);
+    let eks_live = live_eks_names(c, account, region, &claimed, &mut calls).await?;
     let joined = join::join(
         &claimed,
         &Liveness {
@@ -247,108 +201,68 @@ pub async fn scan_region(
             not_ours: &input.not_ours,
         },
     );
-    let ids_of = |kind: &str| -> Vec<String> {
-        let ids: BTreeSet<String> = joined
-            .candidates
-            .iter()
-            .flat_map(|g| &g.resources)
-            .filter(|r| r.kind == kind)
-            .filter_map(|r| r.arn.parse::<crate::arn::Arn>().ok())
-            .map(|a| a.resource_id().to_string())
-            .collect();
-        ids.into_iter().collect()
-    };
-    let sized = sizing::describe(
-        c,
-        &sizing::Ids {
-            volumes: ids_of("ec2:volume"),
-            snapshots: ids_of("ec2:snapshot"),
-            endpoints: ids_of("ec2:vpc-endpoint"),
-            instances: ids_of("ec2:instance"),
-            nat_gateways: ids_of("ec2:natgateway"),
-        },
-    )
-    .await
-    .map_err(|source| ScanError::Describe {
-        account: account.into(),
-        region: region.into(),
-        source,
-    })?;
+    let sized = sizing::describe(c, &candidates::ids_to_describe(&joined.candidates))
+        .await
+        .map_err(|source| ScanError::Describe {
+            account: account.into(),
+            region: region.into(),
+            source,
+        })?;
     calls.extend(sized.calls.iter().map(|(k, v)| (*k, *v)));
-    let id_of = |arn: &str| {
-        arn.parse::<crate::arn::Arn>()
-            .map(|a| a.resource_id().to_string())
-            .unwrap_or_default()
-    };
-    // Terminated instances and deleted NAT gateways are still listed for a while: not leaks.
-    let is_gone = |arn: &str| sized.by_id.get(&id_of(arn)).is_some_and(|d| d.gone);
     let candidates = joined
         .candidates
         .into_iter()
-        .filter_map(|mut g| {
-            g.resources.retain(|r| !is_gone(&r.arn));
-            (!g.resources.is_empty()).then_some(g)
-        })
-        .map(|g| {
-            let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
-            let mut cost = CostTotal::default();
-            let mut recovery = Recovery::default();
-            let mut oldest: Option<i64> = None;
-            let resources = g
-                .resources
-                .iter()
-                .map(|r| {
-                    let d = sized.by_id.get(&id_of(&r.arn)).cloned().unwrap_or_default();
-                    let monthly = prices::monthly(&r.kind, region, &d.sizing);
-                    cost.add(&monthly);
-                    let by = deleted_by(&r.kind, &r.claims);
-                    recovery.add(&by, &monthly);
-                    *by_kind.entry(r.kind.clone()).or_default() += 1;
-                    if let Some(t) = d.created {
-                        oldest = Some(oldest.map_or(t, |o| o.min(t)));
-                    }
-                    CandidateResource {
-                        arn: r.arn.clone(),
-                        kind: r.kind.clone(),
-                        proofs: r.claims.iter().map(Proof::from).collect(),
-                        created: d.created.map(rfc3339),
-                        sizing: d.sizing,
-                        monthly,
-                        deleted_by: by,
-                    }
-                })
-                .collect();
-            OrphanCandidate {
-                cluster: g.cluster,
-                account: account.into(),
-                region: region.into(),
-                resources_by_kind: by_kind,
-                oldest: oldest.map(rfc3339),
-                cost,
-                recovery,
-                also_named: g.also,
-                resources,
-            }
-        })
+        .filter_map(|g| candidates::priced(g, account, region, &sized))
         .collect();
     Ok(RegionScan {
         account: account.into(),
         region: region.into(),
         candidates,
-        held: joined
-            .held
-            .into_iter()
-            .map(|(cluster, (why, resources))| HeldName {
-                cluster,
-                why,
-                resources,
-            })
-            .collect(),
+        held: candidates::held_names(joined.held),
         malformed: listed.malformed.iter().map(|e| e.to_string()).collect(),
         unproven: account_iam.map_or_else(Vec::new, |i| iam::unproven_in(i, region)),
         calls,
     })
 }
 
+/// Every tagged resource of the session's (account, region), all pages.
+async fn list_tagged(
+    c: &AwsClients,
+    account: &str,
+    region: &str,
+    page_size: Option<i32>,
+) -> Result<tagging::TaggedResources, ScanError> {
+    tagging::every_tagged_resource(&c.tagging, Some(page_size.unwrap_or(tagging::MAX_PAGE)))
+        .await
+        .map_err(|source| ScanError::Tagging {
+            account: account.into(),
+            region: region.into(),
+            source,
+        })
+}
+
+/// The names of the region's live EKS clusters, asked only when something is claimed (without
+/// claims there is nothing to join); the pages read go into `calls`.
+async fn live_eks_names(
+    c: &AwsClients,
+    account: &str,
+    region: &str,
+    claimed: &[ClaimedResource],
+    calls: &mut BTreeMap<&'static str, usize>,
+) -> Result<BTreeSet<String>, ScanError> {
+    if claimed.is_empty() {
+        return Ok(BTreeSet::new());
+    }
+    let (names, pages) = eks::cluster_names(c)
+        .await
+        .map_err(|source| ScanError::Eks {
+            account: account.into(),
+            region: region.into(),
+            source,
+        })?;
+    calls.insert("eks.ListClusters", pages);
+    Ok(names)
+}
+
 #[cfg(test)]
-mod calls;
+mod tests;

@@ -10,9 +10,9 @@
 //! just torn down is not reported as an orphan for what no longer exists.
 
 use super::prices::Sizing;
-use crate::discovery::describe::all_pages;
-use crate::discovery::tags::ec2_filter;
 use crate::errors::{ApiFailure, call};
+use crate::locate::describe::all_pages;
+use crate::locate::tags::ec2_filter;
 use crate::model::AwsClients;
 use std::collections::BTreeMap;
 
@@ -73,79 +73,93 @@ where
 /// One describe page: the resources it described, by id, and the next token.
 type PageOf = Result<(Vec<(String, Described)>, Option<String>), ApiFailure>;
 
-/// Describes the candidates' resources (`ids`) in the session's region.
+/// Describes the candidates' resources (`ids`) in the session's region: one describe per kind,
+/// in this order (the mocked tests pin it).
 pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
-    let Ids {
-        volumes,
-        snapshots,
-        endpoints,
-        instances,
-        nat_gateways,
-    } = ids;
     let mut out = Sized::default();
-    chunked(
-        "ec2.DescribeVolumes",
-        volumes,
-        &mut out,
-        |ids, token| async move {
-            let page = call("ec2.DescribeVolumes", || {
-                c.ec2
-                    .describe_volumes()
-                    .filters(ec2_filter("volume-id", ids))
-                    .set_next_token(token.clone())
-                    .send()
-            })
-            .await?;
-            let found = page.volumes().iter().filter_map(|v| {
-                let described = Described {
-                    sizing: Sizing {
-                        size_gib: v.size().map(i64::from),
-                        volume_type: v.volume_type().map(|t| t.as_str().to_string()),
-                        ..Default::default()
-                    },
-                    created: v.create_time().map(|t| t.secs()),
-                    gone: false,
-                };
-                Some((v.volume_id()?.to_string(), described))
-            });
-            Ok((found.collect(), page.next_token().map(str::to_string)))
-        },
-    )
-    .await?;
-    chunked(
-        "ec2.DescribeSnapshots",
-        snapshots,
-        &mut out,
-        |ids, token| async move {
-            let page = call("ec2.DescribeSnapshots", || {
-                c.ec2
-                    .describe_snapshots()
-                    // The account's own: without it EC2 searches every public snapshot too.
-                    .owner_ids("self")
-                    .filters(ec2_filter("snapshot-id", ids))
-                    .set_next_token(token.clone())
-                    .send()
-            })
-            .await?;
-            let found = page.snapshots().iter().filter_map(|s| {
-                let described = Described {
-                    sizing: Sizing {
-                        size_gib: s.volume_size().map(i64::from),
-                        ..Default::default()
-                    },
-                    created: s.start_time().map(|t| t.secs()),
-                    gone: false,
-                };
-                Some((s.snapshot_id()?.to_string(), described))
-            });
-            Ok((found.collect(), page.next_token().map(str::to_string)))
-        },
-    )
-    .await?;
+    describe_volumes(c, &ids.volumes, &mut out).await?;
+    describe_snapshots(c, &ids.snapshots, &mut out).await?;
+    describe_endpoints(c, &ids.endpoints, &mut out).await?;
+    describe_instances(c, &ids.instances, &mut out).await?;
+    describe_nat_gateways(c, &ids.nat_gateways, &mut out).await?;
+    Ok(out)
+}
+
+/// Volumes: size and type (the cost model's), creation time.
+async fn describe_volumes(
+    c: &AwsClients,
+    ids: &[String],
+    out: &mut Sized,
+) -> Result<(), ApiFailure> {
+    chunked("ec2.DescribeVolumes", ids, out, |ids, token| async move {
+        let page = call("ec2.DescribeVolumes", || {
+            c.ec2
+                .describe_volumes()
+                .filters(ec2_filter("volume-id", ids))
+                .set_next_token(token.clone())
+                .send()
+        })
+        .await?;
+        let found = page.volumes().iter().filter_map(|v| {
+            let described = Described {
+                sizing: Sizing {
+                    size_gib: v.size().map(i64::from),
+                    volume_type: v.volume_type().map(|t| t.as_str().to_string()),
+                    ..Default::default()
+                },
+                created: v.create_time().map(|t| t.secs()),
+                gone: false,
+            };
+            Some((v.volume_id()?.to_string(), described))
+        });
+        Ok((found.collect(), page.next_token().map(str::to_string)))
+    })
+    .await
+}
+
+/// Snapshots: size, start time; the account's own only.
+async fn describe_snapshots(
+    c: &AwsClients,
+    ids: &[String],
+    out: &mut Sized,
+) -> Result<(), ApiFailure> {
+    chunked("ec2.DescribeSnapshots", ids, out, |ids, token| async move {
+        let page = call("ec2.DescribeSnapshots", || {
+            c.ec2
+                .describe_snapshots()
+                // The account's own: without it EC2 searches every public snapshot too.
+                .owner_ids("self")
+                .filters(ec2_filter("snapshot-id", ids))
+                .set_next_token(token.clone())
+                .send()
+        })
+        .await?;
+        let found = page.snapshots().iter().filter_map(|s| {
+            let described = Described {
+                sizing: Sizing {
+                    size_gib: s.volume_size().map(i64::from),
+                    ..Default::default()
+                },
+                created: s.start_time().map(|t| t.secs()),
+                gone: false,
+            };
+            Some((s.snapshot_id()?.to_string(), described))
+        });
+        Ok((found.collect(), page.next_token().map(str::to_string)))
+    })
+    .await
+}
+
+/// VPC endpoints: type and subnet count (an interface endpoint is priced per subnet).
+async fn describe_endpoints(
+    c: &AwsClients,
+    ids: &[String],
+    out: &mut Sized,
+) -> Result<(), ApiFailure> {
     chunked(
         "ec2.DescribeVpcEndpoints",
-        endpoints,
-        &mut out,
+        ids,
+        out,
         |ids, token| async move {
             let page = call("ec2.DescribeVpcEndpoints", || {
                 c.ec2
@@ -170,42 +184,51 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
             Ok((found.collect(), page.next_token().map(str::to_string)))
         },
     )
-    .await?;
-    chunked(
-        "ec2.DescribeInstances",
-        instances,
-        &mut out,
-        |ids, token| async move {
-            let page = call("ec2.DescribeInstances", || {
-                c.ec2
-                    .describe_instances()
-                    .filters(ec2_filter("instance-id", ids))
-                    .set_next_token(token.clone())
-                    .send()
-            })
-            .await?;
-            let found = page
-                .reservations()
-                .iter()
-                .flat_map(|r| r.instances())
-                .filter_map(|i| {
-                    use aws_sdk_ec2::types::InstanceStateName as S;
-                    let state = i.state().and_then(|s| s.name());
-                    let described = Described {
-                        sizing: Sizing::default(),
-                        created: i.launch_time().map(|t| t.secs()),
-                        gone: matches!(state, Some(S::Terminated | S::ShuttingDown)),
-                    };
-                    Some((i.instance_id()?.to_string(), described))
-                });
-            Ok((found.collect(), page.next_token().map(str::to_string)))
-        },
-    )
-    .await?;
+    .await
+}
+
+/// Instances: launch time, and whether one is gone ([`instance_gone`]).
+async fn describe_instances(
+    c: &AwsClients,
+    ids: &[String],
+    out: &mut Sized,
+) -> Result<(), ApiFailure> {
+    chunked("ec2.DescribeInstances", ids, out, |ids, token| async move {
+        let page = call("ec2.DescribeInstances", || {
+            c.ec2
+                .describe_instances()
+                .filters(ec2_filter("instance-id", ids))
+                .set_next_token(token.clone())
+                .send()
+        })
+        .await?;
+        let found = page
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(|i| {
+                let described = Described {
+                    sizing: Sizing::default(),
+                    created: i.launch_time().map(|t| t.secs()),
+                    gone: instance_gone(i.state().and_then(|s| s.name())),
+                };
+                Some((i.instance_id()?.to_string(), described))
+            });
+        Ok((found.collect(), page.next_token().map(str::to_string)))
+    })
+    .await
+}
+
+/// NAT gateways: creation time, and whether one is gone ([`nat_gateway_gone`]).
+async fn describe_nat_gateways(
+    c: &AwsClients,
+    ids: &[String],
+    out: &mut Sized,
+) -> Result<(), ApiFailure> {
     chunked(
         "ec2.DescribeNatGateways",
-        nat_gateways,
-        &mut out,
+        ids,
+        out,
         |ids, token| async move {
             let page = call("ec2.DescribeNatGateways", || {
                 c.ec2
@@ -216,17 +239,64 @@ pub async fn describe(c: &AwsClients, ids: &Ids) -> Result<Sized, ApiFailure> {
             })
             .await?;
             let found = page.nat_gateways().iter().filter_map(|n| {
-                use aws_sdk_ec2::types::NatGatewayState as S;
                 let described = Described {
                     sizing: Sizing::default(),
                     created: n.create_time().map(|t| t.secs()),
-                    gone: matches!(n.state(), Some(S::Deleted | S::Deleting)),
+                    gone: nat_gateway_gone(n.state()),
                 };
                 Some((n.nat_gateway_id()?.to_string(), described))
             });
             Ok((found.collect(), page.next_token().map(str::to_string)))
         },
     )
-    .await?;
-    Ok(out)
+    .await
+}
+
+/// A terminated or shutting-down instance is still listed for about an hour: no longer there.
+fn instance_gone(state: Option<&aws_sdk_ec2::types::InstanceStateName>) -> bool {
+    use aws_sdk_ec2::types::InstanceStateName as S;
+    matches!(state, Some(S::Terminated | S::ShuttingDown))
+}
+
+/// A deleted or deleting NAT gateway is still listed for about an hour: no longer there.
+fn nat_gateway_gone(state: Option<&aws_sdk_ec2::types::NatGatewayState>) -> bool {
+    use aws_sdk_ec2::types::NatGatewayState as S;
+    matches!(state, Some(S::Deleted | S::Deleting))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_ec2::types::{InstanceStateName as I, NatGatewayState as N};
+
+    #[test]
+    fn only_terminated_or_shutting_down_instances_are_gone() {
+        let table = [
+            (None, false),
+            (Some(I::Pending), false),
+            (Some(I::Running), false),
+            (Some(I::Stopping), false),
+            (Some(I::Stopped), false),
+            (Some(I::ShuttingDown), true),
+            (Some(I::Terminated), true),
+        ];
+        for (state, gone) in table {
+            assert_eq!(instance_gone(state.as_ref()), gone, "{state:?}");
+        }
+    }
+
+    #[test]
+    fn only_deleted_or_deleting_nat_gateways_are_gone() {
+        let table = [
+            (None, false),
+            (Some(N::Pending), false),
+            (Some(N::Available), false),
+            (Some(N::Failed), false),
+            (Some(N::Deleting), true),
+            (Some(N::Deleted), true),
+        ];
+        for (state, gone) in table {
+            assert_eq!(nat_gateway_gone(state.as_ref()), gone, "{state:?}");
+        }
+    }
 }

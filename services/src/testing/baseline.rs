@@ -6,7 +6,7 @@ use crate::cleaners::load_balancers::{self, Api};
 use crate::cleaners::{CleanError, Outcome, security_groups, settle, target_groups};
 use crate::errors::call;
 use crate::model::{AwsClients, Failure, PhaseReport, ResourceRef};
-use crate::phases::external;
+use crate::phases::tagged;
 
 /// Phase 2, sequentially. Same retry policy and reporting as sweeper's mode, so only the
 /// scheduling differs. Kept as one straight function on purpose (it is over the ~80-line
@@ -14,8 +14,8 @@ use crate::phases::external;
 /// is what makes the comparison checkable.
 pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseReport {
     let own = crate::policy::Ownership::of(cluster_name);
-    let inv = external::discover(clients, &own, false).await;
-    let mut report = PhaseReport::started(crate::model::Phase::External);
+    let inv = tagged::discover(clients, &own, false).await;
+    let mut report = PhaseReport::started(crate::model::Phase::Tagged);
     report.errors.extend(inv.failures());
     let rref = |kind: &str, id: &str| ResourceRef {
         service: if kind == "security-group" {
@@ -34,7 +34,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
         Ok(Outcome::Failed(f)) => report.errors.push(f),
         Err(e) => report.errors.push(Failure::of(&e)),
     };
-    for lb in load_balancers::external(&inv) {
+    for lb in load_balancers::tagged(&inv) {
         let res = match &lb.detail {
             Api::Classic { name } => settle(
                 call("elb.DeleteLoadBalancer", || {
@@ -65,7 +65,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
         };
         record("load-balancer", &lb.id, res);
     }
-    for tg in target_groups::external(&inv) {
+    for tg in target_groups::tagged(&inv) {
         let res = call("elbv2.DeleteTargetGroup", || {
             clients
                 .elbv2
@@ -80,7 +80,7 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
             settle(res, "target-group", tg, "DeleteTargetGroup"),
         );
     }
-    for (arn, id) in security_groups::external(&inv) {
+    for (arn, id) in security_groups::tagged(&inv) {
         let described = call("ec2.DescribeSecurityGroups", || {
             clients.ec2.describe_security_groups().group_ids(id).send()
         })

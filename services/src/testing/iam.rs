@@ -212,7 +212,7 @@ mod tests {
     }
 
     /// The union being right is not enough: each cleaner's own files call only what its
-    /// descriptor declares (what it calls through shared discovery helpers is declared too, but
+    /// descriptor declares (what it calls through shared locating helpers is declared too, but
     /// only the union test sees it).
     #[test]
     fn each_cleaner_declares_what_its_own_files_call() {
@@ -222,14 +222,14 @@ mod tests {
                 &["instances.rs"],
                 vec![
                     c::instances::Instances::CAPA_OWNED.descriptor(),
-                    c::instances::Instances::EXTERNAL.descriptor(),
+                    c::instances::Instances::TAGGED.descriptor(),
                 ],
             ),
             (
                 &["load_balancers.rs"],
                 vec![
                     c::load_balancers::LoadBalancers::CAPA_OWNED.descriptor(),
-                    c::load_balancers::LoadBalancers::EXTERNAL.descriptor(),
+                    c::load_balancers::LoadBalancers::TAGGED.descriptor(),
                 ],
             ),
             (
@@ -240,7 +240,7 @@ mod tests {
                 ],
                 vec![
                     c::security_groups::SecurityGroups::CAPA_OWNED.descriptor(),
-                    c::security_groups::SecurityGroups::EXTERNAL.descriptor(),
+                    c::security_groups::SecurityGroups::TAGGED.descriptor(),
                 ],
             ),
             (
@@ -309,6 +309,8 @@ mod tests {
             (&["route_tables.rs"], vec![&c::route_tables::DESCRIPTOR]),
             (&["subnets.rs"], vec![&c::subnets::DESCRIPTOR]),
             (&["vpcs.rs"], vec![&c::vpcs::DESCRIPTOR]),
+            // Phase 3's gate: only the pass's lookups (below), checked as vpcs.rs's were.
+            (&["vpc_blockers.rs"], vec![&c::vpcs::DESCRIPTOR]),
             (&["shared_tags.rs"], vec![&c::shared_tags::DESCRIPTOR]),
             (
                 &["guardduty.rs"],
@@ -321,8 +323,8 @@ mod tests {
             for file in *files {
                 covered.insert(file.to_string());
                 let mut called = called_in_file(&dir.join(file));
-                if *file == "vpcs.rs" {
-                    // It also holds the pass's VPC lookups (`capa_vpcs`, `blockers`).
+                if *file == "vpcs.rs" || *file == "vpc_blockers.rs" {
+                    // They hold the pass's VPC lookups (`capa_vpcs`, `blockers`).
                     called.retain(|a| !crate::phases::PASS_IAM_ACTIONS.contains(&a.as_str()));
                 }
                 for d in descriptors {

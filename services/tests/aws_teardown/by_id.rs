@@ -3,7 +3,7 @@
 //! the others disappear, nor fail the confirmation.
 
 use crate::fixtures::*;
-use sweeper_aws::discovery::by_id;
+use sweeper_aws::locate::by_id;
 use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
 
 #[tokio::test]

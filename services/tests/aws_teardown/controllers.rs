@@ -88,8 +88,8 @@ async fn lb_controller_resources_go_only_in_the_clusters_vpc_with_describe_disco
 #[tokio::test]
 #[ignore = "needs LocalStack: make env-up"]
 async fn a_controller_tag_query_reads_only_the_kinds_phase_2_takes() {
-    use sweeper_aws::discovery::tagging::{resources_of_types_with_tag, resources_with_tag};
-    use sweeper_aws::discovery::tags::{CONTROLLER_TAGGED_TYPES, LBC_CLUSTER_TAG};
+    use sweeper_aws::locate::tagging::{resources_of_types_with_tag, resources_with_tag};
+    use sweeper_aws::locate::tags::{CONTROLLER_TAGGED_TYPES, LBC_CLUSTER_TAG};
     let (c, _rec) = env().await;
     let n = cluster("lbctypes");
     let short = &n[n.len() - 6..];
@@ -97,7 +97,7 @@ async fn a_controller_tag_query_reads_only_the_kinds_phase_2_takes() {
     let set = lbc_set(&c, &n, &v, &subnets, short).await;
     // A kind no cleaner takes from a controller tag.
     tag(&c, &subnets[0], LBC_CLUSTER_TAG, &n).await;
-    let ids = |found: sweeper_aws::discovery::tagging::TaggedResources| {
+    let ids = |found: sweeper_aws::locate::tagging::TaggedResources| {
         let mut ids: Vec<String> = found.resources.iter().map(|r| r.arn.to_string()).collect();
         ids.sort();
         ids

@@ -281,7 +281,7 @@ async fn paginates_over_160_security_groups() {
         .collect()
         .await;
     let keep = sg(&c, &v, &format!("{n}-shared"), &[cloud(&n, "shared")]).await;
-    let found = sweeper_aws::discovery::tagging::resources_with_tag(
+    let found = sweeper_aws::locate::tagging::resources_with_tag(
         &c.tagging,
         &format!("kubernetes.io/cluster/{n}"),
         &["owned"],

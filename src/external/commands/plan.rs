@@ -12,7 +12,7 @@ use crate::external::core::identity::{self, Placement};
 use crate::external::core::kind::GcKind;
 use crate::external::core::request::{self, Mode, ObjectFacts};
 use kube::{Api, Client, ResourceExt};
-use sweeper_aws::discovery::tags::{capa_key, cloud_key};
+use sweeper_aws::locate::tags::{capa_key, cloud_key};
 use sweeper_aws::phases::teardown_pass;
 use sweeper_aws::session::SessionCache;
 

@@ -299,7 +299,7 @@ mod tests {
 
     #[test]
     fn only_external_dns_records_left_make_the_records_warning() {
-        let mut p2 = PhaseReport::started(Phase::External);
+        let mut p2 = PhaseReport::started(Phase::Tagged);
         // A pass that deletes something: the only kind that warns.
         p2.audit.push(sweeper_aws::model::Audited {
             resource: r("load-balancer", "lb-1"),
@@ -338,7 +338,7 @@ mod tests {
     #[test]
     fn a_finished_teardown_is_done_with_no_warning() {
         let out = of(
-            &report(true, PhaseReport::started(Phase::External)),
+            &report(true, PhaseReport::started(Phase::Tagged)),
             "c1",
             "us-east-1/000",
         );
@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn work_left_is_info_and_a_failure_a_warning_with_its_event() {
-        let mut p2 = PhaseReport::started(Phase::External);
+        let mut p2 = PhaseReport::started(Phase::Tagged);
         p2.remaining
             .push((r("security-group", "sg-1"), "DependencyViolation".into()));
         let out = of(&report(false, p2.clone()), "c1", "here");
@@ -400,7 +400,7 @@ mod tests {
             done: false,
             phases: vec![
                 PhaseReport::started(Phase::CapaOwned),
-                PhaseReport::started(Phase::External),
+                PhaseReport::started(Phase::Tagged),
                 p3,
             ],
         };
@@ -417,7 +417,7 @@ mod tests {
 
     #[test]
     fn notes_are_passed_on_as_they_happen() {
-        let mut p2 = PhaseReport::started(Phase::External);
+        let mut p2 = PhaseReport::started(Phase::Tagged);
         p2.notes
             .push("EBS volume vol-1 deleted after snapshot snap-1".into());
         let out = of(&report(true, p2), "c1", "here");
@@ -432,7 +432,7 @@ mod tests {
         let problem = "annotation sweeper.dev/external-dns-owner-id has value \"default\": …";
         let out = with_config_problem(
             of(
-                &report(true, PhaseReport::started(Phase::External)),
+                &report(true, PhaseReport::started(Phase::Tagged)),
                 "c1",
                 "here",
             ),
@@ -446,7 +446,7 @@ mod tests {
             [("InvalidConfiguration", problem.to_string())]
         );
 
-        let mut p2 = PhaseReport::started(Phase::External);
+        let mut p2 = PhaseReport::started(Phase::Tagged);
         p2.remaining
             .push((r("security-group", "sg-1"), "DependencyViolation".into()));
         let out = with_config_problem(of(&report(false, p2.clone()), "c1", "here"), problem);

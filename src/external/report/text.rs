@@ -3,7 +3,7 @@
 
 use crate::external::core::cluster::ClusterNames;
 use std::collections::BTreeMap;
-use sweeper_aws::discovery::tags::{capa_key, cloud_key};
+use sweeper_aws::locate::tags::{capa_key, cloud_key};
 use sweeper_aws::model::{AuditAction, Phase, ResourceRef};
 use sweeper_aws::phases::PassReport;
 
@@ -34,7 +34,7 @@ pub fn plan(out: &mut String, names: &ClusterNames, report: &PassReport, proofs:
                     capa_key(&names.capi),
                     phase.number()
                 ),
-                Phase::External => format!(
+                Phase::Tagged => format!(
                     "the {} cleaner's rule (found by its own discovery, not the tagging listing)",
                     r.kind
                 ),
@@ -168,7 +168,7 @@ mod tests {
         };
         let mut p1 = PhaseReport::started(Phase::CapaOwned);
         p1.planned.push(sg("sg-capa"));
-        let mut p2 = PhaseReport::started(Phase::External);
+        let mut p2 = PhaseReport::started(Phase::Tagged);
         p2.planned.push(sg("sg-2"));
         p2.planned.push(ResourceRef {
             service: "logs".into(),

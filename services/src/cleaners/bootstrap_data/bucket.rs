@@ -81,7 +81,7 @@ impl Cleaner for BootstrapBucket {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, CAPA_KEY, code, mock};
     use aws_sdk_s3::Client as S3;
     use aws_sdk_s3::operation::get_bucket_tagging::{

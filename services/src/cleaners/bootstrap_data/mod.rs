@@ -53,28 +53,28 @@ pub const RECOVERY_DAYS: i64 = 7;
 pub const SECRETS: Descriptor = Descriptor {
     task: Some(TASK),
     iam_actions: &["secretsmanager:ListSecrets", "secretsmanager:DeleteSecret"],
-    ..Descriptor::new("secretsmanager", "bootstrap-secret", Phase::External, 30)
+    ..Descriptor::new("secretsmanager", "bootstrap-secret", Phase::Tagged, 30)
 };
 
 /// Nothing in AWS depends on them (order 30).
 pub const PARAMETERS: Descriptor = Descriptor {
     task: Some(TASK),
     iam_actions: &["ssm:DescribeParameters", "ssm:DeleteParameters"],
-    ..Descriptor::new("ssm", "bootstrap-parameter", Phase::External, 30)
+    ..Descriptor::new("ssm", "bootstrap-parameter", Phase::Tagged, 30)
 };
 
 /// Report only, so nothing orders it before the bucket (order 30 too).
 pub const OBJECTS: Descriptor = Descriptor {
     task: Some(TASK_S3),
     iam_actions: &["s3:ListBucket"],
-    ..Descriptor::new("s3", "bootstrap-object", Phase::External, 30)
+    ..Descriptor::new("s3", "bootstrap-object", Phase::Tagged, 30)
 };
 
 /// Report only (order 30).
 pub const BUCKET: Descriptor = Descriptor {
     task: Some(TASK_S3),
     iam_actions: &["s3:GetBucketTagging"],
-    ..Descriptor::new("s3", "bootstrap-bucket", Phase::External, 30)
+    ..Descriptor::new("s3", "bootstrap-bucket", Phase::Tagged, 30)
 };
 
 /// The ARN of `bucket` (`key`: of an object in it) in the session's partition.

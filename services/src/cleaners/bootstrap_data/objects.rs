@@ -4,8 +4,8 @@
 
 use super::{OBJECTS, never_deleted, s3_arn};
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target};
-use crate::discovery::describe;
 use crate::errors::{ErrorClass, call};
+use crate::locate::describe;
 use crate::policy::Verdict;
 use crate::policy::bootstrap_s3::{PREFIXES, decide_object};
 use async_trait::async_trait;
@@ -134,7 +134,7 @@ async fn keys_under(
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, code, mock};
     use aws_sdk_s3::Client as S3;
     use aws_sdk_s3::operation::list_objects_v2::{ListObjectsV2Error, ListObjectsV2Output};

@@ -3,8 +3,8 @@
 
 use super::{PARAMETERS, judged};
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::describe;
 use crate::errors::{ApiFailure, ErrorClass, FailureKind, call};
+use crate::locate::describe;
 use crate::policy::bootstrap_data::{BootstrapStore, decide};
 use crate::policy::tags::OWNED;
 use async_trait::async_trait;
@@ -142,7 +142,7 @@ impl Cleaner for BootstrapParameters {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, CAPA_KEY, mock};
     use aws_sdk_ssm::Client as Ssm;
     use aws_sdk_ssm::operation::delete_parameters::DeleteParametersOutput;

@@ -2,8 +2,8 @@
 
 use super::{RECOVERY_DAYS, SECRETS, judged};
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::describe;
 use crate::errors::call;
+use crate::locate::describe;
 use crate::policy::bootstrap_data::{BootstrapStore, decide};
 use async_trait::async_trait;
 
@@ -86,7 +86,7 @@ impl Cleaner for BootstrapSecrets {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, mock};
     use aws_sdk_secretsmanager::Client as Secrets;
     use aws_sdk_secretsmanager::operation::delete_secret::DeleteSecretOutput;

@@ -13,12 +13,12 @@ use std::collections::HashSet;
 const LB_CHUNK: usize = 20;
 
 /// The DNS keys of phase 2's load balancers: the inventory's, exactly what the load-balancer
-/// cleaner deletes in this pass when its task runs (its phase-2 discovery is the inventory
+/// cleaner deletes in this pass when its task runs (its phase-2 locate step is the inventory
 /// as is: the cluster's ownership rule, `shared` and other clusters' already left out).
 pub async fn lb_dns_names(ctx: &CleanCtx<'_>) -> Result<HashSet<String>, CleanError> {
     let mut classic = Vec::new();
     let mut v2 = Vec::new();
-    for t in load_balancers::external(ctx.inventory) {
+    for t in load_balancers::tagged(ctx.inventory) {
         match &t.detail {
             Api::Classic { name } => classic.push(name.clone()),
             Api::V2 { arn } => v2.push(arn.clone()),
@@ -50,7 +50,7 @@ pub async fn lb_dns_names(ctx: &CleanCtx<'_>) -> Result<HashSet<String>, CleanEr
 }
 
 /// The DNS names of one chunk of classic load balancers. One missing name fails a whole batch
-/// (LoadBalancerNotFound): then one at a time. A load balancer gone since discovery is skipped.
+/// (LoadBalancerNotFound): then one at a time. A load balancer gone since locating is skipped.
 async fn classic_names(ctx: &CleanCtx<'_>, chunk: &[String]) -> Result<Vec<String>, CleanError> {
     let describe = |names: Vec<String>| {
         call("elb.DescribeLoadBalancers", move || {
@@ -125,8 +125,8 @@ mod tests {
     use crate::cleaners::Cleaner;
     use crate::cleaners::load_balancers::LoadBalancers;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
-    use crate::discovery::tagging::TaggedResource;
+    use crate::locate::inventory::Inventory;
+    use crate::locate::tagging::TaggedResource;
     use crate::mocked::{self, CLOUD_KEY, assert_calls, code, mock};
     use aws_sdk_elasticloadbalancingv2 as elbv2;
     use elbv2::operation::describe_load_balancers::{
@@ -143,7 +143,7 @@ mod tests {
                 arn: arn.parse().unwrap(),
                 tags: [(CLOUD_KEY.to_string(), "owned".to_string())].into(),
             };
-            assert!(Cleaner::claim(&LoadBalancers::EXTERNAL, &tagged, &mut inv));
+            assert!(Cleaner::claim(&LoadBalancers::TAGGED, &tagged, &mut inv));
         }
         inv
     }
@@ -159,7 +159,7 @@ mod tests {
             .build()
     }
 
-    /// A load balancer deleted since discovery fails its whole chunk: the chunk is described
+    /// A load balancer deleted since locating fails its whole chunk: the chunk is described
     /// again one at a time, the gone one is skipped, and the rest still count.
     #[tokio::test]
     async fn a_load_balancer_gone_since_discovery_is_skipped_and_the_rest_still_count() {
@@ -184,7 +184,7 @@ mod tests {
         assert_calls(&gone, 1, "the gone one, asked alone");
     }
 
-    /// Any other failure is the discovery's error: the records cannot be tied to the cluster.
+    /// Any other failure is the locate step's error: the records cannot be tied to the cluster.
     #[tokio::test]
     async fn another_failure_is_an_error_not_an_empty_answer() {
         let throttled = mock!(elbv2::Client::describe_load_balancers)

@@ -87,7 +87,7 @@ impl DnsRecords {
 /// Before the load balancers (order 5): their DNS names can be read only while they exist, and a
 /// record is deleted only while its load balancer can still be found (see the module doc). Gates
 /// later: a failed delete holds the load balancers for this pass. Only deletes and, while
-/// deleting is asked for, discovery can fail here: a report alone never holds anything.
+/// deleting is asked for, locating can fail here: a report alone never holds anything.
 pub const DESCRIPTOR: Descriptor = Descriptor {
     task: Some(TASK),
     gates_later: true,
@@ -98,7 +98,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         // The load balancers' DNS names (`lbs`).
         "elasticloadbalancing:DescribeLoadBalancers",
     ],
-    ..Descriptor::new("route53", KIND, Phase::External, 5)
+    ..Descriptor::new("route53", KIND, Phase::Tagged, 5)
 };
 
 #[async_trait]
@@ -281,4 +281,4 @@ async fn find(ctx: &CleanCtx<'_>) -> Result<Vec<Target<Pair>>, CleanError> {
 }
 
 #[cfg(test)]
-mod calls;
+mod tests;

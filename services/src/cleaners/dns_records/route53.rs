@@ -132,7 +132,7 @@ pub async fn delete_sets(
 mod tests {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::inventory::Inventory;
+    use crate::locate::inventory::Inventory;
     use crate::mocked::{self, assert_calls, mock};
     use aws_sdk_route53 as r53;
     use r53::operation::list_hosted_zones::ListHostedZonesOutput;

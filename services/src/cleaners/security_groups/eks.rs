@@ -13,9 +13,9 @@
 
 use super::Group;
 use crate::cleaners::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target};
-use crate::discovery::eks::{self, EksCluster};
-use crate::discovery::{describe, tags};
 use crate::errors::call;
+use crate::locate::eks::{self, EksCluster};
+use crate::locate::{describe, tags};
 use crate::model::{GcTask, Phase};
 use crate::policy::{self, Candidate, Eks};
 use async_trait::async_trait;
@@ -40,7 +40,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         "ec2:RevokeSecurityGroupEgress",
         "ec2:DeleteSecurityGroup",
     ],
-    ..Descriptor::new("ec2", KIND, Phase::External, 45)
+    ..Descriptor::new("ec2", KIND, Phase::Tagged, 45)
 };
 
 #[async_trait]

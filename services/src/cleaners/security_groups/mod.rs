@@ -13,12 +13,12 @@ pub mod refs;
 pub mod revoke;
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
-use crate::discovery::describe;
-use crate::discovery::inventory::Inventory;
-use crate::discovery::placement::VpcSecurityGroups;
-use crate::discovery::tagging::TaggedResource;
-use crate::discovery::tags;
 use crate::errors::call;
+use crate::locate::describe;
+use crate::locate::inventory::Inventory;
+use crate::locate::placement::VpcSecurityGroups;
+use crate::locate::tagging::TaggedResource;
+use crate::locate::tags;
 use crate::model::{AwsClients, GcTask, Phase};
 use crate::policy::{self, Candidate, Ownership};
 use async_trait::async_trait;
@@ -33,7 +33,7 @@ pub const TASK: GcTask = GcTask::new("security-group");
 const FILTER_CHUNK: usize = 200;
 
 /// One executor for two phases, its descriptor saying which: [`SecurityGroups::CAPA_OWNED`] or
-/// [`SecurityGroups::EXTERNAL`].
+/// [`SecurityGroups::TAGGED`].
 pub struct SecurityGroups(&'static Descriptor);
 
 const IAM_ACTIONS: &[&str] = &[
@@ -55,10 +55,10 @@ impl SecurityGroups {
         ..Descriptor::new("ec2", KIND, Phase::CapaOwned, 20)
     });
     /// Phase 2: the inventory's groups.
-    pub const EXTERNAL: SecurityGroups = SecurityGroups(&Descriptor {
+    pub const TAGGED: SecurityGroups = SecurityGroups(&Descriptor {
         task: Some(TASK),
         iam_actions: IAM_ACTIONS,
-        ..Descriptor::new("ec2", KIND, Phase::External, 40)
+        ..Descriptor::new("ec2", KIND, Phase::Tagged, 40)
     });
 }
 
@@ -74,11 +74,11 @@ pub struct Group {
 /// Phase 2's groups in the inventory: (report id, group id), the report id being the ARN from
 /// the tagging API or the id from Describe.
 #[derive(Debug, Default)]
-struct ExternalShare(Vec<(String, String)>);
+struct TaggedShare(Vec<(String, String)>);
 
-/// The (report id, group id) pairs phase 2's discovery found.
-pub fn external(inv: &Inventory) -> &[(String, String)] {
-    inv.get::<ExternalShare>().map_or(&[], |s| &s.0)
+/// The (report id, group id) pairs phase 2's locate step found.
+pub fn tagged(inv: &Inventory) -> &[(String, String)] {
+    inv.get::<TaggedShare>().map_or(&[], |s| &s.0)
 }
 
 #[async_trait]
@@ -90,7 +90,7 @@ impl Cleaner for SecurityGroups {
     }
 
     fn claim(&self, r: &TaggedResource, inv: &mut Inventory) -> bool {
-        if self.0.phase != Phase::External
+        if self.0.phase != Phase::Tagged
             || (r.arn.service.as_str(), r.arn.resource_type()) != ("ec2", "security-group")
         {
             return false;
@@ -102,7 +102,7 @@ impl Cleaner for SecurityGroups {
             .collect();
         if policy::security_groups::decide_found(&Candidate::tagged(&pairs)).is_delete() {
             let id = r.arn.resource_id().to_string();
-            inv.share_mut::<ExternalShare>()
+            inv.share_mut::<TaggedShare>()
                 .0
                 .push((r.arn.to_string(), id));
         }
@@ -115,7 +115,7 @@ impl Cleaner for SecurityGroups {
         own: &Ownership,
         inv: &mut Inventory,
     ) -> Result<(), CleanError> {
-        if self.0.phase != Phase::External {
+        if self.0.phase != Phase::Tagged {
             return Ok(());
         }
         let filter = tags::ec2_tag_filter(own.cloud_key(), tags::OWNED);
@@ -150,7 +150,7 @@ impl Cleaner for SecurityGroups {
                 }
             }
         }
-        inv.share_mut::<ExternalShare>().0.extend(found);
+        inv.share_mut::<TaggedShare>().0.extend(found);
         Ok(())
     }
 
@@ -158,82 +158,18 @@ impl Cleaner for SecurityGroups {
         // (group id -> report id) of the groups to delete, and every group of the VPCs they live
         // in (the rules that may reference them).
         let (ours, all) = match self.0.phase {
-            // Only the two consts exist: anything not phase 1 is `EXTERNAL`.
-            Phase::External | Phase::Network => {
-                let wanted: HashMap<String, String> = external(ctx.inventory)
+            // Only the two consts exist: anything not phase 1 is `TAGGED`.
+            Phase::Tagged | Phase::Network => {
+                let wanted: HashMap<String, String> = tagged(ctx.inventory)
                     .iter()
                     .map(|(report, id)| (id.clone(), report.clone()))
                     .collect();
                 if wanted.is_empty() {
                     return Ok(Vec::new());
                 }
-                // The groups of the cluster's VPCs: as discovery described them when it
-                // confirmed a controller's group there, else described now. Ours are usually
-                // all there; only the rest are looked up one by one.
-                let described;
-                let known = match ctx.inventory.get::<VpcSecurityGroups>() {
-                    Some(k) => Some(k),
-                    None if !ctx.cluster_vpcs.is_empty() => {
-                        let vpcs = ctx.cluster_vpcs.to_vec();
-                        described = VpcSecurityGroups {
-                            groups: in_vpcs(ctx, vpcs.iter().cloned().collect()).await?,
-                            vpcs,
-                        };
-                        Some(&described)
-                    }
-                    None => None,
-                };
-                let (mut found, rest) = split_known(wanted, known);
-                let known_vpcs = known.map_or(&[][..], |k| &k.vpcs[..]);
-                let mut vpcs = HashSet::new();
-                let ids: Vec<&String> = rest.keys().collect();
-                // A filter rather than GroupIds: a group deleted since the scan is simply absent
-                // instead of failing the whole batch with InvalidGroup.NotFound.
-                for chunk in ids.chunks(FILTER_CHUNK) {
-                    let chunk: Vec<String> = chunk.iter().map(|s| s.to_string()).collect();
-                    let groups = describe::security_groups(
-                        ctx.clients,
-                        vec![tags::ec2_filter("group-id", &chunk)],
-                    )
-                    .await?;
-                    for g in groups {
-                        let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) else {
-                            continue;
-                        };
-                        if let Some(report) = rest.get(id) {
-                            found.insert(id.to_string(), report.clone());
-                            if !known_vpcs.iter().any(|k| k == vpc) {
-                                vpcs.insert(vpc.to_string());
-                            }
-                        }
-                    }
-                }
-                let mut all = known.map(|k| k.groups.clone()).unwrap_or_default();
-                all.extend(in_vpcs(ctx, vpcs).await?);
-                (found, all)
+                tagged_groups(ctx, wanted).await?
             }
-            Phase::CapaOwned => {
-                let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
-                let mut found = HashMap::new();
-                let mut vpcs = HashSet::new();
-                let capa = ctx.capa_key();
-                for g in describe::security_groups(ctx.clients, vec![filter]).await? {
-                    let tags: Vec<_> = tags::ec2_pairs(g.tags()).collect();
-                    let verdict = policy::security_groups::decide_capa(
-                        &Candidate::tagged(&tags),
-                        g.group_name(),
-                        &capa,
-                    );
-                    if !verdict.is_delete() {
-                        continue;
-                    }
-                    if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
-                        found.insert(id.to_string(), id.to_string());
-                        vpcs.insert(vpc.to_string());
-                    }
-                }
-                (found, in_vpcs(ctx, vpcs).await?)
-            }
+            Phase::CapaOwned => capa_groups(ctx).await?,
         };
         planned_with_holders(ctx, ours, all).await
     }
@@ -245,6 +181,92 @@ impl Cleaner for SecurityGroups {
     async fn delete(&self, ctx: &CleanCtx<'_>, t: &Target<Group>) -> Result<Outcome, CleanError> {
         delete_group(ctx, t).await
     }
+}
+
+/// Ours, (group id -> report id), and every group of their VPCs.
+type GroupsAndVpcs = (HashMap<String, String>, Vec<SecurityGroup>);
+
+/// Phase 2: the groups locating found (`wanted`, group id -> report id) and every group of the
+/// VPCs they live in. The groups of the cluster's VPCs come as locating described them when it
+/// confirmed a controller's group there, else described now. Ours are usually all there; only
+/// the rest are looked up, by id.
+async fn tagged_groups(
+    ctx: &CleanCtx<'_>,
+    wanted: HashMap<String, String>,
+) -> Result<GroupsAndVpcs, CleanError> {
+    let described;
+    let known = match ctx.inventory.get::<VpcSecurityGroups>() {
+        Some(k) => Some(k),
+        None if !ctx.cluster_vpcs.is_empty() => {
+            let vpcs = ctx.cluster_vpcs.to_vec();
+            described = VpcSecurityGroups {
+                groups: in_vpcs(ctx, vpcs.iter().cloned().collect()).await?,
+                vpcs,
+            };
+            Some(&described)
+        }
+        None => None,
+    };
+    let (mut found, rest) = split_known(wanted, known);
+    let known_vpcs = known.map_or(&[][..], |k| &k.vpcs[..]);
+    let vpcs = described_by_id(ctx, &rest, known_vpcs, &mut found).await?;
+    let mut all = known.map(|k| k.groups.clone()).unwrap_or_default();
+    all.extend(in_vpcs(ctx, vpcs).await?);
+    Ok((found, all))
+}
+
+/// Describes the `rest` of our groups (group id -> report id) by id, in chunks, into `found`;
+/// returns the VPCs they live in that are not among `known_vpcs` (described already).
+async fn described_by_id(
+    ctx: &CleanCtx<'_>,
+    rest: &HashMap<String, String>,
+    known_vpcs: &[String],
+    found: &mut HashMap<String, String>,
+) -> Result<HashSet<String>, CleanError> {
+    let mut vpcs = HashSet::new();
+    let ids: Vec<&String> = rest.keys().collect();
+    // A filter rather than GroupIds: a group deleted since the scan is simply absent instead of
+    // failing the whole batch with InvalidGroup.NotFound.
+    for chunk in ids.chunks(FILTER_CHUNK) {
+        let chunk: Vec<String> = chunk.iter().map(|s| s.to_string()).collect();
+        let groups =
+            describe::security_groups(ctx.clients, vec![tags::ec2_filter("group-id", &chunk)])
+                .await?;
+        for g in groups {
+            let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) else {
+                continue;
+            };
+            if let Some(report) = rest.get(id) {
+                found.insert(id.to_string(), report.clone());
+                if !known_vpcs.iter().any(|k| k == vpc) {
+                    vpcs.insert(vpc.to_string());
+                }
+            }
+        }
+    }
+    Ok(vpcs)
+}
+
+/// Phase 1: the groups carrying CAPA's owned tag that CAPA's rule deletes
+/// (`policy::security_groups::decide_capa`), and every group of their VPCs.
+async fn capa_groups(ctx: &CleanCtx<'_>) -> Result<GroupsAndVpcs, CleanError> {
+    let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
+    let mut found = HashMap::new();
+    let mut vpcs = HashSet::new();
+    let capa = ctx.capa_key();
+    for g in describe::security_groups(ctx.clients, vec![filter]).await? {
+        let tags: Vec<_> = tags::ec2_pairs(g.tags()).collect();
+        let verdict =
+            policy::security_groups::decide_capa(&Candidate::tagged(&tags), g.group_name(), &capa);
+        if !verdict.is_delete() {
+            continue;
+        }
+        if let (Some(id), Some(vpc)) = (g.group_id(), g.vpc_id()) {
+            found.insert(id.to_string(), id.to_string());
+            vpcs.insert(vpc.to_string());
+        }
+    }
+    Ok((found, in_vpcs(ctx, vpcs).await?))
 }
 
 /// The targets for `ours` (group id -> report id), planned from `all` (the groups of their VPCs)
@@ -307,7 +329,7 @@ async fn naming(ctx: &CleanCtx<'_>, ids: Vec<String>) -> Result<Vec<SecurityGrou
 }
 
 /// Splits the wanted groups (group id -> report id) into those `known` describes, which exist
-/// as of discovery and whose VPC it covered whole, and the rest, still to be described.
+/// as of locating and whose VPC it covered whole, and the rest, still to be described.
 fn split_known(
     wanted: HashMap<String, String>,
     known: Option<&VpcSecurityGroups>,
@@ -424,7 +446,7 @@ mod tests {
 
     #[test]
     fn only_our_groups_are_targets_and_rules_naming_them_are_revoked_elsewhere() {
-        // A VPC as discovery described it: our group, another cluster's group whose rule
+        // A VPC as locating described it: our group, another cluster's group whose rule
         // names ours, and a shared group naming another cluster's.
         let all = [
             group(
@@ -473,7 +495,7 @@ mod tests {
 mod calls {
     use super::*;
     use crate::cleaners::test_ctx as ctx;
-    use crate::discovery::tags::EKS_CLUSTER_TAG;
+    use crate::locate::tags::EKS_CLUSTER_TAG;
     use crate::mocked::{self, CAPA_KEY, CLOUD_KEY, assert_calls, filter_is, mock, tag};
     use aws_sdk_ec2::Client;
     use aws_sdk_ec2::operation::delete_security_group::DeleteSecurityGroupOutput;
@@ -640,7 +662,7 @@ mod calls {
     #[tokio::test]
     async fn phase_two_plans_from_the_groups_discovery_described_without_asking_again() {
         let mut inv = Inventory::default();
-        inv.share_mut::<ExternalShare>().0.push((
+        inv.share_mut::<TaggedShare>().0.push((
             "arn:aws:ec2:us-east-1:0:security-group/sg-lb".into(),
             "sg-lb".into(),
         ));
@@ -662,7 +684,7 @@ mod calls {
             naming("egress.ip-permission.group-id"),
         );
         let c = mocked::in_order(&[&naming_in, &naming_out]);
-        let found = SecurityGroups::EXTERNAL
+        let found = SecurityGroups::TAGGED
             .discover(&ctx(&c, &inv))
             .await
             .unwrap();
@@ -721,11 +743,11 @@ mod calls {
         let c = mocked::in_order(&[&cloud, &lbc]);
         let mut inv = Inventory::default();
         let own = Ownership::of("c1").with_vpcs(vec!["vpc-1".into()]);
-        SecurityGroups::EXTERNAL
+        SecurityGroups::TAGGED
             .describe_owned(&c, &own, &mut inv)
             .await
             .unwrap();
-        let ids: Vec<&str> = external(&inv).iter().map(|(_, id)| id.as_str()).collect();
+        let ids: Vec<&str> = tagged(&inv).iter().map(|(_, id)| id.as_str()).collect();
         assert_eq!(ids, ["sg-lb", "sg-shared-backend"]);
     }
 }

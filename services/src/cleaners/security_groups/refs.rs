@@ -3,7 +3,7 @@
 //! the account that names X (its VPC's, and any other VPC's: a peered VPC's group may name it),
 //! the ingress and egress rules whose UserIdGroupPairs name X. Which pairs go is
 //! `policy::security_groups::referencing_rule`; the revokes name exactly those pairs, so every
-//! other rule of the holding group stays. Planned from the Describes of discovery; `revoke`
+//! other rule of the holding group stays. Planned from the Describes of locating; `revoke`
 //! carries the plan out and proves each rule gone; each rule revoked is returned for the audit
 //! record (`AuditAction::Revoked`), saying what putting it back takes.
 

@@ -9,8 +9,8 @@
 
 use super::refs::{SgRevoke, revoked};
 use crate::cleaners::{CleanError, Outcome};
-use crate::discovery::{describe, tags};
 use crate::errors::{ApiFailure, ErrorClass, call};
+use crate::locate::{describe, tags};
 use crate::model::{Audited, AwsClients, Failure, FailureKind};
 use aws_sdk_ec2::types::{IpPermission, SecurityGroup};
 

@@ -214,111 +214,123 @@ pub enum Fate {
 /// when every other record set at that name is deleted too (external-dns writes both formats
 /// while it migrates).
 pub fn fates(sets: &[Rec], owned: &[Owned], allowed: Allowed<'_>) -> Vec<Fate> {
-    let ours = |s: &Rec, owner: &str| {
-        s.ty == "TXT"
-            && !s.values.is_empty()
-            && s.values
-                .iter()
-                .all(|v| external_dns_owner(v).as_deref() == Some(owner))
-    };
     // First each record on its own, then the older-format TXT sets shared by a name.
     let mut out: Vec<Fate> = owned
         .iter()
-        .map(|o| {
-            let Some(owner) = allowed.owner else {
-                return Fate::Keep(
-                    "the cluster names no external-dns owner id (annotation \
-                     sweeper.dev/external-dns-owner-id): reported, not deleted"
-                        .into(),
-                );
-            };
-            if !allowed.lbs_deleted {
-                return Fate::Keep(
-                    "its load balancer is not deleted by this teardown (task load-balancer not \
-                     selected): kept"
-                        .into(),
-                );
-            }
-            if o.owner.eq_ignore_ascii_case(DEFAULT_OWNER) {
-                return Fate::Keep(
-                    "owner id \"default\" is shared by every external-dns that kept the default: \
-                     never deleted"
-                        .into(),
-                );
-            }
-            if o.owner != owner {
-                return Fate::Keep(format!(
-                    "its owner id is not the cluster's ({owner:?}): kept"
-                ));
-            }
-            if sets[o.record].set_id.is_some() {
-                return Fate::Keep(
-                    "a routing-policy record (set identifier): reported, not deleted".into(),
-                );
-            }
-            let [newer, older] = companion_names(&sets[o.record]);
-            let companion = dns_key(if o.txt == newer { &newer } else { &older });
-            let txts: Vec<usize> = sets
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.ty == "TXT" && dns_key(&s.name) == companion)
-                .map(|(i, _)| i)
-                .collect();
-            if txts.iter().any(|&i| !ours(&sets[i], owner)) {
-                return Fate::Keep(format!(
-                    "its TXT record {} holds values other than external-dns's for {owner:?}: kept",
-                    o.txt
-                ));
-            }
-            // An older-format set is added below, once per name, where every record it owns goes.
-            let txts = if o.txt == newer { txts } else { Vec::new() };
-            Fate::Delete { txts }
-        })
+        .map(|o| record_fate(sets, o, allowed))
         .collect();
-    let Some(owner) = allowed.owner else {
-        return out;
-    };
-    let mut names: Vec<String> = owned.iter().map(|o| dns_key(&o.name)).collect();
-    names.sort_unstable();
-    names.dedup();
-    for name in names {
-        let here: Vec<usize> = (0..owned.len())
-            .filter(|&k| dns_key(&owned[k].name) == name && matches!(out[k], Fate::Delete { .. }))
-            .collect();
-        let deleted: HashSet<usize> = here.iter().map(|&k| owned[k].record).collect();
-        let all_go = sets
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.ty != "TXT" && dns_key(&s.name) == name)
-            .all(|(i, _)| deleted.contains(&i));
-        let older: Vec<usize> = sets
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.ty == "TXT" && dns_key(&s.name) == name)
-            .map(|(i, _)| i)
-            .collect();
-        let older_ours = !older.is_empty() && older.iter().all(|&i| ours(&sets[i], owner));
-        if all_go && older_ours {
-            // Once, with the first record at the name: the batch deletes it once.
-            if let Some(&k) = here.first()
-                && let Fate::Delete { txts } = &mut out[k]
-            {
-                txts.extend(older);
-            }
-            continue;
-        }
-        // The older-format set stays for the records that stay at its name: a record whose only
-        // companion it is stays too, rather than leaving the others unowned.
-        for k in here {
-            if matches!(&out[k], Fate::Delete { txts } if txts.is_empty()) {
-                out[k] = Fate::Keep(format!(
-                    "its TXT record {} also owns records at {} that stay: kept",
-                    owned[k].txt, owned[k].name
-                ));
-            }
+    if let Some(owner) = allowed.owner {
+        let mut names: Vec<String> = owned.iter().map(|o| dns_key(&o.name)).collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            older_format_at(&name, sets, owned, owner, &mut out);
         }
     }
     out
+}
+
+/// A TXT record set that holds nothing but external-dns values of `owner` (a DELETE removes a
+/// whole set, so one holding anything else must stay).
+fn only_owners_txt(s: &Rec, owner: &str) -> bool {
+    s.ty == "TXT"
+        && !s.values.is_empty()
+        && s.values
+            .iter()
+            .all(|v| external_dns_owner(v).as_deref() == Some(owner))
+}
+
+/// One record's fate on its own: kept with the first reason that holds, else deleted with its
+/// newer-format companion (an older-format one is decided per name, [`older_format_at`]).
+fn record_fate(sets: &[Rec], o: &Owned, allowed: Allowed<'_>) -> Fate {
+    let Some(owner) = allowed.owner else {
+        return Fate::Keep(
+            "the cluster names no external-dns owner id (annotation \
+             sweeper.dev/external-dns-owner-id): reported, not deleted"
+                .into(),
+        );
+    };
+    if !allowed.lbs_deleted {
+        return Fate::Keep(
+            "its load balancer is not deleted by this teardown (task load-balancer not \
+             selected): kept"
+                .into(),
+        );
+    }
+    if o.owner.eq_ignore_ascii_case(DEFAULT_OWNER) {
+        return Fate::Keep(
+            "owner id \"default\" is shared by every external-dns that kept the default: \
+             never deleted"
+                .into(),
+        );
+    }
+    if o.owner != owner {
+        return Fate::Keep(format!(
+            "its owner id is not the cluster's ({owner:?}): kept"
+        ));
+    }
+    if sets[o.record].set_id.is_some() {
+        return Fate::Keep(
+            "a routing-policy record (set identifier): reported, not deleted".into(),
+        );
+    }
+    let [newer, older] = companion_names(&sets[o.record]);
+    let companion = dns_key(if o.txt == newer { &newer } else { &older });
+    let txts: Vec<usize> = sets
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.ty == "TXT" && dns_key(&s.name) == companion)
+        .map(|(i, _)| i)
+        .collect();
+    if txts.iter().any(|&i| !only_owners_txt(&sets[i], owner)) {
+        return Fate::Keep(format!(
+            "its TXT record {} holds values other than external-dns's for {owner:?}: kept",
+            o.txt
+        ));
+    }
+    // An older-format set is added per name, where every record it owns goes.
+    let txts = if o.txt == newer { txts } else { Vec::new() };
+    Fate::Delete { txts }
+}
+
+/// The older-format TXT set at `name` (a DNS key), which owns every record type there: deleted
+/// with the first record at the name when every record set there goes and it is all `owner`'s;
+/// otherwise it stays, and so does a record whose only companion it is, rather than leaving the
+/// others unowned.
+fn older_format_at(name: &str, sets: &[Rec], owned: &[Owned], owner: &str, out: &mut [Fate]) {
+    let here: Vec<usize> = (0..owned.len())
+        .filter(|&k| dns_key(&owned[k].name) == name && matches!(out[k], Fate::Delete { .. }))
+        .collect();
+    let deleted: HashSet<usize> = here.iter().map(|&k| owned[k].record).collect();
+    let all_go = sets
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.ty != "TXT" && dns_key(&s.name) == name)
+        .all(|(i, _)| deleted.contains(&i));
+    let older: Vec<usize> = sets
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.ty == "TXT" && dns_key(&s.name) == name)
+        .map(|(i, _)| i)
+        .collect();
+    let older_ours = !older.is_empty() && older.iter().all(|&i| only_owners_txt(&sets[i], owner));
+    if all_go && older_ours {
+        // Once, with the first record at the name: the batch deletes it once.
+        if let Some(&k) = here.first()
+            && let Fate::Delete { txts } = &mut out[k]
+        {
+            txts.extend(older);
+        }
+        return;
+    }
+    for k in here {
+        if matches!(&out[k], Fate::Delete { txts } if txts.is_empty()) {
+            out[k] = Fate::Keep(format!(
+                "its TXT record {} also owns records at {} that stay: kept",
+                owned[k].txt, owned[k].name
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use kube::Client;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
-use sweeper_aws::discovery::eks;
+use sweeper_aws::locate::eks;
 use sweeper_aws::model::EksFacts;
 use sweeper_aws::phases::{PassReport, teardown_pass};
 use sweeper_aws::scan::{RegionScan, ScanInput, scan_region};

@@ -62,13 +62,13 @@ pub fn render_added(out: &mut String, named: &[String], plan: &PassReport) {
     for t in added {
         let kinds: Vec<&str> = registry::descriptors()
             .into_iter()
-            .filter(|d| d.phase == Phase::External && d.task == Some(t))
+            .filter(|d| d.phase == Phase::Tagged && d.task == Some(t))
             .map(|d| d.kind)
             .collect();
         let found: Vec<String> = plan
             .phases
             .iter()
-            .filter(|p| p.phase == Phase::External)
+            .filter(|p| p.phase == Phase::Tagged)
             .flat_map(|p| &p.planned)
             .filter(|r| kinds.contains(&r.kind.as_str()))
             .map(|r| r.id.clone())

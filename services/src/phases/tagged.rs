@@ -1,5 +1,6 @@
-//! Phase 2 (`Phase::External`): one discovery of what the cloud provider created for the cluster,
-//! then the selected cleaners. The discovery is kind-agnostic: the tagging-API scan (or, with
+//! Phase 2 (`Phase::Tagged`), the tagged phase: what the Resource Groups Tagging API finds by the
+//! cluster's owned tag (`kubernetes.io/cluster/<name>=owned`). One locate step for what the cloud
+//! provider created for the cluster, then the selected cleaners. The locate step is kind-agnostic: the tagging-API scan (or, with
 //! alternative discovery, each cleaner's Describe scan) is sorted by asking every phase-2 cleaner
 //! to claim its own.
 
@@ -7,17 +8,17 @@ use super::registry;
 use super::request::PassRequest;
 use super::runner::{AnyCleaner, run_phase};
 use crate::cleaners::{CleanCtx, CleanError, vpcs};
-use crate::discovery::inventory::{Inventory, owned_tagged};
-use crate::discovery::placement;
-use crate::discovery::tagging::{
+use crate::locate::inventory::{Inventory, owned_tagged};
+use crate::locate::placement;
+use crate::locate::tagging::{
     MAX_PAGE, TaggedResource, resources_of_types_with_tag, resources_with_tag,
 };
-use crate::discovery::tags;
+use crate::locate::tags;
 use crate::model::{AwsClients, Failure, GcTask, Phase, PhaseReport};
 use crate::policy::Ownership;
 use std::collections::HashSet;
 
-/// Phase 2 alone (ignores `external_gc`): one discovery, then the selected cleaners. Used by
+/// Phase 2 alone (ignores `external_gc`): one locate step, then the selected cleaners. Used by
 /// `teardown_pass` and by the benchmark.
 pub async fn phase2_pass(clients: &AwsClients, req: &PassRequest) -> PhaseReport {
     let capa_vpcs = vpcs::capa_vpcs(clients, &req.capa_name).await;
@@ -35,7 +36,7 @@ pub(crate) async fn phase2_in(
     let own = match capa_vpcs {
         Ok(capa) => ownership(req, capa),
         Err(e) => {
-            let mut p2 = PhaseReport::started(Phase::External);
+            let mut p2 = PhaseReport::started(Phase::Tagged);
             p2.errors.push(Failure::of(e));
             return p2;
         }
@@ -57,7 +58,7 @@ pub(crate) async fn phase2_in(
         external_dns_owner: req.external_dns_owner.as_deref(),
         s3_bucket: req.s3_bucket.as_deref(),
     };
-    let mut p2 = run_phase(Phase::External, &steps, &ctx, req.dry_run)
+    let mut p2 = run_phase(Phase::Tagged, &steps, &ctx, req.dry_run)
         .await
         .report;
     p2.errors.extend(inv.failures());
@@ -79,7 +80,7 @@ fn ownership(req: &PassRequest, capa_vpcs: &[String]) -> Ownership {
         .with_vpcs(vpcs)
 }
 
-/// Runs phase 2's discovery for every phase-2 kind, selected or not (the task selection limits
+/// Runs phase 2's locate step for every phase-2 kind, selected or not (the task selection limits
 /// what is deleted, not what is looked at). A failure is recorded as the inventory's `failure`
 /// (and so keeps the phase open).
 pub async fn discover(c: &AwsClients, own: &Ownership, alternative: bool) -> Inventory {
@@ -168,7 +169,7 @@ async fn via_tagging(
 /// naming another is not the cluster's whatever its tags say (a misrouted endpoint, a
 /// resource shared into the account). Removed from `found`, returned with why.
 fn drop_foreign(
-    found: &mut crate::discovery::tagging::TaggedResources,
+    found: &mut crate::locate::tagging::TaggedResources,
     scope: &crate::scope::Scope,
 ) -> Vec<String> {
     let mut foreign = Vec::new();
@@ -205,7 +206,7 @@ fn claim_all(
 /// tag only). Pure, so malformed-ARN handling is unit-tested.
 #[cfg(test)]
 fn sort(
-    found: crate::discovery::tagging::TaggedResources,
+    found: crate::locate::tagging::TaggedResources,
     own: &Ownership,
     kinds: &[Box<dyn AnyCleaner>],
 ) -> Inventory {
@@ -233,8 +234,8 @@ mod tests {
     use super::*;
     use crate::arn::Arn;
     use crate::cleaners::{load_balancers, security_groups, target_groups};
-    use crate::discovery::tagging::TaggedResources;
-    use crate::discovery::tags::EKS_CLUSTER_TAG;
+    use crate::locate::tagging::TaggedResources;
+    use crate::locate::tags::EKS_CLUSTER_TAG;
     use std::collections::BTreeMap;
 
     fn tagged(s: &str, tags: &[(&str, &str)]) -> TaggedResource {
@@ -299,14 +300,14 @@ mod tests {
         assert!(inv.errors.iter().any(|e| e.contains("not-an-arn")));
         assert!(inv.errors.iter().any(|e| e.contains("odd/x/1")));
         assert_eq!(
-            security_groups::external(&inv),
+            security_groups::tagged(&inv),
             [(
                 "arn:aws:ec2:us-east-1:0:security-group/sg-1".to_string(),
                 "sg-1".to_string()
             )]
         );
-        assert_eq!(load_balancers::external(&inv).len(), 2);
-        assert_eq!(target_groups::external(&inv).len(), 1);
+        assert_eq!(load_balancers::tagged(&inv).len(), 2);
+        assert_eq!(target_groups::tagged(&inv).len(), 1);
     }
 
     #[test]

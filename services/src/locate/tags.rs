@@ -1,4 +1,4 @@
-//! EC2 describe filters and tag pairs as discovery reads them. The keys that decide ownership are
+//! EC2 describe filters and tag pairs as locating reads them. The keys that decide ownership are
 //! the policy's (`policy::tags`), re-exported here so a filter and the rule it mirrors name the
 //! same key.
 

@@ -1,4 +1,4 @@
-//! Phase 2's single discovery result, kind-agnostic: one tagging-API scan (or, with alternative
+//! Phase 2's single locate result, kind-agnostic: one tagging-API scan (or, with alternative
 //! discovery, the cleaners' Describe scans) fills it once per pass, and each phase-2 cleaner reads
 //! its own share instead of asking AWS again. What each kind stores is that kind's own type, so a
 //! new kind adds no field here and no variant anywhere.
@@ -16,18 +16,18 @@ pub struct Inventory {
     shares: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     /// Resources reported but never touched (malformed or unrecognised ARNs).
     pub errors: Vec<String>,
-    /// The discovery failed as a whole (see [`Inventory::failed`]).
+    /// The locate step failed as a whole (see [`Inventory::failed`]).
     pub failure: Option<crate::model::Failure>,
     /// Resources outside the session's partition, region or account (see `scope::Scope`):
     /// ignored, never claimed by any kind.
     pub foreign: Vec<String>,
-    /// The tags discovery read, by ARN and by resource id (cleaners name targets either way),
+    /// The tags locating read, by ARN and by resource id (cleaners name targets either way),
     /// for the audit trail.
     tags: HashMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 impl Inventory {
-    /// A discovery that failed as a whole: no kind gets anything, the error keeps the phase open.
+    /// A locate step that failed as a whole: no kind gets anything, the error keeps the phase open.
     pub fn failed(failure: crate::model::Failure) -> Self {
         Inventory {
             failure: Some(failure),
@@ -35,7 +35,7 @@ impl Inventory {
         }
     }
 
-    /// What a phase reports of it: the failure of the whole discovery, then the resources it
+    /// What a phase reports of it: the failure of the whole locating, then the resources it
     /// could not handle (whose text names no cause: `Other`).
     pub fn failures(&self) -> impl Iterator<Item = crate::model::Failure> + '_ {
         self.failure.iter().cloned().chain(
@@ -69,13 +69,13 @@ impl Inventory {
     }
 
     /// Remembers `r`'s tags for the audit trail of whatever cleaner deletes it.
-    pub fn record_tags(&mut self, r: &crate::discovery::tagging::TaggedResource) {
+    pub fn record_tags(&mut self, r: &crate::locate::tagging::TaggedResource) {
         self.tags.insert(r.arn.to_string(), r.tags.clone());
         self.tags
             .insert(r.arn.resource_id().to_string(), r.tags.clone());
     }
 
-    /// The tags discovery read for a target id (an ARN or a resource id).
+    /// The tags locating read for a target id (an ARN or a resource id).
     pub fn tags_of(&self, id: &str) -> Option<&std::collections::BTreeMap<String, String>> {
         self.tags.get(id)
     }

@@ -1,6 +1,6 @@
-//! Discovery through the Resource Groups Tagging API. Reads ALL pages (CAPA's gc service read only
+//! Locating through the Resource Groups Tagging API. Reads ALL pages (CAPA's gc service read only
 //! the first one and leaked the rest); an ARN that doesn't parse is returned as a failure beside
-//! the good ones rather than aborting discovery or being guessed at.
+//! the good ones rather than aborting locating or being guessed at.
 
 use crate::arn::{Arn, ArnError};
 use crate::errors::{ApiFailure, FailureKind, call};
@@ -108,7 +108,7 @@ async fn read_pages(
     let mut out = TaggedResources::default();
     let mut token: Option<String> = None;
     loop {
-        // Page by page through the shared retry, so one throttled page does not fail discovery.
+        // Page by page through the shared retry, so one throttled page does not fail locating.
         let page = call("tagging.GetResources", || {
             client
                 .get_resources()

@@ -21,7 +21,7 @@ use aws_sdk_ec2::types::SecurityGroup;
 use std::collections::HashSet;
 
 /// Every security group of `vpcs` (all pages, rules and tags included), as one Describe saw
-/// them during discovery. Stored in the inventory for phase 2's cleaners.
+/// them during locating. Stored in the inventory for phase 2's cleaners.
 #[derive(Clone, Debug, Default)]
 pub struct VpcSecurityGroups {
     pub vpcs: Vec<String>,

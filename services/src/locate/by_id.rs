@@ -1,4 +1,4 @@
-//! Describes of resources discovery already knows by ARN or name (the tagging API named them):
+//! Describes of resources locating already knows by ARN or name (the tagging API named them):
 //! 20 per call, so the answer holds those resources only, not every one of the account and
 //! region. Such a call fails as a whole when one of them is gone since it was named (a
 //! `...NotFound` code); the region's listing then answers for all of them, as before.

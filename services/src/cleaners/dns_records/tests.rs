@@ -4,8 +4,8 @@
 use super::*;
 use crate::cleaners::load_balancers::LoadBalancers;
 use crate::cleaners::test_ctx as ctx;
-use crate::discovery::inventory::Inventory;
-use crate::discovery::tagging::TaggedResource;
+use crate::locate::inventory::Inventory;
+use crate::locate::tagging::TaggedResource;
 use crate::mocked::{self, CLOUD_KEY, Rule, assert_calls, code, mock};
 use crate::model::PhaseReport;
 use crate::phases::runner::run_cleaner;
@@ -82,7 +82,7 @@ fn inventory() -> Inventory {
         arn: LB_ARN.parse().unwrap(),
         tags: [(CLOUD_KEY.to_string(), "owned".to_string())].into(),
     };
-    assert!(Cleaner::claim(&LoadBalancers::EXTERNAL, &tagged, &mut inv));
+    assert!(Cleaner::claim(&LoadBalancers::TAGGED, &tagged, &mut inv));
     inv
 }
 

@@ -1,6 +1,6 @@
-//! Tag discovery through Describe calls (all pages, tags fetched 20 at a time in bulk), for what the
+//! Tag locating through Describe calls (all pages, tags fetched 20 at a time in bulk), for what the
 //! tagging API does not cover or when the tagging API is not to be trusted (alternative
-//! discovery). Every page goes through the same short retry as the deletes.
+//! discovery, `--alternative-discovery`). Every page goes through the same short retry as the deletes.
 
 use super::tags;
 use crate::errors::{CleanError, call};

@@ -1,0 +1,265 @@
+//! The pure steps of a region's scan between the calls: which listed resources are claimed,
+//! which of the candidates' resources are described, and how a joined name becomes a priced
+//! candidate (or is dropped when all it had is gone).
+
+use super::deleted_by::deleted_by;
+use super::iam::{self, AccountIam};
+use super::join::{ClaimedResource, Grouped, HeldBack};
+use super::prices::CostTotal;
+use super::sizing::{Ids, Sized};
+use super::{CandidateResource, HeldName, OrphanCandidate, Proof, Recovery, claims, prices};
+use crate::locate::tagging::TaggedResource;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The listed resources whose tags claim a cluster name, then the account's IAM resources of
+/// this region (once, should the tagging listing return a profile too).
+pub(super) fn claimed(
+    listed: &[TaggedResource],
+    account_iam: Option<&AccountIam>,
+    region: &str,
+) -> Vec<ClaimedResource> {
+    let mut claimed: Vec<ClaimedResource> = listed
+        .iter()
+        .filter_map(|r| {
+            let found = claims::claims(r.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            (!found.is_empty()).then(|| ClaimedResource {
+                arn: r.arn.to_string(),
+                kind: prices::kind_of(&r.arn.service, &r.arn.resource),
+                claims: found,
+            })
+        })
+        .collect();
+    if let Some(i) = account_iam {
+        let listed: BTreeSet<String> = claimed.iter().map(|r| r.arn.clone()).collect();
+        claimed.extend(
+            iam::claimed_in(i, region)
+                .into_iter()
+                .filter(|r| !listed.contains(&r.arn)),
+        );
+    }
+    claimed
+}
+
+/// The candidates' resource ids a describe reads, by kind, sorted and once each. A live
+/// cluster's resources are never described.
+pub(super) fn ids_to_describe(candidates: &[Grouped]) -> Ids {
+    let ids_of = |kind: &str| -> Vec<String> {
+        let ids: BTreeSet<String> = candidates
+            .iter()
+            .flat_map(|g| &g.resources)
+            .filter(|r| r.kind == kind)
+            .filter_map(|r| r.arn.parse::<crate::arn::Arn>().ok())
+            .map(|a| a.resource_id().to_string())
+            .collect();
+        ids.into_iter().collect()
+    };
+    Ids {
+        volumes: ids_of("ec2:volume"),
+        snapshots: ids_of("ec2:snapshot"),
+        endpoints: ids_of("ec2:vpc-endpoint"),
+        instances: ids_of("ec2:instance"),
+        nat_gateways: ids_of("ec2:natgateway"),
+    }
+}
+
+/// The resource id in an ARN (empty when it does not parse: then nothing was described).
+fn resource_id(arn: &str) -> String {
+    arn.parse::<crate::arn::Arn>()
+        .map(|a| a.resource_id().to_string())
+        .unwrap_or_default()
+}
+
+/// A joined name as a candidate: its resources the describes found gone dropped (terminated
+/// instances and deleted NAT gateways are still listed for a while: not leaks), the rest
+/// priced, counted by kind and by what recovers them. `None` when nothing is left.
+pub(super) fn priced(
+    mut g: Grouped,
+    account: &str,
+    region: &str,
+    sized: &Sized,
+) -> Option<OrphanCandidate> {
+    let is_gone = |arn: &str| sized.by_id.get(&resource_id(arn)).is_some_and(|d| d.gone);
+    g.resources.retain(|r| !is_gone(&r.arn));
+    if g.resources.is_empty() {
+        return None;
+    }
+    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
+    let mut cost = CostTotal::default();
+    let mut recovery = Recovery::default();
+    let mut oldest: Option<i64> = None;
+    let resources = g
+        .resources
+        .iter()
+        .map(|r| {
+            let d = sized
+                .by_id
+                .get(&resource_id(&r.arn))
+                .cloned()
+                .unwrap_or_default();
+            let monthly = prices::monthly(&r.kind, region, &d.sizing);
+            cost.add(&monthly);
+            let by = deleted_by(&r.kind, &r.claims);
+            recovery.add(&by, &monthly);
+            *by_kind.entry(r.kind.clone()).or_default() += 1;
+            if let Some(t) = d.created {
+                oldest = Some(oldest.map_or(t, |o| o.min(t)));
+            }
+            CandidateResource {
+                arn: r.arn.clone(),
+                kind: r.kind.clone(),
+                proofs: r.claims.iter().map(Proof::from).collect(),
+                created: d.created.map(rfc3339),
+                sizing: d.sizing,
+                monthly,
+                deleted_by: by,
+            }
+        })
+        .collect();
+    Some(OrphanCandidate {
+        cluster: g.cluster,
+        account: account.into(),
+        region: region.into(),
+        resources_by_kind: by_kind,
+        oldest: oldest.map(rfc3339),
+        cost,
+        recovery,
+        also_named: g.also,
+        resources,
+    })
+}
+
+/// The names held back, with why and how many resources they have.
+pub(super) fn held_names(held: BTreeMap<String, (HeldBack, usize)>) -> Vec<HeldName> {
+    held.into_iter()
+        .map(|(cluster, (why, resources))| HeldName {
+            cluster,
+            why,
+            resources,
+        })
+        .collect()
+}
+
+/// RFC 3339 of `secs` since the epoch.
+fn rfc3339(secs: i64) -> String {
+    aws_smithy_types::DateTime::from_secs(secs)
+        .fmt(aws_smithy_types::date_time::Format::DateTime)
+        .unwrap_or_else(|_| secs.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::sizing::Described;
+
+    fn resource(arn: &str, kind: &str) -> ClaimedResource {
+        ClaimedResource {
+            arn: arn.into(),
+            kind: kind.into(),
+            claims: Vec::new(),
+        }
+    }
+
+    fn group(resources: Vec<ClaimedResource>) -> Grouped {
+        Grouped {
+            cluster: "old".into(),
+            resources,
+            also: BTreeSet::new(),
+        }
+    }
+
+    const I1: &str = "arn:aws:ec2:us-east-1:111111111111:instance/i-1";
+    const I2: &str = "arn:aws:ec2:us-east-1:111111111111:instance/i-2";
+    const V1: &str = "arn:aws:ec2:us-east-1:111111111111:volume/vol-1";
+
+    #[test]
+    fn only_the_described_kinds_are_described_once_each() {
+        let ids = ids_to_describe(&[
+            group(vec![
+                resource(I2, "ec2:instance"),
+                resource(V1, "ec2:volume"),
+            ]),
+            group(vec![
+                resource(I1, "ec2:instance"),
+                resource(I2, "ec2:instance"),
+                resource("arn:aws:ec2:us-east-1:111111111111:vpc/vpc-1", "ec2:vpc"),
+                resource("not an arn", "ec2:snapshot"),
+            ]),
+        ]);
+        assert_eq!(ids.instances, ["i-1", "i-2"]);
+        assert_eq!(ids.volumes, ["vol-1"]);
+        assert!(ids.snapshots.is_empty() && ids.endpoints.is_empty());
+        assert!(ids.nat_gateways.is_empty());
+    }
+
+    #[test]
+    fn gone_resources_are_dropped_and_a_name_with_nothing_left_is_no_candidate() {
+        let gone = Described {
+            gone: true,
+            ..Default::default()
+        };
+        let there = Described {
+            created: Some(0),
+            ..Default::default()
+        };
+        let sized = Sized {
+            by_id: BTreeMap::from([("i-1".to_string(), gone), ("i-2".to_string(), there)]),
+            calls: BTreeMap::new(),
+        };
+        let table = [
+            (vec![resource(I1, "ec2:instance")], None),
+            (
+                vec![resource(I1, "ec2:instance"), resource(I2, "ec2:instance")],
+                Some(vec![I2]),
+            ),
+            // Never described (no describe for its kind): kept, unpriced beyond its kind.
+            (vec![resource(V1, "ec2:volume")], Some(vec![V1])),
+        ];
+        for (resources, kept) in table {
+            let got = priced(group(resources), "111111111111", "us-east-1", &sized);
+            let arns = got.map(|c| c.resources.into_iter().map(|r| r.arn).collect::<Vec<_>>());
+            let kept = kept.map(|k| k.into_iter().map(String::from).collect::<Vec<_>>());
+            assert_eq!(arns, kept);
+        }
+    }
+
+    #[test]
+    fn a_candidate_counts_its_kinds_and_its_oldest_creation() {
+        let sized = Sized {
+            by_id: BTreeMap::from([
+                (
+                    "i-1".to_string(),
+                    Described {
+                        created: Some(200),
+                        ..Default::default()
+                    },
+                ),
+                (
+                    "i-2".to_string(),
+                    Described {
+                        created: Some(100),
+                        ..Default::default()
+                    },
+                ),
+            ]),
+            calls: BTreeMap::new(),
+        };
+        let c = priced(
+            group(vec![
+                resource(I1, "ec2:instance"),
+                resource(I2, "ec2:instance"),
+                resource(V1, "ec2:volume"),
+            ]),
+            "111111111111",
+            "us-east-1",
+            &sized,
+        )
+        .unwrap();
+        assert_eq!(c.resources_by_kind["ec2:instance"], 2);
+        assert_eq!(c.resources_by_kind["ec2:volume"], 1);
+        assert_eq!(c.oldest.as_deref(), Some(rfc3339(100).as_str()));
+        assert_eq!(
+            (c.account.as_str(), c.region.as_str()),
+            ("111111111111", "us-east-1")
+        );
+    }
+}
