@@ -120,8 +120,6 @@ async fn build(
         .as_ref()
         .map_or_else(LastScan::default, |s| LastScan::scheduled(s.interval));
     let (disc_tx, disc_rx) = watch::channel(None);
-    // The one read of the failpoint variable: handed down as a value from here.
-    let failpoints = crate::engine::failpoint::Failpoints::from_env();
     let collectors = build_collectors(
         registered,
         args,
@@ -130,7 +128,6 @@ async fn build(
         &disc_rx,
         metrics,
         &archive_hub,
-        &failpoints,
     )
     .await?;
     Ok(Parts {
@@ -187,8 +184,9 @@ async fn build_collectors(
     discovery: &watch::Receiver<Option<Arc<DiscoveryReport>>>,
     metrics: &Metrics,
     archive_hub: &ArchiveHub,
-    failpoints: &crate::engine::failpoint::Failpoints,
 ) -> Result<Vec<Named>, RunError> {
+    // The one read of the failpoint variable, at start-up: handed down as a value from here.
+    let failpoints = crate::engine::failpoint::Failpoints::from_env();
     let mut collectors: Vec<Named> = Vec::new();
     for (spec, reg) in registered {
         if !args.feature_gates.enabled(spec.gate().name) {
@@ -207,7 +205,7 @@ async fn build_collectors(
                 discovery,
                 invalid_objects: &metrics.service.invalid_objects,
                 archive_hub,
-                failpoints,
+                failpoints: &failpoints,
             })
             .await,
         ));

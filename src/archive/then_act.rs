@@ -29,7 +29,7 @@ pub enum NotNow {
 
 /// The archive's answer turned into the next step.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Admission {
+pub enum AfterArchive {
     /// Act now, then settle the ticket (none: nothing was recorded) with what the act did.
     Act(Option<Ticket>),
     NotNow(NotNow),
@@ -38,15 +38,15 @@ pub enum Admission {
 /// Whether an object the archive answered `prepared` for may be acted on now. Pure: what is
 /// unrecorded by choice (not selected, over the size cap) goes without a record; what could not
 /// be recorded never goes.
-pub fn admit(prepared: Prepared, if_changed: IfChanged) -> Admission {
+pub fn admit(prepared: Prepared, if_changed: IfChanged) -> AfterArchive {
     match prepared {
-        Prepared::Recorded(t) => Admission::Act(Some(t)),
-        Prepared::Unrecorded => Admission::Act(None),
+        Prepared::Recorded(t) => AfterArchive::Act(Some(t)),
+        Prepared::Unrecorded => AfterArchive::Act(None),
         Prepared::Changed => match if_changed {
-            IfChanged::Wait => Admission::NotNow(NotNow::Changed),
-            IfChanged::Act => Admission::Act(None),
+            IfChanged::Wait => AfterArchive::NotNow(NotNow::Changed),
+            IfChanged::Act => AfterArchive::Act(None),
         },
-        Prepared::Failed(e) => Admission::NotNow(NotNow::Failed(e)),
+        Prepared::Failed(e) => AfterArchive::NotNow(NotNow::Failed(e)),
     }
 }
 
@@ -62,8 +62,8 @@ pub async fn archive_then_act<T, E, W: From<E>>(
 ) -> Result<T, W> {
     let (archiver, ticket) = match archive {
         Some((batcher, item)) => match admit(batcher.prepare(item).await, if_changed) {
-            Admission::Act(ticket) => (Some(&*batcher.archiver), ticket),
-            Admission::NotNow(why) => return Err(not_now(why)),
+            AfterArchive::Act(ticket) => (Some(&*batcher.archiver), ticket),
+            AfterArchive::NotNow(why) => return Err(not_now(why)),
         },
         None => (None, None),
     };
@@ -102,30 +102,38 @@ mod tests {
             (
                 Prepared::Recorded(ticket()),
                 IfChanged::Wait,
-                Admission::Act(Some(ticket())),
+                AfterArchive::Act(Some(ticket())),
             ),
             (
                 Prepared::Recorded(ticket()),
                 IfChanged::Act,
-                Admission::Act(Some(ticket())),
+                AfterArchive::Act(Some(ticket())),
             ),
-            (Prepared::Unrecorded, IfChanged::Wait, Admission::Act(None)),
-            (Prepared::Unrecorded, IfChanged::Act, Admission::Act(None)),
+            (
+                Prepared::Unrecorded,
+                IfChanged::Wait,
+                AfterArchive::Act(None),
+            ),
+            (
+                Prepared::Unrecorded,
+                IfChanged::Act,
+                AfterArchive::Act(None),
+            ),
             (
                 Prepared::Changed,
                 IfChanged::Wait,
-                Admission::NotNow(NotNow::Changed),
+                AfterArchive::NotNow(NotNow::Changed),
             ),
-            (Prepared::Changed, IfChanged::Act, Admission::Act(None)),
+            (Prepared::Changed, IfChanged::Act, AfterArchive::Act(None)),
             (
                 Prepared::Failed(failed.clone()),
                 IfChanged::Wait,
-                Admission::NotNow(NotNow::Failed(failed.clone())),
+                AfterArchive::NotNow(NotNow::Failed(failed.clone())),
             ),
             (
                 Prepared::Failed(failed.clone()),
                 IfChanged::Act,
-                Admission::NotNow(NotNow::Failed(failed.clone())),
+                AfterArchive::NotNow(NotNow::Failed(failed.clone())),
             ),
         ];
         for (prepared, if_changed, want) in cases {

@@ -171,17 +171,7 @@ async fn delete(
     }
     let mut rv = snap.node.resource_version;
     if unblock_first {
-        // Break a potential foreground cycle: our owners must not wait on us.
-        let refs: Vec<serde_json::Value> = snap
-            .owner_refs
-            .iter()
-            .map(|r| {
-                let mut r = r.clone();
-                r["blockOwnerDeletion"] = false.into();
-                r
-            })
-            .collect();
-        actions::set_owner_references(&ctx.client, target, rv, refs.into()).await?;
+        unblock_owners(ctx, snap, target, rv).await?;
         rv = 0; // the patch moved the version on; the uid precondition still guards
     }
     // Archive first: the record exists before the DELETE leaves, and the DELETE's
@@ -236,6 +226,27 @@ async fn delete(
             .inc();
         tracing::info!(policy = policy.as_str(), "deleted: every owner is gone");
     }
+    Ok(())
+}
+
+/// Breaks a potential foreground cycle before a delete: our owners must not wait on us, so
+/// every owner reference is rewritten with `blockOwnerDeletion: false` (at version `rv`).
+async fn unblock_owners(
+    ctx: &Ctx,
+    snap: &Snapshot,
+    target: &ActionTarget<'_>,
+    rv: u64,
+) -> Result<(), WorkError> {
+    let refs: Vec<serde_json::Value> = snap
+        .owner_refs
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r["blockOwnerDeletion"] = false.into();
+            r
+        })
+        .collect();
+    actions::set_owner_references(&ctx.client, target, rv, refs.into()).await?;
     Ok(())
 }
 

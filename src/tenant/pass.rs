@@ -387,7 +387,7 @@ fn admitted(
     prepared: Vec<crate::archive::store::Prepared>,
     of: Vec<(usize, bool)>,
 ) -> (Vec<Vec<Ticket>>, Vec<bool>, Vec<PassError>) {
-    use crate::archive::then_act::{Admission, IfChanged, NotNow, admit};
+    use crate::archive::then_act::{AfterArchive, IfChanged, NotNow, admit};
     let mut tickets: Vec<Vec<Ticket>> = vec![Vec::new(); ready.len()];
     let mut go = vec![true; ready.len()];
     let mut errors = Vec::new();
@@ -399,10 +399,10 @@ fn admitted(
             IfChanged::Act
         };
         match admit(p, if_changed) {
-            Admission::Act(Some(t)) => tickets[i].push(t),
-            Admission::Act(None) => {}
-            Admission::NotNow(NotNow::Changed) => go[i] = false,
-            Admission::NotNow(NotNow::Failed(source)) => {
+            AfterArchive::Act(Some(t)) => tickets[i].push(t),
+            AfterArchive::Act(None) => {}
+            AfterArchive::NotNow(NotNow::Changed) => go[i] = false,
+            AfterArchive::NotNow(NotNow::Failed(source)) => {
                 go[i] = false;
                 errors.push(PassError::Archive {
                     kind: ready[i].0.kind_key(),

@@ -193,17 +193,20 @@ mod tests {
         }
     }
 
+    /// What, the records listed, ended buckets, expired singles, when the next falls due.
+    type Case = (
+        &'static str,
+        Vec<(ObjectMeta, RecordKind)>,
+        usize,
+        usize,
+        Option<i64>,
+    );
+
     #[test]
     fn ended_buckets_and_expired_records_are_due_the_rest_says_when() {
         let now = Timestamp::from_second(1_000).unwrap();
         let cm = RecordKind::ConfigMap;
-        let cases: Vec<(
-            &str,
-            Vec<(ObjectMeta, RecordKind)>,
-            usize,
-            usize,
-            Option<i64>,
-        )> = vec![
+        let cases: Vec<Case> = vec![
             ("nothing listed", vec![], 0, 0, None),
             (
                 "two records in one ended bucket: one call",

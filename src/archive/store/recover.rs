@@ -387,7 +387,13 @@ mod tests {
                 .map(|(n, u)| (n.to_string(), u.to_string()))
                 .collect()
         };
-        let cases: [(&[&str], Vec<(String, String)>, &[&str]); 4] = [
+        // Gone uids, the other records' (name, uid), what is removed from this record.
+        type Case = (
+            &'static [&'static str],
+            Vec<(String, String)>,
+            &'static [&'static str],
+        );
+        let cases: [Case; 4] = [
             // Nobody else holds it: its entry stays here.
             (&["a"], others(&[("old", "a")]), &[]),
             // A newer record holds it too: removed from this one.
