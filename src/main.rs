@@ -151,6 +151,7 @@ async fn check(args: sweeper::cli::CheckArgs) -> ExitCode {
         cluster_namespace: args.cluster_namespace.clone(),
         external_selector: args.run.config.external_gc_selector.clone(),
         external_dry_run: args.run.config.external_dry_run,
+        scan_interval: args.run.config.scan_interval,
     };
     let sessions = if cfg.preflights().contains(&check::Preflight::Aws) && !args.skip_aws {
         Some(sweeper_aws::session::SessionCache::new(
