@@ -53,7 +53,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let state = AppState::new(metrics);
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
-    let election = Election::start(&args, &conn, api_calls, &state)?;
+    let election = Election::start(&args, &conn, api_calls, &state, &parts.last_scan)?;
     // Every replica follows the pause switch, leader or not, so a standby that takes over starts
     // paused if the leader was.
     state.expect(PAUSE_COMPONENT);
@@ -396,6 +396,7 @@ impl Election {
         conn: &Connection,
         api_calls: ApiCallCounter,
         state: &AppState,
+        last_scan: &LastScan,
     ) -> Result<Election, RunError> {
         let (role_tx, role) = watch::channel(if args.config.leader_elect {
             Role::Starting
@@ -427,9 +428,10 @@ impl Election {
         state.expect("leader-election");
         tracing::info!(lease = %format!("{}/{}", cfg.namespace, cfg.lease_name), identity = %cfg.identity, "leader election on");
         election.identity = Some(cfg.identity.clone());
-        election.task = Some(tokio::spawn(
-            Elector::new(le_client, cfg, conn.fence.clone()).run(role_tx, stop),
-        ));
+        // The scheduled scan's state rides on the Lease, for `sweeper check` (check::scan).
+        let elector = Elector::new(le_client, cfg, conn.fence.clone())
+            .noting(crate::check::scan::publisher(last_scan.clone()));
+        election.task = Some(tokio::spawn(elector.run(role_tx, stop)));
         Ok(election)
     }
 

@@ -39,6 +39,7 @@ fn cfg(gates: &str, ns: &str) -> Config {
         cluster_namespace: ns.to_string(),
         external_selector: sweeper::engine::selector::parse("").unwrap(),
         external_dry_run: false,
+        scan_interval: Duration::ZERO,
     }
 }
 

@@ -23,6 +23,7 @@ pub mod crds;
 pub mod kube_gc;
 pub mod names;
 pub mod rbac;
+pub mod scan;
 pub mod state;
 #[cfg(test)]
 mod tests;
@@ -192,6 +193,8 @@ pub struct Config {
     pub external_selector: crate::engine::selector::LabelFilter,
     /// Whether the external collector runs in dry run (`--external-dry-run`): the hand-over step.
     pub external_dry_run: bool,
+    /// `--scan-interval` (zero: not told); the leader's own, published on its Lease, wins.
+    pub scan_interval: Duration,
 }
 
 impl Config {

@@ -59,6 +59,42 @@ pub fn judge_lease(
     }
 }
 
+/// The scan line from the Lease's annotation (see [`super::scan`]).
+fn scan_line(
+    ns: &str,
+    name: &str,
+    lease: Option<&Lease>,
+    told: std::time::Duration,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Line {
+    match super::scan::read(lease) {
+        Ok(state) => super::scan::judge_scan(state.as_ref(), told, now),
+        Err(e) => Line::warn(
+            "scan",
+            format!(
+                "the annotation {} on Lease {ns}/{name} does not read: {e}",
+                super::scan::ANNOTATION
+            ),
+            "only the leader writes it; sweeper status shows the scan's state",
+        ),
+    }
+}
+
+/// Without leader election there is no Lease to publish the scan's state on.
+fn scan_without_lease(told: std::time::Duration) -> Line {
+    if told.is_zero() {
+        return super::scan::judge_scan(None, told, k8s_openapi::jiff::Timestamp::now());
+    }
+    Line::warn(
+        "scan",
+        format!(
+            "--scan-interval {}s with leader election off: the scan's state is published on the leader Lease only",
+            told.as_secs()
+        ),
+        "sweeper status (its scan lines), or the SweeperScanStale alert",
+    )
+}
+
 /// The pause lines, from the switch's data (None: no switch, nothing paused).
 pub fn judge_pause(ns: &str, paused: &Paused, warnings: &[String]) -> Vec<Line> {
     let mut lines = Vec::new();
@@ -104,12 +140,13 @@ pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
         Some((ns, name, _)) => {
             let api: Api<Lease> = Api::namespaced(client.clone(), ns);
             match api.get_opt(name).await {
-                Ok(l) => lines.push(judge_lease(
-                    ns,
-                    name,
-                    l.as_ref(),
-                    k8s_openapi::jiff::Timestamp::now(),
-                )),
+                Ok(l) => {
+                    let now = k8s_openapi::jiff::Timestamp::now();
+                    lines.push(judge_lease(ns, name, l.as_ref(), now));
+                    if cfg.enabled("external") {
+                        lines.push(scan_line(ns, name, l.as_ref(), cfg.scan_interval, now));
+                    }
+                }
                 Err(e) => lines.push(Line::fail(
                     LEADER,
                     format!("cannot read the Lease {ns}/{name}: {}", kube_message(&e)),
@@ -117,6 +154,9 @@ pub async fn check(client: &kube::Client, cfg: &Config) -> Vec<Line> {
                 )),
             }
         }
+    }
+    if cfg.lease.is_none() && cfg.enabled("external") {
+        lines.push(scan_without_lease(cfg.scan_interval));
     }
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &cfg.namespace);
     // Read as the service reads it: a list of the one ConfigMap (its role lists, it does not get).

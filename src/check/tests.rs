@@ -23,6 +23,7 @@ fn cfg(gates: &str) -> Config {
         cluster_namespace: String::new(),
         external_selector: crate::engine::selector::parse("").unwrap(),
         external_dry_run: false,
+        scan_interval: Duration::ZERO,
     }
 }
 

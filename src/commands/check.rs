@@ -93,6 +93,7 @@ pub async fn check(args: CheckArgs) -> Result<Printed, CommandError> {
         cluster_namespace: args.cluster_namespace.clone(),
         external_selector: args.run.config.external_gc_selector.clone(),
         external_dry_run: args.run.config.external_dry_run,
+        scan_interval: args.run.config.scan_interval,
     };
     let sessions = if cfg.preflights().contains(&check::Preflight::Aws) && !args.skip_aws {
         Some(sweeper_aws::session::SessionCache::new(

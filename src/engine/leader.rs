@@ -20,6 +20,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -317,11 +318,50 @@ enum Attempt {
     HeldBy(String),
 }
 
+/// What the leader says in one annotation of its Lease at every write. The leader writes the
+/// Lease every retry period anyway, so publishing costs no call and needs no permission beyond
+/// the Lease's own: `sweeper check` reads the scheduled scan's state this way.
+#[derive(Clone)]
+pub struct LeaseNote {
+    pub key: &'static str,
+    /// Asked at every write.
+    pub value: Arc<dyn Fn() -> Note + Send + Sync>,
+}
+
+/// A [`LeaseNote`]'s value for one write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// Leave the annotation as it is (e.g. a new leader with nothing to say yet keeps the
+    /// previous leader's word).
+    Keep,
+    Set(String),
+    Remove,
+}
+
+impl LeaseNote {
+    fn apply(&self, annotations: &mut Option<BTreeMap<String, String>>) {
+        match (self.value)() {
+            Note::Keep => {}
+            Note::Set(v) => {
+                annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(self.key.to_string(), v);
+            }
+            Note::Remove => {
+                if let Some(a) = annotations.as_mut() {
+                    a.remove(self.key);
+                }
+            }
+        }
+    }
+}
+
 pub struct Elector {
     api: Api<Lease>,
     cfg: LeaderConfig,
     fence: Fence,
     observed: Observed,
+    notes: Vec<LeaseNote>,
 }
 
 impl Elector {
@@ -333,7 +373,14 @@ impl Elector {
             cfg,
             fence,
             observed: Observed::default(),
+            notes: Vec::new(),
         }
+    }
+
+    /// Also keeps `note` on the Lease while leading.
+    pub fn noting(mut self, note: LeaseNote) -> Self {
+        self.notes.push(note);
+        self
     }
 
     /// Runs until shutdown (then releases the lease if held) or until leadership is lost.
@@ -420,11 +467,15 @@ impl Elector {
         let err = |e| AttemptError::Api(name.clone(), e);
         let now = MicroTime(Timestamp::now());
         let Some(mut lease) = self.api.get_opt(&name).await.map_err(err)? else {
+            let mut metadata = ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            };
+            self.notes
+                .iter()
+                .for_each(|n| n.apply(&mut metadata.annotations));
             let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    ..Default::default()
-                },
+                metadata,
                 spec: Some(LeaseSpec {
                     holder_identity: Some(self.cfg.identity.clone()),
                     lease_duration_seconds: Some(self.cfg.lease_seconds()),
@@ -460,6 +511,9 @@ impl Elector {
         }
         spec.renew_time = Some(now);
         spec.lease_duration_seconds = Some(self.cfg.lease_seconds());
+        self.notes
+            .iter()
+            .for_each(|n| n.apply(&mut lease.metadata.annotations));
         // `replace` sends metadata.resourceVersion: a concurrent writer gets a 409 and we read
         // again on the next tick.
         self.api
@@ -627,6 +681,57 @@ mod tests {
                 last.body
             );
             assert_eq!(last.body["spec"]["leaseDurationSeconds"], 1);
+        }
+
+        /// A note rides on every write of the Lease: set on create, kept as read, replaced,
+        /// removed; the record's other annotations are never touched.
+        #[tokio::test]
+        async fn a_note_is_written_with_the_lease_and_nothing_else_is_touched() {
+            let (client, server) = MockApi::new();
+            no_lease_then_created(&server);
+            let mut annotated = lease("me", "2");
+            annotated["metadata"]["annotations"] = json!({"theirs": "x", "k": "old"});
+            server
+                .expect(Method::GET, LEASE)
+                .repeatedly()
+                .respond(200, annotated);
+            server
+                .expect(Method::PUT, LEASE)
+                .repeatedly()
+                .respond(200, lease("me", "3"));
+            let value = Arc::new(std::sync::Mutex::new(Note::Set("new".into())));
+            let note = LeaseNote {
+                key: "k",
+                value: {
+                    let v = value.clone();
+                    Arc::new(move || v.lock().unwrap().clone())
+                },
+            };
+            let stop = CancellationToken::new();
+            let (tx, mut role) = watch::channel(Role::Starting);
+            let elector = Elector::new(client, cfg(), Fence::closed()).noting(note);
+            let task = tokio::spawn(elector.run(tx, stop.clone()));
+            role_becomes(&mut role, "leader").await;
+            server.wait_for_calls(4).await;
+            *value.lock().unwrap() = Note::Keep;
+            server.wait_for_calls(12).await;
+            *value.lock().unwrap() = Note::Remove;
+            server.wait_for_calls(20).await;
+            stop.cancel();
+            task.await.unwrap();
+            let calls = server.finish();
+            let puts: Vec<&Value> = calls
+                .iter()
+                .filter(|c| c.method == Method::PUT)
+                .map(|c| &c.body["metadata"]["annotations"])
+                .collect();
+            assert_eq!(calls[1].body["metadata"]["annotations"]["k"], "new");
+            assert_eq!(puts[0], &json!({"theirs": "x", "k": "new"}));
+            assert!(
+                puts.contains(&&json!({"theirs": "x", "k": "old"})),
+                "kept: {puts:?}"
+            );
+            assert!(puts.contains(&&json!({"theirs": "x"})), "removed: {puts:?}");
         }
 
         #[tokio::test]
