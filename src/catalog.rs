@@ -2,23 +2,23 @@
 //!
 //! `run` (building and starting), `/status` and `sweeper status`, the pause switch, readiness's
 //! served kinds, `sweeper check` (CRDs, permissions, further sections), `sweeper uninstall` and
-//! the CLI's `--collector` and `--feature-gates` all iterate [`ALL`] and ask each [`Descriptor`].
-//! Adding a collector is a folder with its code and a [`Descriptor`] (crate::collector), and one line in
+//! the CLI's `--collector` and `--feature-gates` all iterate [`ALL`] and ask each [`CollectorDescriptor`].
+//! Adding a collector is a folder with its code and a [`CollectorDescriptor`] (crate::collector), and one line in
 //! [`ALL`]; nothing else names collectors.
 
-use crate::collector::Descriptor;
+use crate::collector::CollectorDescriptor;
 use crate::config::Gate;
 use crate::engine::served::{Needs, ServedKind};
 
 /// Every collector, in the order they are built, started and shown.
-pub static ALL: [&dyn Descriptor; 3] = [
+pub static ALL: [&dyn CollectorDescriptor; 3] = [
     &crate::cascade::descriptor::DESCRIPTOR,
     &crate::tenant::descriptor::DESCRIPTOR,
     &crate::external::controller::descriptor::DESCRIPTOR,
 ];
 
 /// The kinds whose objects can hold the finalizers of these collectors (each one's finalized
-/// [`Descriptor::kinds`]), or None when one of them finalizes objects of every kind (cascade's
+/// [`CollectorDescriptor::kinds`]), or None when one of them finalizes objects of every kind (cascade's
 /// `sweeper.dev/cascade-complete`) or is not a collector. `sweeper uninstall --collector` reads
 /// only these, so the chart's pre-delete hook needs no more than the role those collectors ran
 /// with.

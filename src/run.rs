@@ -249,7 +249,7 @@ type Named = (&'static str, Box<dyn Collector>);
 
 /// Every collector with its metrics registered, in the list's order.
 pub type RegisteredCollectors = Vec<(
-    &'static dyn crate::collector::Descriptor,
+    &'static dyn crate::collector::CollectorDescriptor,
     Arc<dyn Registered>,
 )>;
 

@@ -47,6 +47,33 @@ const STRING_ERRORS_ALLOWED: &[(&str, &str)] = &[
     ("src/external/commands/gc.rs", "parse_dns_owner"),
 ];
 
+/// Not typed yet: the functions that still return `Result<_, String>` when this check came in
+/// (issue #55's typed-errors list). The list only shrinks: a function typed since must leave it
+/// (the check fails on a stale entry), and none may join it.
+const STRING_ERRORS_NOT_YET_TYPED: &[(&str, &str)] = &[
+    ("src/check/scan.rs", "read"),
+    ("src/commands/archive.rs", "selection"),
+    ("src/external/commands/configure.rs", "configure"),
+    ("src/external/commands/scan/mod.rs", "live_objects"),
+    ("src/external/commands/scan/mod.rs", "scan_with_annotation"),
+    ("src/external/commands/scan/mod.rs", "scan"),
+    ("src/external/commands/scan/schedule.rs", "once"),
+    (
+        "src/external/commands/teardown/decide.rs",
+        "targets_from_scan",
+    ),
+    ("src/external/commands/teardown/mod.rs", "targets"),
+    ("src/external/commands/teardown/mod.rs", "run"),
+    ("src/external/commands/teardown/mod.rs", "delete"),
+    ("src/external/commands/teardown/mod.rs", "session"),
+    ("src/external/commands/teardown/opt_in.rs", "settings"),
+    ("src/external/core/annotations/mod.rs", "settings_of"),
+    ("src/external/core/claims.rs", "place_of"),
+    ("src/external/core/cluster.rs", "proof"),
+    ("src/external/core/identity.rs", "namespace_labels"),
+    ("src/external/core/identity.rs", "static_keys"),
+];
+
 struct Source {
     /// Path from the repository root, with `/`.
     path: String,
@@ -390,6 +417,7 @@ fn functions_are_short() {
 #[test]
 fn errors_are_typed() {
     let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut still: Vec<(String, String)> = Vec::new();
     for s in sources(&["src", "services/src"]) {
         for (name, line, _) in functions(&s.code) {
             let signature: String = s
@@ -403,7 +431,12 @@ fn errors_are_typed() {
             let compact: String = signature.split_whitespace().collect::<Vec<_>>().join(" ");
             let returns = compact.split("->").nth(1).unwrap_or("");
             if returns.contains(", String>") && returns.contains("Result<") {
-                if STRING_ERRORS_ALLOWED.contains(&(s.path.as_str(), name.as_str())) {
+                let at = (s.path.as_str(), name.as_str());
+                if STRING_ERRORS_ALLOWED.contains(&at) {
+                    continue;
+                }
+                if STRING_ERRORS_NOT_YET_TYPED.contains(&at) {
+                    still.push((s.path.clone(), name.clone()));
                     continue;
                 }
                 found.entry(s.path.clone()).or_default().push(name);
@@ -414,6 +447,14 @@ fn errors_are_typed() {
         found.is_empty(),
         "functions returning Result<_, String> (give the layer a thiserror enum naming the \
          object):\n{found:#?}"
+    );
+    let stale: Vec<_> = STRING_ERRORS_NOT_YET_TYPED
+        .iter()
+        .filter(|(p, n)| !still.iter().any(|(sp, sn)| sp == p && sn == n))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "typed since (remove from STRING_ERRORS_NOT_YET_TYPED): {stale:?}"
     );
 }
 

@@ -5,7 +5,7 @@ use super::context::CascadeConfig;
 use super::metrics::{CascadeMetrics, QueueLabels};
 use crate::collector::built::Collector;
 use crate::collector::check::{self, Access, Permission, Preflight};
-use crate::collector::{BuildEnv, Descriptor, Registered};
+use crate::collector::{BuildEnv, CollectorDescriptor, Registered};
 use crate::config::Gate;
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
@@ -27,7 +27,7 @@ pub struct CascadeStatus {
     pub attempt_to_orphan_queue: i64,
 }
 
-impl Descriptor for CascadeDescriptor {
+impl CollectorDescriptor for CascadeDescriptor {
     fn name(&self) -> &'static str {
         NAME
     }

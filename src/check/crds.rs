@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 const CATEGORY: &str = "crds";
 
 /// A kind an enabled collector reads, and the versions it can read it at (preferred first): one
-/// of its `Descriptor`'s kinds, with the collector that reads it.
+/// of its `CollectorDescriptor`'s kinds, with the collector that reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wanted {
     pub collector: &'static str,
@@ -23,7 +23,7 @@ pub struct Wanted {
 }
 
 /// Every kind, per collector, in the list's order (crate::catalog::ALL), as each collector's
-/// `Descriptor::kinds` declares them. The cascade collector works on whatever is served.
+/// `CollectorDescriptor::kinds` declares them. The cascade collector works on whatever is served.
 pub static WANTED: LazyLock<Vec<Wanted>> = LazyLock::new(|| {
     crate::catalog::ALL
         .iter()

@@ -206,7 +206,7 @@ impl Config {
     }
 
     /// The further sections the enabled collectors ask for (each collector's
-    /// `Descriptor::preflights`).
+    /// `CollectorDescriptor::preflights`).
     pub fn preflights(&self) -> BTreeSet<Preflight> {
         crate::catalog::ALL
             .iter()

@@ -1,7 +1,7 @@
 //! sweeper's identity may make every call it needs: one SelfSubjectAccessReview per permission.
 //!
 //! What every collector shares is listed here; what each collector needs beyond it is its
-//! `Descriptor`'s (`Descriptor::permissions`). Together they are what the shipped roles grant
+//! `CollectorDescriptor`'s (`CollectorDescriptor::permissions`). Together they are what the shipped roles grant
 //! (deploy/manifests/*/rbac.yaml and the chart), which tests/rbac.rs proves against the audit log
 //! of the whole suite: every call allowed, and every verb needed. Run by the chart's `helm test` as sweeper's own service account, a denied
 //! permission here is a call the service would have refused.
@@ -18,7 +18,7 @@ const CATEGORY: &str = "rbac";
 pub use crate::collector::check::Permission;
 
 /// What each enabled collector needs, by collector (`sweeper` for what every collector shares),
-/// in the list's order: each collector's own as its `Descriptor::permissions` says.
+/// in the list's order: each collector's own as its `CollectorDescriptor::permissions` says.
 pub fn needed(cfg: &Config) -> Vec<(&'static str, Vec<Permission>)> {
     let p = Permission::verbs;
     let mut out = Vec::new();

@@ -1,6 +1,6 @@
 //! What `sweeper run` needs of a built collector, and nothing more: the readiness components it
 //! reports, the HTTP routes it serves, and a future that runs it until shutdown. `run` builds a list
-//! of these from the feature gates (`Registered::build`, under the `Descriptor`'s name: a collector has
+//! of these from the feature gates (`Registered::build`, under the `CollectorDescriptor`'s name: a collector has
 //! one name) and treats them alike. A collector is built on every replica (a standby serves its
 //! routes) but runs only on the leader: that is why building and running are two steps.
 

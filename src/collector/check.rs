@@ -1,7 +1,7 @@
 //! What a collector tells `sweeper check` about itself, beyond the kinds it reads
 //! ([`crate::engine::served::ServedKind`]): the permissions it needs ([`Permission`], reviewed one
 //! by one in check/rbac.rs) and the further sections that apply while it is enabled
-//! ([`Preflight`]). The check names no collector: it asks each enabled one's `Descriptor`.
+//! ([`Preflight`]). The check names no collector: it asks each enabled one's `CollectorDescriptor`.
 
 /// One permission: a verb on a resource, in a namespace (empty: every namespace) and on a name
 /// (empty: any).

@@ -1,5 +1,5 @@
 //! The collector interface: what every collector tells the rest of sweeper about itself (the
-//! [`Descriptor`] each collector's `descriptor.rs` implements), what `run` hands it to build
+//! [`CollectorDescriptor`] each collector's `descriptor.rs` implements), what `run` hands it to build
 //! ([`BuildEnv`]), and the built collector `run` starts ([`built::Collector`]).
 //!
 //! The interface between the configuration below (crate::config) and the list of collectors
@@ -10,7 +10,7 @@
 //! name.
 //!
 //! A new collector writes three pieces, because they live at three different times:
-//! - [`Descriptor`], a `static`: what is known before anything runs. The CLI reads it without a
+//! - [`CollectorDescriptor`], a `static`: what is known before anything runs. The CLI reads it without a
 //!   registry or a client (`--feature-gates`, `sweeper check`, `sweeper status`, `sweeper
 //!   uninstall`).
 //! - [`Registered`], its metrics once registered (always, enabled or not): `/status` reads it on
@@ -44,7 +44,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 /// What a collector tells sweeper about itself before anything runs.
-pub trait Descriptor: Sync {
+pub trait CollectorDescriptor: Sync {
     /// Its name: metric prefix, pause key, `--collector` value, status key.
     fn name(&self) -> &'static str;
 
@@ -64,7 +64,7 @@ pub trait Descriptor: Sync {
     }
 
     /// Whether it may put its finalizer on objects of any kind (not only its finalized
-    /// [`Descriptor::kinds`]): then `sweeper uninstall --collector` must read every kind.
+    /// [`CollectorDescriptor::kinds`]): then `sweeper uninstall --collector` must read every kind.
     fn finalizes_every_kind(&self) -> bool {
         false
     }

@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 /// The readiness component this check reports on.
 pub const COMPONENT: &str = "crds";
 
-/// A kind of another project's that a collector reads, as its `Descriptor` declares it (see
-/// `crate::collector::Descriptor::kinds`): the one description `sweeper check` (served at a version sweeper
+/// A kind of another project's that a collector reads, as its `CollectorDescriptor` declares it (see
+/// `crate::collector::CollectorDescriptor::kinds`): the one description `sweeper check` (served at a version sweeper
 /// reads), this readiness check (served at all), and `sweeper uninstall` (where the collector's
 /// finalizers can be) all read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

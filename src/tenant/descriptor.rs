@@ -5,7 +5,7 @@ use super::metrics::TenantMetrics;
 use super::pass::PassSettings;
 use crate::collector::built::Collector;
 use crate::collector::check::{self, Access, Permission, Preflight};
-use crate::collector::{BuildEnv, Descriptor, Registered};
+use crate::collector::{BuildEnv, CollectorDescriptor, Registered};
 use crate::config::Gate;
 use crate::engine::served::ServedKind;
 use futures::future::BoxFuture;
@@ -19,7 +19,7 @@ pub const NAME: &str = "tenant";
 pub struct TenantDescriptor;
 pub static DESCRIPTOR: TenantDescriptor = TenantDescriptor;
 
-impl Descriptor for TenantDescriptor {
+impl CollectorDescriptor for TenantDescriptor {
     fn name(&self) -> &'static str {
         NAME
     }

@@ -3,7 +3,7 @@
 
 use crate::collector::built::Collector;
 use crate::collector::check::{Access, Permission, Preflight};
-use crate::collector::{BuildEnv, Descriptor, Registered};
+use crate::collector::{BuildEnv, CollectorDescriptor, Registered};
 use crate::config::Gate;
 use crate::engine::served::ServedKind;
 use crate::external::controller::metrics::ExternalMetrics;
@@ -67,7 +67,7 @@ const KINDS: &[ServedKind] = &[
 pub struct ExternalDescriptor;
 pub static DESCRIPTOR: ExternalDescriptor = ExternalDescriptor;
 
-impl Descriptor for ExternalDescriptor {
+impl CollectorDescriptor for ExternalDescriptor {
     fn name(&self) -> &'static str {
         NAME
     }

@@ -252,6 +252,8 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
     /// Validates before anything is deleted; bad input is reported while the object lives, too.
     /// The linked switches the admission read are used as read (one read of the owning Cluster
     /// per reconcile); else they are read here.
+    // Long: one check after another, each bad input an Event and condition on the object, in the
+    // order the docs' condition table lists them.
     async fn validate(
         &self,
         o: &K,
@@ -389,6 +391,9 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
         self.ctx.accepted(&o.uid().unwrap_or_default());
     }
 
+    // Long: one teardown pass as the controller runs it: the request, the pass in the cluster's
+    // session, then the report published (publish.rs) and counted; split further, the span and
+    // the registry's phase would be passed through every step.
     async fn pass(&self, o: &K, input: ClusterInput) -> Result<Pass, ExternalError> {
         let ClusterInput { settings, names } = input;
         let cluster_name = names.describe();

@@ -60,6 +60,8 @@ pub struct AuditedPass<'a> {
 /// `sweeper gc` takes). `kept` (phase, resource, why) are what the
 /// pass found and reported without deleting (external-dns records of the load balancers it
 /// deleted): entries with `reported` and `reportedAt` instead of `deletedAt`, after the deleted.
+// Long: the record's labels, data and annotations are built where they are written, so the
+// archive's expiry labels cannot drift from what is stored.
 pub async fn write(
     client: &kube::Client,
     namespace: &str,

@@ -140,6 +140,8 @@ fn label(kind: &str, name: &str) -> String {
 
 impl Reader<'_> {
     /// The principal `r` names, following role sources (iteratively: `chain` is the path).
+    // Long: one match over CAPA's three identity kinds inside the loop that follows a role's
+    // source, as CAPA's buildProvidersForRef does.
     async fn principal(
         &mut self,
         first: &IdentityRef,

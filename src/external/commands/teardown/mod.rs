@@ -187,6 +187,8 @@ impl One<'_> {
     }
 
     /// The target's output, or the output ending in why it stopped.
+    // Long: the refusals in the order the facts arrive (names, session, live EKS, the region's
+    // scan), each decided by decide::refusal; the deletes are `delete`.
     #[tracing::instrument(skip_all, fields(cluster = %t.capa, eks = ?t.eks, region = %t.region))]
     async fn run(
         &self,
