@@ -1,7 +1,7 @@
 //! The leak scan (`sweeper scan`): in one (account, region), which cluster names have resources
 //! tagged as theirs and no live cluster, with each resource's ownership proof and an estimated
 //! monthly cost. **A scan deletes nothing**: another management cluster may own clusters in the
-//! same account. The one-shot `sweeper teardown` (src/external/teardown/) runs a scan of the
+//! same account. The one-shot `sweeper teardown` (src/external/commands/teardown/) runs a scan of the
 //! target's region too, for its refusals and its plan's proofs.
 //!
 //! Calls per (account, region), whatever the number of clusters, live or not: the tagging API's

@@ -1,7 +1,7 @@
 //! The one request builder: what a teardown pass of one cluster is asked
 //! ([`PassRequest`], services/src/phases/request.rs), from the cluster's names, what its object
 //! states, its GC settings and how sweeper runs the pass. The controller's passes
-//! (collector.rs), `sweeper gc plan` (plan.rs) and a one-shot teardown build it here and nowhere
+//! (controller/mod.rs), `sweeper gc plan` (commands/plan.rs) and a one-shot teardown build it here and nowhere
 //! else, so the same cluster is asked the same thing whoever asks. Pure: the reads that resolve
 //! its inputs (the object, the linked switches, the identity) stay with the callers.
 
