@@ -986,7 +986,7 @@ fn exported_metrics() -> std::collections::BTreeSet<String> {
     let described = format!("{:?}", metrics.registry_mut());
     let mut out = std::collections::BTreeSet::new();
     let mut prefix = String::new();
-    let (prefix_mark, name_mark) = ("prefix: Some(Prefix(\"", "CollectorDescriptor { name: \"");
+    let (prefix_mark, name_mark) = ("prefix: Some(Prefix(\"", "Descriptor { name: \"");
     let mut rest = described.as_str();
     loop {
         let p = rest.find(prefix_mark);
