@@ -78,12 +78,12 @@ pub async fn client() -> Result<kube::Client, CommandError> {
 pub fn exit(result: Result<Printed, CommandError>) -> ExitCode {
     match result {
         Ok(printed) => {
-            if !printed.text.is_empty() {
-                if printed.text.ends_with('\n') {
-                    print!("{}", printed.text);
-                } else {
-                    println!("{}", printed.text);
-                }
+            // A text that ends its own line is printed as it is, any other gets one (as each
+            // command printed before they shared this exit).
+            if printed.text.ends_with('\n') {
+                print!("{}", printed.text);
+            } else {
+                println!("{}", printed.text);
             }
             if printed.ok {
                 ExitCode::SUCCESS

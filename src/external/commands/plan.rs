@@ -17,46 +17,28 @@ use sweeper_aws::phases::teardown_pass;
 use sweeper_aws::session::SessionCache;
 
 /// What the plan reads of the cluster's CAPA object, whatever its kind.
-/// Why `gc plan` prints no plan, naming the object.
+/// Why `gc plan` prints no plan, naming the object (`object` is its `object_label`).
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    #[error("cluster {namespace}/{name}: {source}")]
-    Resolve {
-        namespace: String,
-        name: String,
-        #[source]
-        source: cluster::ResolveError,
-    },
-    #[error("{kind} {namespace}/{name}: cannot read it: {source}")]
+    /// The Cluster or what it references could not be resolved (the error names them).
+    #[error(transparent)]
+    Resolve(#[from] cluster::ResolveError),
+    #[error("{object}: cannot read it: {source}")]
     Read {
-        kind: String,
-        namespace: String,
-        name: String,
+        object: String,
         #[source]
         source: kube::Error,
     },
-    #[error("{kind} {namespace}/{name}: {source}")]
+    #[error("{object}: {source}")]
     Names {
-        kind: String,
-        namespace: String,
-        name: String,
+        object: String,
         #[source]
         source: cluster::ClusterNameError,
     },
-    #[error("{kind} {namespace}/{name}: {why}")]
-    Annotations {
-        kind: String,
-        namespace: String,
-        name: String,
-        why: String,
-    },
-    #[error("{kind} {namespace}/{name}: {why}; nothing is looked up in AWS")]
-    Session {
-        kind: String,
-        namespace: String,
-        name: String,
-        why: String,
-    },
+    #[error("{object}: {why}")]
+    Annotations { object: String, why: String },
+    #[error("{object}: {why}; nothing is looked up in AWS")]
+    Session { object: String, why: String },
 }
 
 struct Target {
@@ -82,14 +64,12 @@ impl Target {
         namespace: &str,
         name: &str,
     ) -> Result<Self, PlanError> {
-        let kind = || K::kind(&()).to_string();
+        let object = || crate::engine::meta::object_label(&K::kind(&()), Some(namespace), name);
         let o = Api::<K>::namespaced(client.clone(), namespace)
             .get(name)
             .await
             .map_err(|source| PlanError::Read {
-                kind: kind(),
-                namespace: namespace.into(),
-                name: name.into(),
+                object: object(),
                 source,
             })?;
         let (region, identity_ref) = o.placement();
@@ -100,9 +80,7 @@ impl Target {
             proof,
             claim: claims::NameClaim::of(&o),
             names: o.names().map_err(|source| PlanError::Names {
-                kind: kind(),
-                namespace: namespace.into(),
-                name: name.into(),
+                object: object(),
                 source,
             })?,
             object: ObjectFacts::of(&o),
@@ -147,31 +125,17 @@ pub async fn plan(
         ),
         Decision::Act => format!("state: acted on ({})\n", t.cluster.describe()),
     };
-    let object = |why: String| (ar.kind.clone(), namespace.to_string(), target.clone(), why);
     let settings = annotations::settings_of(&t.annotations, t.linked.as_ref()).map_err(|why| {
-        let (kind, namespace, name, why) = object(why);
         PlanError::Annotations {
-            kind,
-            namespace,
-            name,
+            object: label.clone(),
             why,
         }
     })?;
-    let req = request::pass_request(
-        &t.names,
-        t.object.clone(),
-        &settings,
-        Mode::plan(alternative),
-    );
+    let req = request::pass_request(&t.names, t.object, &settings, Mode::plan(alternative));
     // The cluster's own session, as the teardown would use it; refused means no plan.
-    let no_session = |why: String| {
-        let (kind, namespace, name, why) = object(why);
-        PlanError::Session {
-            kind,
-            namespace,
-            name,
-            why,
-        }
+    let no_session = |why: String| PlanError::Session {
+        object: label.clone(),
+        why,
     };
     let at = Placement {
         namespace,
@@ -289,19 +253,10 @@ async fn read_target(
     namespace: &str,
     name: &str,
 ) -> Result<(kube::api::ApiResource, String, Target), PlanError> {
-    let resolve = |source| PlanError::Resolve {
-        namespace: namespace.into(),
-        name: name.into(),
-        source,
-    };
-    let (ar, target) = cluster::gc_target(client, namespace, name)
-        .await
-        .map_err(resolve)?;
+    let (ar, target) = cluster::gc_target(client, namespace, name).await?;
     let t = if ar.kind == "AWSManagedControlPlane" {
         let mut t = Target::read::<AWSManagedControlPlane>(client, namespace, &target).await?;
-        t.linked = cluster::managed_cluster_of(client, namespace, name)
-            .await
-            .map_err(resolve)?;
+        t.linked = cluster::managed_cluster_of(client, namespace, name).await?;
         t
     } else {
         Target::read::<AWSCluster>(client, namespace, &target).await?
