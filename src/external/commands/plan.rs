@@ -94,8 +94,6 @@ impl Target {
 }
 
 /// Renders the plan for the CAPI Cluster `name` in `namespace`.
-// Long: the plan's steps in the order a teardown takes them (read, contract, settings, session,
-// the pass), each failure a PlanError naming the object; the lines are whose/collision/settings_lines.
 pub async fn plan(
     client: &Client,
     sessions: &SessionCache,
