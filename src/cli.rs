@@ -397,7 +397,7 @@ mod tests {
             let mut argv = vec!["sweeper", "restore"];
             argv.extend_from_slice(args);
             match Cli::try_parse_from(argv).map(|c| c.command) {
-                Ok(Command::Restore(r)) => r.selection(),
+                Ok(Command::Restore(r)) => r.selection().map_err(|e| e.to_string()),
                 Ok(other) => panic!("{other:?}"),
                 Err(e) => Err(e.to_string()),
             }

@@ -46,13 +46,6 @@ pub enum CommandError {
     Of(Box<dyn std::error::Error + Send + Sync>),
 }
 
-// The lower layers whose errors are still strings (see issue #55's typed-errors list).
-impl From<String> for CommandError {
-    fn from(message: String) -> Self {
-        CommandError::Failed(message)
-    }
-}
-
 impl CommandError {
     /// A lower layer's typed error, kept as its own type (its source chain) to the final print.
     pub fn of(e: impl std::error::Error + Send + Sync + 'static) -> Self {

@@ -32,7 +32,7 @@ pub struct RestoreArgs {
 
 impl RestoreArgs {
     /// The selection the arguments name.
-    pub fn selection(&self) -> Result<crate::archive::restore::Selection, String> {
+    pub fn selection(&self) -> Result<crate::archive::restore::Selection, NoSelection> {
         use crate::archive::restore::Selection;
         match (&self.cascade_of, &self.tenant, self.object.as_slice()) {
             (Some(uid), None, []) => Ok(Selection::CascadeOf(uid.clone())),
@@ -47,13 +47,17 @@ impl RestoreArgs {
                 namespace: Some(ns.clone()),
                 name: name.clone(),
             }),
-            _ => Err(
-                "say what to restore: <group/version/kind> [namespace] <name>, --cascade-of <owner uid> or --tenant <id>"
-                    .into(),
-            ),
+            _ => Err(NoSelection),
         }
     }
 }
+
+/// The arguments name no one thing to restore.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "say what to restore: <group/version/kind> [namespace] <name>, --cascade-of <owner uid> or --tenant <id>"
+)]
+pub struct NoSelection;
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum ArchiveCommand {
@@ -74,7 +78,7 @@ pub enum ArchiveCommand {
 /// `sweeper restore`: as the caller's identity.
 pub async fn restore(args: RestoreArgs) -> Result<Printed, CommandError> {
     use crate::archive::restore;
-    let sel = args.selection()?;
+    let sel = args.selection().map_err(CommandError::of)?;
     let client = crate::exit::client().await?;
     let archive = restore::load(
         &client,

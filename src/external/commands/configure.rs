@@ -63,11 +63,9 @@ pub async fn configure(
     name: &str,
     gc_tasks: &[GcTask],
     external_dns_owner_id: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, cluster::ResolveError> {
     let (values, what) = writes(gc_tasks, external_dns_owner_id);
-    let (target, note) = cluster::annotate(client, namespace, name, &values)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (target, note) = cluster::annotate(client, namespace, name, &values).await?;
     Ok(match note {
         None => format!("{target}: {what}"),
         Some(note) => format!("{target}: {what}\n{note}"),

@@ -106,7 +106,8 @@ pub async fn gc(cmd: GcCommand) -> Result<Printed, CommandError> {
                 &tasks,
                 external_dns_owner_id.as_deref(),
             )
-            .await?;
+            .await
+            .map_err(CommandError::of)?;
             return Ok(Printed::ok(done));
         }
         GcCommand::Enable(c) => (c, "true", "external resource GC enabled"),
@@ -120,7 +121,7 @@ pub async fn gc(cmd: GcCommand) -> Result<Printed, CommandError> {
         &values,
     )
     .await
-    .map_err(|e| CommandError::Failed(e.to_string()))?;
+    .map_err(CommandError::of)?;
     Ok(Printed::ok(match target {
         (target, None) => format!("{target}: {what}"),
         (target, Some(note)) => format!("{target}: {what}\n{note}"),

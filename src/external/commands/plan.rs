@@ -36,7 +36,10 @@ pub enum PlanError {
         source: cluster::ClusterNameError,
     },
     #[error("{object}: {why}")]
-    Annotations { object: String, why: String },
+    Annotations {
+        object: String,
+        why: annotations::AnnotationError,
+    },
     #[error("{object}: {why}; nothing is looked up in AWS")]
     Session { object: String, why: String },
 }
@@ -52,7 +55,7 @@ struct Target {
     /// The owning Cluster, for Cluster API's contract (paused or not).
     cluster: ClusterState,
     /// Whether the owner Cluster proves the object's name (cluster.rs, "Whose cluster").
-    proof: Result<(), String>,
+    proof: Result<(), cluster::Unproven>,
     /// What the object claims, for the name-collision check.
     claim: claims::NameClaim,
 }
@@ -168,7 +171,12 @@ pub async fn plan(
 }
 
 /// Whether the owner Cluster proves the name (core::cluster, "Whose cluster").
-fn whose(proof: &Result<(), String>, namespace: &str, name: &str, target: &str) -> String {
+fn whose(
+    proof: &Result<(), cluster::Unproven>,
+    namespace: &str,
+    name: &str,
+    target: &str,
+) -> String {
     match proof {
         Ok(()) => format!(
             "whose cluster: proven (owner Cluster {namespace}/{name} references {target})\n"

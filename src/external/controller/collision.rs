@@ -7,7 +7,7 @@
 use crate::engine::finalizer_controller::{Checked, Pass};
 use crate::external::controller::{ClusterInput, ExternalError, FINALIZER, KindReconciler};
 use crate::external::core::claims::{self, NameClaim};
-use crate::external::core::cluster::ClusterNames;
+use crate::external::core::cluster::{self, ClusterNames};
 use crate::external::core::conditions::{self, Desired, Severity};
 use crate::external::core::kind::GcKind;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -27,7 +27,7 @@ impl<K: GcKind> KindReconciler<K> {
     pub(super) async fn unproven(
         &self,
         o: &K,
-        why: &str,
+        why: &cluster::Unproven,
     ) -> Result<Checked<ClusterInput>, ExternalError> {
         let text = format!(
             "whose cluster this is is not proven: {why}. Nothing is deleted and the finalizer {FINALIZER} stays until the owner Cluster references this object; to let it go without a teardown, an administrator removes that finalizer by hand (docs/capa.md, \"Whose cluster\"), then `sweeper teardown` cleans up what is proven to be the cluster's"

@@ -194,7 +194,7 @@ pub struct Admitted {
     linked: Option<Option<LinkedAnnotations>>,
     /// Whether the owning Cluster proves the object's name (`None`: not read; validation reads
     /// it at deletion). See cluster.rs, "Whose cluster".
-    proof: Option<Result<(), String>>,
+    proof: Option<Result<(), cluster::Unproven>>,
 }
 
 /// A deletion whose owner is not proven looks again this often (the Cluster may be restored,
@@ -302,8 +302,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
             && let Err(cluster::ClusterNameError::NoOwner { .. }) = names
         {
             if stage == Stage::Cleanup {
-                let why = cluster::Owning::NoOwner.proof(&K::kind(&()), &o.name_any());
-                return self.unproven(o, &why.err().unwrap_or_default()).await;
+                return self.unproven(o, &cluster::Unproven::NoOwner).await;
             }
             tracing::debug!("no owner Cluster yet; checked again when it changes");
             return Ok(Checked::Invalid {
@@ -311,7 +310,10 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
                 retry: None,
             });
         }
-        match (parsed, names.map_err(|e| e.to_string())) {
+        match (
+            parsed.map_err(|e| e.to_string()),
+            names.map_err(|e| e.to_string()),
+        ) {
             (Ok(settings), Ok(names)) => {
                 // Whose cluster: before anything can be deleted, the owner Cluster must name
                 // this object (cluster.rs). Checked after the input, so bad input is said first.

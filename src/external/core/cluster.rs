@@ -281,6 +281,37 @@ fn shown(r: Option<&ObjectRef>) -> String {
     })
 }
 
+/// Why an object's owner Cluster does not prove whose cluster it is ([`Owning::proof`]); the
+/// text goes on the object's condition.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unproven {
+    #[error(
+        "no owner reference to a cluster.x-k8s.io Cluster (a {CLUSTER_NAME_LABEL} label alone proves nothing)"
+    )]
+    NoOwner,
+    #[error(
+        "its owner Cluster {namespace}/{cluster} does not reference it ({field} names {names})"
+    )]
+    NotReferenced {
+        namespace: String,
+        cluster: String,
+        field: &'static str,
+        names: String,
+    },
+    #[error(
+        "its owner Cluster {namespace}/{cluster} does not exist (Cluster API keeps the Cluster until its infrastructure is gone; without it nothing proves whose resources these are)"
+    )]
+    Missing { namespace: String, cluster: String },
+    /// The read's error as text: a kube error is neither `Clone` nor `PartialEq`, and the proof
+    /// is kept with the admitted object.
+    #[error("its owner Cluster {namespace}/{cluster} cannot be read: {error}")]
+    Unreadable {
+        namespace: String,
+        cluster: String,
+        error: String,
+    },
+}
+
 /// An object's owning Cluster, read once for one reconcile: Cluster API's contract and, on EKS,
 /// the AWSManagedCluster's opt-out are both answered from this one read.
 pub enum Owning {
@@ -313,37 +344,44 @@ impl Owning {
 
     /// Whether the owner is proven for the object `kind`/`name` (see the module doc): `Err` says
     /// why not, for the object's condition.
-    pub fn proof(&self, kind: &str, name: &str) -> Result<(), String> {
+    pub fn proof(&self, kind: &str, name: &str) -> Result<(), Unproven> {
         let Owning::Read {
             namespace,
             name: cluster,
             read,
         } = self
         else {
-            return Err(format!(
-                "no owner reference to a cluster.x-k8s.io Cluster (a {CLUSTER_NAME_LABEL} label alone proves nothing)"
-            ));
+            return Err(Unproven::NoOwner);
         };
+        let at = |namespace: &str, cluster: &str| (namespace.to_string(), cluster.to_string());
         match read.as_ref() {
             Ok(Some(refs)) if references(refs, kind, name) => Ok(()),
             Ok(Some(refs)) => {
-                let r = if kind == "AWSManagedControlPlane" {
+                let (field, named) = if kind == "AWSManagedControlPlane" {
                     ("spec.controlPlaneRef", refs.control_plane_ref.as_ref())
                 } else {
                     ("spec.infrastructureRef", refs.infrastructure_ref.as_ref())
                 };
-                Err(format!(
-                    "its owner Cluster {namespace}/{cluster} does not reference it ({} names {})",
-                    r.0,
-                    shown(r.1)
-                ))
+                let (namespace, cluster) = at(namespace, cluster);
+                Err(Unproven::NotReferenced {
+                    namespace,
+                    cluster,
+                    field,
+                    names: shown(named),
+                })
             }
-            Ok(None) => Err(format!(
-                "its owner Cluster {namespace}/{cluster} does not exist (Cluster API keeps the Cluster until its infrastructure is gone; without it nothing proves whose resources these are)"
-            )),
-            Err(e) => Err(format!(
-                "its owner Cluster {namespace}/{cluster} cannot be read: {e}"
-            )),
+            Ok(None) => {
+                let (namespace, cluster) = at(namespace, cluster);
+                Err(Unproven::Missing { namespace, cluster })
+            }
+            Err(e) => {
+                let (namespace, cluster) = at(namespace, cluster);
+                Err(Unproven::Unreadable {
+                    namespace,
+                    cluster,
+                    error: e.to_string(),
+                })
+            }
         }
     }
 

@@ -338,7 +338,7 @@ impl Reader<'_> {
                 secret: secret.into(),
             });
         };
-        static_keys(&found).map_err(malformed)
+        static_keys(&found).map_err(|e| malformed(e.to_string()))
     }
 }
 
@@ -399,9 +399,20 @@ pub fn rule_for(rule: Option<&AllowedNamespaces>, namespace: &str) -> Rule {
     }
 }
 
+/// What is wrong with a static identity's Secret; the text follows "its Secret ns/name".
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum SecretKeyError {
+    #[error("has no key {0}")]
+    Missing(&'static str),
+    #[error("key {0} is not UTF-8 text")]
+    NotText(&'static str),
+    #[error("key {0} is empty")]
+    Empty(&'static str),
+}
+
 /// The keys of a static identity's Secret (`AccessKeyID`, `SecretAccessKey`, optional
 /// `SessionToken`), as text. Pure, so malformed Secrets are unit-tested.
-pub fn static_keys(s: &Secret) -> Result<StaticKeys, String> {
+pub fn static_keys(s: &Secret) -> Result<StaticKeys, SecretKeyError> {
     let mut data: BTreeMap<String, Vec<u8>> = s
         .data
         .clone()
@@ -412,17 +423,16 @@ pub fn static_keys(s: &Secret) -> Result<StaticKeys, String> {
     for (k, v) in s.string_data.clone().unwrap_or_default() {
         data.insert(k, v.into_bytes());
     }
-    let text = |key: &str, required: bool| -> Result<Option<String>, String> {
+    let text = |key: &'static str, required: bool| -> Result<Option<String>, SecretKeyError> {
         match data.get(key) {
-            None if required => Err(format!("has no key {key}")),
+            None if required => Err(SecretKeyError::Missing(key)),
             None => Ok(None),
             Some(v) => {
-                let t = String::from_utf8(v.clone())
-                    .map_err(|_| format!("key {key} is not UTF-8 text"))?;
+                let t = String::from_utf8(v.clone()).map_err(|_| SecretKeyError::NotText(key))?;
                 let t = t.trim().to_string();
                 if t.is_empty() {
                     if required {
-                        Err(format!("key {key} is empty"))
+                        Err(SecretKeyError::Empty(key))
                     } else {
                         Ok(None)
                     }
@@ -485,7 +495,7 @@ mod tests {
             ),
             (Secret::default(), "no key AccessKeyID"),
         ] {
-            let e = static_keys(&bad).unwrap_err();
+            let e = static_keys(&bad).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         }
     }

@@ -35,8 +35,9 @@ pub async fn scan(args: ScanArgs) -> Result<Printed, CommandError> {
         capa_namespace: args.capa_namespace.clone(),
         not_ours: args.not_ours.iter().cloned().collect(),
     };
-    let report =
-        scan::scan_with_annotation(&client, &sessions, &args.namespace.namespace, targets).await?;
+    let report = scan::scan_with_annotation(&client, &sessions, &args.namespace.namespace, targets)
+        .await
+        .map_err(CommandError::of)?;
     Ok(Printed::ok(match args.output {
         OutputFormat::Table => scan::render::table(&report).trim_end().to_string(),
         OutputFormat::Json => serde_json::to_string_pretty(&report)

@@ -111,9 +111,19 @@ fn names_of<K: GcKind>(o: &DynamicObject, live: &mut LiveObjects) {
     }
 }
 
+/// A kind whose objects could not be listed: the scan (or teardown) stops.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot list {kind} in all namespaces: {source}; without the live clusters no name can be called an orphan"
+)]
+pub struct LiveListError {
+    kind: String,
+    source: kube::Error,
+}
+
 /// Lists both kinds in every namespace (one list each). A kind not served has no objects; any
 /// other failure fails the scan: without the live names no name can be called an orphan.
-pub async fn live_objects(client: &Client) -> Result<LiveObjects, String> {
+pub async fn live_objects(client: &Client) -> Result<LiveObjects, LiveListError> {
     let mut live = LiveObjects::default();
     for (ar, decode) in [
         (
@@ -137,11 +147,11 @@ pub async fn live_objects(client: &Client) -> Result<LiveObjects, String> {
                 }
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                return Err(format!(
-                    "cannot list {} in all namespaces: {e}; without the live clusters no name can be called an orphan",
-                    ar.kind
-                ));
+            Err(source) => {
+                return Err(LiveListError {
+                    kind: ar.kind.clone(),
+                    source,
+                });
             }
         }
     }
@@ -281,7 +291,7 @@ pub async fn scan_with_annotation(
     sessions: &SessionCache,
     namespace: &str,
     mut targets: ScanTargets,
-) -> Result<LeakReport, String> {
+) -> Result<LeakReport, LiveListError> {
     let (annotated, unread) = annotated_not_ours(client, namespace).await;
     targets.not_ours.extend(annotated);
     let mut report = scan(client, sessions, &targets).await?;
@@ -295,7 +305,7 @@ pub async fn scan(
     client: &Client,
     sessions: &SessionCache,
     targets: &ScanTargets,
-) -> Result<LeakReport, String> {
+) -> Result<LeakReport, LiveListError> {
     let live = live_objects(client).await?;
     let mut errors = live
         .undecoded

@@ -18,7 +18,9 @@ use crate::config::RunConfig;
 use crate::engine::leader::Fence;
 use crate::external::commands::scan::metrics::{ScanMetrics, gauges};
 use crate::external::commands::scan::status::{LastScan, summary};
-use crate::external::commands::scan::{LeakReport, ScanTargets, scan_with_annotation};
+use crate::external::commands::scan::{
+    LeakReport, LiveListError, ScanTargets, scan_with_annotation,
+};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -88,7 +90,7 @@ impl ScanSchedule {
             let took = started.elapsed();
             match outcome {
                 Ok(Ok(report)) => record_success(&report, took, &metrics, &last),
-                Ok(Err(e)) => record_failure(e, &metrics, &last),
+                Ok(Err(e)) => record_failure(e.to_string(), &metrics, &last),
                 Err(_) => record_failure(
                     format!(
                         "the scan did not finish within its interval ({}s); it was stopped",
@@ -107,7 +109,7 @@ impl ScanSchedule {
         &self,
         client: &kube::Client,
         sessions: &SessionCache,
-    ) -> Result<LeakReport, String> {
+    ) -> Result<LeakReport, LiveListError> {
         let targets = ScanTargets {
             regions: self.regions.clone(),
             capa_namespace: self.capa_namespace.clone(),

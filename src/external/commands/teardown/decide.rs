@@ -194,6 +194,52 @@ impl FileCandidate {
     }
 }
 
+/// Why the command line names no target: nothing is deleted. Each says what to give instead.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error(
+        "--from-scan {path}: name the candidates with --cluster-name, or take every one with --all"
+    )]
+    NoSelection { path: String },
+    #[error(
+        "--from-scan takes each candidate's EKS name and account from the scan; --eks-name and --account are for one cluster by name"
+    )]
+    ScanGivesNames,
+    #[error("cannot read {path}: {source}")]
+    Unreadable {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a `sweeper scan -o json` report: {source}")]
+    NotAScan {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("give one --cluster-name (several only with --from-scan)")]
+    OneName,
+    #[error("give the cluster's --region")]
+    NoRegion,
+    #[error("{name:?} is not an orphan candidate of the scan{}", region.as_ref().map(|r| format!(" in {r}")).unwrap_or_default())]
+    NotACandidate {
+        name: String,
+        region: Option<String>,
+    },
+    #[error(
+        "{name:?} shares its resources with {other:?} and the scan does not tell which is CAPA's name: tear it down with --cluster-name <CAPA's name> --eks-name <the EKS name>"
+    )]
+    RolesUnclear { name: String, other: String },
+    #[error(
+        "{name:?} shares its resources with {others:?}: tear it down by name (--cluster-name, --eks-name)"
+    )]
+    SharedWithMany {
+        name: String,
+        others: BTreeSet<String>,
+    },
+    /// The parser names the annotation; here the value came from the flag.
+    #[error("--gc-task: {0}")]
+    GcTask(crate::external::core::annotations::AnnotationError),
+}
+
 /// The targets a scan's report names: its candidates called `names` (every one with `all`),
 /// narrowed to `region`. An EKS cluster's two names (a candidate `also_named` the other) are one
 /// target, CAPA's name being the one CAPA's tag claims. A name asked for that is no candidate,
@@ -203,7 +249,7 @@ pub fn targets_from_scan(
     names: &[String],
     all: bool,
     region: Option<&str>,
-) -> Result<Vec<OrphanTarget>, String> {
+) -> Result<Vec<OrphanTarget>, TargetError> {
     let candidates: Vec<&FileCandidate> = file
         .regions
         .iter()
@@ -217,10 +263,10 @@ pub fn targets_from_scan(
         for n in names {
             let found: Vec<_> = candidates.iter().filter(|c| &c.cluster == n).collect();
             if found.is_empty() {
-                return Err(format!(
-                    "{n:?} is not an orphan candidate of the scan{}",
-                    region.map(|r| format!(" in {r}")).unwrap_or_default()
-                ));
+                return Err(TargetError::NotACandidate {
+                    name: n.clone(),
+                    region: region.map(str::to_string),
+                });
             }
             w.extend(found.into_iter().copied());
         }
@@ -244,10 +290,10 @@ pub fn targets_from_scan(
                     (true, Some(false)) => (c.cluster.clone(), other_name),
                     (false, Some(true)) => (other_name, c.cluster.clone()),
                     _ => {
-                        return Err(format!(
-                            "{:?} shares its resources with {other_name:?} and the scan does not tell which is CAPA's name: tear it down with --cluster-name <CAPA's name> --eks-name <the EKS name>",
-                            c.cluster
-                        ));
+                        return Err(TargetError::RolesUnclear {
+                            name: c.cluster.clone(),
+                            other: other_name,
+                        });
                     }
                 };
                 OrphanTarget {
@@ -258,10 +304,10 @@ pub fn targets_from_scan(
                 }
             }
             _ => {
-                return Err(format!(
-                    "{:?} shares its resources with {:?}: tear it down by name (--cluster-name, --eks-name)",
-                    c.cluster, c.also_named
-                ));
+                return Err(TargetError::SharedWithMany {
+                    name: c.cluster.clone(),
+                    others: c.also_named.clone(),
+                });
             }
         };
         out.insert(target);

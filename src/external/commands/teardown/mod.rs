@@ -29,17 +29,18 @@ use crate::external::core::identity::{self, Placement};
 use crate::external::core::request::{self, Mode, ObjectFacts};
 use crate::external::report::text;
 use command::TeardownArgs;
-use decide::{OrphanTarget, TeardownRefusal, World};
+use decide::{OrphanTarget, TargetError, TeardownRefusal, World};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
+use sweeper_aws::errors::ApiFailure;
 use sweeper_aws::locate::eks;
 use sweeper_aws::model::EksFacts;
 use sweeper_aws::phases::{PassReport, teardown_pass};
-use sweeper_aws::scan::{RegionScan, ScanInput, scan_region};
-use sweeper_aws::session::{Session, SessionCache, SessionSpec};
+use sweeper_aws::scan::{RegionScan, ScanError, ScanInput, scan_region};
+use sweeper_aws::session::{Session, SessionCache, SessionError, SessionSpec};
 
 /// The object kind the audit records of a one-shot teardown name (there is no object).
 pub const AUDIT_OBJECT_KIND: &str = "SweeperTeardown";
@@ -105,39 +106,70 @@ pub async fn run(client: &Client, sessions: &SessionCache, args: &TeardownArgs) 
             not_ours: &not_ours,
             regions: &regions,
         };
-        match one.run(t, &mut reach).await {
-            Ok(s) => text.push_str(&s),
-            Err(e) => {
-                ok = false;
-                text.push_str(&e);
-            }
+        if let Err(stop) = one.run(t, &mut reach, &mut text).await {
+            ok = false;
+            text.push_str(&format!("{stop}\n"));
         }
     }
     TeardownOutput { text, ok }
 }
 
+/// Why one target's teardown stopped: the last line of its output.
+#[derive(Debug, thiserror::Error)]
+enum Stop {
+    #[error("refused: {0}; nothing is deleted")]
+    Refused(TeardownRefusal),
+    #[error("error: {0}; nothing is deleted")]
+    NoSession(NoSession),
+    #[error(
+        "error: eks:ListClusters failed, so no live EKS cluster can be ruled out: {0}; nothing is deleted"
+    )]
+    EksList(ApiFailure),
+    #[error("error: {0}; nothing is deleted")]
+    Scan(ScanError),
+    #[error("error: {0}; nothing is deleted")]
+    Settings(TargetError),
+    #[error("not done after {passes} passes: run it again (it starts from what is left)")]
+    NotDone { passes: u32 },
+}
+
+/// Why a target has no session to act with; each names the identity or the account.
+#[derive(Debug, thiserror::Error)]
+enum NoSession {
+    #[error("--identity {id:?}: expected KIND/NAME, e.g. AWSClusterRoleIdentity/prod")]
+    IdentityForm { id: String },
+    #[error("--identity {id}: {source}")]
+    Identity {
+        id: String,
+        source: identity::IdentityError,
+    },
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(
+        "no identity of this management cluster reaches account {account} in {region}: give --identity KIND/NAME"
+    )]
+    Unreached { account: String, region: String },
+}
+
 /// The targets the command line names: one, or a scan's candidates.
-fn targets(args: &TeardownArgs) -> Result<Vec<OrphanTarget>, String> {
+fn targets(args: &TeardownArgs) -> Result<Vec<OrphanTarget>, TargetError> {
     if let Some(path) = &args.from_scan {
+        let shown = || path.display().to_string();
         if args.cluster_names.is_empty() && !args.all {
-            return Err(format!(
-                "--from-scan {}: name the candidates with --cluster-name, or take every one with --all",
-                path.display()
-            ));
+            return Err(TargetError::NoSelection { path: shown() });
         }
         if args.eks_name.is_some() || args.account.is_some() {
-            return Err(
-                "--from-scan takes each candidate's EKS name and account from the scan; --eks-name and --account are for one cluster by name".into(),
-            );
+            return Err(TargetError::ScanGivesNames);
         }
-        let raw = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let file: decide::ScanFile = serde_json::from_str(&raw).map_err(|e| {
-            format!(
-                "{} is not a `sweeper scan -o json` report: {e}",
-                path.display()
-            )
+        let raw = std::fs::read_to_string(path).map_err(|source| TargetError::Unreadable {
+            path: shown(),
+            source,
         })?;
+        let file: decide::ScanFile =
+            serde_json::from_str(&raw).map_err(|source| TargetError::NotAScan {
+                path: shown(),
+                source,
+            })?;
         return decide::targets_from_scan(
             &file,
             &args.cluster_names,
@@ -146,10 +178,10 @@ fn targets(args: &TeardownArgs) -> Result<Vec<OrphanTarget>, String> {
         );
     }
     let [name] = args.cluster_names.as_slice() else {
-        return Err("give one --cluster-name (several only with --from-scan)".into());
+        return Err(TargetError::OneName);
     };
     let Some(region) = &args.region else {
-        return Err("give the cluster's --region".into());
+        return Err(TargetError::NoRegion);
     };
     Ok(vec![OrphanTarget {
         capa: name.clone(),
@@ -186,7 +218,7 @@ impl One<'_> {
         }
     }
 
-    /// The target's output, or the output ending in why it stopped.
+    /// The target's output, added to `out`; `Err` says why it stopped (its last line).
     // Long: the refusals in the order the facts arrive (names, session, live EKS, the region's
     // scan), each decided by decide::refusal; the deletes are `delete`.
     #[tracing::instrument(skip_all, fields(cluster = %t.capa, eks = ?t.eks, region = %t.region))]
@@ -194,18 +226,18 @@ impl One<'_> {
         &self,
         t: &OrphanTarget,
         reach: &mut Option<scan::Reach>,
-    ) -> Result<String, String> {
-        let mut out = String::new();
-        let refuse = |out: &mut String, r: TeardownRefusal| {
+        out: &mut String,
+    ) -> Result<(), Stop> {
+        let refuse = |r: TeardownRefusal| {
             tracing::warn!(refusal = %r, "teardown refused; nothing is deleted");
-            format!("{out}refused: {r}; nothing is deleted\n")
+            Stop::Refused(r)
         };
         if let Some(r) = decide::refusal(t, &self.world(None, &[], None)) {
-            return Err(refuse(&mut out, r));
+            return Err(refuse(r));
         }
         let session = self.session(t, reach).await.map_err(|e| {
             tracing::warn!(error = %e, "no session; nothing is deleted");
-            format!("error: {e}; nothing is deleted\n")
+            Stop::NoSession(e)
         })?;
         out.push_str(&format!(
             "session: {} (caller {})\n",
@@ -217,12 +249,10 @@ impl One<'_> {
             session.scope.region.as_str(),
         ));
         if let Some(r) = decide::refusal(t, &self.world(None, &[], at)) {
-            return Err(refuse(&mut out, r));
+            return Err(refuse(r));
         }
         let c = &session.clients;
-        let (eks_live, _) = eks::cluster_names(c).await.map_err(|e| {
-            format!("{out}error: eks:ListClusters failed, so no live EKS cluster can be ruled out: {e}; nothing is deleted\n")
-        })?;
+        let (eks_live, _) = eks::cluster_names(c).await.map_err(Stop::EksList)?;
         let input = ScanInput {
             live: self.live.names.clone(),
             not_ours: self.not_ours.clone(),
@@ -231,16 +261,15 @@ impl One<'_> {
         };
         let region_scan = scan_region(c, &session.scope.account, &session.scope.region, &input)
             .await
-            .map_err(|e| format!("{out}error: {e}; nothing is deleted\n"))?;
+            .map_err(Stop::Scan)?;
         if let Some(r) = decide::refusal(t, &self.world(Some(&eks_live), &region_scan.held, at)) {
-            return Err(refuse(&mut out, r));
+            return Err(refuse(r));
         }
         let names = ClusterNames {
             capi: t.capa.clone(),
             tag: t.eks.clone().unwrap_or_else(|| t.capa.clone()),
         };
-        let settings = opt_in::settings(&self.args.gc_tasks)
-            .map_err(|e| format!("{out}error: {e}; nothing is deleted\n"))?;
+        let settings = opt_in::settings(&self.args.gc_tasks).map_err(Stop::Settings)?;
         let facts = ObjectFacts {
             vpc_ids: self.args.vpc_ids.clone(),
             // No object: CAPA's recorded OIDC issuer is unknown, so the IRSA provider is kept
@@ -260,13 +289,13 @@ impl One<'_> {
             &request::pass_request(&names, facts.clone(), &settings, mode(true)),
         )
         .await;
-        text::plan(&mut out, &names, &plan, &proofs_of(&region_scan, t));
-        opt_in::render_added(&mut out, &self.args.gc_tasks, &plan);
+        text::plan(out, &names, &plan, &proofs_of(&region_scan, t));
+        opt_in::render_added(out, &self.args.gc_tasks, &plan);
         if !self.args.yes {
             out.push_str(
                 "dry run: nothing is deleted. Check every resource and its proof above, then run again with --yes.\n",
             );
-            return Ok(out);
+            return Ok(());
         }
         let req = request::pass_request(&names, facts, &settings, mode(false));
         self.delete(t, &session, &names, &req, out).await
@@ -280,8 +309,8 @@ impl One<'_> {
         session: &Session,
         names: &ClusterNames,
         req: &sweeper_aws::phases::PassRequest,
-        mut out: String,
-    ) -> Result<String, String> {
+        out: &mut String,
+    ) -> Result<(), Stop> {
         let mut delays = backon::BackoffBuilder::build(
             backon::ExponentialBuilder::default()
                 .with_min_delay(Duration::from_secs(2))
@@ -291,19 +320,18 @@ impl One<'_> {
         for pass in 1..=self.args.max_passes {
             let report = teardown_pass(&session.clients, req).await;
             let record = self.audit(names, session, &report).await;
-            text::pass(&mut out, pass, &report, record.as_deref());
+            text::pass(out, pass, &report, record.as_deref());
             if report.done {
                 out.push_str(&format!("done: {} torn down\n", t.label()));
-                return Ok(out);
+                return Ok(());
             }
             if pass < self.args.max_passes {
                 tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(30))).await;
             }
         }
-        Err(format!(
-            "{out}not done after {} passes: run it again (it starts from what is left)\n",
-            self.args.max_passes
-        ))
+        Err(Stop::NotDone {
+            passes: self.args.max_passes,
+        })
     }
 
     /// The target's session: `--identity` followed as CAPA does, else with `--from-scan` the
@@ -313,11 +341,11 @@ impl One<'_> {
         &self,
         t: &OrphanTarget,
         reach: &mut Option<scan::Reach>,
-    ) -> Result<Arc<Session>, String> {
+    ) -> Result<Arc<Session>, NoSession> {
         if let Some(id) = &self.args.identity {
-            let (kind, name) = id.split_once('/').ok_or_else(|| {
-                format!("--identity {id:?}: expected KIND/NAME, e.g. AWSClusterRoleIdentity/prod")
-            })?;
+            let (kind, name) = id
+                .split_once('/')
+                .ok_or_else(|| NoSession::IdentityForm { id: id.clone() })?;
             let identity_ref = IdentityRef {
                 kind: Some(kind.to_string()),
                 name: Some(name.to_string()),
@@ -329,12 +357,11 @@ impl One<'_> {
             };
             let spec = identity::resolve(self.client, &self.args.capa_namespace, &at)
                 .await
-                .map_err(|e| format!("--identity {id}: {e}"))?;
-            return self
-                .sessions
-                .session(&spec)
-                .await
-                .map_err(|e| e.to_string());
+                .map_err(|source| NoSession::Identity {
+                    id: id.clone(),
+                    source,
+                })?;
+            return Ok(self.sessions.session(&spec).await?);
         }
         if self.args.from_scan.is_some() {
             let account = t.account.clone().unwrap_or_default();
@@ -359,20 +386,19 @@ impl One<'_> {
             let own = self
                 .sessions
                 .session(&SessionSpec::controller(Some(t.region.clone())))
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             if own.scope.account == account {
                 return Ok(own);
             }
-            return Err(format!(
-                "no identity of this management cluster reaches account {account} in {}: give --identity KIND/NAME",
-                t.region
-            ));
+            return Err(NoSession::Unreached {
+                account,
+                region: t.region.clone(),
+            });
         }
-        self.sessions
+        Ok(self
+            .sessions
             .session(&SessionSpec::controller(Some(t.region.clone())))
-            .await
-            .map_err(|e| e.to_string())
+            .await?)
     }
 
     /// The audit record of a pass that deleted or changed something; its name, or why it

@@ -5,6 +5,7 @@
 //! opt-ins (`ebs-volume`, `ebs-snapshot`, `eks-log-group`) are what a user adds to recover what
 //! the scan priced under them. Pure.
 
+use super::decide::TargetError;
 use crate::external::core::annotations::{self, GcSettings, SWEEPER_TASKS_ANNOTATION};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,15 +15,12 @@ use sweeper_aws::phases::{GcTask, PassReport};
 
 /// The settings of a teardown with the tasks `named` (each `--gc-task` value) added to the
 /// default set; without any, the default settings.
-pub fn settings(named: &[String]) -> Result<GcSettings, String> {
+pub fn settings(named: &[String]) -> Result<GcSettings, TargetError> {
     let mut raw = BTreeMap::new();
     if !named.is_empty() {
         raw.insert(SWEEPER_TASKS_ANNOTATION.to_string(), named.join(","));
     }
-    let mut s = annotations::parse(&raw).map_err(|e| {
-        // The parser names the annotation; here the value came from the flag.
-        format!("--gc-task: {e}")
-    })?;
+    let mut s = annotations::parse(&raw).map_err(TargetError::GcTask)?;
     if let Some(extra) = s.tasks.take() {
         let mut all = registry::default_tasks();
         for t in extra {
@@ -110,7 +108,7 @@ mod tests {
         let twice = settings(&["load-balancer".into(), "load-balancer".into()]).unwrap();
         assert_eq!(names(&twice.tasks).len(), registry::default_tasks().len());
         for bad in ["ebs-volume,", "no-such-task"] {
-            let e = settings(&[bad.into()]).unwrap_err();
+            let e = settings(&[bad.into()]).unwrap_err().to_string();
             assert!(e.starts_with("--gc-task: "), "{e}");
         }
         assert_eq!(

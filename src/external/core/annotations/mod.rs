@@ -69,6 +69,13 @@ pub enum AnnotationError {
          reported, not deleted, until it is fixed"
     )]
     BadDnsOwner { value: String, why: String },
+    /// An error in the linked object's annotations (the AWSManagedCluster of an EKS cluster),
+    /// named with that object's label.
+    #[error("{label}: {source}")]
+    OnLinked {
+        label: String,
+        source: Box<AnnotationError>,
+    },
 }
 
 /// What the cluster says about its external-dns records (see [`DNS_OWNER_ANNOTATION`]).
@@ -125,8 +132,8 @@ pub fn dns_owner(annotations: &BTreeMap<String, String>) -> DnsOwner {
 pub fn settings_of(
     own: &BTreeMap<String, String>,
     linked: Option<&(String, BTreeMap<String, String>)>,
-) -> Result<GcSettings, String> {
-    let own = parse(own).map_err(|e| e.to_string())?;
+) -> Result<GcSettings, AnnotationError> {
+    let own = parse(own)?;
     match linked {
         Some((label, other)) => parse(other)
             .map(|mut other| {
@@ -135,7 +142,10 @@ pub fn settings_of(
                 }
                 combine(own, other)
             })
-            .map_err(|e| format!("{label}: {e}")),
+            .map_err(|e| AnnotationError::OnLinked {
+                label: label.clone(),
+                source: Box::new(e),
+            }),
         None => Ok(own),
     }
 }

@@ -240,7 +240,9 @@ fn a_linked_objects_task_annotations_narrow_like_the_control_planes() {
     );
     assert_eq!(s.tasks, Some(vec![task("ebs-snapshot")]));
     // A sweeper task in the linked object's CAPA annotation is an error, named with it.
-    let e = settings_of(&cp, Some(&linked(&[(CAPA_TASKS_ANNOTATION, "ebs-volume")]))).unwrap_err();
+    let e = settings_of(&cp, Some(&linked(&[(CAPA_TASKS_ANNOTATION, "ebs-volume")])))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("AWSManagedCluster ns/c: ") && e.contains(SWEEPER_TASKS_ANNOTATION),
         "{e}"

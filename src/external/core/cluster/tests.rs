@@ -187,12 +187,14 @@ fn the_owner_cluster_must_reference_the_object() {
     assert!(
         gone.proof("AWSCluster", "a")
             .unwrap_err()
+            .to_string()
             .contains("does not exist")
     );
     assert!(
         Owning::NoOwner
             .proof("AWSCluster", "a")
             .unwrap_err()
+            .to_string()
             .contains("proves nothing")
     );
 }

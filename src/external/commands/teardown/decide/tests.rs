@@ -194,12 +194,14 @@ fn a_scan_names_its_candidates_with_their_account_and_region() {
     assert!(
         targets_from_scan(&f, &names(&["x"]), false, None)
             .unwrap_err()
+            .to_string()
             .contains("--eks-name"),
         "a pair whose roles cannot be told is refused"
     );
     assert!(
         targets_from_scan(&f, &names(&["nope"]), false, None)
             .unwrap_err()
+            .to_string()
             .contains("not an orphan candidate")
     );
     assert!(
