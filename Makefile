@@ -1,5 +1,10 @@
 # The two commands: `make demo` and `make test`. Everything they need is provisioned by scripts/.
 SHELL := /bin/bash
+# Each checkout builds in its own target directory under the cache (scripts/target-dir.sh);
+# .ci/run sets CI's shared one.
+ifeq ($(CARGO_TARGET_DIR),)
+export CARGO_TARGET_DIR := $(shell ./scripts/target-dir.sh)
+endif
 
 .PHONY: docs test demo unit lint fmt env-up env-down env-purge crds helm-template image bench-cascade bench-tenant bench-external bench-scan
 

@@ -5,9 +5,10 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SWEEPER_CACHE="${SWEEPER_CACHE:-$HOME/.cache/sweeper}"
 SWEEPER_STATE="${SWEEPER_STATE:-$REPO_ROOT/.state}"
-# Builds too (the AWS SDK crates take ~15 minutes from scratch): every clone, CI run, benchmark and
-# demo shares one target directory unless the caller picks another.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SWEEPER_CACHE/cargo-target}"
+# Builds too (the AWS SDK crates take ~15 minutes from scratch): each checkout builds in its own
+# target directory under the cache, seeded from CI's (scripts/target-dir.sh says why), unless the
+# caller picks another (.ci/run picks CI's shared one).
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(SWEEPER_CACHE="$SWEEPER_CACHE" "$REPO_ROOT/scripts/target-dir.sh")}"
 
 # Pinned versions: the cache is keyed by them, so bumping one rebuilds only that part.
 # The Go programs the tests run against are pinned by the go.mod/go.sum under scripts/go/: the

@@ -56,7 +56,8 @@ impl Sweeper {
 
     /// [`Sweeper::start_external_only`] confined to `scope`.
     pub async fn start_external_only_scoped(scope: &TestScope, args: &[&str]) -> Sweeper {
-        let args = scoped(scope, args);
+        // start_external_only sets CascadeGC=false itself.
+        let args = scope_flags(scope, args);
         Sweeper::start_external_only(&strs(&args)).await
     }
 
@@ -77,10 +78,7 @@ impl Sweeper {
     /// (`SWEEPER_EXTERNAL_SA_KUBECONFIG`, bound to deploy/manifests/external-only by env-up), so
     /// its least-privilege role is proven to suffice (and, by tests/rbac.rs, to be minimal).
     pub async fn start_external_only(args: &[&str]) -> Sweeper {
-        let gates = [
-            "--feature-gates",
-            "CascadeGC=false,TenantGC=false,ExternalResourceGC=true",
-        ];
+        let gates = ["--feature-gates", EXTERNAL_ONLY_GATES];
         let all: Vec<&str> = gates.iter().chain(args).copied().collect();
         let kubeconfig = EnvFacts::load().get("SWEEPER_EXTERNAL_SA_KUBECONFIG");
         Sweeper::start_with_kubeconfig(&all, &kubeconfig).await
@@ -219,7 +217,30 @@ impl Drop for Sweeper {
 }
 
 /// `scope`'s flags, then `args`.
+/// The flags of a scoped start. A scoped sweeper must run with CascadeGC=false: the cascade
+/// collector has no scope, and .config/nextest.toml runs the scoped tests beside the
+/// cluster-wide ones on the promise that their sweepers act only on their own objects.
+/// The gates of the external-only install.
+const EXTERNAL_ONLY_GATES: &str = "CascadeGC=false,TenantGC=false,ExternalResourceGC=true";
+
 fn scoped(scope: &TestScope, args: &[&str]) -> Vec<String> {
+    let gates = args
+        .windows(2)
+        .filter(|w| w[0] == "--feature-gates")
+        .map(|w| w[1])
+        .chain(
+            args.iter()
+                .filter_map(|a| a.strip_prefix("--feature-gates=")),
+        );
+    assert!(
+        gates.into_iter().any(|g| g.contains("CascadeGC=false")),
+        "a scoped sweeper runs with --feature-gates CascadeGC=false (the cascade collector has no \
+         scope): {args:?}"
+    );
+    scope_flags(scope, args)
+}
+
+fn scope_flags(scope: &TestScope, args: &[&str]) -> Vec<String> {
     let mut all = scope.sweeper_flags();
     all.extend(args.iter().map(|a| a.to_string()));
     all

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Prints the target directory of this checkout's development builds, creating it on first use:
+# $SWEEPER_CACHE/targets/<folder>-<hash of the checkout's path>, one per clone or worktree.
+# scripts/lib.sh and the Makefile use it unless CARGO_TARGET_DIR is set (.ci/run sets the shared
+# one: CI's clone is always fresh).
+#
+# Why one per checkout: two worktrees sharing a directory wait on each other's lock, and worse,
+# cargo judges an artifact fresh by file times, so one checkout can run a test binary built from
+# another's sources (and reading the other's files: env!("CARGO_MANIFEST_DIR") is the building
+# checkout). Why seeded: a new directory would rebuild the AWS SDK crates (15 to 40 minutes on two
+# cores), so the first use hard-links CI's cache ($SWEEPER_CACHE/cargo-target) into it, taking no
+# space until a crate is rebuilt. The small files cargo rewrites in place (.fingerprint, build
+# script outputs) are copied, not linked, and the lock is left for cargo to make, so nothing written
+# here reaches the cache.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${SWEEPER_CACHE:-$HOME/.cache/sweeper}"
+dir="$cache/targets/$(basename "$root")-$(printf '%s' "$root" | sha256sum | cut -c1-12)"
+if [ ! -d "$dir" ]; then
+  mkdir -p "$cache/targets"
+  shared="$cache/cargo-target"
+  if [ -d "$shared/debug" ]; then
+    tmp="$dir.seeding.$$"
+    mkdir -p "$tmp"
+    cp -al "$shared/debug" "$tmp/"
+    for sub in .fingerprint build; do
+      if [ -d "$shared/debug/$sub" ]; then
+        rm -rf "${tmp:?}/debug/$sub"
+        cp -a "$shared/debug/$sub" "$tmp/debug/"
+      fi
+    done
+    rm -f "$tmp/debug/.cargo-lock"
+    mv "$tmp" "$dir"
+  else
+    mkdir -p "$dir"
+  fi
+fi
+printf '%s\n' "$dir"
