@@ -249,6 +249,33 @@ async fn killed_mid_teardown_then_restarted_finishes_it() {
     tenant(&scope, &a).await;
     assert!(eventually(T, || has_finalizer(&c, &a)).await);
     delete_tenant(&c, &a).await;
+    // `/status` shows the pass's progress while it runs (issue #52): objects left and deleted so
+    // far, read twice mid-pass, the deleted count growing and the left count shrinking.
+    let progress = || async {
+        let (_, body) = gc.get("/status").await;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let p = &v[::sweeper::tenant::progress::FIELD][a.as_str()];
+        (
+            p["left"].as_u64().unwrap_or(0),
+            p["deleted"].as_u64().unwrap_or(0),
+        )
+    };
+    let mid_pass = |(left, deleted): (u64, u64)| left > 0 && deleted > 0;
+    assert!(
+        eventually(T, || async { mid_pass(progress().await) }).await,
+        "/status shows the pass's progress: {:?}",
+        progress().await
+    );
+    let first = progress().await;
+    assert!(
+        eventually(T, || async {
+            let now = progress().await;
+            mid_pass(now) && now.1 > first.1 && now.0 < first.0
+        })
+        .await,
+        "the progress moves while the pass runs: {first:?}, then {:?}",
+        progress().await
+    );
     assert!(
         eventually(T, || async { count().await < 290 }).await,
         "teardown started"
