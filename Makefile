@@ -65,11 +65,13 @@ helm-template:
 	@bin="$$(./scripts/provision-helm.sh)" && "$$bin" template sweeper deploy/helm/sweeper --namespace sweeper-system $(ARGS)
 
 ## make bench-cascade: sweeper vs kube-controller-manager's garbage collector (about 30 minutes),
-## and the API server's own delete ceiling (cascade.limit). BENCH_ONLY=archive|expiry|limit|startup|watch
+## and the API server's own delete ceiling (cascade.limit). BENCH_ONLY=archive|expiry|limit|startup|watch|equal
 ## for one part (limit: a plain client's best delete rate vs sweeper's unthrottled background
 ## cascade; startup: both collectors' start-up time and RSS with 100,000 objects, whose
 ## ConfigMaps BENCH_KEEP_FILLER=1 keeps for the next run; watch: the servers' CPU per 1,000 watch events
-## delivered to each collector under the same churn).
+## delivered to each collector under the same churn; equal: both collectors at the same requests per
+## second at the API server, sweeper --kube-api-qps 40 against kube-controller-manager's 20, which
+## it doubles for its garbage collector).
 bench-cascade:
 	./scripts/bench-cascade.sh
 

@@ -10,13 +10,18 @@
 //! unthrottled background cascade of the same 1,000 dependents), `BENCH_ONLY=startup` only the
 //! start-up at 100,000 objects (`cascade.startup100k`, `cascade.rss100k`; examples/support/startup.rs),
 //! `BENCH_ONLY=watch` only the servers' CPU per 1,000 watch events delivered to each collector
-//! (`cascade.watch.servers_cpu`; examples/support/watch_cost.rs).
+//! (`cascade.watch.servers_cpu`; examples/support/watch_cost.rs), `BENCH_ONLY=equal` only the
+//! comparison at equal request budgets at the API server (`cascade.*.equal_requests`;
+//! examples/support/equal_requests.rs). The `qps20` lines compare at equal *flags*, which on
+//! v1.36 gives kube-controller-manager's collector twice sweeper's requests per second.
 //!
 //! The comparison with kube-controller-manager runs sweeper with `--archive=none` (what the
 //! collector itself costs, comparable with earlier runs); the archive part then measures the same
 //! 1,000-dependent background cascade with archiving off, on (the default), and under
 //! kube-controller-manager, and how fast expired records are removed.
 
+#[path = "support/equal_requests.rs"]
+mod equal_requests;
 #[path = "support/objects.rs"]
 mod objects;
 #[path = "support/proc.rs"]
@@ -280,22 +285,46 @@ async fn drop_namespace(client: &Client, name: &str) {
         .await;
 }
 
-/// Sum of the GC-relevant requests on configmaps the apiserver has served (its own counters).
-async fn configmap_calls(client: &Client) -> f64 {
+/// The API server's request counters so far (its own `apiserver_request_total`), from one read
+/// of its /metrics.
+#[derive(Clone, Copy)]
+struct Requests {
+    /// The GC-relevant requests on configmaps.
+    configmaps: f64,
+    /// Every request, WATCH excepted: a watch is counted only when it ends.
+    all: f64,
+}
+
+async fn requests(client: &Client) -> Requests {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = client.request_text(req).await.expect("apiserver /metrics");
-    text.lines()
-        .filter(|l| {
-            l.starts_with("apiserver_request_total{") && l.contains("resource=\"configmaps\"")
-        })
-        .filter(|l| {
+    let counters: Vec<(&str, f64)> = text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter_map(|l| Some((l, l.rsplit(' ').next()?.parse::<f64>().ok()?)))
+        .collect();
+    let sum = |keep: &dyn Fn(&str) -> bool| -> f64 {
+        counters
+            .iter()
+            .filter(|(l, _)| keep(l))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    Requests {
+        configmaps: sum(&|l| {
             // LIST too: the archive reads dependents by list.
-            ["DELETE", "GET", "LIST", "PATCH", "PUT", "POST"]
-                .iter()
-                .any(|v| l.contains(&format!("verb=\"{v}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+            l.contains("resource=\"configmaps\"")
+                && ["DELETE", "GET", "LIST", "PATCH", "PUT", "POST"]
+                    .iter()
+                    .any(|v| l.contains(&format!("verb=\"{v}\"")))
+        }),
+        all: sum(&|l| !l.contains("verb=\"WATCH\"")),
+    }
+}
+
+/// Sum of the GC-relevant requests on configmaps the apiserver has served (its own counters).
+async fn configmap_calls(client: &Client) -> f64 {
+    requests(client).await.configmaps
 }
 
 /// Waits until `n` objects labelled `label` in `ns` have been deleted (counted from a watch,
@@ -480,27 +509,37 @@ struct Figures {
     idle_rss: u64,
 }
 
-async fn run_workloads(
-    client: &Client,
-    gc: Gc,
-    limit: Limit,
-    scale: f64,
-    tag: &str,
-) -> (Figures, Running) {
-    let ns = format!("bench-{tag}");
-    namespace(client, &ns).await;
-    let running = start(gc, limit);
-    probe(client, &ns).await;
-    let idle_rss = stable_rss(running.child.id()).await;
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+/// One timed workload: the objects deleted, the time from the owner's DELETE to the last
+/// deletion, and the requests the API server served from just before that DELETE to just after
+/// the last deletion (the GC's, and the benchmark's owner DELETE and its watch's LIST).
+struct Workload {
+    objects: usize,
+    took: Duration,
+    before: Requests,
+    after: Requests,
+}
 
-    // background: one owner, 5,000 dependents.
+impl Workload {
+    /// The GC's ConfigMap calls per object (the owner's DELETE, ours, not counted).
+    fn calls_per_object(&self) -> f64 {
+        (self.after.configmaps - self.before.configmaps - 1.0) / self.objects as f64
+    }
+
+    fn rate(&self) -> f64 {
+        self.objects as f64 / self.took.as_secs_f64()
+    }
+}
+
+/// The background workload in `ns`, the GC already running and synced: one owner with
+/// `5,000 × scale` dependents, the owner deleted in the background.
+async fn background_workload(client: &Client, ns: &str, scale: f64) -> Workload {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let n = ((5000.0 * scale) as usize).max(10);
     let owner = create(&api, "bg-owner".into(), "bg-owner", None).await;
     create_many(&api, "bg", n, "bg", Some(oref(&owner, false))).await;
     tokio::time::sleep(Duration::from_secs(5)).await; // let the GC observe everything
-    let calls_before = configmap_calls(client).await;
-    let bg = time_deletions(client, &ns, "bg", n, async {
+    let before = requests(client).await;
+    let took = time_deletions(client, ns, "bg", n, async {
         let dp = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
             ..Default::default()
@@ -508,10 +547,18 @@ async fn run_workloads(
         api.delete("bg-owner", &dp).await.unwrap();
     })
     .await;
-    // The owner delete is ours, not the GC's.
-    let calls = configmap_calls(client).await - calls_before - 1.0;
+    Workload {
+        objects: n,
+        took,
+        before,
+        after: requests(client).await,
+    }
+}
 
-    // foreground: 1 -> 50 -> 20 each, until the root is gone.
+/// The foreground workload in `ns`: a tree of 1 root, `50 × scale` children and `20 × √scale`
+/// grandchildren each, the root deleted in the foreground (timed until the root is gone).
+async fn foreground_workload(client: &Client, ns: &str, scale: f64) -> Workload {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let (mids, leaves) = (
         ((50.0 * scale) as usize).max(2),
         ((20.0 * scale.sqrt()) as usize).max(2),
@@ -530,7 +577,8 @@ async fn run_workloads(
     }
     let total = 1 + mids + mids * leaves;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let fg = time_deletions(client, &ns, "fg", total, async {
+    let before = requests(client).await;
+    let took = time_deletions(client, ns, "fg", total, async {
         let dp = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Foreground),
             ..Default::default()
@@ -538,18 +586,43 @@ async fn run_workloads(
         api.delete("fg-root", &dp).await.unwrap();
     })
     .await;
+    Workload {
+        objects: total,
+        took,
+        before,
+        after: requests(client).await,
+    }
+}
+
+async fn run_workloads(
+    client: &Client,
+    gc: Gc,
+    limit: Limit,
+    scale: f64,
+    tag: &str,
+) -> (Figures, Running) {
+    let ns = format!("bench-{tag}");
+    namespace(client, &ns).await;
+    let running = start(gc, limit);
+    probe(client, &ns).await;
+    let idle_rss = stable_rss(running.child.id()).await;
+    let bg = background_workload(client, &ns, scale).await;
+    let fg = foreground_workload(client, &ns, scale).await;
     drop_namespace(client, &ns).await;
     eprintln!(
-        "{gc:?} {}: background {n} in {:.1}s, foreground {total} in {:.1}s, {calls} calls, idle RSS {} MiB",
+        "{gc:?} {}: background {} in {:.1}s, foreground {} in {:.1}s, {:.2} calls per dependent, idle RSS {} MiB",
         limit.name,
-        bg.as_secs_f64(),
-        fg.as_secs_f64(),
+        bg.objects,
+        bg.took.as_secs_f64(),
+        fg.objects,
+        fg.took.as_secs_f64(),
+        bg.calls_per_object(),
         idle_rss >> 20
     );
     let figures = Figures {
-        background: n as f64 / bg.as_secs_f64(),
-        foreground: total as f64 / fg.as_secs_f64(),
-        calls_per_dependent: calls / n as f64,
+        background: bg.rate(),
+        foreground: fg.rate(),
+        calls_per_dependent: bg.calls_per_object(),
         idle_rss,
     };
     (figures, running)
@@ -907,6 +980,13 @@ async fn main() {
             .for_each(|l| println!("{l}"));
         return;
     }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("equal") {
+        equal_requests::part(&client, scale, run_id)
+            .await
+            .iter()
+            .for_each(|l| println!("{l}"));
+        return;
+    }
     if std::env::var("BENCH_ONLY").as_deref() == Ok("watch") {
         watch_cost::part(&client, scale)
             .await
@@ -953,6 +1033,7 @@ async fn main() {
         drop(r2);
         results.insert(("x", limit.name), (s, k));
     }
+    let equal_lines = equal_requests::part(&client, scale, run_id).await;
 
     // memory: 100,000 extra objects tracked.
     let extra = ((100_000.0 * scale) as usize).max(100);
@@ -1039,6 +1120,7 @@ async fn main() {
         avg(&k_calls),
         "calls",
     );
+    equal_lines.iter().for_each(|l| println!("{l}"));
     limit_lines.iter().for_each(|l| println!("{l}"));
     archive_lines.iter().for_each(|l| println!("{l}"));
     startup_lines.iter().for_each(|l| println!("{l}"));
