@@ -10,7 +10,7 @@
 # checkout). Why seeded: a new directory would rebuild the AWS SDK crates (15 to 40 minutes on two
 # cores), so the first use hard-links CI's cache ($SWEEPER_CACHE/cargo-target) into it, taking no
 # space until a crate is rebuilt. The small files cargo rewrites in place (.fingerprint, build
-# script outputs) are copied, not linked, and the lock is left for cargo to make, so nothing written
+# script outputs, dep-info `*.d`) are copied, not linked, and the lock is left for cargo to make, so nothing written
 # here reaches the cache.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +29,9 @@ if [ ! -d "$dir" ]; then
         cp -a "$shared/debug/$sub" "$tmp/debug/"
       fi
     done
+    # Dep-info files (`*.d`) are rewritten in place too: each gets its own copy.
+    find "$tmp/debug" -name '*.d' -type f -links +1 -exec sh -c \
+      'for f; do cp "$f" "$f.copy" && mv -f "$f.copy" "$f"; done' sh {} +
     rm -f "$tmp/debug/.cargo-lock"
     mv "$tmp" "$dir"
   else

@@ -84,8 +84,10 @@ pub struct RunConfig {
     #[arg(long, default_value = "30s", env = "SWEEPER_DISCOVERY_INTERVAL", value_parser = parse_duration)]
     pub discovery_interval: Duration,
 
-    /// Client-side rate limit for API calls (queries per second; 0 = unlimited). Same meaning and
-    /// default as kube-controller-manager's --kube-api-qps.
+    /// Client-side rate limit for API calls (queries per second; 0 = unlimited), for the whole
+    /// process. The default is kube-controller-manager's --kube-api-qps, which its garbage
+    /// collector doubles (v1.36: `config.QPS *= 2`); sweeper's cascade sends one call per
+    /// deletion, so 20 here deletes as fast as its 40 (docs/benchmarks.md, equal request budgets).
     #[arg(long, default_value_t = 20.0, env = "SWEEPER_KUBE_API_QPS")]
     pub kube_api_qps: f64,
 
