@@ -83,7 +83,9 @@ bench-tenant:
 	./scripts/bench-tenant.sh
 
 ## make bench-external: sweeper's phase 2 vs a CAPA-like baseline against LocalStack, with added
-## latency, then a fleet of 20 clusters across 3 accounts and 2 regions (BENCH_ONLY=phase2|fleet).
+## latency, then a fleet of 100 clusters across 5 accounts and 3 regions deleted at once, with each
+## account's request budget at its default (BENCH_ONLY=phase2|fleet; BENCH_FLEET_CLUSTERS scales the
+## fleet down for a functional run: its full baseline takes about 11 minutes at 80 ms).
 bench-external:
 	./scripts/env-up.sh
 	source .state/env && \

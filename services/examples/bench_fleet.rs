@@ -1,41 +1,66 @@
-//! Benchmark of a fleet teardown against LocalStack: 20 clusters of 30 resources each, spread
-//! over 3 accounts and 2 regions, all deleted at once.
+//! Benchmark of a fleet teardown against LocalStack, the size of a real management cluster: 100
+//! clusters of 32 resources each, spread over 5 accounts and 3 regions, all deleted at once.
 //!
 //! - sweeper: every cluster in its own session (the session cache, static identities per
-//!   account, the cluster's region), at most `BENCH_FLEET_CONCURRENCY` (default 8, the
-//!   `--external-concurrency` default) teardowns at once, each passes until done.
+//!   account, the cluster's region), every account's sessions sharing the request budget at its
+//!   default (`AccountBudget::DEFAULT`, `--aws-account-qps`/`--aws-account-burst`), at most
+//!   `BENCH_FLEET_CONCURRENCY` (default 8, the `--external-concurrency` default) teardowns at
+//!   once, each passes until done.
 //! - baseline, CAPA-shaped: one cluster after another, each with CAPA's phase 2 (one flat tagging
 //!   list, one resource at a time: `baseline_phase2`), then the network (sweeper's phases 1 and
-//!   3, as CAPA's own reconcile deletes its network after its gc).
+//!   3, as CAPA's own reconcile deletes its network after its gc). No budget (CAPA has none; one
+//!   call at a time never reaches it anyway). Measured in full, never extrapolated.
 //!
 //! Each cluster: a CAPA-managed VPC and subnet (tagged with CAPA's key), 28 resources the cloud
 //! provider made (`kubernetes.io/cluster/<name>=owned`): 8 network load balancers, 8 target
 //! groups, 12 security groups; and 2 Karpenter instance profiles (issue #34; IAM is global, so
 //! every pass of every cluster of an account needs the account's profile listing). Every AWS call
-//! gets `BENCH_LATENCY_MS` (default 80) of added latency, as a real region has. Prints
-//! `BENCH external.fleet sweeper=<s> baseline=<s> ratio=<baseline/sweeper> unit=s`, and
-//! `BENCH external.fleet.iam_listings made=<n> passes=<p> accounts=3 clusters=20 unit=listings`:
-//! the IAM listings sweeper's passes made, shared per account (`listings`), against the passes
-//! that needed one.
+//! gets `BENCH_LATENCY_MS` (default 80) of added latency, as a real region has.
+//! `BENCH_FLEET_CLUSTERS` (default 100) scales the fleet down for functional runs.
+//!
+//! Every HTTP request sweeper's sessions send is logged (`testing::AccountThrottle`: account,
+//! operation, time; the SDK's retries are off, so one attempt is one request). Prints:
+//! - `BENCH external.fleet sweeper=<s> baseline=<s> ratio=<baseline/sweeper> clusters=<n>
+//!   accounts=5 regions=3 unit=s`: the time to all released.
+//! - `BENCH external.fleet.account_peak calls_per_second=<p> over_5s=<q> budget=<qps>
+//!   burst=<b> unit=calls/s`: the most requests any one account sent in one 1-s window (windows
+//!   counted from the start of sweeper's run), and in one 5-s window per second, against the
+//!   budget; the bucket bounds the first to `qps + burst`, the second to `qps + burst / 5`.
+//! - `BENCH external.fleet.calls per_resource=<r> listing_pages=<n> sessions=<s> unit=calls`:
+//!   `per_resource` is the requests that are not listings (every operation not named
+//!   `Describe*`, `List*` or `Get*`: deletes, revokes, deregisters, removes), divided by the
+//!   resources deleted (32 per cluster); `listing_pages` is the `Describe*`/`List*`/`Get*`
+//!   requests (every page one request), `sts:GetCallerIdentity` (one per session built) apart in
+//!   `sessions`. Target: per_resource <= 1.1.
+//! - `BENCH external.fleet.iam_listings made=<n> passes=<p> accounts=5 clusters=<n>
+//!   unit=listings`: the IAM listings sweeper's passes made, shared per account (`listings`),
+//!   against the passes that needed one.
 //!
 //! Run: `source .state/env && cargo run --release -p sweeper-aws --example bench_fleet`
 
 use futures::StreamExt;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use sweeper_aws::budget::AccountBudget;
 use sweeper_aws::phases::{AwsClients, PassRequest, teardown_pass};
 use sweeper_aws::sdk::aws_config::SdkConfig;
 use sweeper_aws::session::{Principal, SessionCache, SessionSpec, StaticKeys, listings::Listings};
 use sweeper_aws::testing::build::{cloud, network_in, nlb, sg, tag, tg};
 use sweeper_aws::testing::leaks::{karpenter_profile, node_role};
-use sweeper_aws::testing::{baseline_phase2, localstack, with_latency};
+use sweeper_aws::testing::{AccountThrottle, Sent, baseline_phase2, localstack, with_latency};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-const CLUSTERS: usize = 20;
-const ACCOUNTS: [&str; 3] = ["610000000001", "610000000002", "610000000003"];
-const REGIONS: [&str; 2] = ["us-east-1", "eu-west-1"];
+const ACCOUNTS: [&str; 5] = [
+    "610000000001",
+    "610000000002",
+    "610000000003",
+    "610000000004",
+    "610000000005",
+];
+const REGIONS: [&str; 3] = ["us-east-1", "eu-west-1", "ap-southeast-2"];
 const CREATE_CONCURRENCY: usize = 16;
 
 /// One cluster of the fleet and where it lives.
@@ -89,8 +114,8 @@ async fn build(base: &SdkConfig, prefix: &str, i: usize) -> Cluster {
     }
 }
 
-async fn fleet(base: &SdkConfig, prefix: &str) -> Vec<Cluster> {
-    futures::stream::iter(0..CLUSTERS)
+async fn fleet(base: &SdkConfig, prefix: &str, clusters: usize) -> Vec<Cluster> {
+    futures::stream::iter(0..clusters)
         .map(|i| build(base, prefix, i))
         .buffer_unordered(4)
         .collect()
@@ -174,15 +199,69 @@ async fn baseline_mode(sessions: &SessionCache, fleet: &[Cluster]) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
+/// What sweeper's requests were, from the log of every request its sessions sent.
+struct Requests {
+    /// The most any one account sent in one 1-s window from `start`.
+    peak: usize,
+    /// The most any one account sent in one 5-s window, per second (the burst weighs a fifth:
+    /// the bucket bounds it to `qps + burst / 5`).
+    sustained: f64,
+    listings: usize,
+    sessions: usize,
+    others: usize,
+}
+
+fn requests(log: &[Sent], start: Instant) -> Requests {
+    let mut per_window: HashMap<(&str, u64), usize> = HashMap::new();
+    let (mut listings, mut sessions, mut others) = (0, 0, 0);
+    for r in log {
+        let window = r.at.saturating_duration_since(start).as_secs();
+        *per_window.entry((r.key.as_str(), window)).or_default() += 1;
+        let op = r.operation.as_str();
+        if op == "GetCallerIdentity" {
+            sessions += 1;
+        } else if ["Describe", "List", "Get"]
+            .iter()
+            .any(|p| op.starts_with(p))
+        {
+            listings += 1;
+        } else {
+            others += 1;
+        }
+    }
+    Requests {
+        peak: per_window.values().copied().max().unwrap_or(0),
+        sustained: {
+            let mut per_five: HashMap<(&str, u64), usize> = HashMap::new();
+            for ((key, w), n) in &per_window {
+                *per_five.entry((key, w / 5)).or_default() += n;
+            }
+            per_five.values().copied().max().unwrap_or(0) as f64 / 5.0
+        },
+        listings,
+        sessions,
+        others,
+    }
+}
+
 #[tokio::main]
 async fn main() -> Res<()> {
     let latency = Duration::from_millis(env_num("BENCH_LATENCY_MS", 80));
     let concurrency = env_num("BENCH_FLEET_CONCURRENCY", 8) as usize;
+    let clusters = env_num("BENCH_FLEET_CLUSTERS", 100) as usize;
+    let budget = AccountBudget::DEFAULT;
     let base = localstack::sdk().await;
+    let log = AccountThrottle::new();
+    let log_ = log.clone();
     let sessions = SessionCache::new(base.clone(), None)
+        .with_hook(Arc::new(move |_spec, sdk| {
+            log_.install(with_latency(sdk, latency))
+        }))
+        .with_account_budget(budget);
+    let unbudgeted = SessionCache::new(base.clone(), None)
         .with_hook(Arc::new(move |_spec, sdk| with_latency(sdk, latency)));
 
-    let a = fleet(&base, "flt").await;
+    let a = fleet(&base, "flt", clusters).await;
     let resources: usize = a.iter().map(|c| c.resources).sum();
     eprintln!(
         "fleet: {} clusters, {resources} resources, {} accounts, {} regions",
@@ -190,15 +269,31 @@ async fn main() -> Res<()> {
         ACCOUNTS.len(),
         REGIONS.len()
     );
+    log.reset();
+    let start = Instant::now();
     let m = sweeper_mode(&sessions, &a, concurrency).await;
+    let r = requests(&log.log(), start);
     let s = m.secs;
     eprintln!("sweeper: {s:.2}s (concurrency {concurrency})");
-    let b_fleet = fleet(&base, "flb").await;
-    let b = baseline_mode(&sessions, &b_fleet).await;
+    let b_fleet = fleet(&base, "flb", clusters).await;
+    let b = baseline_mode(&unbudgeted, &b_fleet).await;
     eprintln!("baseline: {b:.2}s (one cluster at a time)");
     println!(
-        "BENCH external.fleet sweeper={s:.2} baseline={b:.2} ratio={:.2} unit=s",
-        b / s
+        "BENCH external.fleet sweeper={s:.2} baseline={b:.2} ratio={:.2} clusters={} accounts={} regions={} unit=s",
+        b / s,
+        a.len(),
+        ACCOUNTS.len(),
+        REGIONS.len()
+    );
+    println!(
+        "BENCH external.fleet.account_peak calls_per_second={} over_5s={:.1} budget={} burst={} unit=calls/s",
+        r.peak, r.sustained, budget.qps, budget.burst
+    );
+    println!(
+        "BENCH external.fleet.calls per_resource={:.3} listing_pages={} sessions={} unit=calls",
+        r.others as f64 / resources as f64,
+        r.listings,
+        r.sessions
     );
     // Every pass lists the account's instance profiles (a Karpenter cluster's profiles are found
     // by name); without the sharing, `made` would equal `passes`.

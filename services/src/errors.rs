@@ -234,6 +234,10 @@ where
                     tracing::debug!(call = what, ?wait, "account and region throttled: waiting");
                     tokio::time::sleep(wait).await;
                 }
+                // Then the account's budget: every attempt, retries included, is one request.
+                if let Some(b) = t.budget() {
+                    b.acquire(what).await;
+                }
             }
             let res = fut.await.map_err(|e| failure_of(&e));
             if let Some(t) = &throttle {

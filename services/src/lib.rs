@@ -3,14 +3,15 @@
 //! compile in this crate only, so the rest of the workspace rebuilds fast. The directory keeps
 //! DESIGN.md's name (services/); the crate is named for what it holds (sweeper-aws).
 
-// Layers, each using only those above it in this list: arn, errors, fence, scope (where a
-// session acts), throttle (its per-account back-off) and listings (IAM listings an account
-// shares) are plain helpers;
+// Layers, each using only those above it in this list: arn, budget (an account's request
+// budget), errors, fence, scope (where a session acts), throttle (its back-off, carrying the
+// budget) and listings (IAM listings an account shares) are plain helpers;
 // model is the shared vocabulary; policy decides, for one resource at a time, whether it is
 // deleted (pure, no AWS call); locating finds what a cluster owns; cleaners delete one kind
 // each; phases runs a teardown pass, phase by phase; testing (a feature) drives it all for tests
 // and benchmarks.
 pub mod arn;
+pub mod budget;
 pub mod errors;
 pub mod fence;
 pub mod listings;

@@ -4,8 +4,11 @@
 //! to the storm, while teardowns in other accounts and regions never wait on it.
 //!
 //! A session's clients carry their [`Throttle`]; `errors::call` asks it before every attempt and
-//! tells it of every throttling answer (through [`scope`], a task-local set for one pass).
+//! tells it of every throttling answer (through [`scope`], a task-local set for one pass). The
+//! throttle also carries its account's request budget ([`crate::budget`]), which `errors::call`
+//! takes a token from before every attempt.
 
+use crate::budget::Budget;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,6 +23,8 @@ const MAX: Duration = Duration::from_secs(10);
 #[derive(Debug, Default)]
 pub struct Throttle {
     services: Mutex<HashMap<String, CoolDown>>,
+    /// The account's request budget, shared with its sessions in other regions.
+    budget: Option<Arc<Budget>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +34,19 @@ struct CoolDown {
 }
 
 impl Throttle {
+    /// A throttle whose calls also take tokens from their account's `budget`.
+    pub fn with_budget(budget: Option<Arc<Budget>>) -> Self {
+        Throttle {
+            services: Mutex::default(),
+            budget,
+        }
+    }
+
+    /// The account's request budget, if it has one.
+    pub fn budget(&self) -> Option<&Arc<Budget>> {
+        self.budget.as_ref()
+    }
+
     /// How long a call to `service` must wait now (zero when it need not).
     pub fn wait_for(&self, service: &str, now: Instant) -> Duration {
         let map = self.services.lock().unwrap_or_else(PoisonError::into_inner);

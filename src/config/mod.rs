@@ -174,6 +174,18 @@ pub struct RunConfig {
     #[arg(long, default_value_t = 8, env = "SWEEPER_EXTERNAL_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub external_concurrency: u16,
 
+    /// AWS requests per second each AWS account's teardowns may make, all its regions and
+    /// services together: every AWS call of a teardown waits for a token. The default stays
+    /// under EC2's per-account, per-region refill rate (20/s for each non-mutating API); 0: no
+    /// budget (only AWS's own throttling slows sweeper). See docs/external.md.
+    #[arg(long, default_value_t = sweeper_aws::budget::AccountBudget::DEFAULT.qps, env = "SWEEPER_AWS_ACCOUNT_QPS")]
+    pub aws_account_qps: u32,
+
+    /// Requests an AWS account's teardowns may make at once before --aws-account-qps paces them
+    /// (in any one second at most burst + qps go). [range: 1 to 1000]
+    #[arg(long, default_value_t = sweeper_aws::budget::AccountBudget::DEFAULT.burst, env = "SWEEPER_AWS_ACCOUNT_BURST", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub aws_account_burst: u32,
+
     /// Run the leak scan (`sweeper scan`) on this schedule inside the service: it sets
     /// `sweeper_orphan_resources`, `sweeper_orphan_cost_dollars_per_month` and `sweeper_scan_*`,
     /// and `sweeper status` shows its summary. It deletes nothing. Only the leader scans, at once
@@ -292,6 +304,14 @@ pub enum ConfigError {
 }
 
 impl RunConfig {
+    /// Each AWS account's request budget (`--aws-account-qps`, `--aws-account-burst`).
+    pub fn aws_budget(&self) -> sweeper_aws::budget::AccountBudget {
+        sweeper_aws::budget::AccountBudget {
+            qps: self.aws_account_qps,
+            burst: self.aws_account_burst,
+        }
+    }
+
     /// Workers per cascade queue: as given, else 40 (see the flag).
     pub fn cascade_workers(&self) -> u32 {
         self.cascade_workers.unwrap_or(40)

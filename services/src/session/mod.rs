@@ -23,6 +23,7 @@ pub use crate::throttle;
 pub use principal::{Principal, RoleSpec, SessionSpec, StaticKeys, partition_of};
 
 use crate::arn::Arn;
+use crate::budget::{AccountBudget, Budget};
 use crate::errors::{FailureKind, kind_of};
 use crate::fence::AwsFence;
 use crate::model::{AwsClients, Failure};
@@ -112,6 +113,10 @@ pub struct SessionCache {
     throttles: Mutex<HashMap<(String, String), Arc<Throttle>>>,
     /// IAM's listings per account, shared by its sessions (see `listings`).
     listings: Mutex<HashMap<String, Arc<listings::Listings>>>,
+    /// Every account's request budget (see `budget`): what each is given, and each account's
+    /// bucket, shared by its sessions in all regions.
+    budget: AccountBudget,
+    budgets: Mutex<HashMap<String, Option<Arc<Budget>>>>,
 }
 
 impl std::fmt::Debug for SessionCache {
@@ -133,7 +138,27 @@ impl SessionCache {
             sessions: Mutex::new(HashMap::new()),
             throttles: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
+            budget: AccountBudget::UNLIMITED,
+            budgets: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Gives every account's sessions `budget` (requests per second, burst) to share. Without
+    /// it, no account has one (tests; `sweeper run` always sets it: `--aws-account-qps`).
+    pub fn with_account_budget(mut self, budget: AccountBudget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Every account's budget made so far (the `sweeper_aws_budget_wait_seconds` metric).
+    pub fn budgets(&self) -> Vec<Arc<Budget>> {
+        self.budgets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .flatten()
+            .cloned()
+            .collect()
     }
 
     /// Wraps every session's configuration with `hook` (tests and benchmarks only).
@@ -192,11 +217,18 @@ impl SessionCache {
     }
 
     fn throttle(&self, scope: &Scope) -> Arc<Throttle> {
+        let budget = self
+            .budgets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(scope.account.clone())
+            .or_insert_with(|| Budget::new(&scope.account, self.budget).map(Arc::new))
+            .clone();
         self.throttles
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .entry((scope.account.clone(), scope.region.clone()))
-            .or_default()
+            .or_insert_with(|| Arc::new(Throttle::with_budget(budget)))
             .clone()
     }
 

@@ -1,7 +1,8 @@
 //! Throttling injected per AWS account, for a session's configuration (the session cache's
 //! hook): the HTTP client answers the first `n` requests one account signs for one service with
 //! that service's throttling error, without sending them, and counts every request per account.
-//! The account is read from the request's signature (`Credential=<key>/<date>/<region>/
+//! Every request is also logged (account, operation, when), for the fleet benchmark's
+//! per-account rate and calls per resource. The account is read from the request's signature (`Credential=<key>/<date>/<region>/
 //! <service>/aws4_request`): on LocalStack a 12-digit access key id is the account.
 
 use super::recorder::{default_http_client, throttling_response};
@@ -14,6 +15,7 @@ use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 #[derive(Debug, Default)]
 struct State {
@@ -21,6 +23,18 @@ struct State {
     plan: HashMap<(String, String), usize>,
     sent: HashMap<String, usize>,
     throttled: HashMap<String, usize>,
+    log: Vec<Sent>,
+}
+
+/// One request as it left for AWS.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    /// The access key it was signed with (on LocalStack, the account).
+    pub key: String,
+    /// The operation: `Action=` of a query-protocol body (EC2, ELB, IAM, STS), else the
+    /// `X-Amz-Target` header's operation (the tagging API), else empty.
+    pub operation: String,
+    pub at: Instant,
 }
 
 /// Cheap to clone; clones share the plan and the counts.
@@ -50,6 +64,19 @@ impl AccountThrottle {
         self.lock().throttled.get(key).copied().unwrap_or(0)
     }
 
+    /// Every request sent so far (throttled ones included), in order.
+    pub fn log(&self) -> Vec<Sent> {
+        self.lock().log.clone()
+    }
+
+    /// Forgets the log and the counts (between a benchmark's modes).
+    pub fn reset(&self) {
+        let mut st = self.lock();
+        st.sent.clear();
+        st.throttled.clear();
+        st.log.clear();
+    }
+
     /// `sdk` with its HTTP client wrapped.
     pub fn install(&self, sdk: SdkConfig) -> SdkConfig {
         let inner = sdk.http_client().unwrap_or_else(default_http_client);
@@ -66,9 +93,14 @@ impl AccountThrottle {
     }
 
     /// Counts the request; true when it must be answered with throttling.
-    fn inject(&self, key: &str, service: &str) -> bool {
+    fn inject(&self, key: &str, service: &str, operation: String) -> bool {
         let mut st = self.lock();
         *st.sent.entry(key.into()).or_default() += 1;
+        st.log.push(Sent {
+            key: key.into(),
+            operation,
+            at: Instant::now(),
+        });
         let throttle = match st.plan.get_mut(&(key.to_string(), service.to_string())) {
             Some(left) if *left > 0 => {
                 *left -= 1;
@@ -91,6 +123,20 @@ fn signer(request: &HttpRequest) -> Option<(String, String)> {
     let key = parts.next()?.to_string();
     let service = parts.nth(2)?.to_string();
     Some((key, service))
+}
+
+/// The operation a request calls (see [`Sent::operation`]).
+fn operation(request: &HttpRequest) -> String {
+    let form = request
+        .body()
+        .bytes()
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|body| body.split('&').find_map(|kv| kv.strip_prefix("Action=")));
+    let target = || {
+        let t = request.headers().get("x-amz-target")?;
+        Some(t.rsplit('.').next().unwrap_or(t))
+    };
+    form.or_else(target).unwrap_or_default().to_string()
 }
 
 #[derive(Clone, Debug)]
@@ -121,8 +167,9 @@ struct Connector {
 impl HttpConnector for Connector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         let inner = self.inner.clone();
+        let op = operation(&request);
         let inject = signer(&request)
-            .filter(|(k, s)| self.throttle.inject(k, s))
+            .filter(|(k, s)| self.throttle.inject(k, s, op))
             .map(|(_, s)| s);
         HttpConnectorFuture::new(async move {
             if let Some(service) = inject {

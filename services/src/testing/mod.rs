@@ -15,7 +15,7 @@ pub mod probe;
 mod recorder;
 mod refusing;
 
-pub use account_throttle::AccountThrottle;
+pub use account_throttle::{AccountThrottle, Sent};
 pub use baseline::baseline_phase2;
 pub use recorder::{Recorder, with_latency};
 pub use refusing::{AwsCallCount, refusing_config};

@@ -194,12 +194,16 @@ impl Registered for ExternalMetrics {
             let gate = env.fence.clone();
             // sweeper's own configuration is only the base (endpoint, default region, its own
             // credentials): each cluster gets a session of its own region and identity.
-            let sessions = Arc::new(sweeper_aws::session::SessionCache::new(
-                sweeper_aws::load_config().await,
-                Some(sweeper_aws::fence::AwsFence(Arc::new(move || {
-                    gate.permits()
-                }))),
-            ));
+            let sessions = Arc::new(
+                sweeper_aws::session::SessionCache::new(
+                    sweeper_aws::load_config().await,
+                    Some(sweeper_aws::fence::AwsFence(Arc::new(move || {
+                        gate.permits()
+                    }))),
+                )
+                // Every account's teardowns share one request budget (all its regions).
+                .with_account_budget(config.aws_budget()),
+            );
             let ctx = crate::external::controller::ExternalCtx::new(
                 env.client,
                 sessions,

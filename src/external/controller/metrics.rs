@@ -5,6 +5,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResourceLabels {
@@ -17,8 +20,18 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AccountLabels {
+    pub account: String,
+}
+
 #[derive(Clone)]
 pub struct ExternalMetrics {
+    /// Seconds teardowns' AWS calls waited on their account's request budget
+    /// (`--aws-account-qps`), by account (few: the fleet's accounts).
+    pub budget_wait: Family<AccountLabels, Counter<f64, AtomicU64>>,
+    /// What `budget_wait` last took from each account's budget (its total only grows).
+    budget_seen: Arc<Mutex<HashMap<String, f64>>>,
     /// Teardown passes that could not start because the cluster's identity or session was
     /// refused (nothing was looked up or deleted), by reason.
     pub identity_refused: Family<ReasonLabels, Counter>,
@@ -40,6 +53,8 @@ pub struct ExternalMetrics {
 impl Default for ExternalMetrics {
     fn default() -> Self {
         ExternalMetrics {
+            budget_wait: Family::default(),
+            budget_seen: Arc::default(),
             identity_refused: Family::default(),
             foreign_ignored: Counter::default(),
             deleted: Family::default(),
@@ -62,6 +77,11 @@ impl ExternalMetrics {
             "clusters_held",
             "Cluster objects sweeper leaves alone under Cluster API's contract, by state (paused, marked for move, externally managed, cluster unreadable)",
             self.held.gauge.clone(),
+        );
+        r.register(
+            "aws_budget_wait_seconds",
+            "Seconds teardowns' AWS calls waited on their account's request budget (--aws-account-qps), by account",
+            self.budget_wait.clone(),
         );
         r.register(
             "deleted",
@@ -93,6 +113,24 @@ impl ExternalMetrics {
             "Discovered AWS resources ignored because their ARN names another partition, region or account than the cluster's session",
             self.foreign_ignored.clone(),
         );
+    }
+
+    /// Adds what calls waited on `budget` since last asked (after each pass of its account).
+    pub fn count_budget_wait(&self, budget: &sweeper_aws::budget::Budget) {
+        let total = budget.waited_seconds();
+        let mut seen = self
+            .budget_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let last = seen.entry(budget.account().to_string()).or_default();
+        if total > *last {
+            self.budget_wait
+                .get_or_create(&AccountLabels {
+                    account: budget.account().to_string(),
+                })
+                .inc_by(total - *last);
+            *last = total;
+        }
     }
 
     pub fn labels(service: &str, kind: &str) -> ResourceLabels {

@@ -447,6 +447,9 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
         let report = teardown_pass(&session.clients, &req)
             .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))
             .await;
+        if let Some(b) = session.clients.throttle.as_ref().and_then(|t| t.budget()) {
+            self.ctx.metrics.count_budget_wait(b);
+        }
         if self.ctx.dry_run {
             return self
                 .planned(o, &cluster_name, &place, &report, problem.as_deref())
