@@ -34,7 +34,7 @@ use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
-use sweeper_aws::phases::{PhaseReport, teardown_pass};
+use sweeper_aws::phases::{PassReport, PassRequest, PhaseReport, teardown_pass};
 use tracing::Instrument;
 
 pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
@@ -205,6 +205,24 @@ const UNPROVEN_RETRY: Duration = Duration::from_secs(30);
 pub struct ClusterInput {
     settings: annotations::GcSettings,
     names: ClusterNames,
+}
+
+impl<K: GcKind> KindReconciler<K> {
+    /// One pass in the cluster's session, in its span; the time its calls waited for the
+    /// account's request budget is counted.
+    async fn run_pass(
+        &self,
+        session: &sweeper_aws::session::Session,
+        req: &PassRequest,
+    ) -> PassReport {
+        let report = teardown_pass(&session.clients, req)
+            .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))
+            .await;
+        if let Some(b) = session.clients.throttle.as_ref().and_then(|t| t.budget()) {
+            self.ctx.metrics.count_budget_wait(b);
+        }
+        report
+    }
 }
 
 impl<K: GcKind> Reconciler for KindReconciler<K> {
@@ -444,12 +462,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
         if let Some(p) = &problem {
             tracing::warn!(error = %p, "invalid external-dns owner id: its records are reported, not deleted; the teardown goes on");
         }
-        let report = teardown_pass(&session.clients, &req)
-            .instrument(tracing::info_span!("session", region = %session.scope.region, account = %session.scope.account, identity = %session.chain))
-            .await;
-        if let Some(b) = session.clients.throttle.as_ref().and_then(|t| t.budget()) {
-            self.ctx.metrics.count_budget_wait(b);
-        }
+        let report = self.run_pass(&session, &req).await;
         if self.ctx.dry_run {
             return self
                 .planned(o, &cluster_name, &place, &report, problem.as_deref())
