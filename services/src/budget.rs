@@ -34,7 +34,7 @@ impl AccountBudget {
 
     /// `sweeper run`'s default: EC2's non-mutating refill rate (20/s per account and region,
     /// per API), counted over all of the account's APIs and regions at once, and one second's
-    /// worth of burst (EC2's buckets hold 100 and 200). See docs/external.md.
+    /// worth of burst (EC2's buckets hold 100 and 200). See docs/capa.md, "Where each cluster is torn down".
     pub const DEFAULT: AccountBudget = AccountBudget { qps: 20, burst: 20 };
 
     pub fn is_unlimited(&self) -> bool {
@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn no_window_of_a_second_gets_more_than_burst_plus_rate() {
         // 200 calls asked at once and sent when told: in every 1-s window from the start at
-        // most burst + qps of them go (the bound docs/external.md states).
+        // most burst + qps of them go (the bound docs/capa.md states).
         let t0 = Instant::now();
         let budget = AccountBudget { qps: 20, burst: 5 };
         let mut b = Bucket::new(budget, t0);

@@ -177,7 +177,7 @@ pub struct RunConfig {
     /// AWS requests per second each AWS account's teardowns may make, all its regions and
     /// services together: every AWS call of a teardown waits for a token. The default stays
     /// under EC2's per-account, per-region refill rate (20/s for each non-mutating API); 0: no
-    /// budget (only AWS's own throttling slows sweeper). See docs/external.md.
+    /// budget (only AWS's own throttling slows sweeper). See docs/capa.md, "Where each cluster is torn down".
     #[arg(long, default_value_t = sweeper_aws::budget::AccountBudget::DEFAULT.qps, env = "SWEEPER_AWS_ACCOUNT_QPS")]
     pub aws_account_qps: u32,
 
