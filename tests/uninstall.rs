@@ -56,9 +56,10 @@ async fn uninstall_releases_sweepers_finalizers_and_deletes_nothing() {
     tenant::tenant(&scope, &tid).await;
 
     // The pause switch in the test's namespace, so no other sweeper is paused.
-    // Scoped like every test's sweeper (the cascade collector has no scope); what acts
-    // cluster-wide here is `sweeper uninstall`, which is why this binary runs alone.
-    let gc = Sweeper::start_scoped(
+    // Scoped like every test's sweeper, with the cascade collector on (it has no scope): what
+    // acts cluster-wide here is `sweeper uninstall` and that collector, which is why this binary
+    // runs alone.
+    let gc = Sweeper::start_scoped_alone(
         &scope,
         &[
             "--feature-gates",

@@ -38,6 +38,13 @@ impl Sweeper {
         Sweeper::start(&strs(&args)).await
     }
 
+    /// [`Sweeper::start_scoped`] for a test that runs alone (scripts/test.sh's one-at-a-time
+    /// phase), whose sweeper may run the cascade collector too: no other test runs beside it.
+    pub async fn start_scoped_alone(scope: &TestScope, args: &[&str]) -> Sweeper {
+        let args = scope_flags(scope, args);
+        Sweeper::start(&strs(&args)).await
+    }
+
     /// [`Sweeper::start_with_kubeconfig`] confined to `scope`.
     pub async fn start_scoped_with_kubeconfig(
         scope: &TestScope,

@@ -55,7 +55,7 @@ struct Target {
     /// The owning Cluster, for Cluster API's contract (paused or not).
     cluster: ClusterState,
     /// Whether the owner Cluster proves the object's name (cluster.rs, "Whose cluster").
-    proof: Result<(), cluster::Unproven>,
+    proof: Result<(), cluster::OwnerNotProven>,
     /// What the object claims, for the name-collision check.
     claim: claims::NameClaim,
 }
@@ -172,7 +172,7 @@ pub async fn plan(
 
 /// Whether the owner Cluster proves the name (core::cluster, "Whose cluster").
 fn whose(
-    proof: &Result<(), cluster::Unproven>,
+    proof: &Result<(), cluster::OwnerNotProven>,
     namespace: &str,
     name: &str,
     target: &str,

@@ -27,7 +27,7 @@ impl<K: GcKind> KindReconciler<K> {
     pub(super) async fn unproven(
         &self,
         o: &K,
-        why: &cluster::Unproven,
+        why: &cluster::OwnerNotProven,
     ) -> Result<Checked<ClusterInput>, ExternalError> {
         let text = format!(
             "whose cluster this is is not proven: {why}. Nothing is deleted and the finalizer {FINALIZER} stays until the owner Cluster references this object; to let it go without a teardown, an administrator removes that finalizer by hand (docs/capa.md, \"Whose cluster\"), then `sweeper teardown` cleans up what is proven to be the cluster's"

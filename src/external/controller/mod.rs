@@ -194,7 +194,7 @@ pub struct Admitted {
     linked: Option<Option<LinkedAnnotations>>,
     /// Whether the owning Cluster proves the object's name (`None`: not read; validation reads
     /// it at deletion). See cluster.rs, "Whose cluster".
-    proof: Option<Result<(), cluster::Unproven>>,
+    proof: Option<Result<(), cluster::OwnerNotProven>>,
 }
 
 /// A deletion whose owner is not proven looks again this often (the Cluster may be restored,
@@ -320,7 +320,7 @@ impl<K: GcKind> Reconciler for KindReconciler<K> {
             && let Err(cluster::ClusterNameError::NoOwner { .. }) = names
         {
             if stage == Stage::Cleanup {
-                return self.unproven(o, &cluster::Unproven::NoOwner).await;
+                return self.unproven(o, &cluster::OwnerNotProven::NoOwner).await;
             }
             tracing::debug!("no owner Cluster yet; checked again when it changes");
             return Ok(Checked::Invalid {

@@ -284,7 +284,7 @@ fn shown(r: Option<&ObjectRef>) -> String {
 /// Why an object's owner Cluster does not prove whose cluster it is ([`Owning::proof`]); the
 /// text goes on the object's condition.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Unproven {
+pub enum OwnerNotProven {
     #[error(
         "no owner reference to a cluster.x-k8s.io Cluster (a {CLUSTER_NAME_LABEL} label alone proves nothing)"
     )]
@@ -344,14 +344,14 @@ impl Owning {
 
     /// Whether the owner is proven for the object `kind`/`name` (see the module doc): `Err` says
     /// why not, for the object's condition.
-    pub fn proof(&self, kind: &str, name: &str) -> Result<(), Unproven> {
+    pub fn proof(&self, kind: &str, name: &str) -> Result<(), OwnerNotProven> {
         let Owning::Read {
             namespace,
             name: cluster,
             read,
         } = self
         else {
-            return Err(Unproven::NoOwner);
+            return Err(OwnerNotProven::NoOwner);
         };
         let at = |namespace: &str, cluster: &str| (namespace.to_string(), cluster.to_string());
         match read.as_ref() {
@@ -363,7 +363,7 @@ impl Owning {
                     ("spec.infrastructureRef", refs.infrastructure_ref.as_ref())
                 };
                 let (namespace, cluster) = at(namespace, cluster);
-                Err(Unproven::NotReferenced {
+                Err(OwnerNotProven::NotReferenced {
                     namespace,
                     cluster,
                     field,
@@ -372,11 +372,11 @@ impl Owning {
             }
             Ok(None) => {
                 let (namespace, cluster) = at(namespace, cluster);
-                Err(Unproven::Missing { namespace, cluster })
+                Err(OwnerNotProven::Missing { namespace, cluster })
             }
             Err(e) => {
                 let (namespace, cluster) = at(namespace, cluster);
-                Err(Unproven::Unreadable {
+                Err(OwnerNotProven::Unreadable {
                     namespace,
                     cluster,
                     error: e.to_string(),
