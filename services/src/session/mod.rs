@@ -150,17 +150,6 @@ impl SessionCache {
         self
     }
 
-    /// Every account's budget made so far (the `sweeper_aws_budget_wait_seconds` metric).
-    pub fn budgets(&self) -> Vec<Arc<Budget>> {
-        self.budgets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .flatten()
-            .cloned()
-            .collect()
-    }
-
     /// Wraps every session's configuration with `hook` (tests and benchmarks only).
     pub fn with_hook(mut self, hook: ConfigHook) -> Self {
         self.hook = Some(hook);

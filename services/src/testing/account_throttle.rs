@@ -2,8 +2,9 @@
 //! hook): the HTTP client answers the first `n` requests one account signs for one service with
 //! that service's throttling error, without sending them, and counts every request per account.
 //! Every request is also logged (account, operation, when), for the fleet benchmark's
-//! per-account rate and calls per resource. The account is read from the request's signature (`Credential=<key>/<date>/<region>/
-//! <service>/aws4_request`): on LocalStack a 12-digit access key id is the account.
+//! per-account rate and calls per resource. The account is read from the request's signature
+//! (`Credential=<key>/<date>/<region>/<service>/aws4_request`): on LocalStack a 12-digit access
+//! key id is the account.
 
 use super::recorder::{default_http_client, throttling_response};
 use aws_config::SdkConfig;

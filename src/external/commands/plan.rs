@@ -41,7 +41,10 @@ pub enum PlanError {
         why: annotations::AnnotationError,
     },
     #[error("{object}: {why}; nothing is looked up in AWS")]
-    Session { object: String, why: String },
+    Session {
+        object: String,
+        why: identity::SessionRefused,
+    },
 }
 
 struct Target {
@@ -134,22 +137,17 @@ pub async fn plan(
     })?;
     let req = request::pass_request(&t.names, t.object, &settings, Mode::plan(alternative));
     // The cluster's own session, as the teardown would use it; refused means no plan.
-    let no_session = |why: String| PlanError::Session {
-        object: label.clone(),
-        why,
-    };
     let at = Placement {
         namespace,
         region: t.region.as_deref(),
         identity_ref: t.identity_ref.as_ref(),
     };
-    let spec = identity::resolve(client, capa_namespace, &at)
+    let session = identity::session(client, capa_namespace, sessions, &at)
         .await
-        .map_err(|e| no_session(e.to_string()))?;
-    let session = sessions
-        .session(&spec)
-        .await
-        .map_err(|e| no_session(e.to_string()))?;
+        .map_err(|why| PlanError::Session {
+            object: label.clone(),
+            why,
+        })?;
     let report = teardown_pass(&session.clients, &req).await;
     let mut out = format!(
         "plan for cluster {namespace}/{name} ({} {target}); nothing is deleted\n\

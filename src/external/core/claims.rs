@@ -198,25 +198,16 @@ async fn place_of(
     capa_namespace: &str,
     sessions: &SessionCache,
     c: &NameClaim,
-) -> Result<Scope, PlaceError> {
+) -> Result<Scope, identity::SessionRefused> {
     let at = Placement {
         namespace: &c.namespace,
         region: c.region.as_deref(),
         identity_ref: c.identity_ref.as_ref(),
     };
-    let spec = identity::resolve(client, capa_namespace, &at).await?;
-    let session = sessions.session(&spec).await?;
-    Ok(session.scope.clone())
-}
-
-/// Why the account a rival claim's identity reaches cannot be told ([`place_of`]); both errors
-/// name the identity.
-#[derive(Debug, thiserror::Error)]
-enum PlaceError {
-    #[error(transparent)]
-    Identity(#[from] identity::IdentityError),
-    #[error(transparent)]
-    Session(#[from] sweeper_aws::session::SessionError),
+    Ok(identity::session(client, capa_namespace, sessions, &at)
+        .await?
+        .scope
+        .clone())
 }
 
 /// Every group of objects that claim one name in one region (as [`rivals`] reads it), for

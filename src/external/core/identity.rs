@@ -16,8 +16,11 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
-use sweeper_aws::session::{Principal, RoleSpec, SessionSpec, StaticKeys};
+use sweeper_aws::session::{
+    Principal, RoleSpec, Session, SessionCache, SessionError, SessionSpec, StaticKeys,
+};
 
 pub const CONTROLLER_KIND: &str = "AWSClusterControllerIdentity";
 pub const ROLE_KIND: &str = "AWSClusterRoleIdentity";
@@ -92,6 +95,28 @@ pub struct Placement<'a> {
     pub namespace: &'a str,
     pub region: Option<&'a str>,
     pub identity_ref: Option<&'a IdentityRef>,
+}
+
+/// Why a placement has no session: its identity chain stops, or AWS refuses the session. Both
+/// name the identity.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionRefused {
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// The session `at` acts in: its identity followed as CAPA does ([`resolve`]), then the cache's
+/// session for it.
+pub async fn session(
+    client: &Client,
+    capa_namespace: &str,
+    sessions: &SessionCache,
+    at: &Placement<'_>,
+) -> Result<Arc<Session>, SessionRefused> {
+    let spec = resolve(client, capa_namespace, at).await?;
+    Ok(sessions.session(&spec).await?)
 }
 
 /// Resolves a cluster's session: its region and its identity chain, read fresh.

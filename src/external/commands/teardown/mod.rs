@@ -23,6 +23,7 @@ mod opt_in;
 
 use crate::api::capa::IdentityRef;
 use crate::external::commands::scan::{self, LiveObjects, ScanTargets};
+use crate::external::core::annotations::GcSettings;
 use crate::external::core::audit;
 use crate::external::core::cluster::ClusterNames;
 use crate::external::core::identity::{self, Placement};
@@ -55,8 +56,11 @@ pub struct TeardownOutput {
 /// Runs the command (see the module doc).
 pub async fn run(client: &Client, sessions: &SessionCache, args: &TeardownArgs) -> TeardownOutput {
     let mut text = String::new();
-    let targets = match targets(args).and_then(|t| opt_in::settings(&args.gc_tasks).map(|_| t)) {
-        Ok(t) => t,
+    // The settings are read once, before anything else: a bad --gc-task stops every target.
+    let (targets, settings) = match targets(args)
+        .and_then(|t| opt_in::settings(&args.gc_tasks).map(|settings| (t, settings)))
+    {
+        Ok(both) => both,
         Err(e) => {
             return TeardownOutput {
                 text: format!("error: {e}; nothing is deleted\n"),
@@ -105,6 +109,7 @@ pub async fn run(client: &Client, sessions: &SessionCache, args: &TeardownArgs) 
             live: &live,
             not_ours: &not_ours,
             regions: &regions,
+            settings: &settings,
         };
         if let Err(stop) = one.run(t, &mut reach, &mut text).await {
             ok = false;
@@ -127,8 +132,6 @@ enum Stop {
     EksList(ApiFailure),
     #[error("error: {0}; nothing is deleted")]
     Scan(ScanError),
-    #[error("error: {0}; nothing is deleted")]
-    Settings(TargetError),
     #[error("not done after {passes} passes: run it again (it starts from what is left)")]
     NotDone { passes: u32 },
 }
@@ -200,6 +203,8 @@ struct One<'a> {
     not_ours: &'a BTreeSet<String>,
     /// Every target's region: the scan's reach asks sweeper's own identity there too.
     regions: &'a [String],
+    /// The settings every target is torn down with (`--gc-task`).
+    settings: &'a GcSettings,
 }
 
 impl One<'_> {
@@ -269,7 +274,6 @@ impl One<'_> {
             capi: t.capa.clone(),
             tag: t.eks.clone().unwrap_or_else(|| t.capa.clone()),
         };
-        let settings = opt_in::settings(&self.args.gc_tasks).map_err(Stop::Settings)?;
         let facts = ObjectFacts {
             vpc_ids: self.args.vpc_ids.clone(),
             // No object: CAPA's recorded OIDC issuer is unknown, so the IRSA provider is kept
@@ -286,7 +290,7 @@ impl One<'_> {
         };
         let plan = teardown_pass(
             c,
-            &request::pass_request(&names, facts.clone(), &settings, mode(true)),
+            &request::pass_request(&names, facts.clone(), self.settings, mode(true)),
         )
         .await;
         text::plan(out, &names, &plan, &proofs_of(&region_scan, t));
@@ -297,7 +301,7 @@ impl One<'_> {
             );
             return Ok(());
         }
-        let req = request::pass_request(&names, facts, &settings, mode(false));
+        let req = request::pass_request(&names, facts, self.settings, mode(false));
         self.delete(t, &session, &names, &req, out).await
     }
 
