@@ -7,20 +7,31 @@
 //!
 //! A kind whose watch has not listed yet, or keeps failing, answers [`NotIndexed`]: the caller
 //! then lists that kind itself, so the index only ever makes a teardown cheaper, never less
-//! complete. The set of watches follows discovery, like the cascade collector's.
+//! complete. The set of watches follows discovery, like the cascade collector's. Each kind is
+//! one streaming list where the server serves them ([`streaming`]: one request, not a list and a
+//! watch), else kube's list-then-watch.
 //!
 //! Freshness: each kind records the highest resourceVersion its watch has delivered. A watch
 //! delivers a kind's events in resourceVersion order, so a kind that has seen revision `R` holds
 //! every change made to it up to `R`. [`NameIndex::fresh_prefix`] answers only for kinds that
 //! have reached a given revision: that is how the tenant collector proves, without listing a kind,
 //! that the index saw everything the kind held when a teardown began.
+//!
+//! An idle kind delivers no events, so its objects alone would never prove it current, and every
+//! idle kind would be listed again at the end of every teardown (issue #52: 33 lists, 1.7 s of a
+//! 20/s budget after a restart). The set's *epoch* proves it instead: a revision read with quorum
+//! before the set's first watch starts. Every list a watch makes is a quorum read
+//! (`ListSemantic::MostRecent`) sent after the epoch was read, so a kind that has finished any
+//! list has delivered the epoch or a later revision, events or not.
+
+mod streaming;
 
 use crate::engine::discovery::DeletableResource;
 use crate::engine::watch::resource_key;
 use futures::StreamExt;
 use kube::api::{DynamicObject, ObjectMeta, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::{self, Event, ListSemantic};
 use kube::{Api, Client};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -199,6 +210,13 @@ fn answerable(
     Ok(kind)
 }
 
+/// The revision a finished list proves its kind has delivered: its newest object's, or the
+/// watches' epoch when that is later (an idle kind's objects are all older than the epoch, yet the
+/// list, sent after the epoch was read, holds the kind as of a newer revision).
+fn listed_revision(newest_object: Option<u64>, epoch: Option<u64>) -> Option<u64> {
+    newest_object.max(epoch)
+}
+
 fn entry(m: &ObjectMeta) -> Option<(String, IndexedObject)> {
     Some((
         m.name.clone()?,
@@ -215,14 +233,29 @@ pub struct IndexWatches {
     client: Client,
     index: NameIndex,
     running: HashMap<String, JoinHandle<()>>,
+    /// Read before any watch of this set started (module docs): every list they make is newer.
+    epoch: Option<u64>,
+    /// Whether the server's version serves streaming lists (one request a kind, not two).
+    streaming: bool,
 }
 
 impl IndexWatches {
-    pub fn new(client: Client, index: NameIndex) -> Self {
+    /// Reads the set's epoch and the server's version (two requests), before any watch starts.
+    pub async fn start(client: Client, index: NameIndex) -> Self {
+        let epoch = current_revision(&client).await;
+        let streaming = match client.apiserver_version().await {
+            Ok(v) => streaming::serves_streaming_lists(&v.major, &v.minor),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read the server's version; the index lists, then watches");
+                false
+            }
+        };
         IndexWatches {
             client,
             index,
             running: HashMap::new(),
+            epoch,
+            streaming,
         }
     }
 
@@ -252,6 +285,8 @@ impl IndexWatches {
                 r.clone(),
                 key.clone(),
                 self.index.clone(),
+                self.epoch,
+                self.streaming,
             );
             let span = tracing::info_span!("index_watch", resource = %key);
             self.running.insert(
@@ -268,9 +303,25 @@ impl Drop for IndexWatches {
     }
 }
 
-async fn watch(client: Client, r: DeletableResource, key: String, index: NameIndex) {
+async fn watch(
+    client: Client,
+    r: DeletableResource,
+    key: String,
+    index: NameIndex,
+    epoch: Option<u64>,
+    streaming: bool,
+) {
+    if streaming {
+        let refused =
+            streaming::run(Api::all_with(client.clone(), &r.resource), &key, &index).await;
+        tracing::info!(error = %refused, "the index lists, then watches this kind");
+    }
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &r.resource);
-    let config = watcher::Config::default().page_size(500);
+    // MostRecent: a quorum list, newer than the epoch (module docs). kube's default, said here
+    // because the freshness proof rests on it.
+    let config = watcher::Config::default()
+        .page_size(500)
+        .list_semantic(ListSemantic::MostRecent);
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     // A relist builds a fresh view beside the current one, which keeps answering until the new
     // one is complete.
@@ -290,7 +341,7 @@ async fn watch(client: Client, r: DeletableResource, key: String, index: NameInd
             }
             Ok(Event::InitDone) => {
                 let fresh = std::mem::take(&mut relist);
-                let seen = relist_seen.seen;
+                let seen = listed_revision(relist_seen.seen, epoch);
                 index.update(&key, |k| {
                     k.objects = fresh;
                     k.synced = Some(None);
@@ -429,6 +480,21 @@ mod tests {
             other.fresh_prefix(&r, "", 1),
             Err(NotIndexed::Behind { seen: None, .. })
         ));
+    }
+
+    #[test]
+    fn a_finished_list_proves_the_later_of_its_newest_object_and_the_epoch() {
+        // (newest object's revision, epoch) -> what the kind has delivered
+        let table = [
+            (Some(100), Some(250), Some(250)), // an idle kind: the epoch proves more
+            (Some(300), Some(250), Some(300)), // a busy kind: its own events do
+            (None, Some(250), Some(250)),      // an empty kind is current as of the epoch
+            (Some(100), None, Some(100)),      // no epoch (unreadable): objects only
+            (None, None, None),                // nothing proves anything: listed
+        ];
+        for (newest, epoch, want) in table {
+            assert_eq!(listed_revision(newest, epoch), want, "{newest:?} {epoch:?}");
+        }
     }
 
     #[test]

@@ -148,12 +148,13 @@ pub async fn find(
 const CONFIRM_WAIT: Duration = Duration::from_secs(2);
 
 /// The last word before a teardown may end (`index` strategy): everything the tenant had when
-/// the teardown began is gone. `since` is etcd's revision read (with quorum) when the teardown
-/// began; a kind whose watch has delivered that revision or a later one holds every object the
-/// kind had then, so the index answers for it ([`NameIndex::fresh_prefix`]). Every other kind is
-/// listed in full from etcd and prefix-scanned, as `scan` does. The kinds a teardown deleted from
-/// have delivered those deletes, so only the kinds it never touched are listed, and they hold
-/// no objects of the tenant.
+/// the teardown began is gone. `since` is the revision the teardown began at (the deleting
+/// Tenant's own, [`super::pass::teardown_revision`], or etcd's read with quorum); a kind whose
+/// watch has delivered that revision or a later one holds every object the kind had then, so the
+/// index answers for it ([`NameIndex::fresh_prefix`]). Every other kind is listed in full from
+/// etcd and prefix-scanned, as `scan` does. The kinds a teardown deleted from have delivered those
+/// deletes; an idle kind is current as of the index's epoch (engine::name_index), which after a
+/// restart is newer than the teardown's start: then nothing is listed at all.
 ///
 /// What it vouches for is what `scan` vouches for: every `<id>-` object that existed when the
 /// teardown began (and every one created since that the watch delivered) has been seen. An

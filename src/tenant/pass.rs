@@ -64,11 +64,21 @@ pub struct TenantPassReport {
     pub errors: Vec<PassError>,
     /// Dry run: what would be deleted.
     pub would_delete: Vec<String>,
-    /// etcd's revision when the teardown began (`index` strategy): the caller hands it back to
+    /// The revision the teardown began at (`index` strategy): the caller hands it back to
     /// every later pass of the same teardown; see [`inventory::confirm`].
     pub since: Option<u64>,
     /// The objects the API server deleted at once in this pass (no finalizer held them).
     gone: Vec<Found>,
+}
+
+/// The revision a teardown's last check proves gone against, from the Tenant being torn down:
+/// its own resourceVersion once it is being deleted. That is at or after its deletion, so
+/// everything the tenant had when it was deleted is covered, and it needs no request. After a
+/// restart it is older than the index's epoch, so every kind the index has listed is current
+/// enough and the last check lists nothing (issue #52). None (not deleting, or not etcd's number):
+/// the pass reads the store's current revision instead.
+pub fn teardown_revision(deleting: bool, resource_version: Option<&str>) -> Option<u64> {
+    resource_version.filter(|_| deleting)?.parse().ok()
 }
 
 pub async fn pass(

@@ -143,11 +143,16 @@ async fn run(
 ) {
     let ctx = &driver.reconciler;
     let index = (ctx.settings.strategy == TenantGcStrategy::Index).then(|| {
-        tokio::spawn(follow_discovery(
-            IndexWatches::new(ctx.client.clone(), ctx.index.clone()),
-            ctx.discovery.clone(),
-            shutdown.clone(),
-        ))
+        let (client, index) = (ctx.client.clone(), ctx.index.clone());
+        let (discovery, shutdown) = (ctx.discovery.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            follow_discovery(
+                IndexWatches::start(client, index).await,
+                discovery,
+                shutdown,
+            )
+            .await
+        })
     });
     let watches = Watches::all(ctx.client.clone()).labelled(&scope.to_string());
     driver
@@ -240,7 +245,12 @@ impl Reconciler for TenantCtx {
             });
         };
         let uid = t.metadata.uid.clone().unwrap_or_default();
-        let since = self.since_of(&uid, None);
+        let since = self.since_of(&uid, None).or_else(|| {
+            pass::teardown_revision(
+                t.metadata.deletion_timestamp.is_some(),
+                t.resource_version().as_deref(),
+            )
+        });
         let mut report = pass::pass(
             &self.client,
             &id,

@@ -96,7 +96,9 @@ pub async fn tenant_status(c: &Client, id: &str) -> Option<TenantStatus> {
         .and_then(|t| t.status)
 }
 
-/// Grants `user` everything except `list` on the resource `withheld` (a plural, if any).
+/// Grants `user` everything except reading the resource `withheld` (a plural, if any): no `list`
+/// and no `watch`. Both, because a watch alone reads a kind whole: the index's streaming list
+/// (engine::name_index) needs only `watch`, and a kind it can read is not one it cannot check.
 pub async fn restricted_role(c: &Client, user: &str, withheld: Option<&str>) {
     use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
     let report = sweeper::engine::discovery::discover_deletable(c)
@@ -105,7 +107,7 @@ pub async fn restricted_role(c: &Client, user: &str, withheld: Option<&str>) {
     let mut rules = vec![PolicyRule {
         api_groups: Some(vec!["*".into()]),
         resources: Some(vec!["*".into()]),
-        verbs: vec!["get", "watch", "create", "update", "patch", "delete"]
+        verbs: vec!["get", "create", "update", "patch", "delete"]
             .into_iter()
             .map(String::from)
             .collect(),
@@ -118,7 +120,7 @@ pub async fn restricted_role(c: &Client, user: &str, withheld: Option<&str>) {
         rules.push(PolicyRule {
             api_groups: Some(vec![r.resource.group.clone()]),
             resources: Some(vec![r.resource.plural.clone()]),
-            verbs: vec!["list".into()],
+            verbs: vec!["list".into(), "watch".into()],
             ..Default::default()
         });
     }

@@ -450,3 +450,17 @@ fn only_objects_the_archive_recorded_unchanged_are_deleted() {
     assert_eq!(errors.len(), 1);
     assert!(errors[0].to_string().contains("failed"), "{}", errors[0]);
 }
+
+#[test]
+fn a_teardown_is_checked_against_the_deleting_tenants_own_revision() {
+    // (being deleted, the Tenant's resourceVersion) -> the revision the last check proves against
+    let table = [
+        (true, Some("4711"), Some(4711)),
+        (false, Some("4711"), None), // not deleting: no teardown began; the store is read
+        (true, None, None),
+        (true, Some("opaque-7"), None), // not etcd's number: the store is read
+    ];
+    for (deleting, rv, want) in table {
+        assert_eq!(teardown_revision(deleting, rv), want, "{deleting} {rv:?}");
+    }
+}
