@@ -87,14 +87,13 @@ bench-tenant:
 ## account's request budget at its default (BENCH_ONLY=phase2|fleet; BENCH_FLEET_CLUSTERS scales the
 ## fleet down for a functional run: its full baseline takes about 11 minutes at 80 ms).
 bench-external:
-	./scripts/env-up.sh
-	source .state/env && \
-	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = phase2 ]; then cargo run --locked --release -p sweeper-aws --example bench_external; fi && \
-	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = fleet ]; then cargo run --locked --release -p sweeper-aws --example bench_fleet; fi
+	release="$$(./scripts/build-release.sh)" && ./scripts/env-up.sh && source .state/env && \
+	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = phase2 ]; then "$$release/examples/bench_external"; fi && \
+	if [ -z "$$BENCH_ONLY" ] || [ "$$BENCH_ONLY" = fleet ]; then "$$release/examples/bench_fleet"; fi
 
 ## make bench-scan: the leak scan (`sweeper scan`) against LocalStack with added latency
 ## (BENCH_LATENCY_MS, default 80): its calls against one tagging query per cluster name, and its
 ## time with 20 vs 200 live clusters (BENCH_RUNS scans of each, default 5). A few minutes.
 bench-scan:
-	./scripts/env-up.sh
-	source .state/env && cargo run --locked --release -p sweeper-aws --example bench_scan
+	release="$$(./scripts/build-release.sh)" && ./scripts/env-up.sh && source .state/env && \
+	"$$release/examples/bench_scan"

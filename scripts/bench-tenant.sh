@@ -5,10 +5,9 @@
 # release sweeper binary, SWEEPER_BIN).
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
-cargo build --locked --release --bin sweeper
-cargo build --locked --release --example bench_tenant
+release="$("$REPO_ROOT/scripts/build-release.sh")"
 "$REPO_ROOT/scripts/env-up.sh"
 # shellcheck disable=SC1091
 source "$SWEEPER_STATE/env"
-export SWEEPER_BIN="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/sweeper"
-"${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/examples/bench_tenant"
+export SWEEPER_BIN="$release/sweeper"
+"$release/examples/bench_tenant"
