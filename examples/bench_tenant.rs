@@ -221,7 +221,7 @@ async fn start_index(c: &Client) -> (NameIndex, IndexWatches, f64, usize) {
         .unwrap()
         .resources;
     let index = NameIndex::default();
-    let mut watches = IndexWatches::start(c.clone(), index.clone()).await;
+    let mut watches = IndexWatches::new(c.clone(), index.clone());
     watches.reconcile(&resources);
     let cluster_scoped: Vec<_> = resources.iter().filter(|r| !r.namespaced).collect();
     for _ in 0..600 {

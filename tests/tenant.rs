@@ -431,7 +431,7 @@ async fn the_last_check_lists_only_what_the_index_cannot_vouch_for_and_misses_no
         .expect("discovery")
         .resources;
     let index = NameIndex::default();
-    let mut watches = IndexWatches::start(c.clone(), index.clone()).await;
+    let mut watches = IndexWatches::new(c.clone(), index.clone());
     watches.reconcile(&resources);
     let id = TenantId::parse(&a, None).unwrap();
     let seen_all = eventually(T, || async {

@@ -233,16 +233,23 @@ pub struct IndexWatches {
     client: Client,
     index: NameIndex,
     running: HashMap<String, JoinHandle<()>>,
-    /// Read before any watch of this set started (module docs): every list they make is newer.
+    /// Read by the first watch, before any watch sends a request (module docs).
+    setup: Arc<tokio::sync::OnceCell<Setup>>,
+}
+
+/// What every watch of a set needs before its first request.
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    /// A quorum revision: every list the set's watches make is newer.
     epoch: Option<u64>,
     /// Whether the server's version serves streaming lists (one request a kind, not two).
     streaming: bool,
 }
 
-impl IndexWatches {
-    /// Reads the set's epoch and the server's version (two requests), before any watch starts.
-    pub async fn start(client: Client, index: NameIndex) -> Self {
-        let epoch = current_revision(&client).await;
+impl Setup {
+    /// Two requests, once per set.
+    async fn read(client: &Client) -> Self {
+        let epoch = current_revision(client).await;
         let streaming = match client.apiserver_version().await {
             Ok(v) => streaming::serves_streaming_lists(&v.major, &v.minor),
             Err(e) => {
@@ -250,12 +257,20 @@ impl IndexWatches {
                 false
             }
         };
+        Setup { epoch, streaming }
+    }
+}
+
+impl IndexWatches {
+    /// No request yet: the first watch reads the set's [`Setup`]. The kinds a reconcile starts
+    /// show as listing at once, so a pass that asks meanwhile waits for them rather than listing
+    /// them itself (first_lists).
+    pub fn new(client: Client, index: NameIndex) -> Self {
         IndexWatches {
             client,
             index,
             running: HashMap::new(),
-            epoch,
-            streaming,
+            setup: Arc::default(),
         }
     }
 
@@ -285,8 +300,7 @@ impl IndexWatches {
                 r.clone(),
                 key.clone(),
                 self.index.clone(),
-                self.epoch,
-                self.streaming,
+                self.setup.clone(),
             );
             let span = tracing::info_span!("index_watch", resource = %key);
             self.running.insert(
@@ -308,9 +322,9 @@ async fn watch(
     r: DeletableResource,
     key: String,
     index: NameIndex,
-    epoch: Option<u64>,
-    streaming: bool,
+    setup: Arc<tokio::sync::OnceCell<Setup>>,
 ) {
+    let Setup { epoch, streaming } = *setup.get_or_init(|| Setup::read(&client)).await;
     if streaming {
         let refused =
             streaming::run(Api::all_with(client.clone(), &r.resource), &key, &index).await;

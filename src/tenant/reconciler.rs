@@ -143,16 +143,11 @@ async fn run(
 ) {
     let ctx = &driver.reconciler;
     let index = (ctx.settings.strategy == TenantGcStrategy::Index).then(|| {
-        let (client, index) = (ctx.client.clone(), ctx.index.clone());
-        let (discovery, shutdown) = (ctx.discovery.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            follow_discovery(
-                IndexWatches::start(client, index).await,
-                discovery,
-                shutdown,
-            )
-            .await
-        })
+        tokio::spawn(follow_discovery(
+            IndexWatches::new(ctx.client.clone(), ctx.index.clone()),
+            ctx.discovery.clone(),
+            shutdown.clone(),
+        ))
     });
     let watches = Watches::all(ctx.client.clone()).labelled(&scope.to_string());
     driver
