@@ -48,6 +48,17 @@ pub fn serves_streaming_lists(major: &str, minor: &str) -> bool {
 #[error("the API server refuses streaming lists: {0}")]
 pub struct Refused(#[source] pub kube::Error);
 
+/// Why one streaming watch stopped (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+enum Failed {
+    #[error(transparent)]
+    Request(#[from] kube::Error),
+    #[error("the watch sent an error: {0}")]
+    Event(String),
+    #[error("the watch ended before its snapshot did")]
+    Early,
+}
+
 /// A request the server refused because of its parameters (400, 422): retrying cannot help.
 fn is_refusal(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 400 || s.code == 422)
@@ -62,12 +73,13 @@ pub async fn run(api: Api<DynamicObject>, key: &str, index: &NameIndex) -> Refus
         let outcome = match api.watch_metadata(&wp, "").await {
             Ok(stream) => follow(&api, stream, key, index).await,
             Err(e) if is_refusal(&e) && failures == 0 => return Refused(e),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(Failed::Request(e)),
         };
         match outcome {
             // Expired (410): a fresh snapshot, at once.
             Ok(()) => failures = 0,
-            Err(reason) => {
+            Err(failed) => {
+                let reason = failed.to_string();
                 tracing::debug!(%reason, "index watch failed; retrying with backoff");
                 index.update(key, |k| {
                     if k.synced.is_some() {
@@ -94,7 +106,7 @@ async fn follow(
     stream: impl Stream<Item = kube::Result<WatchEvent<PartialObjectMeta<DynamicObject>>>> + Send,
     key: &str,
     index: &NameIndex,
-) -> Result<(), String> {
+) -> Result<(), Failed> {
     let mut stream = stream.boxed();
     let mut snapshot = BTreeMap::new();
     let mut newest: Option<u64> = None;
@@ -119,9 +131,9 @@ async fn follow(
                 }
             }
             Some(Ok(WatchEvent::Error(s))) if s.code == 410 => return Ok(()),
-            Some(Ok(WatchEvent::Error(s))) => return Err(s.message),
-            Some(Err(e)) => return Err(e.to_string()),
-            None => return Err("the watch ended before its snapshot did".into()),
+            Some(Ok(WatchEvent::Error(s))) => return Err(Failed::Event(s.message)),
+            Some(Err(e)) => return Err(Failed::Request(e)),
+            None => return Err(Failed::Early),
         }
     };
     // Changes, resumed from the last revision seen when a request ends (its timeout).
@@ -153,8 +165,8 @@ async fn follow(
                     revision = b.metadata.resource_version;
                 }
                 Ok(WatchEvent::Error(s)) if s.code == 410 => return Ok(()),
-                Ok(WatchEvent::Error(s)) => return Err(s.message),
-                Err(e) => return Err(e.to_string()),
+                Ok(WatchEvent::Error(s)) => return Err(Failed::Event(s.message)),
+                Err(e) => return Err(Failed::Request(e)),
             }
         }
         // Bookmarks are on by default.
@@ -162,7 +174,7 @@ async fn follow(
         stream = match api.watch_metadata(&wp, &revision).await {
             Ok(s) => s.boxed(),
             Err(kube::Error::Api(s)) if s.code == 410 => return Ok(()),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Failed::Request(e)),
         };
     }
 }
