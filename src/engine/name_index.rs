@@ -152,6 +152,50 @@ impl NameIndex {
         f(kinds.entry(key.to_string()).or_default());
     }
 
+    // The four changes a watch makes, one for each thing it is told; both watch loops (kube's
+    // list-then-watch below, the streaming one in streaming.rs) call these, so they keep one
+    // meaning. Each object and its revision change under one lock: a reader that sees the
+    // revision sees the change.
+
+    /// A complete view of `key` as of `seen`: the kind is synced and healthy.
+    fn replaced(&self, key: &str, objects: BTreeMap<String, IndexedObject>, seen: Option<u64>) {
+        self.update(key, |k| {
+            k.objects = objects;
+            k.synced = Some(None);
+            k.seen = seen;
+        });
+    }
+
+    /// An object added or changed.
+    fn applied(&self, key: &str, m: &ObjectMeta) {
+        if let Some((name, e)) = entry(m) {
+            self.update(key, |k| {
+                k.objects.insert(name, e);
+                k.saw(m);
+            });
+        }
+    }
+
+    /// An object deleted.
+    fn removed(&self, key: &str, m: &ObjectMeta) {
+        if let Some(name) = &m.name {
+            self.update(key, |k| {
+                k.objects.remove(name);
+                k.saw(m);
+            });
+        }
+    }
+
+    /// The watch failed: a kind that was synced is not answered until it is again (its last
+    /// view is kept meanwhile); one still listing stays listing.
+    fn failing(&self, key: &str, reason: String) {
+        self.update(key, |k| {
+            if k.synced.is_some() {
+                k.synced = Some(Some(reason));
+            }
+        });
+    }
+
     fn forget(&self, key: &str) {
         self.kinds
             .write()
@@ -355,39 +399,13 @@ async fn watch(
             }
             Ok(Event::InitDone) => {
                 let fresh = std::mem::take(&mut relist);
-                let seen = listed_revision(relist_seen.seen, epoch);
-                index.update(&key, |k| {
-                    k.objects = fresh;
-                    k.synced = Some(None);
-                    k.seen = seen;
-                });
+                index.replaced(&key, fresh, listed_revision(relist_seen.seen, epoch));
             }
-            // The object and the revision change under one lock: a reader that sees the revision
-            // sees the change.
-            Ok(Event::Apply(o)) => {
-                if let Some((name, e)) = entry(&o.metadata) {
-                    index.update(&key, |k| {
-                        k.objects.insert(name, e);
-                        k.saw(&o.metadata);
-                    });
-                }
-            }
-            Ok(Event::Delete(o)) => {
-                if let Some(name) = &o.metadata.name {
-                    index.update(&key, |k| {
-                        k.objects.remove(name);
-                        k.saw(&o.metadata);
-                    });
-                }
-            }
+            Ok(Event::Apply(o)) => index.applied(&key, &o.metadata),
+            Ok(Event::Delete(o)) => index.removed(&key, &o.metadata),
             Err(e) => {
                 tracing::debug!(error = %e, "index watch failed; retrying with backoff");
-                let reason = e.to_string();
-                index.update(&key, |k| {
-                    if k.synced.is_some() {
-                        k.synced = Some(Some(reason));
-                    }
-                });
+                index.failing(&key, e.to_string());
             }
         }
     }

@@ -81,11 +81,7 @@ pub async fn run(api: Api<DynamicObject>, key: &str, index: &NameIndex) -> Refus
             Err(failed) => {
                 let reason = failed.to_string();
                 tracing::debug!(%reason, "index watch failed; retrying with backoff");
-                index.update(key, |k| {
-                    if k.synced.is_some() {
-                        k.synced = Some(Some(reason));
-                    }
-                });
+                index.failing(key, reason);
                 failures += 1;
                 tokio::time::sleep(backoff(failures)).await;
             }
@@ -121,12 +117,7 @@ async fn follow(
             Some(Ok(WatchEvent::Bookmark(b))) => {
                 if b.metadata.annotations.contains_key(INITIAL_EVENTS_END) {
                     let at = revision_of(Some(&b.metadata.resource_version));
-                    let objects = std::mem::take(&mut snapshot);
-                    index.update(key, |k| {
-                        k.objects = objects;
-                        k.synced = Some(None);
-                        k.seen = at.max(newest);
-                    });
+                    index.replaced(key, std::mem::take(&mut snapshot), at.max(newest));
                     break b.metadata.resource_version;
                 }
             }
@@ -142,21 +133,11 @@ async fn follow(
             match event {
                 Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
                     revision = o.metadata.resource_version.clone().unwrap_or(revision);
-                    if let Some((name, e)) = entry(&o.metadata) {
-                        index.update(key, |k| {
-                            k.objects.insert(name, e);
-                            k.saw(&o.metadata);
-                        });
-                    }
+                    index.applied(key, &o.metadata);
                 }
                 Ok(WatchEvent::Deleted(o)) => {
                     revision = o.metadata.resource_version.clone().unwrap_or(revision);
-                    if let Some(name) = &o.metadata.name {
-                        index.update(key, |k| {
-                            k.objects.remove(name);
-                            k.saw(&o.metadata);
-                        });
-                    }
+                    index.removed(key, &o.metadata);
                 }
                 // A bookmark proves the kind current to its revision, events or not.
                 Ok(WatchEvent::Bookmark(b)) => {
