@@ -235,6 +235,10 @@ sys.exit(0 if all(s.get(k) in ("available", "running") for k in ("ec2", "elb", "
   wait_for localstack 120 ls_healthy
 fi
 
+# What killed test runs left held keeps its namespace Terminating and the namespace controller
+# busy (the script says why); released before anything measures or tests against the server.
+KUBECONFIG_FILE="$KUBECONFIG_FILE" "$REPO_ROOT/scripts/clear-test-leftovers.sh"
+
 cat > "$SWEEPER_STATE/env" <<ENV
 export KUBECONFIG=$KUBECONFIG_FILE
 export SWEEPER_TEST_ENV=$SWEEPER_STATE
