@@ -214,7 +214,9 @@ struct Requests {
 fn requests(log: &[Sent], start: Instant) -> Requests {
     let mut per_window: HashMap<(&str, u64), usize> = HashMap::new();
     let (mut listings, mut sessions, mut others) = (0, 0, 0);
+    let mut by_operation: std::collections::BTreeMap<&str, usize> = Default::default();
     for r in log {
+        *by_operation.entry(r.operation.as_str()).or_default() += 1;
         let window = r.at.saturating_duration_since(start).as_secs();
         *per_window.entry((r.key.as_str(), window)).or_default() += 1;
         let op = r.operation.as_str();
@@ -229,6 +231,8 @@ fn requests(log: &[Sent], start: Instant) -> Requests {
             others += 1;
         }
     }
+    // Where the requests went, for the reader of a run (stderr): which listings a pass repeats.
+    eprintln!("sweeper's requests by operation: {by_operation:?}");
     Requests {
         peak: per_window.values().copied().max().unwrap_or(0),
         sustained: {
