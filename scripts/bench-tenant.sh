@@ -9,5 +9,6 @@ release="$("$REPO_ROOT/scripts/build-release.sh")"
 "$REPO_ROOT/scripts/env-up.sh"
 # shellcheck disable=SC1091
 source "$SWEEPER_STATE/env"
+check_idle_server
 export SWEEPER_BIN="$release/sweeper"
 "$release/examples/bench_tenant"
