@@ -240,25 +240,16 @@ impl Drop for TestScope {
 /// every later test and benchmark on the same server. scripts/clear-test-leftovers.sh does the
 /// same for what a killed run left.
 async fn release_held_clusters(client: &Client, ns: &str) {
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
-    const HELD: [(&str, &str, &str); 2] = [
+    use kube::api::{Patch, PatchParams};
+    const HELD: [(&str, &str); 2] = [
+        ("infrastructure.cluster.x-k8s.io/v1beta2", "AWSCluster"),
         (
-            "infrastructure.cluster.x-k8s.io",
-            "AWSCluster",
-            "awsclusters",
-        ),
-        (
-            "controlplane.cluster.x-k8s.io",
+            "controlplane.cluster.x-k8s.io/v1beta2",
             "AWSManagedControlPlane",
-            "awsmanagedcontrolplanes",
         ),
     ];
-    for (group, kind, plural) in HELD {
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(group, "v1beta2", kind),
-            plural,
-        );
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    for (api_version, kind) in HELD {
+        let api = capa::api(client, ns, api_version, kind);
         // Not installed, or nothing there: nothing is held.
         let Ok(list) = api.list_metadata(&Default::default()).await else {
             continue;
