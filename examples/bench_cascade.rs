@@ -906,8 +906,8 @@ async fn limit_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
         .max_by(|a, b| a.rate.total_cmp(&b.rate))
         .unwrap();
     let rates: Vec<f64> = cascades.iter().map(|b| b.rate).collect();
-    // Unset: sweeper's own default for an unthrottled client (40).
-    let workers = std::env::var("SWEEPER_CASCADE_WORKERS").unwrap_or_else(|_| "40".into());
+    // Unset: sweeper's own default (80).
+    let workers = std::env::var("SWEEPER_CASCADE_WORKERS").unwrap_or_else(|_| "80".into());
     let ms = |d: f64| d * 1e3;
     vec![
         format!(

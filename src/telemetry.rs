@@ -2,6 +2,7 @@
 //! command's, [`default_level`]).
 
 use crate::config::LogFormat;
+use std::io::IsTerminal;
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 /// `warn` for the commands whose output is a report (`scan`, `teardown`, `check`, `gc`): their
@@ -16,8 +17,14 @@ pub fn init(format: LogFormat, default: &str) {
     let registry = tracing_subscriber::registry().with(filter);
     // try_init: a second call (tests) is harmless rather than a panic.
     let _ = match format {
+        // Colours only on a terminal: `kubectl logs`, a log shipper or a file read escape codes
+        // as text, and a search for " ERROR " would miss every line.
         LogFormat::Text => registry
-            .with(fmt::layer().with_writer(std::io::stderr))
+            .with(
+                fmt::layer()
+                    .with_ansi(std::io::stderr().is_terminal())
+                    .with_writer(std::io::stderr),
+            )
             .try_init(),
         LogFormat::Json => registry
             .with(

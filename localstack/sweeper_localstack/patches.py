@@ -54,7 +54,52 @@ def _patch_target_groups_of_a_new_load_balancer() -> None:
     ELBv2Backend.describe_target_groups = describe_target_groups
 
 
+def _patch_nat_gateway_delete_removes_its_interface() -> None:
+    """DeleteNatGateway: AWS deletes the gateway's network interface with it (its Elastic IP
+    stays allocated, disassociated); moto marks the gateway `deleted` and keeps the interface,
+    still holding the address, so an account's inventory after a teardown lists an ENI that AWS
+    would not (seen after CAPA's and sweeper's NAT deletes alike).
+    """
+    from moto.ec2.models.nat_gateways import NatGatewayBackend
+
+    original = NatGatewayBackend.delete_nat_gateway
+
+    def delete_nat_gateway(self, nat_gateway_id):
+        gateway = original(self, nat_gateway_id)
+        eni = getattr(gateway, "_eni", None)
+        if eni is not None and eni.id in self.enis:
+            for address in self.addresses:
+                if address.eni is eni:
+                    self.disassociate_address(address=address.public_ip)
+            self.enis.pop(eni.id, None)
+        return gateway
+
+    NatGatewayBackend.delete_nat_gateway = delete_nat_gateway
+
+
+def _patch_vpc_delete_removes_its_default_acl() -> None:
+    """DeleteVpc: AWS deletes the VPC's default network ACL with it, as it does the main route
+    table and the default security group (moto removes those two, not the ACL), so the ACL of a
+    deleted VPC stays listed by DescribeNetworkAcls. Only the default ACL: a custom one is the
+    user's and, on AWS, a dependency.
+    """
+    from moto.ec2.models.vpcs import VPCBackend
+
+    original = VPCBackend.delete_vpc
+
+    def delete_vpc(self, vpc_id):
+        vpc = original(self, vpc_id)
+        for acl_id, acl in list(self.network_acls.items()):
+            if acl.vpc_id == vpc_id and acl.default:
+                self.network_acls.pop(acl_id, None)
+        return vpc
+
+    VPCBackend.delete_vpc = delete_vpc
+
+
 @hooks.on_infra_start()
 def sweeper_moto_patches() -> None:
     _patch_portless_rules()
     _patch_target_groups_of_a_new_load_balancer()
+    _patch_nat_gateway_delete_removes_its_interface()
+    _patch_vpc_delete_removes_its_default_acl()

@@ -12,8 +12,11 @@
 
 pub mod aws;
 pub mod capa;
+pub mod capa_cluster;
+pub mod capa_manager;
 pub mod chart;
 pub mod conformance;
+pub mod inventory;
 pub mod kustomize;
 pub mod objects;
 pub mod release;

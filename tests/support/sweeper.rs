@@ -1,6 +1,7 @@
 //! Runs the real `sweeper` binary against the test environment, for tests of whole collectors.
 
 use super::{EnvFacts, TestScope};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -96,6 +97,21 @@ impl Sweeper {
     /// (`--http-insecure=false`, `--http-tls-…`): only tests/http_auth.rs is about the port's
     /// security.
     pub fn spawn_with(args: &[&str], kubeconfig: &str) -> Sweeper {
+        Sweeper::spawn_to(args, kubeconfig, Stdio::inherit())
+    }
+
+    /// [`Sweeper::start_scoped`] with its log (stderr) written to `log`, for a test that reads it.
+    pub async fn start_scoped_logged(scope: &TestScope, args: &[&str], log: &Path) -> Sweeper {
+        let args = scoped(scope, args);
+        let file = std::fs::File::create(log).expect("create the sweeper log");
+        let kubeconfig = EnvFacts::load().get("SWEEPER_SA_KUBECONFIG");
+        let s = Sweeper::spawn_to(&strs(&args), &kubeconfig, file.into());
+        s.wait_ready(Duration::from_secs(60)).await;
+        s
+    }
+
+    /// [`Sweeper::spawn_with`], its stderr (the log) sent to `stderr`.
+    fn spawn_to(args: &[&str], kubeconfig: &str, stderr: Stdio) -> Sweeper {
         let secure = args
             .iter()
             .any(|a| *a == "--http-insecure=false" || a.starts_with("--http-tls"));
@@ -124,7 +140,7 @@ impl Sweeper {
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", log)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn sweeper");
         Sweeper {

@@ -216,6 +216,9 @@ fn record<D: std::fmt::Debug>(
     }
     match res {
         Ok(Outcome::Deleted) => {
+            // Every delete in the log, as every untag and change above: the dangerous verb is
+            // never silent (the audit record holds the same, with the facts it was judged on).
+            tracing::info!(arn = %t.id, "deleted");
             report.deleted.push(rref.clone());
             let detail = format!("{:?}", t.detail);
             report.audit.push(audited(rref, t, detail, inventory));

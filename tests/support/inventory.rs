@@ -1,8 +1,9 @@
 //! An account's inventory in one region: every resource the tagging API and the EC2, ELB and
 //! ELBv2 describes list there, one `"<kind> <id>"` line each. Two inventories of a fresh account,
 //! before a cluster was built and after it was torn down, are equal when nothing was left behind
-//! and nothing that was there before was touched. NAT gateways in `deleted` and instances in
-//! `terminated` are gone for this purpose (AWS lists them for a while; so does LocalStack).
+//! and nothing that was there before was touched. NAT gateways in `deleted` (with their tags in
+//! the tagging API's answer) and instances in `terminated` are gone for this purpose (AWS lists
+//! them for a while; so does LocalStack).
 
 use std::collections::BTreeSet;
 use sweeper_aws::phases::AwsClients;
@@ -102,13 +103,14 @@ pub async fn inventory(c: &AwsClients) -> BTreeSet<String> {
         .send()
         .await
         .expect("DescribeNatGateways");
+    let mut deleted_nat = BTreeSet::new();
     for g in nat.nat_gateways() {
         let state = g.state().map(|s| s.as_str()).unwrap_or_default();
-        if !matches!(state, "deleted" | "deleting") {
-            s.insert(format!(
-                "nat-gateway {}",
-                g.nat_gateway_id().unwrap_or_default()
-            ));
+        let id = g.nat_gateway_id().unwrap_or_default();
+        if matches!(state, "deleted" | "deleting") {
+            deleted_nat.insert(format!("natgateway/{id}"));
+        } else {
+            s.insert(format!("nat-gateway {id}"));
         }
     }
     let inst = ec2
@@ -154,7 +156,12 @@ pub async fn inventory(c: &AwsClients) -> BTreeSet<String> {
         .await
         .expect("GetResources");
     for m in tagged.resource_tag_mapping_list() {
-        s.insert(format!("tagged {}", m.resource_arn().unwrap_or_default()));
+        let arn = m.resource_arn().unwrap_or_default();
+        // A deleted NAT gateway keeps its tags while it is still described (LocalStack's tagging
+        // API lists it then): gone here as in the describe above.
+        if !deleted_nat.iter().any(|g| arn.ends_with(g.as_str())) {
+            s.insert(format!("tagged {arn}"));
+        }
     }
     s
 }
@@ -165,4 +172,52 @@ pub fn diff(before: &BTreeSet<String>, after: &BTreeSet<String>) -> (Vec<String>
         after.difference(before).cloned().collect(),
         before.difference(after).cloned().collect(),
     )
+}
+
+/// The inventory lines of the snapshot sweeper takes of `volume` before deleting it (its EBS
+/// cleaner's default, `--external-ebs-snapshot`): a teardown leaves it on purpose, tagged with
+/// the volume and the cluster. Fails unless there is exactly one.
+pub async fn sweepers_snapshot(c: &AwsClients, cluster: &str, volume: &str) -> BTreeSet<String> {
+    use sweeper_aws::cleaners::volumes::{CLUSTER_TAG, SOURCE_VOLUME_TAG};
+    use sweeper_aws::locate::tags::ec2_tag_filter as filter;
+    let out = c
+        .ec2
+        .describe_snapshots()
+        .owner_ids("self")
+        .filters(filter(SOURCE_VOLUME_TAG, volume))
+        .filters(filter(CLUSTER_TAG, cluster))
+        .send()
+        .await
+        .expect("DescribeSnapshots");
+    let ids: Vec<&str> = out
+        .snapshots()
+        .iter()
+        .filter_map(|s| s.snapshot_id())
+        .collect();
+    assert_eq!(
+        ids.len(),
+        1,
+        "sweeper snapshots {volume} once before deleting it: {ids:?}"
+    );
+    let arn = tagged_arns(c).await;
+    let mut lines = BTreeSet::from([format!("snapshot {}", ids[0])]);
+    lines.extend(
+        arn.into_iter()
+            .filter(|a| a.ends_with(&format!("snapshot/{}", ids[0])))
+            .map(|a| format!("tagged {a}")),
+    );
+    lines
+}
+
+async fn tagged_arns(c: &AwsClients) -> Vec<String> {
+    let out = c
+        .tagging
+        .get_resources()
+        .send()
+        .await
+        .expect("GetResources");
+    out.resource_tag_mapping_list()
+        .iter()
+        .filter_map(|m| m.resource_arn().map(str::to_string))
+        .collect()
 }
