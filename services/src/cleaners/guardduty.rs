@@ -264,7 +264,7 @@ mod calls {
         );
         assert!(matches!(
             GuardDutyEndpoint.delete(&cx, &found[0]).await.unwrap(),
-            Outcome::Remaining(_)
+            Outcome::Requested(_)
         ));
         let found = GuardDutyGroup.discover(&cx).await.unwrap();
         assert_eq!(

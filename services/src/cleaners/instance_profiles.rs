@@ -110,7 +110,9 @@ impl Cleaner for InstanceProfiles {
                 | Outcome::DeletedWith(_)
                 | Outcome::Untagged(_)
                 | Outcome::Also(..) => {}
-                left @ (Outcome::Remaining(_) | Outcome::Failed(_)) => return Ok(left),
+                left @ (Outcome::Remaining(_) | Outcome::Requested(_) | Outcome::Failed(_)) => {
+                    return Ok(left);
+                }
             }
         }
         let res = call("iam.DeleteInstanceProfile", || {

@@ -173,6 +173,10 @@ pub enum Outcome {
     /// Deletion started or still blocked; the reason says what we wait for (its kind: a failed
     /// call's, or `Dependency` for a wait). Keeps the phase open.
     Remaining(Failure),
+    /// An asynchronous delete AWS accepted (a NAT gateway, a VPC endpoint): audited now, as it is
+    /// this pass that deleted it (the pass that later finds it gone records nothing); keeps the
+    /// phase open, as [`Outcome::Remaining`] with the reason, until it is gone.
+    Requested(Failure),
     /// Not deleted, and an error of the pass that no call returned: calls AWS answered without
     /// doing what they asked (a revoke that revoked nothing). Reported in the phase's `errors`.
     Failed(Failure),
@@ -209,7 +213,7 @@ pub fn settle<T>(
 /// to see it gone.
 pub(crate) fn requested(o: Outcome) -> Outcome {
     match o {
-        Outcome::Deleted => Outcome::Remaining(Failure::waiting(
+        Outcome::Deleted => Outcome::Requested(Failure::waiting(
             "deletion requested; waiting until deleted",
         )),
         o => o,
@@ -401,14 +405,14 @@ mod tests {
             o => panic!("{o:?}"),
         }
         match requested(Outcome::Deleted) {
-            Outcome::Remaining(why) => assert_eq!(why.kind, FailureKind::Dependency),
+            Outcome::Requested(why) => assert_eq!(why.kind, FailureKind::Dependency),
             o => panic!("{o:?}"),
         }
     }
 
     #[test]
-    fn an_accepted_asynchronous_delete_stays_remaining() {
-        assert!(matches!(requested(Outcome::Deleted), Outcome::Remaining(_)));
+    fn an_accepted_asynchronous_delete_is_requested_and_stays_open() {
+        assert!(matches!(requested(Outcome::Deleted), Outcome::Requested(_)));
         assert_eq!(requested(Outcome::Gone), Outcome::Gone);
     }
 }

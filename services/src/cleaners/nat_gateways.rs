@@ -130,7 +130,7 @@ mod calls {
         assert_eq!(seen, [("nat-live", false), ("nat-deleting", true)]);
         // Accepted is not finished: the EIPs and subnets wait for `deleted`.
         let out = NatGateways.delete(&cx, &found[0]).await.unwrap();
-        assert!(matches!(out, Outcome::Remaining(_)), "{out:?}");
+        assert!(matches!(out, Outcome::Requested(_)), "{out:?}");
         assert_calls(&delete, 1, "DeleteNatGateway");
     }
 }

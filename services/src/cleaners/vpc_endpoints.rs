@@ -151,7 +151,7 @@ mod calls {
         assert_eq!(seen, [("vpce-live", false), ("vpce-deleting", true)]);
         let out = VpcEndpoints.delete(&cx, &found[0]).await.unwrap();
         assert!(
-            matches!(out, Outcome::Remaining(_)),
+            matches!(out, Outcome::Requested(_)),
             "requested, not finished: {out:?}"
         );
         assert_calls(&delete, 1, "DeleteVpcEndpoints");

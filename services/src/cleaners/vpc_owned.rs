@@ -58,7 +58,9 @@ pub(crate) fn before_delete<T>(
     op: &'static str,
 ) -> Result<Option<Outcome>, CleanError> {
     match super::settle(res, kind, id, op)? {
-        left @ (Outcome::Remaining(_) | Outcome::Failed(_)) => Ok(Some(left)),
+        left @ (Outcome::Remaining(_) | Outcome::Requested(_) | Outcome::Failed(_)) => {
+            Ok(Some(left))
+        }
         Outcome::Deleted
         | Outcome::DeletedWith(_)
         | Outcome::Untagged(_)

@@ -246,6 +246,14 @@ fn record<D: std::fmt::Debug>(
             tracing::info!(arn = %t.id, %reason, "not deleted yet");
             report.remaining.push((rref.clone(), reason.on(rref)));
         }
+        Ok(Outcome::Requested(reason)) => {
+            tracing::info!(arn = %t.id, "deletion requested");
+            let detail = format!("{:?}; deletion requested", t.detail);
+            report
+                .audit
+                .push(audited(rref.clone(), t, detail, inventory));
+            report.remaining.push((rref.clone(), reason.on(rref)));
+        }
         Ok(Outcome::Failed(why)) => {
             tracing::warn!(arn = %t.id, error = %why, "not deleted");
             report.errors.push(why.on(rref));
@@ -342,7 +350,7 @@ mod tests {
         let waiting = || Failure::waiting("attached");
         let failed = || Failure::new(FailureKind::Other, "revoked nothing");
         let also = |o: Outcome| Outcome::Also(vec![audit_of("sg-other")], Box::new(o));
-        let table: [(Outcome, usize, usize, usize, usize, usize, usize); 8] = [
+        let table: [(Outcome, usize, usize, usize, usize, usize, usize); 9] = [
             (Outcome::Deleted, 1, 0, 0, 0, 1, 0),
             (Outcome::DeletedWith("snap-1".into()), 1, 0, 0, 0, 1, 1),
             (
@@ -356,6 +364,8 @@ mod tests {
             ),
             (Outcome::Gone, 0, 0, 0, 0, 0, 0),
             (Outcome::Remaining(waiting()), 0, 0, 1, 0, 0, 0),
+            // An accepted asynchronous delete: audited by this pass, the phase kept open.
+            (Outcome::Requested(waiting()), 0, 0, 1, 0, 1, 0),
             (Outcome::Failed(failed()), 0, 0, 0, 1, 0, 0),
             // Changes to other resources are audited whatever became of the target.
             (also(Outcome::Gone), 0, 0, 0, 0, 1, 0),

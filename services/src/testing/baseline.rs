@@ -30,7 +30,9 @@ pub async fn baseline_phase2(clients: &AwsClients, cluster_name: &str) -> PhaseR
     let mut record = |kind: &str, id: &str, res: Result<Outcome, CleanError>| match res {
         Ok(Outcome::Deleted | Outcome::DeletedWith(_)) => report.deleted.push(rref(kind, id)),
         Ok(Outcome::Gone | Outcome::Untagged(_) | Outcome::Also(..)) => {}
-        Ok(Outcome::Remaining(r)) => report.remaining.push((rref(kind, id), r)),
+        Ok(Outcome::Remaining(r) | Outcome::Requested(r)) => {
+            report.remaining.push((rref(kind, id), r))
+        }
         Ok(Outcome::Failed(f)) => report.errors.push(f),
         Err(e) => report.errors.push(Failure::of(&e)),
     };
