@@ -12,7 +12,7 @@ mod support;
 
 use serde_json::json;
 use std::time::Duration;
-use support::capa::has_finalizer;
+use support::capa::{audit_entries, has_finalizer};
 use support::capa_cluster::{
     CAPA_FINALIZER, Running, TEARDOWN, Vpc, assert_no_loop, merge, repeated_errors,
 };
@@ -50,6 +50,16 @@ async fn sweeper_alone_removes_what_capa_built(prefix: &str, vpc: Vpc) {
     );
     r.print_who_deleted().await;
     r.assert_left_only_the_snapshot().await;
+    // Sweeper alone deleted all of it, so its audit trail lists every resource CAPA built that
+    // has an id of its own in the inventory: here, each NAT gateway (an asynchronous delete,
+    // recorded by the pass that requested it).
+    let audited = audit_entries(&b.client, &b.ns, &b.name).await;
+    for nat in r.mid.iter().filter_map(|l| l.strip_prefix("nat-gateway ")) {
+        assert!(
+            audited.iter().any(|e| e["id"] == nat),
+            "{nat} is in the audit trail: {audited:#?}"
+        );
+    }
     if let Some(n) = &b.byo {
         assert_not_shared(&b.aws, &b.name, &[&n.vpc, &n.public, &n.private]).await;
     }
