@@ -11,27 +11,13 @@
 mod support;
 
 use serde_json::json;
-use std::time::{SystemTime, UNIX_EPOCH};
 use support::aws::{
     clients_as, network_in, sg, sg_exists, sweeper_cli, sweeper_output, tag, tagged, vpc_exists,
 };
-use support::capa::{
-    audit_entries, identity, identity_crds, static_secret, template_cluster, upstream_crds,
-};
+use support::capa::{audit_entries, fresh_static_identity, template_cluster, upstream_crds};
 use support::{TestScope, conformance, unique_name};
 
 const REGION: &str = "us-west-2";
-const CAPA_NS: &str = "capa-system";
-
-/// A 12-digit LocalStack account no earlier run used, so what the command sees there is this
-/// test's alone.
-fn fresh_account() -> String {
-    let micros = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0);
-    format!("{}", 400_000_000_000 + micros % 500_000_000_000)
-}
 
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
@@ -43,18 +29,7 @@ async fn a_teardown_refuses_live_names_plans_with_proofs_and_deletes_exactly_the
     let ns = scope.namespace().await;
     let c = scope.client.clone();
     upstream_crds(&c).await;
-    identity_crds(&c).await;
-    let account = fresh_account();
-    let stat = unique_name("tdstatic");
-    let secret = unique_name("tdcreds");
-    static_secret(&c, CAPA_NS, &secret, &account).await;
-    identity(
-        &c,
-        "AWSClusterStaticIdentity",
-        &stat,
-        json!({"secretRef": secret, "allowedNamespaces": {"list": [ns]}}),
-    )
-    .await;
+    let (account, stat) = fresh_static_identity(&c, &ns, "td").await;
     let id = format!("AWSClusterStaticIdentity/{stat}");
 
     let p = unique_name("td");

@@ -9,9 +9,8 @@
 mod support;
 
 use serde_json::{Value, json};
-use std::time::{SystemTime, UNIX_EPOCH};
 use support::aws::{clients_as, network_in, sg, sg_exists, sweeper_cli, sweeper_output, tag};
-use support::capa::{identity, identity_crds, static_secret, template_cluster, upstream_crds};
+use support::capa::{fresh_static_identity, template_cluster, upstream_crds};
 use support::{TestScope, conformance, unique_name};
 use sweeper_aws::phases::AwsClients;
 use sweeper_aws::testing::build::fallible;
@@ -19,15 +18,6 @@ use sweeper_aws::testing::leaks::csi_volume_tags;
 use sweeper_aws::testing::probe::{classic_exists, volume_exists, vpc_exists};
 
 const REGION: &str = "us-west-2";
-const CAPA_NS: &str = "capa-system";
-
-fn fresh_account() -> String {
-    let micros = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0);
-    format!("{}", 400_000_000_000 + micros % 500_000_000_000)
-}
 
 fn pair(k: &str, v: &str) -> Vec<(String, String)> {
     vec![(k.to_string(), v.to_string())]
@@ -100,12 +90,7 @@ async fn a_scanned_orphan_torn_down_with_its_opt_in_leaves_nothing_and_the_look_
     let ns = scope.namespace().await;
     let c = scope.client.clone();
     upstream_crds(&c).await;
-    identity_crds(&c).await;
-    let account = fresh_account();
-    let (stat, secret) = (unique_name("tostatic"), unique_name("tocreds"));
-    static_secret(&c, CAPA_NS, &secret, &account).await;
-    let allowed = json!({"secretRef": secret, "allowedNamespaces": {"list": [ns]}});
-    identity(&c, "AWSClusterStaticIdentity", &stat, allowed).await;
+    let (account, stat) = fresh_static_identity(&c, &ns, "to").await;
     let p = unique_name("to");
     let (orphan, live) = (format!("{p}-o"), format!("{p}-o-live"));
     let aws = clients_as(REGION, &account).await;

@@ -52,15 +52,9 @@ pub fn sweeper_cli(args: &[&str]) -> (bool, String) {
 pub fn sweeper_output(args: &[&str]) -> std::process::Output {
     let facts = super::EnvFacts::load();
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sweeper"));
-    cmd.args(args).env("KUBECONFIG", facts.get("KUBECONFIG"));
-    for k in [
-        "AWS_ENDPOINT_URL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-    ] {
-        cmd.env(k, facts.get(k));
-    }
+    cmd.args(args)
+        .env("KUBECONFIG", facts.get("KUBECONFIG"))
+        .envs(facts.aws_env());
     cmd.output().expect("run sweeper")
 }
 

@@ -358,3 +358,27 @@ pub async fn static_secret(c: &Client, ns: &str, name: &str, account: &str) {
     .unwrap();
     secrets.create(&PostParams::default(), &s).await.unwrap();
 }
+
+/// A 12-digit LocalStack account no earlier run used (from the time in microseconds): a test's
+/// AWS resources in an account of their own, so inventories and teardowns see no other test's.
+pub fn fresh_account() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let micros = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
+    format!("{}", 400_000_000_000 + micros % 500_000_000_000)
+}
+
+/// A fresh account behind a CAPA static identity allowed in `ns` (its Secret in `capa-system`,
+/// names from `prefix`), CAPA's identity CRDs installed first: (account, identity name).
+pub async fn fresh_static_identity(c: &Client, ns: &str, prefix: &str) -> (String, String) {
+    identity_crds(c).await;
+    let account = fresh_account();
+    let stat = super::unique_name(&format!("{prefix}static"));
+    let secret = super::unique_name(&format!("{prefix}creds"));
+    static_secret(c, "capa-system", &secret, &account).await;
+    let spec = json!({"secretRef": secret, "allowedNamespaces": {"list": [ns]}});
+    identity(c, "AWSClusterStaticIdentity", &stat, spec).await;
+    (account, stat)
+}

@@ -5,8 +5,7 @@
 
 use super::aws::{Net, clients_as, nlb, sg, tagged};
 use super::capa::{
-    api, audit_entries, has_finalizer, identity, identity_crds, static_secret, template_cluster,
-    upstream_crds,
+    api, audit_entries, fresh_static_identity, has_finalizer, template_cluster, upstream_crds,
 };
 use super::capa_manager::CapaManager;
 use super::inventory::{diff, inventory, sweepers_snapshot};
@@ -16,27 +15,17 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use sweeper_aws::phases::AwsClients;
 use sweeper_aws::phases::registry::default_tasks;
 use sweeper_aws::testing::leaks::csi_volume;
 
-pub const CAPA_NS: &str = "capa-system";
 /// CAPA's finalizer on an AWSCluster (infrav1.ClusterFinalizer).
 pub const CAPA_FINALIZER: &str = "awscluster.infrastructure.cluster.x-k8s.io";
 pub const GATES: [&str; 2] = ["--feature-gates", "CascadeGC=false,ExternalResourceGC=true"];
 /// How long CAPA's controller may take to build a cluster in LocalStack (measured: see docs/capa.md).
 pub const BUILD: Duration = Duration::from_secs(300);
 pub const TEARDOWN: Duration = Duration::from_secs(180);
-
-/// A 12-digit LocalStack account no earlier run used.
-pub fn fresh_account() -> String {
-    let micros = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0);
-    format!("{}", 300_000_000_000 + micros % 99_000_000_000)
-}
 
 /// What a test's cluster is: the AWSCluster API, its name, the account's clients.
 pub struct Built {
@@ -100,18 +89,8 @@ pub async fn capa_cluster(scope: &mut TestScope, vpc: Vpc) -> Built {
     let ns = scope.namespace().await;
     let c = scope.client.clone();
     upstream_crds(&c).await;
-    identity_crds(&c).await;
     let region = EnvFacts::load().get("AWS_REGION");
-    let account = fresh_account();
-    let (stat, secret) = (unique_name("capastatic"), unique_name("capacreds"));
-    static_secret(&c, CAPA_NS, &secret, &account).await;
-    identity(
-        &c,
-        "AWSClusterStaticIdentity",
-        &stat,
-        json!({"secretRef": secret, "allowedNamespaces": {"list": [ns]}}),
-    )
-    .await;
+    let (account, stat) = fresh_static_identity(&c, &ns, "capa").await;
     let aws = clients_as(&region, &account).await;
     let byo = match vpc {
         Vpc::BringYourOwn => Some(byo_network(&aws).await),

@@ -40,16 +40,8 @@ impl CapaManager {
         let file = std::fs::File::create(&log).unwrap();
         // CAPA's AWSMachine CRD, which its AWSCluster delete lists (provisioned beside the binary).
         let crd = PathBuf::from(&bin).with_file_name("awsmachines.yaml");
-        let mut cmd = Command::new(bin);
-        for key in [
-            "AWS_ENDPOINT_URL",
-            "AWS_REGION",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-        ] {
-            cmd.env(key, facts.get(key));
-        }
-        let child = cmd
+        let child = Command::new(bin)
+            .envs(facts.aws_env())
             .args(["--kubeconfig", &facts.get("KUBECONFIG")])
             .args(["--namespace", namespace])
             .args(["--feature-gates", &format!("ExternalResourceGC={gc_gate}")])

@@ -78,6 +78,20 @@ impl EnvFacts {
             .cloned()
             .unwrap_or_else(|| panic!("{key} is not set: {HOW_TO_START}"))
     }
+
+    /// LocalStack's coordinates, as a process the tests start (sweeper, CAPA's controller) reads
+    /// them from its environment.
+    pub fn aws_env(&self) -> Vec<(&'static str, String)> {
+        [
+            "AWS_ENDPOINT_URL",
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+        ]
+        .into_iter()
+        .map(|k| (k, self.get(k)))
+        .collect()
+    }
 }
 
 /// A kube config for the test apiserver (fails the test with instructions if it isn't set up).
