@@ -20,6 +20,10 @@ PATH="$("$REPO_ROOT/scripts/provision-nextest.sh"):$PATH"
 log "building the workspace and its tests"
 cargo build --workspace --all-targets --locked
 "$REPO_ROOT/scripts/env-up.sh"
+# CAPA's own controller, which tests/capa_controller.rs runs: built here on a fresh machine (after
+# env-up, whose CAPA webhooks fill Go's build cache with most of its packages; a no-op once
+# cached), not inside the first test that needs it, where nextest's 5-minute limit could kill it.
+"$REPO_ROOT/scripts/provision-capa-manager.sh" > /dev/null
 # shellcheck disable=SC1091
 source "$SWEEPER_STATE/env"
 log "running unit and integration tests"
