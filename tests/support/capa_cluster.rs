@@ -233,6 +233,8 @@ impl Running {
                 "sweeper's finalizer is on"
             );
         }
+        capa.wait_idle(Duration::from_secs(3), Duration::from_secs(90))
+            .await;
         let mid = inventory(&b.aws).await;
         for l in &leaks.ids {
             assert!(

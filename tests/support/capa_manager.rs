@@ -76,6 +76,25 @@ impl CapaManager {
         let _ = child.wait();
     }
 
+    /// Waits until its log has not grown for `quiet` (at most `bound`): the reconciles that
+    /// followed the build are over, as for a real cluster, deleted long after it was built. In one
+    /// benchmark run a delete 1 s after the cluster was ready, while CAPA was still reconciling
+    /// it, was never picked up: CAPA logged nothing for the 3 minutes after (its one worker for
+    /// that object still busy, it seems; the cause was not established).
+    pub async fn wait_idle(&self, quiet: Duration, bound: Duration) {
+        let start = Instant::now();
+        let mut last = (self.log_text().len(), Instant::now());
+        while start.elapsed() < bound {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let len = self.log_text().len();
+            if len != last.0 {
+                last = (len, Instant::now());
+            } else if last.1.elapsed() >= quiet {
+                return;
+            }
+        }
+    }
+
     /// Its log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
