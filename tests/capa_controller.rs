@@ -10,11 +10,10 @@
 
 mod support;
 
-use serde_json::json;
 use std::time::Duration;
-use support::capa::{audit_entries, has_finalizer};
+use support::capa::{annotate, audit_entries, has_finalizer, strip_finalizers};
 use support::capa_cluster::{
-    CAPA_FINALIZER, Running, TEARDOWN, Vpc, assert_no_loop, merge, repeated_errors,
+    CAPA_FINALIZER, Running, TEARDOWN, Vpc, assert_no_loop, repeated_errors,
 };
 use support::sweeper::eventually;
 use support::{TestScope, conformance};
@@ -67,7 +66,7 @@ async fn sweeper_alone_removes_what_capa_built(prefix: &str, vpc: Vpc) {
         r.finalizers().await.iter().any(|f| f == CAPA_FINALIZER),
         "CAPA's finalizer stays: its controller never ran the delete"
     );
-    merge(&b.infra, &b.name, json!({"metadata": {"finalizers": null}})).await;
+    strip_finalizers(&b.infra, &b.name).await;
     assert_no_loop("sweeper", &r.sweeper_log_text());
 }
 
@@ -75,27 +74,14 @@ async fn sweeper_alone_removes_what_capa_built(prefix: &str, vpc: Vpc) {
 /// `kubernetes.io/cluster/<name>=shared`; the inventory shows they exist, this that they are
 /// untagged of it).
 async fn assert_not_shared(c: &AwsClients, cluster: &str, ids: &[&str]) {
-    let key = format!("kubernetes.io/cluster/{cluster}");
-    let out = c
-        .ec2
-        .describe_tags()
-        .filters(sweeper_aws::locate::tags::ec2_filter(
-            "resource-id",
-            &ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(),
-        ))
-        .send()
-        .await
-        .expect("DescribeTags");
-    let left: Vec<String> = out
-        .tags()
-        .iter()
-        .filter(|t| t.key().is_some_and(|k| k == key || k.contains(cluster)))
-        .map(|t| format!("{:?} {:?}", t.resource_id(), t.key()))
-        .collect();
-    assert!(
-        left.is_empty(),
-        "the user's network keeps {cluster}'s tags: {left:?}"
-    );
+    for id in ids {
+        let tags = sweeper_aws::testing::probe::tags_of(c, id).await;
+        let left: Vec<&String> = tags.keys().filter(|k| k.contains(cluster)).collect();
+        assert!(
+            left.is_empty(),
+            "the user's {id} keeps {cluster}'s tags: {left:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -187,10 +173,9 @@ async fn clusterctl_move_with_capa_running_deletes_nothing() {
     let b = &r.b;
     r.pause(true).await;
     tokio::time::sleep(STEP).await;
-    let mark = json!({"metadata": {"annotations": {MOVE: ""}}});
-    merge(&b.infra, &b.name, mark).await;
+    annotate(&b.infra, &b.name, MOVE, Some("")).await;
     tokio::time::sleep(STEP).await;
-    merge(&b.infra, &b.name, json!({"metadata": {"finalizers": null}})).await;
+    strip_finalizers(&b.infra, &b.name).await;
     tokio::time::sleep(STEP).await;
     assert!(
         r.finalizers().await.is_empty(),

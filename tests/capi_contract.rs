@@ -12,7 +12,7 @@
 
 mod support;
 
-use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::api::DynamicObject;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -20,8 +20,8 @@ use support::aws::{
     Net, clients, gc_plan, lb_exists, network, nlb, sg, sg_exists, tag, tagged, vpc_exists,
 };
 use support::capa::{
-    api, create, eks_cluster, from_template, gone, has_finalizer, owned_by_cluster,
-    template_cluster, upstream_crds, vars,
+    annotate, api, create, eks_cluster, from_template, gone, has_finalizer, merge,
+    owned_by_cluster, strip_finalizers, template_cluster, upstream_crds, vars,
 };
 use support::conformance;
 use support::sweeper::{Sweeper, eventually};
@@ -153,26 +153,6 @@ impl World {
         let present = self.present(aws).await;
         assert!(present.is_empty(), "torn down, yet {present:?} are left");
     }
-}
-
-async fn merge(api: &Api<DynamicObject>, name: &str, patch: Value) {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap_or_else(|e| panic!("patch {name} with {patch}: {e}"));
-}
-
-async fn annotate(api: &Api<DynamicObject>, name: &str, key: &str, value: Option<&str>) {
-    merge(
-        api,
-        name,
-        json!({"metadata": {"annotations": {key: value}}}),
-    )
-    .await;
-}
-
-/// Strips every finalizer, as clusterctl does before it deletes a source object.
-async fn strip_finalizers(api: &Api<DynamicObject>, name: &str) {
-    merge(api, name, json!({"metadata": {"finalizers": null}})).await;
 }
 
 /// Our condition's reason on the object, if set.

@@ -16,7 +16,8 @@ mod support;
 
 use std::time::Duration;
 use support::TestScope;
-use support::capa_cluster::{Running, TEARDOWN, merge, repeated_errors};
+use support::capa::strip_finalizers;
+use support::capa_cluster::{Running, TEARDOWN, repeated_errors};
 use support::inventory::{diff, inventory};
 
 /// How long CAPA alone is given: its delete retries every few seconds, so a minute past its own
@@ -52,12 +53,7 @@ async fn capa_alone(run: usize) -> Timed {
         // What a user does then: CAPA's finalizer off by hand, so the namespace can go.
         r.capa.stop();
         let b = &r.b;
-        merge(
-            &b.infra,
-            &b.name,
-            serde_json::json!({"metadata": {"finalizers": null}}),
-        )
-        .await;
+        strip_finalizers(&b.infra, &b.name).await;
     }
     t
 }

@@ -382,3 +382,26 @@ pub async fn fresh_static_identity(c: &Client, ns: &str, prefix: &str) -> (Strin
     identity(c, "AWSClusterStaticIdentity", &stat, spec).await;
     (account, stat)
 }
+
+/// A merge patch of `name`, failing the test with the patch and the server's answer.
+pub async fn merge(api: &Api<DynamicObject>, name: &str, patch: Value) {
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("patch {name} with {patch}: {e}"));
+}
+
+/// Sets (or, with `None`, removes) one annotation.
+pub async fn annotate(api: &Api<DynamicObject>, name: &str, key: &str, value: Option<&str>) {
+    merge(
+        api,
+        name,
+        json!({"metadata": {"annotations": {key: value}}}),
+    )
+    .await;
+}
+
+/// Strips every finalizer, as clusterctl does before it deletes a source object (or a user after
+/// uninstalling the controller that held one).
+pub async fn strip_finalizers(api: &Api<DynamicObject>, name: &str) {
+    merge(api, name, json!({"metadata": {"finalizers": null}})).await;
+}

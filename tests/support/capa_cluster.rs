@@ -5,13 +5,14 @@
 
 use super::aws::{Net, clients_as, nlb, sg, tagged};
 use super::capa::{
-    api, audit_entries, fresh_static_identity, has_finalizer, template_cluster, upstream_crds,
+    api, audit_entries, fresh_static_identity, has_finalizer, merge, template_cluster,
+    upstream_crds,
 };
 use super::capa_manager::CapaManager;
-use super::inventory::{diff, inventory, sweepers_snapshot};
+use super::inventory::{diff, inventory, snapshot_lines, sweepers_snapshot};
 use super::sweeper::{Sweeper, eventually};
 use super::{EnvFacts, TestScope, unique_name};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -221,9 +222,10 @@ impl Running {
         let ns = scope.namespace().await;
         let capa = CapaManager::start(&ns, gc_gate);
         let sweeper_log = capa.log.with_file_name(format!("sweeper-{ns}.log"));
-        let sweeper = match with {
-            true => Some(Sweeper::start_scoped_logged(scope, &GATES, &sweeper_log).await),
-            false => None,
+        let sweeper = if with {
+            Some(Sweeper::start_scoped_logged(scope, &GATES, &sweeper_log).await)
+        } else {
+            None
         };
         let ac = wait_built(&b, &capa).await;
         let leaks = workload_leaks(&b, &ac).await;
@@ -267,8 +269,9 @@ impl Running {
     pub async fn assert_left_only_the_snapshot(&self) {
         let b = &self.b;
         let after = inventory(&b.aws).await;
+        let snapshot = sweepers_snapshot(&b.aws, &b.name, &self.leaks.volume).await;
         let mut expected = b.before.clone();
-        expected.extend(sweepers_snapshot(&b.aws, &b.name, &self.leaks.volume).await);
+        expected.extend(snapshot_lines(&after, &snapshot));
         let (left, lost) = diff(&expected, &after);
         assert!(
             left.is_empty() && lost.is_empty(),
@@ -407,12 +410,6 @@ impl Running {
         );
         merge(&clusters, &self.b.name, json!({"spec": {"paused": paused}})).await;
     }
-}
-
-pub async fn merge(api: &Api<DynamicObject>, name: &str, patch: Value) {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap_or_else(|e| panic!("patch {name} with {patch}: {e}"));
 }
 
 /// How often one error may repeat in either controller's log while both delete one cluster.

@@ -174,10 +174,10 @@ pub fn diff(before: &BTreeSet<String>, after: &BTreeSet<String>) -> (Vec<String>
     )
 }
 
-/// The inventory lines of the snapshot sweeper takes of `volume` before deleting it (its EBS
-/// cleaner's default, `--external-ebs-snapshot`): a teardown leaves it on purpose, tagged with
-/// the volume and the cluster. Fails unless there is exactly one.
-pub async fn sweepers_snapshot(c: &AwsClients, cluster: &str, volume: &str) -> BTreeSet<String> {
+/// The snapshot sweeper takes of `volume` before deleting it (its EBS cleaner's default,
+/// `--external-ebs-snapshot`): a teardown leaves it on purpose, tagged with the volume and the
+/// cluster. Fails unless there is exactly one; its id.
+pub async fn sweepers_snapshot(c: &AwsClients, cluster: &str, volume: &str) -> String {
     use sweeper_aws::cleaners::volumes::{CLUSTER_TAG, SOURCE_VOLUME_TAG};
     use sweeper_aws::locate::tags::ec2_tag_filter as filter;
     let out = c
@@ -199,25 +199,19 @@ pub async fn sweepers_snapshot(c: &AwsClients, cluster: &str, volume: &str) -> B
         1,
         "sweeper snapshots {volume} once before deleting it: {ids:?}"
     );
-    let arn = tagged_arns(c).await;
-    let mut lines = BTreeSet::from([format!("snapshot {}", ids[0])]);
-    lines.extend(
-        arn.into_iter()
-            .filter(|a| a.ends_with(&format!("snapshot/{}", ids[0])))
-            .map(|a| format!("tagged {a}")),
-    );
-    lines
+    ids[0].to_string()
 }
 
-async fn tagged_arns(c: &AwsClients) -> Vec<String> {
-    let out = c
-        .tagging
-        .get_resources()
-        .send()
-        .await
-        .expect("GetResources");
-    out.resource_tag_mapping_list()
-        .iter()
-        .filter_map(|m| m.resource_arn().map(str::to_string))
-        .collect()
+/// The lines of `inventory` that are snapshot `id`: its describe line, and its tagging API line
+/// when the tagging API lists it.
+pub fn snapshot_lines(inventory: &BTreeSet<String>, id: &str) -> BTreeSet<String> {
+    let tagged = format!(":snapshot/{id}");
+    let mut lines = BTreeSet::from([format!("snapshot {id}")]);
+    lines.extend(
+        inventory
+            .iter()
+            .filter(|l| l.starts_with("tagged ") && l.ends_with(&tagged))
+            .cloned(),
+    );
+    lines
 }

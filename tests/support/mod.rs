@@ -33,6 +33,14 @@ use sweeper_aws::sdk::aws_config;
 
 const HOW_TO_START: &str = "start the test environment with `./scripts/env-up.sh` (or `make env-up`) and `source .state/env` (or run `make test`)";
 
+/// The variables that say where LocalStack is and who calls it, as the AWS SDK reads them.
+pub const AWS_ENV: [&str; 4] = [
+    "AWS_ENDPOINT_URL",
+    "AWS_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+];
+
 /// The variables env-up.sh exports; process environment first, then the env file.
 #[derive(Debug, Clone)]
 pub struct EnvFacts(HashMap<String, String>);
@@ -79,18 +87,10 @@ impl EnvFacts {
             .unwrap_or_else(|| panic!("{key} is not set: {HOW_TO_START}"))
     }
 
-    /// LocalStack's coordinates, as a process the tests start (sweeper, CAPA's controller) reads
-    /// them from its environment.
+    /// LocalStack's coordinates ([`AWS_ENV`]), as a process the tests start (sweeper, CAPA's
+    /// controller) reads them from its environment.
     pub fn aws_env(&self) -> Vec<(&'static str, String)> {
-        [
-            "AWS_ENDPOINT_URL",
-            "AWS_REGION",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-        ]
-        .into_iter()
-        .map(|k| (k, self.get(k)))
-        .collect()
+        AWS_ENV.into_iter().map(|k| (k, self.get(k))).collect()
     }
 }
 

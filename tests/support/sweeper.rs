@@ -120,13 +120,9 @@ impl Sweeper {
         let log = std::env::var("SWEEPER_TEST_LOG").unwrap_or_else(|_| "info".into());
         let facts = EnvFacts::load();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sweeper"));
-        // LocalStack's coordinates, for the external collector.
-        for key in [
-            "AWS_ENDPOINT_URL",
-            "AWS_REGION",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-        ] {
+        // LocalStack's coordinates, for the external collector (where set: the cascade and
+        // tenant tests need none).
+        for key in super::AWS_ENV {
             if let Some(v) = facts.try_get(key) {
                 cmd.env(key, v);
             }

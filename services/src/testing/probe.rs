@@ -156,3 +156,24 @@ pub async fn instance_state(c: &AwsClients, id: &str) -> String {
     let i = &out.reservations()[0].instances()[0];
     i.state().unwrap().name().unwrap().as_str().to_string()
 }
+
+/// The tags of one EC2 resource, as `DescribeTags` reports them (sweeper itself never calls
+/// `DescribeTags`, so a recorder of the teardown's calls does not see this check).
+pub async fn tags_of(c: &AwsClients, id: &str) -> std::collections::BTreeMap<String, String> {
+    let out = c
+        .ec2
+        .describe_tags()
+        .filters(
+            ec2::types::Filter::builder()
+                .name("resource-id")
+                .values(id)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("DescribeTags {id}: {e}"));
+    out.tags()
+        .iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
+        .collect()
+}

@@ -6,26 +6,10 @@ use sweeper_aws::model::AuditAction;
 use sweeper_aws::phases::{PassRequest, teardown_pass};
 use sweeper_aws::sdk::ec2::types::{IpPermission, IpRange, UserIdGroupPair};
 
-/// The tags of one EC2 resource, as `DescribeTags` reports them (on clients of their own: sweeper
-/// never calls `DescribeTags`, and the recorder checks what the teardown calls).
+/// The tags of one EC2 resource, on clients of their own (the recorder checks what the teardown
+/// calls).
 async fn tags_of(id: &str) -> BTreeMap<String, String> {
-    let out = retrying_clients()
-        .await
-        .ec2
-        .describe_tags()
-        .filters(
-            sweeper_aws::sdk::ec2::types::Filter::builder()
-                .name("resource-id")
-                .values(id)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("DescribeTags {id}: {e}"));
-    out.tags()
-        .iter()
-        .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
-        .collect()
+    sweeper_aws::testing::probe::tags_of(&retrying_clients().await, id).await
 }
 
 /// Kind 1: a bring-your-own VPC keeps everything, and loses exactly the cluster's `shared` key:
