@@ -7,8 +7,8 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use std::time::Duration;
 use support::aws::{
-    Net, clients, gc_plan, held_target_group, lb_exists, network, nlb, sg, sg_exists, tagged,
-    tg_exists,
+    Net, clients, gc_plan, held_target_group, instance, instance_state, lb_exists, network, nlb,
+    sg, sg_exists, tagged, tg_exists,
 };
 use support::capa::{aws_cluster, infra_name};
 use support::sweeper::{Sweeper, eventually};
@@ -121,6 +121,11 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
     )
     .await;
     let untagged_sg = sg(&aws, &net.vpc, &format!("{cluster}-untagged"), &[]).await;
+    // CAPA's own (a machine's instance, phase 1). Its termination is asynchronous (LocalStack
+    // answers `shutting-down`, as AWS does): the pass that asked for it must audit it, as the
+    // pass that later finds it gone records nothing.
+    let capa_key = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{cluster}");
+    let capa_instance = instance(&aws, &net.subnet, &tagged(&capa_key, "owned")).await;
     let other_key = format!("kubernetes.io/cluster/{cluster}-b");
     let other_sg = sg(
         &aws,
@@ -153,6 +158,11 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
         !sg_exists(&aws, &owned_sg).await,
         "owned security group deleted"
     );
+    assert_eq!(
+        instance_state(&aws, &capa_instance).await,
+        "terminated",
+        "CAPA's instance terminated"
+    );
     assert!(
         sg_exists(&aws, &shared_sg).await,
         "a `shared` resource survives"
@@ -174,14 +184,19 @@ async fn deleting_an_aws_cluster_tears_down_its_resources_then_releases_the_fina
         .map(|e| e.to_string())
         .collect();
     let owned_tag = format!("kubernetes.io/cluster/{cluster}");
-    for id in [&owned_lb, &owned_sg] {
+    for id in [&owned_lb, &owned_sg, &capa_instance] {
         let entry: serde_json::Value = audited
             .iter()
             .find(|e| e.contains(id.as_str()))
             .map(|e| serde_json::from_str(e).expect("an audit entry is JSON"))
             .unwrap_or_else(|| panic!("{id} is in the audit trail: {audited:?}"));
+        let tag = if id == &capa_instance {
+            &capa_key
+        } else {
+            &owned_tag
+        };
         assert_eq!(
-            entry["tags"][&owned_tag], "owned",
+            entry["tags"][tag], "owned",
             "{id}'s entry records the tags discovery read: {entry}"
         );
     }

@@ -5,8 +5,12 @@
 #![allow(unused_imports)] // each test binary uses a different part of the re-exports
 
 use sweeper_aws::phases::AwsClients;
-pub use sweeper_aws::testing::build::{Net, held_target_group, network, network_in, nlb, sg, tag};
-pub use sweeper_aws::testing::probe::{sg_exists, tg_exists, v2_exists as lb_exists, vpc_exists};
+pub use sweeper_aws::testing::build::{
+    Net, held_target_group, instance, network, network_in, nlb, sg, tag,
+};
+pub use sweeper_aws::testing::probe::{
+    instance_state, sg_exists, tg_exists, v2_exists as lb_exists, vpc_exists,
+};
 
 /// Clients for the test environment's LocalStack (its coordinates from the environment facts),
 /// with the SDK's standard retries for building fixtures.

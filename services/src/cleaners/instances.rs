@@ -4,7 +4,10 @@
 //! Which are taken, and which wait, is `policy::instances`'s.
 //! Termination is asynchronous, so a pass terminates and reports "waiting" until a later pass no
 //! longer finds them (terminated instances are not discovered); meanwhile the later cleaners of
-//! the phase wait (`gates_later`), so groups are deleted only after the instances are gone.
+//! the phase wait (`gates_later`), so groups are deleted only after the instances are gone. A
+//! termination AWS accepted is [`Outcome::Requested`]: audited by the pass that asked for it,
+//! since the pass that later finds the instance gone records nothing (a `shutting-down` instance is
+//! waited for, never terminated again, so it is audited once).
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
 use crate::errors::call;
@@ -208,7 +211,7 @@ impl Cleaner for Instances {
             })
         });
         match (settle(res, KIND, &t.id, "TerminateInstances")?, terminated) {
-            (Outcome::Deleted, Some(false)) => Ok(Outcome::Remaining(
+            (Outcome::Deleted, Some(false)) => Ok(Outcome::Requested(
                 crate::model::Failure::waiting("terminating; waiting until terminated"),
             )),
             (o, _) => Ok(o),
@@ -342,7 +345,7 @@ mod calls {
     }
 
     #[tokio::test]
-    async fn a_termination_under_way_keeps_the_instance_remaining() {
+    async fn a_termination_under_way_is_requested_and_keeps_the_instance_remaining() {
         let change = |state| {
             TerminateInstancesOutput::builder()
                 .terminating_instances(
@@ -363,7 +366,7 @@ mod calls {
         let t = Target::plain("i-1");
         let cleaner = Instances::CAPA_OWNED;
         let first = cleaner.delete(&ctx(&c, &inv), &t).await.unwrap();
-        assert!(matches!(first, Outcome::Remaining(_)), "{first:?}");
+        assert!(matches!(first, Outcome::Requested(_)), "{first:?}");
         let second = cleaner.delete(&ctx(&c, &inv), &t).await.unwrap();
         assert_eq!(second, Outcome::Deleted);
         assert_calls(&terminated, 1, "TerminateInstances");
