@@ -2,7 +2,11 @@
 # `make demo`: the embedded default environment (local kube-apiserver + LocalStack, provisioned on
 # first use), sweeper deployed from the Helm chart's settings as two replicas with leader election,
 # then the story (examples/demo): a workload cluster with AWS resources, a KubeZoo tenant and
-# owner trees are set up, deleted at once, watched live, and reported on.
+# owner trees are set up, deleted at once, watched live, and reported on. On the default
+# environment (CAPA's CRDs and webhooks), CAPA v2.13.0's own AWSCluster controller
+# (scripts/capa-manager.sh) builds the workload cluster's network and runs beside sweeper with its
+# ExternalResourceGC gate off, the hand-over's end state (docs/capa.md); the 1.20 fallback has no
+# CAPA CRDs, and the demo builds a stand-in for CAPA's network itself.
 #
 # The replicas run as local processes, not pods, but with exactly the rendered Deployment's
 # environment (plus the test credentials for LocalStack, a loopback HTTP port and text logs) and
@@ -98,11 +102,21 @@ for i in $(seq 0 $((replicas - 1))); do
   fi
 done
 
+# CAPA's controller for the demo's namespace (examples/demo/workload.rs: sweeper-demo), started
+# fresh so its gate is the one asked for here.
+capa_args=()
+if [ "${SWEEPER_UPSTREAM_CRDS:-0}" = 1 ]; then
+  "$REPO_ROOT/scripts/capa-manager.sh" stop sweeper-demo
+  "$REPO_ROOT/scripts/capa-manager.sh" start sweeper-demo --gc-gate off
+  capa_args=(--capa-log "$LOGS/capa-manager-sweeper-demo.log")
+fi
+
 pids=()
 stop_replicas() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pids=()
+  [ ${#capa_args[@]} -eq 0 ] || "$REPO_ROOT/scripts/capa-manager.sh" stop sweeper-demo
 }
 trap stop_replicas EXIT
 
@@ -151,7 +165,7 @@ done
 failover=()
 [ "${DEMO_FAILOVER:-1}" = 1 ] && failover=(--failover)
 status=0
-"$DEMO" run "${replica_args[@]}" --timeout "${DEMO_TIMEOUT:-120}" "${failover[@]}" || status=$?
+"$DEMO" run "${replica_args[@]}" --timeout "${DEMO_TIMEOUT:-120}" "${failover[@]}" "${capa_args[@]}" || status=$?
 
 # The leaks from before: demo-old (its resources left by a cluster deleted before sweeper was
 # installed) is what `sweeper scan` is for; demo-wl-b stands for another management cluster's
@@ -168,7 +182,7 @@ if [ "${DEMO_HOLD:-0}" = 1 ]; then
   say "replicas keep running (DEMO_HOLD=1): '$BIN status --server http://127.0.0.1:$PORT'; Ctrl-C stops them"
   wait || true
 fi
-log "stopping the replicas (SIGTERM: the leader releases the Lease)"
+log "stopping the replicas (SIGTERM: the leader releases the Lease) and CAPA's controller"
 stop_replicas
 trap - EXIT
 say "make demo took $((SECONDS - started))s. The environment keeps running: 'make env-down' stops it."

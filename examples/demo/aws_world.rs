@@ -1,7 +1,8 @@
-//! The workload cluster's AWS resources in LocalStack, the way CAPA and the workload create them:
-//! - CAPA-owned (`sigs.k8s.io/cluster-api-provider-aws/cluster/<name>=owned`): the network (VPC,
-//!   subnets in two zones, internet gateway, route tables, NAT gateway and its Elastic IP), CAPA's
-//!   security groups, the API-server classic ELB and a control-plane instance;
+//! The workload cluster's AWS resources in LocalStack:
+//! - CAPA-owned (`sigs.k8s.io/cluster-api-provider-aws/cluster/<name>=owned`): what CAPA's own
+//!   AWSCluster controller builds (the network, its security groups, the API server's load
+//!   balancer: `capa_built.rs` finds them), or on the 1.20 fallback the demo's stand-in for it,
+//!   plus a control-plane machine's instance;
 //! - created by the workload (`kubernetes.io/cluster/<name>=owned`): a classic ELB for a Service
 //!   of type LoadBalancer with its security group, an NLB and an ALB with target groups and
 //!   security groups from the load balancer controller, and a detached ENI.
@@ -17,7 +18,7 @@
 
 use crate::aws_build::{Builder, Tags};
 use crate::kube_util::Res;
-use crate::step::Item;
+use crate::step::{Item, count_by_kind, format_counts};
 use sweeper_aws::phases::AwsClients;
 use sweeper_aws::sdk::elbv2::types::{LoadBalancerTypeEnum, ProtocolEnum};
 
@@ -83,6 +84,13 @@ impl AwsRes {
     }
 }
 
+/// `VPC 1, subnet 6, ...`, kinds in teardown order.
+pub fn counts(rs: &[AwsRes]) -> String {
+    let mut items: Vec<(Kind, Item)> = rs.iter().map(|r| (r.kind, r.item())).collect();
+    items.sort_by_key(|(k, _)| *k);
+    format_counts(&count_by_kind(items.iter().map(|(_, i)| i)))
+}
+
 pub fn capa_key(cluster: &str) -> String {
     format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{cluster}")
 }
@@ -110,8 +118,19 @@ fn cloud(cluster: &str, name: &str) -> Tags {
     ]
 }
 
-/// The workload cluster's world (see the module doc).
-pub async fn create_workload(c: &AwsClients) -> Res<Vec<AwsRes>> {
+/// The workload cluster's network, as CAPA's controller built it or the demo's stand-in for it.
+pub struct Network {
+    pub vpc: String,
+    pub public: Vec<String>,
+    pub private: Vec<String>,
+    /// CAPA's control-plane security group (a machine's instance sits in it).
+    pub controlplane_sg: String,
+}
+
+/// The demo's own stand-in for what CAPA's AWSCluster controller builds, for the environment
+/// that cannot run CAPA's controller (`SWEEPER_KUBE=1.20`: no CAPA CRDs): the network, CAPA's
+/// security groups and an API-server ELB, with CAPA's tags.
+pub async fn create_capa_like_network(c: &AwsClients) -> Res<(Vec<AwsRes>, Network)> {
     let n = CLUSTER;
     let mut b = Builder::new(c);
     let vpc = b
@@ -131,12 +150,15 @@ pub async fn create_workload(c: &AwsClients) -> Res<Vec<AwsRes>> {
                 .await?,
         );
     }
-    let public: Vec<&str> = public.iter().map(String::as_str).collect();
-    let private: Vec<&str> = private.iter().map(String::as_str).collect();
+    let public_refs: Vec<&str> = public.iter().map(String::as_str).collect();
     b.internet_gateway(&vpc, &capa(n, "common", &format!("{n}-igw")))
         .await?;
-    b.route_table(&vpc, &public, &capa(n, "common", &format!("{n}-rt-public")))
-        .await?;
+    b.route_table(
+        &vpc,
+        &public_refs,
+        &capa(n, "common", &format!("{n}-rt-public")),
+    )
+    .await?;
     for (i, s) in private.iter().enumerate() {
         b.route_table(
             &vpc,
@@ -145,7 +167,7 @@ pub async fn create_workload(c: &AwsClients) -> Res<Vec<AwsRes>> {
         )
         .await?;
     }
-    b.nat_gateway(public[0], &capa(n, "common", &format!("{n}-nat")))
+    b.nat_gateway(&public[0], &capa(n, "common", &format!("{n}-nat")))
         .await?;
     let mut capa_sgs = Vec::new();
     for role in ["bastion", "node", "controlplane", "apiserver-lb"] {
@@ -155,20 +177,44 @@ pub async fn create_workload(c: &AwsClients) -> Res<Vec<AwsRes>> {
     let api_lb = format!("{n}-apiserver");
     b.classic_elb(
         &api_lb,
-        &public,
+        &public_refs,
         &capa_sgs[3],
         6443,
         &capa(n, "apiserver", &api_lb),
     )
     .await?;
-    let cp = format!("{n}-control-plane-x7k2p");
-    b.instance(private[0], &capa_sgs[2], &capa(n, "node", &cp))
-        .await?;
+    let net = Network {
+        vpc,
+        public,
+        private,
+        controlplane_sg: capa_sgs.swap_remove(2),
+    };
+    Ok((b.made, net))
+}
 
-    // What the workload created through the cloud provider and the load balancer controller.
+/// What lives in the cluster's network besides CAPA's AWSCluster controller's own work: a
+/// control-plane machine's instance (CAPA's machine controller does not run here: the demo makes
+/// it with the tags that controller gives it), and what the workload created through the cloud
+/// provider and the load balancer controller (`kubernetes.io/cluster/<name>=owned`).
+pub async fn create_workload(c: &AwsClients, net: &Network) -> Res<Vec<AwsRes>> {
+    let n = CLUSTER;
+    let mut b = Builder::new(c);
+    let vpc = net.vpc.as_str();
+    let public: Vec<&str> = net.public.iter().map(String::as_str).collect();
+    let private: Vec<&str> = net.private.iter().map(String::as_str).collect();
+    let (Some(first_private), Some(last_private)) = (private.first(), private.last()) else {
+        return Err(format!("the network of {n} has no private subnet").into());
+    };
+    let cp = format!("{n}-control-plane-x7k2p");
+    b.instance(
+        first_private,
+        &net.controlplane_sg,
+        &capa(n, "control-plane", &cp),
+    )
+    .await?;
     let svc = "a5f0c9e21b7d44e8a3c6d1f2e9b8c7d6";
     let svc_sg = b
-        .security_group(&vpc, &format!("k8s-elb-{svc}"), &cloud(n, "k8s-elb"))
+        .security_group(vpc, &format!("k8s-elb-{svc}"), &cloud(n, "k8s-elb"))
         .await?;
     b.classic_elb(svc, &public, &svc_sg, 80, &cloud(n, svc))
         .await?;
@@ -181,12 +227,12 @@ pub async fn create_workload(c: &AwsClients) -> Res<Vec<AwsRes>> {
         )
         .await?;
     let nlb_tg = b
-        .target_group("k8s-ingress-nginx-80-2c4f9a", &vpc, &cloud(n, "ingress-80"))
+        .target_group("k8s-ingress-nginx-80-2c4f9a", vpc, &cloud(n, "ingress-80"))
         .await?;
     b.listener(&nlb, &nlb_tg, ProtocolEnum::Tcp).await?;
-    b.security_group(&vpc, "k8s-traffic-demo-wl-3e1f0b", &cloud(n, "lb-backend"))
+    b.security_group(vpc, "k8s-traffic-demo-wl-3e1f0b", &cloud(n, "lb-backend"))
         .await?;
-    b.security_group(&vpc, "k8s-shop-web-9c2d7e", &cloud(n, "shop-web"))
+    b.security_group(vpc, "k8s-shop-web-9c2d7e", &cloud(n, "shop-web"))
         .await?;
     let alb = b
         .v2_lb(
@@ -197,12 +243,12 @@ pub async fn create_workload(c: &AwsClients) -> Res<Vec<AwsRes>> {
         )
         .await?;
     let web_tg = b
-        .target_group("k8s-shop-web-80-b41e6d", &vpc, &cloud(n, "shop-web-80"))
+        .target_group("k8s-shop-web-80-b41e6d", vpc, &cloud(n, "shop-web-80"))
         .await?;
     b.listener(&alb, &web_tg, ProtocolEnum::Http).await?;
-    b.target_group("k8s-shop-api-8080-c3d5f7", &vpc, &cloud(n, "shop-api"))
+    b.target_group("k8s-shop-api-8080-c3d5f7", vpc, &cloud(n, "shop-api"))
         .await?;
-    b.eni(private[1], &svc_sg).await?;
+    b.eni(last_private, &svc_sg).await?;
     Ok(b.made)
 }
 

@@ -10,11 +10,16 @@
 //! Usage (scripts/demo.sh runs these):
 //!   demo chart-env < rendered-chart.yaml         the Deployment's settings, for the script
 //!   demo clean                                    remove what an earlier run left
-//!   demo run --replica NAME=URL=PID ... [--timeout SECS] [--failover]
+//!   demo run --replica NAME=URL=PID ... [--timeout SECS] [--failover] [--capa-log FILE]
+//!
+//! With `--capa-log` (the log of CAPA's own controller, which scripts/demo.sh started for the
+//! demo's namespace), CAPA builds the workload cluster's network and deletes it beside sweeper;
+//! without it (the 1.20 fallback, no CAPA CRDs), the demo builds a stand-in for it.
 
 mod aws_build;
 mod aws_probe;
 mod aws_world;
+mod capa_built;
 mod chart_env;
 mod kube_util;
 mod live;
@@ -23,12 +28,14 @@ mod report;
 mod step;
 mod tenant;
 mod trees;
+mod who;
 mod workload;
 
 use kube::Client;
 use kube_util::Res;
 use live::{Board, Replica, Shared, lock};
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use sweeper_aws::phases::{AwsClients, PassRequest, teardown_pass};
@@ -39,6 +46,8 @@ struct RunArgs {
     replicas: Vec<Replica>,
     timeout: Duration,
     failover: bool,
+    /// CAPA's controller runs, logging here: it builds the workload cluster.
+    capa_log: Option<PathBuf>,
 }
 
 fn parse_run_args(args: &[String]) -> Res<RunArgs> {
@@ -46,6 +55,7 @@ fn parse_run_args(args: &[String]) -> Res<RunArgs> {
         replicas: vec![],
         timeout: Duration::from_secs(120),
         failover: false,
+        capa_log: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -71,6 +81,7 @@ fn parse_run_args(args: &[String]) -> Res<RunArgs> {
                     Duration::from_secs(it.next().ok_or("--timeout needs seconds")?.parse()?)
             }
             "--failover" => out.failover = true,
+            "--capa-log" => out.capa_log = Some(it.next().ok_or("--capa-log needs a file")?.into()),
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -163,8 +174,9 @@ struct AwsWorld {
     shared: Vec<aws_world::AwsRes>,
 }
 
-/// Creates the trees, the tenants and the workload cluster, saying what each is.
-async fn set_up(c: &Client, setup_aws: &AwsClients) -> Res<AwsWorld> {
+/// Creates the trees, the tenants and the workload cluster, saying what each is. With CAPA's
+/// controller running (`capa`), CAPA builds the cluster's network.
+async fn set_up(c: &Client, setup_aws: &AwsClients, capa: bool) -> Res<AwsWorld> {
     section("setting up the world");
     let t = Instant::now();
     let n = trees::create(c).await?;
@@ -178,26 +190,39 @@ async fn set_up(c: &Client, setup_aws: &AwsClients) -> Res<AwsWorld> {
         tenant::ID,
         tenant::SIBLING
     );
-    let wl = aws_world::create_workload(setup_aws).await?;
-    let (others, shared) = aws_world::create_survivors(setup_aws).await?;
-    let vpc = wl
-        .iter()
-        .find(|r| r.kind == aws_world::Kind::Vpc)
-        .ok_or("no VPC created")?;
-    workload::create(c, &vpc.id).await?;
+    let (mut wl, net) = if capa {
+        workload::create(c, workload::Network::Capa).await?;
+        let took = workload::wait_capa_ready(c).await?;
+        let (built, net) = capa_built::find(setup_aws, aws_world::CLUSTER).await?;
+        println!(
+            "cluster        {}/{} (CAPI Cluster owning an AWSCluster, external GC enabled): CAPA v2.13.0's own\n               AWSCluster controller made it ready in {:.1}s, building {} AWS resources in LocalStack:\n               {}",
+            workload::NS,
+            aws_world::CLUSTER,
+            took.as_secs_f64(),
+            built.len(),
+            report::wrap(&aws_world::counts(&built), 15),
+        );
+        (built, net)
+    } else {
+        let (built, net) = aws_world::create_capa_like_network(setup_aws).await?;
+        workload::create(c, workload::Network::Demo(&net.vpc)).await?;
+        println!(
+            "cluster        {}/{} (CAPI Cluster owning an AWSCluster, external GC enabled); CAPA's controller\n               does not run on this environment, so the demo built {} AWS resources as CAPA would:\n               {}",
+            workload::NS,
+            aws_world::CLUSTER,
+            built.len(),
+            report::wrap(&aws_world::counts(&built), 15),
+        );
+        (built, net)
+    };
+    let added = aws_world::create_workload(setup_aws, &net).await?;
     println!(
-        "cluster        {}/{} (CAPI Cluster owning an AWSCluster, external GC enabled) with {} AWS resources in LocalStack:",
-        workload::NS,
-        aws_world::CLUSTER,
-        wl.len(),
-    );
-    println!(
-        "               CAPA-owned: VPC, 4 subnets, internet gateway, 3 route tables, NAT gateway + Elastic IP,\n               4 security groups, API-server ELB, a control-plane instance"
-    );
-    println!(
-        "               by the workload (kubernetes.io/cluster/{}=owned): Service ELB + its security group,\n               NLB, ALB, 3 target groups, 2 security groups, a detached ENI",
+        "               and {} more in its network: a control-plane machine's instance (CAPA-owned; made\n               by the demo, CAPA's machine controller does not run), and by the workload\n               (kubernetes.io/cluster/{}=owned): Service ELB + its security group, NLB, ALB,\n               3 target groups, 2 security groups, a detached ENI",
+        added.len(),
         aws_world::CLUSTER
     );
+    wl.extend(added);
+    let (others, shared) = aws_world::create_survivors(setup_aws).await?;
     println!(
         "must survive   {} AWS resources of cluster {}, and {} of its resources tagged kubernetes.io/cluster/{}=shared",
         others.len(),
@@ -222,7 +247,7 @@ async fn set_up(c: &Client, setup_aws: &AwsClients) -> Res<AwsWorld> {
 async fn run(args: RunArgs) -> Res<()> {
     let c = Client::try_default().await?;
     let (setup_aws, aws) = aws_clients().await;
-    let world = set_up(&c, &setup_aws).await?;
+    let world = set_up(&c, &setup_aws, args.capa_log.is_some()).await?;
     wait_for_finalizers(&c).await?;
 
     let mut steps = trees::steps();
@@ -239,6 +264,9 @@ async fn run(args: RunArgs) -> Res<()> {
 
     let survivors = check_survivors(&c, &aws, &world).await?;
     let problems = report::print(&lock(&board), &survivors, args.timeout);
+    if let Some(log) = &args.capa_log {
+        who::print(&c, &world.workload, log).await?;
+    }
     println!("survivors are left in place to look at; the next `make demo` removes them first");
     if problems.is_empty() {
         Ok(())

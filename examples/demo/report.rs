@@ -8,7 +8,7 @@ use std::time::Duration;
 const WIDTH: usize = 70;
 
 /// Wraps `text` at commas to `WIDTH` columns, continuation lines indented by `indent`.
-fn wrap(text: &str, indent: usize) -> String {
+pub fn wrap(text: &str, indent: usize) -> String {
     let mut out = String::new();
     let mut line = 0usize;
     for (i, part) in text.split(", ").enumerate() {
