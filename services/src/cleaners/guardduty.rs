@@ -8,7 +8,7 @@
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, requested, settle};
 use crate::errors::{ApiFailure, call, classify};
-use crate::locate::{describe, tags};
+use crate::locate::{tags, view};
 use crate::model::{AwsClients, Phase};
 use crate::policy::{Candidate, guardduty, network};
 use async_trait::async_trait;
@@ -59,23 +59,16 @@ impl Cleaner for GuardDutyEndpoint {
             return Ok(Vec::new());
         }
         let region = region(ctx.clients);
-        let filters = vec![
-            tags::ec2_filter("vpc-id", ctx.vpc_ids),
-            tags::ec2_filter("service-name", &[guardduty::service_name(&region)]),
-            tags::ec2_tag_filter(guardduty::MANAGED_TAG.0, guardduty::MANAGED_TAG.1),
-        ];
-        let out = call("ec2.DescribeVpcEndpoints", || {
-            ctx.clients
-                .ec2
-                .describe_vpc_endpoints()
-                .set_filters(Some(filters.clone()))
-                .send()
-        })
-        .await
-        .map_err(CleanError::discover(ENDPOINT.kind, "DescribeVpcEndpoints"))?;
-        Ok(out
-            .vpc_endpoints()
+        let service = guardduty::service_name(&region);
+        let (key, value) = guardduty::MANAGED_TAG;
+        // The VPCs' endpoints as the pass listed them (the blocker check did), GuardDuty's taken
+        // here as the server's filters would: its service name, its managed tag.
+        let endpoints = ctx.view.vpc_endpoints(ctx.clients, ctx.vpc_ids).await?;
+        Ok(endpoints
             .iter()
+            .filter(|e| {
+                e.service_name() == Some(service.as_str()) && view::tagged(e.tags(), key, value)
+            })
             .filter_map(|e| {
                 let pairs: Vec<_> = tags::ec2_pairs(e.tags()).collect();
                 let c = Candidate {
@@ -138,13 +131,12 @@ impl Cleaner for GuardDutyGroup {
             .iter()
             .map(|v| guardduty::group_name(v))
             .collect();
-        let filters = vec![
-            tags::ec2_filter("vpc-id", ctx.vpc_ids),
-            tags::ec2_filter("group-name", &names),
-        ];
-        Ok(describe::security_groups(ctx.clients, filters)
-            .await?
+        // The VPCs' groups as the pass listed them (the blocker check did), GuardDuty's taken
+        // here by name as the server's `group-name` filter would.
+        let groups = ctx.view.security_groups(ctx.clients, ctx.vpc_ids).await?;
+        Ok(groups
             .iter()
+            .filter(|g| g.group_name().is_some_and(|n| names.iter().any(|m| m == n)))
             .filter(|g| guardduty::group(g.group_name(), g.vpc_id(), ctx.vpc_ids).is_delete())
             .filter_map(|g| Some(Target::plain(g.group_id()?).with_tags(tags::ec2_pairs(g.tags()))))
             .collect())
@@ -195,13 +187,12 @@ mod calls {
 
     #[tokio::test]
     async fn guarddutys_endpoint_and_group_of_the_capa_vpc_are_deleted_and_nothing_else() {
+        // The VPC's endpoints and groups, every one (the pass's listings, `locate::view`):
+        // GuardDuty's are taken by its service name, managed tag and group name here.
         let endpoints = mock!(Client::describe_vpc_endpoints)
             .match_requests(|r| {
                 let f = r.filters();
-                f.len() == 3
-                    && filter_is(f, "vpc-id", &["vpc-1"])
-                    && filter_is(f, "service-name", &[SERVICE])
-                    && filter_is(f, "tag:GuardDutyManaged", &["true"])
+                f.len() == 1 && filter_is(f, "vpc-id", &["vpc-1"])
             })
             .then_output(|| {
                 let e = |id: &str, service: &str, managed: bool| {
@@ -217,11 +208,19 @@ mod calls {
                     })
                     .build()
                 };
+                let other_value = VpcEndpoint::builder()
+                    .vpc_endpoint_id("vpce-false")
+                    .vpc_id("vpc-1")
+                    .service_name(SERVICE)
+                    .state(State::Available)
+                    .tags(tag("GuardDutyManaged", "false"))
+                    .build();
                 DescribeVpcEndpointsOutput::builder()
                     .vpc_endpoints(e("vpce-gd", SERVICE, true))
-                    // The server's filters would not return these; the rule keeps them anyway.
+                    // Not GuardDuty's managed endpoint: kept.
                     .vpc_endpoints(e("vpce-untagged", SERVICE, false))
                     .vpc_endpoints(e("vpce-s3", "com.amazonaws.us-east-1.s3", true))
+                    .vpc_endpoints(other_value)
                     .build()
             });
         let delete_endpoint = mock!(Client::delete_vpc_endpoints)
@@ -230,9 +229,7 @@ mod calls {
         let groups = mock!(Client::describe_security_groups)
             .match_requests(|r| {
                 let f = r.filters();
-                f.len() == 2
-                    && filter_is(f, "vpc-id", &["vpc-1"])
-                    && filter_is(f, "group-name", &["GuardDutyManagedSecurityGroup-vpc-1"])
+                f.len() == 1 && filter_is(f, "vpc-id", &["vpc-1"])
             })
             .then_output(|| {
                 let g = |id: &str, name: &str| {
@@ -245,6 +242,8 @@ mod calls {
                 DescribeSecurityGroupsOutput::builder()
                     .security_groups(g("sg-gd", "GuardDutyManagedSecurityGroup-vpc-1"))
                     .security_groups(g("sg-other", "GuardDutyManagedSecurityGroup-vpc-2"))
+                    .security_groups(g("sg-app", "app"))
+                    .security_groups(g("sg-prefix", "GuardDutyManagedSecurityGroup-vpc-1x"))
                     .build()
             });
         let delete_group = mock!(Client::delete_security_group)

@@ -163,13 +163,16 @@ impl Cleaner for LoadBalancers {
             let tags: Vec<_> = lb.pairs().collect();
             policy::capa::decide(&Candidate::tagged(&tags), &capa).is_delete()
         };
+        // The region's listings are the pass's: phase 2's external-dns step reads their DNS
+        // names and phase 3's blocker check their VPCs, unless a load balancer delete went out.
+        let (c, view) = (ctx.clients, ctx.view);
         let mut out = Vec::new();
-        for lb in describe::classic_load_balancers(ctx.clients).await? {
+        for lb in describe::classic_tagged(c, &view.classic_lbs(c).await?).await? {
             if capas(&lb) {
                 out.push(classic(lb.id.clone()).with_tags(lb.pairs()));
             }
         }
-        for lb in describe::v2_load_balancers(ctx.clients).await? {
+        for lb in describe::v2_tagged(c, &view.v2_lbs(c).await?).await? {
             if capas(&lb) {
                 out.push(v2(lb.id.clone()).with_tags(lb.pairs()));
             }

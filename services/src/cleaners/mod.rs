@@ -36,6 +36,7 @@ pub use crate::errors::CleanError;
 use crate::errors::{ApiFailure, ErrorClass};
 use crate::locate::inventory::Inventory;
 use crate::locate::tagging::TaggedResource;
+use crate::locate::view::PassView;
 use crate::model::{AwsClients, Failure, GcTask, Phase};
 use crate::policy::{Ownership, Verdict};
 use async_trait::async_trait;
@@ -78,6 +79,9 @@ pub struct CleanCtx<'a> {
     /// Phase 2: the bucket of CAPA's bootstrap data the cluster's object names
     /// (`spec.s3Bucket.name`, see `PassRequest`); the only bucket ever read. `None`: none named.
     pub s3_bucket: Option<&'a str>,
+    /// The pass's shared listings (one per pass, across its phases): a list several steps ask
+    /// alike is described once, until a delete of its kind (see `locate::view`).
+    pub view: &'a PassView,
 }
 
 impl CleanCtx<'_> {
@@ -356,6 +360,8 @@ pub(crate) fn test_ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) ->
         tasks: &[],
         external_dns_owner: None,
         s3_bucket: None,
+        // Leaked: a test's context outlives nothing but the test.
+        view: Box::leak(Box::default()),
     }
 }
 

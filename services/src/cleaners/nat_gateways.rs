@@ -34,17 +34,11 @@ impl Cleaner for NatGateways {
         let Some(at) = InVpcs::of(ctx) else {
             return Ok(Vec::new());
         };
-        let out = call("ec2.DescribeNatGateways", || {
-            at.ec2
-                .describe_nat_gateways()
-                .set_filter(Some(at.owned("vpc-id")))
-                .send()
-        })
-        .await
-        .map_err(CleanError::discover(KIND, "DescribeNatGateways"))?;
-        Ok(out
-            .nat_gateways()
+        // The VPCs' gateways as the pass listed them (the blocker check did), CAPA's taken here.
+        let nats = ctx.view.nat_gateways(ctx.clients, at.vpcs).await?;
+        Ok(nats
             .iter()
+            .filter(|n| at.is_capas(n.tags()))
             .filter_map(|n| {
                 let t = Target::plain(n.nat_gateway_id()?).with_tags(tags::ec2_pairs(n.tags()));
                 t.judged(policy::nat_gateway(n.state().map(|s| s.as_str())))
@@ -99,17 +93,24 @@ mod calls {
 
     #[tokio::test]
     async fn deleted_gateways_are_skipped_deleting_ones_waited_for_and_a_delete_only_requested() {
+        // The VPC's gateways, every owner's (the pass's one listing, `locate::view`): only
+        // CAPA's are targets.
         let describe = mock!(Client::describe_nat_gateways)
             .match_requests(|r| {
-                filter_is(r.filter(), "vpc-id", &["vpc-1"])
-                    && filter_is(r.filter(), &format!("tag:{CAPA_KEY}"), &["owned"])
-                    && r.filter().len() == 2
+                filter_is(r.filter(), "vpc-id", &["vpc-1"]) && r.filter().len() == 1
             })
             .then_output(|| {
+                let theirs = NatGateway::builder()
+                    .nat_gateway_id("nat-theirs")
+                    .vpc_id("vpc-1")
+                    .state(NatGatewayState::Available)
+                    .tags(tag(CAPA_KEY, "shared"))
+                    .build();
                 DescribeNatGatewaysOutput::builder()
                     .nat_gateways(nat("nat-live", "available"))
                     .nat_gateways(nat("nat-deleting", "deleting"))
                     .nat_gateways(nat("nat-deleted", "deleted"))
+                    .nat_gateways(theirs)
                     .build()
             });
         let delete = mock!(Client::delete_nat_gateway)

@@ -303,6 +303,7 @@ mod tests {
             tasks: &[],
             external_dns_owner: None,
             s3_bucket: None,
+            view: &Default::default(),
         };
         run_cleaner(&OidcProviders, &ctx, false).await
     }

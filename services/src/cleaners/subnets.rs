@@ -28,17 +28,11 @@ impl Cleaner for Subnets {
         let Some(at) = InVpcs::of(ctx) else {
             return Ok(Vec::new());
         };
-        let out = call("ec2.DescribeSubnets", || {
-            at.ec2
-                .describe_subnets()
-                .set_filters(Some(at.owned("vpc-id")))
-                .send()
-        })
-        .await
-        .map_err(CleanError::discover(KIND, "DescribeSubnets"))?;
-        Ok(out
-            .subnets()
+        // The VPCs' subnets as the pass listed them (the blocker check did), CAPA's taken here.
+        let subnets = ctx.view.subnets(ctx.clients, at.vpcs).await?;
+        Ok(subnets
             .iter()
+            .filter(|s| at.is_capas(s.tags()))
             .filter_map(|s| {
                 Some(Target::plain(s.subnet_id()?).with_tags(tags::ec2_pairs(s.tags())))
             })
@@ -76,19 +70,20 @@ mod calls {
 
     #[tokio::test]
     async fn asks_for_capa_owned_subnets_of_the_vpc_only_and_deletes_each() {
+        // The VPC's subnets, every owner's (the pass's one listing, `locate::view`): only CAPA's
+        // are targets; an untagged one and a `shared` one are not.
         let describe = mock!(Client::describe_subnets)
             .match_requests(|r| {
-                filter_is(r.filters(), "vpc-id", &["vpc-1"])
-                    && filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
-                    && r.filters().len() == 2
+                filter_is(r.filters(), "vpc-id", &["vpc-1"]) && r.filters().len() == 1
             })
             .then_output(|| {
+                let subnet = |id: &str| Subnet::builder().subnet_id(id).vpc_id("vpc-1");
                 DescribeSubnetsOutput::builder()
+                    .subnets(subnet("subnet-a").tags(tag(CAPA_KEY, "owned")).build())
+                    .subnets(subnet("subnet-untagged").build())
                     .subnets(
-                        Subnet::builder()
-                            .subnet_id("subnet-a")
-                            .vpc_id("vpc-1")
-                            .tags(tag(CAPA_KEY, "owned"))
+                        subnet("subnet-shared")
+                            .tags(tag(CAPA_KEY, "shared"))
                             .build(),
                     )
                     .build()

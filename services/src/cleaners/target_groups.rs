@@ -172,12 +172,11 @@ async fn judged(
         .iter()
         .any(|arn| users.get(arn).is_some_and(|l| !l.is_empty()));
     if attached {
-        let live: HashSet<String> = describe::v2_load_balancer_arns(ctx.clients)
-            .await?
-            .into_iter()
-            .collect();
+        // The pass's listing: described again once a load balancer delete went out.
+        let listed = ctx.view.v2_lbs(ctx.clients).await?;
+        let live: HashSet<&str> = listed.iter().map(|l| l.id.as_str()).collect();
         for lbs in users.values_mut() {
-            lbs.retain(|l| live.contains(l));
+            lbs.retain(|l| live.contains(l.as_str()));
         }
     }
     Ok(ours

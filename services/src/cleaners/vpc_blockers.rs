@@ -1,13 +1,15 @@
 //! What keeps a CAPA-managed VPC from being deleted: what in it the cluster does not own (no CAPA
 //! tag, and left by phases 1 and 2). Phase 3 asks before it touches a VPC, and waits while
 //! anything is listed, deleting none of it. One step per kind, each asking AWS once and letting
-//! `policy::network::blocks_vpc` decide resource by resource; the calls go in this order.
+//! `policy::network::blocks_vpc` decide resource by resource; the calls go in this order. The
+//! VPC-wide lists (NAT gateways, endpoints, security groups, subnets, load balancers) are the
+//! pass's (`locate::view`): the network's cleaners read the same answers after this check.
 
 use super::instances;
 use super::{CleanError, guardduty as guardduty_cleaner};
-use crate::errors::call;
 use crate::locate::describe;
 use crate::locate::tags;
+use crate::locate::view::PassView;
 use crate::model::{AwsClients, ResourceRef};
 use crate::policy::Candidate;
 use crate::policy::guardduty;
@@ -36,22 +38,23 @@ fn blocker(service: &str, kind: &str, id: &str, vpc: &str) -> Blocker {
 /// workload's instance.
 pub async fn blockers(
     c: &AwsClients,
+    view: &PassView,
     cluster: &str,
     vpcs: &[String],
 ) -> Result<Vec<Blocker>, CleanError> {
     let capa = tags::capa_key(cluster);
-    let mut out = blocking_load_balancers(c, vpcs).await?;
+    let mut out = blocking_load_balancers(c, view, vpcs).await?;
     out.extend(blocking_instances(c, vpcs).await?);
-    let (nats, nat_enis) = blocking_nat_gateways(c, vpcs, &capa).await?;
+    let (nats, nat_enis) = blocking_nat_gateways(c, view, vpcs, &capa).await?;
     out.extend(nats);
     // Judged once the endpoints are known: an interface endpoint's interfaces go with it (AWS
     // reports them in use, LocalStack `available`).
     let detached = detached_interfaces(c, vpcs).await?;
-    out.extend(blocking_security_groups(c, vpcs, &capa).await?);
-    let (endpoints, endpoint_enis) = blocking_vpc_endpoints(c, vpcs, &capa).await?;
+    out.extend(blocking_security_groups(c, view, vpcs, &capa).await?);
+    let (endpoints, endpoint_enis) = blocking_vpc_endpoints(c, view, vpcs, &capa).await?;
     out.extend(endpoints);
     out.extend(blocking_interfaces(detached, &nat_enis, &endpoint_enis));
-    out.extend(blocking_subnets(c, vpcs, &capa).await?);
+    out.extend(blocking_subnets(c, view, vpcs, &capa).await?);
     Ok(out)
 }
 
@@ -62,9 +65,10 @@ fn in_vpcs(vpcs: &[String]) -> aws_sdk_ec2::types::Filter {
 /// Load balancers of both APIs in the VPCs: any left blocks.
 async fn blocking_load_balancers(
     c: &AwsClients,
+    view: &PassView,
     vpcs: &[String],
 ) -> Result<Vec<Blocker>, CleanError> {
-    let found = describe::load_balancers_in(c, vpcs).await?;
+    let found = view.load_balancers_in(c, vpcs).await?;
     Ok(found
         .into_iter()
         .filter(|_| blocks_vpc(&InVpc::LoadBalancer))
@@ -87,17 +91,14 @@ async fn blocking_instances(c: &AwsClients, vpcs: &[String]) -> Result<Vec<Block
 /// leftover (LocalStack reports it `available`), so their ids come back too.
 async fn blocking_nat_gateways(
     c: &AwsClients,
+    view: &PassView,
     vpcs: &[String],
     capa: &str,
 ) -> Result<(Vec<Blocker>, HashSet<String>), CleanError> {
-    let nats = call("ec2.DescribeNatGateways", || {
-        c.ec2.describe_nat_gateways().filter(in_vpcs(vpcs)).send()
-    })
-    .await
-    .map_err(CleanError::discover("nat-gateway", "DescribeNatGateways"))?;
+    let nats = view.nat_gateways(c, vpcs).await?;
     let mut out = Vec::new();
     let mut nat_enis = HashSet::new();
-    for n in nats.nat_gateways() {
+    for n in nats.iter() {
         nat_enis.extend(
             n.nat_gateway_addresses()
                 .iter()
@@ -133,11 +134,12 @@ async fn detached_interfaces(
 /// default group never does).
 async fn blocking_security_groups(
     c: &AwsClients,
+    view: &PassView,
     vpcs: &[String],
     capa: &str,
 ) -> Result<Vec<Blocker>, CleanError> {
     let mut out = Vec::new();
-    for g in describe::security_groups(c, vec![in_vpcs(vpcs)]).await? {
+    for g in view.security_groups(c, vpcs).await?.iter() {
         let found = if guardduty::group(g.group_name(), g.vpc_id(), vpcs).is_delete() {
             InVpc::GuardDuty
         } else {
@@ -159,17 +161,14 @@ async fn blocking_security_groups(
 /// another's keeps the VPC. Every endpoint's interface ids come back too.
 async fn blocking_vpc_endpoints(
     c: &AwsClients,
+    view: &PassView,
     vpcs: &[String],
     capa: &str,
 ) -> Result<(Vec<Blocker>, HashSet<String>), CleanError> {
-    let endpoints = call("ec2.DescribeVpcEndpoints", || {
-        c.ec2.describe_vpc_endpoints().filters(in_vpcs(vpcs)).send()
-    })
-    .await
-    .map_err(CleanError::discover("vpc-endpoint", "DescribeVpcEndpoints"))?;
+    let endpoints = view.vpc_endpoints(c, vpcs).await?;
     let region = guardduty_cleaner::region(c);
     let mut out = Vec::new();
-    for e in endpoints.vpc_endpoints() {
+    for e in endpoints.iter() {
         let pairs: Vec<_> = tags::ec2_pairs(e.tags()).collect();
         let gd = Candidate {
             tags: &pairs,
@@ -190,7 +189,6 @@ async fn blocking_vpc_endpoints(
         }
     }
     let enis = endpoints
-        .vpc_endpoints()
         .iter()
         .flat_map(|e| e.network_interface_ids().iter().cloned())
         .collect();
@@ -217,16 +215,12 @@ fn blocking_interfaces(
 /// Subnets: CAPA's go in this phase; another's keeps the VPC.
 async fn blocking_subnets(
     c: &AwsClients,
+    view: &PassView,
     vpcs: &[String],
     capa: &str,
 ) -> Result<Vec<Blocker>, CleanError> {
-    let subnets = call("ec2.DescribeSubnets", || {
-        c.ec2.describe_subnets().filters(in_vpcs(vpcs)).send()
-    })
-    .await
-    .map_err(CleanError::discover("subnet", "DescribeSubnets"))?;
     let mut out = Vec::new();
-    for s in subnets.subnets() {
+    for s in view.subnets(c, vpcs).await?.iter() {
         let found = InVpc::Subnet {
             capa_owned: tags::is_owned(tags::ec2_pairs(s.tags()), capa),
         };
@@ -427,7 +421,10 @@ mod tests {
         let c = mocked::in_order(&[
             &v2, &classic, &instances, &nats, &enis, &groups, &endpoints, &subnets,
         ]);
-        let found = blockers(&c, "c1", &["vpc-1".to_string()]).await.unwrap();
+        let view = PassView::default();
+        let found = blockers(&c, &view, "c1", &["vpc-1".to_string()])
+            .await
+            .unwrap();
         let ids: Vec<(&str, &str)> = found
             .iter()
             .map(|(r, vpc)| (r.id.as_str(), vpc.as_str()))

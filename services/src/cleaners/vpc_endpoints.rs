@@ -38,17 +38,11 @@ impl Cleaner for VpcEndpoints {
         let Some(at) = InVpcs::of(ctx) else {
             return Ok(Vec::new());
         };
-        let out = call("ec2.DescribeVpcEndpoints", || {
-            at.ec2
-                .describe_vpc_endpoints()
-                .set_filters(Some(at.owned("vpc-id")))
-                .send()
-        })
-        .await
-        .map_err(CleanError::discover(KIND, "DescribeVpcEndpoints"))?;
-        Ok(out
-            .vpc_endpoints()
+        // The VPCs' endpoints as the pass listed them (the blocker check did), CAPA's taken here.
+        let endpoints = ctx.view.vpc_endpoints(ctx.clients, at.vpcs).await?;
+        Ok(endpoints
             .iter()
+            .filter(|e| at.is_capas(e.tags()))
             .filter_map(|e| {
                 let t = Target::plain(e.vpc_endpoint_id()?).with_tags(tags::ec2_pairs(e.tags()));
                 t.judged(policy::vpc_endpoint(e.state().map(|s| s.as_str())))
@@ -120,17 +114,27 @@ mod calls {
 
     #[tokio::test]
     async fn capa_owned_live_endpoints_of_the_vpc_are_requested_deleted() {
+        // The VPC's endpoints, every owner's (the pass's one listing, `locate::view`): only
+        // CAPA's are targets.
         let describe = mock!(Client::describe_vpc_endpoints)
             .match_requests(|r| {
-                filter_is(r.filters(), "vpc-id", &["vpc-1"])
-                    && filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"])
-                    && r.filters().len() == 2
+                filter_is(r.filters(), "vpc-id", &["vpc-1"]) && r.filters().len() == 1
             })
             .then_output(|| {
+                let theirs = VpcEndpoint::builder()
+                    .vpc_endpoint_id("vpce-theirs")
+                    .vpc_id("vpc-1")
+                    .state(State::from("available"))
+                    .tags(tag(
+                        "sigs.k8s.io/cluster-api-provider-aws/cluster/c1-b",
+                        "owned",
+                    ))
+                    .build();
                 DescribeVpcEndpointsOutput::builder()
                     .vpc_endpoints(endpoint("vpce-live", "available"))
                     .vpc_endpoints(endpoint("vpce-deleting", "deleting"))
                     .vpc_endpoints(endpoint("vpce-gone", "deleted"))
+                    .vpc_endpoints(theirs)
                     .build()
             });
         let delete = mock!(Client::delete_vpc_endpoints)

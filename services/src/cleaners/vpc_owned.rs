@@ -46,6 +46,12 @@ impl<'a> InVpcs<'a> {
     pub fn capa_owned(&self) -> Filter {
         tags::ec2_tag_filter(&self.capa_key, tags::OWNED)
     }
+
+    /// What [`InVpcs::capa_owned`] asks the server, asked of a resource the pass's shared
+    /// listing of the VPCs holds (`locate::view`): CAPA's tag for the cluster, exactly `owned`.
+    pub fn is_capas(&self, tags: &[aws_sdk_ec2::types::Tag]) -> bool {
+        tags::is_owned(tags::ec2_pairs(tags), &self.capa_key)
+    }
 }
 
 /// For a call that must go through before the delete (a detach, a disassociation): `Some` with

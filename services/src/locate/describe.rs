@@ -27,11 +27,30 @@ impl Tagged {
     }
 }
 
+/// A load balancer as the region's listing shows it: classic name or v2 ARN, VPC, DNS name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedLb {
+    pub id: String,
+    pub vpc: Option<String>,
+    pub dns: Option<String>,
+}
+
 /// Every classic load balancer of the account/region, with tags.
 pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, CleanError> {
-    let names = classic_load_balancer_vpcs(c).await?;
-    let vpc_of: std::collections::HashMap<String, Option<String>> = names.iter().cloned().collect();
-    let names: Vec<String> = names.into_iter().map(|(n, _)| n).collect();
+    classic_tagged(c, &classic_listing(c).await?).await
+}
+
+/// The tags of `listed` (the region's classic load balancers, as [`classic_listing`] listed
+/// them), 20 names per call.
+pub async fn classic_tagged(
+    c: &AwsClients,
+    listed: &[ListedLb],
+) -> Result<Vec<Tagged>, CleanError> {
+    let vpc_of: std::collections::HashMap<&str, Option<String>> = listed
+        .iter()
+        .map(|l| (l.id.as_str(), l.vpc.clone()))
+        .collect();
+    let names: Vec<String> = listed.iter().map(|l| l.id.clone()).collect();
     let mut out = Vec::with_capacity(names.len());
     for chunk in names.chunks(TAGS_CHUNK) {
         let tags = call("elb.DescribeTags", || {
@@ -69,6 +88,15 @@ pub async fn classic_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, Clean
 pub(crate) async fn classic_load_balancer_vpcs(
     c: &AwsClients,
 ) -> Result<Vec<(String, Option<String>)>, CleanError> {
+    Ok(classic_listing(c)
+        .await?
+        .into_iter()
+        .map(|l| (l.id, l.vpc))
+        .collect())
+}
+
+/// Every classic load balancer of the account/region, all pages.
+pub async fn classic_listing(c: &AwsClients) -> Result<Vec<ListedLb>, CleanError> {
     all_pages(|marker| async move {
         let page = call("elb.DescribeLoadBalancers", || {
             c.elb
@@ -86,10 +114,11 @@ pub(crate) async fn classic_load_balancer_vpcs(
             .load_balancer_descriptions()
             .iter()
             .filter_map(|d| {
-                Some((
-                    d.load_balancer_name()?.to_string(),
-                    d.vpc_id().map(str::to_string),
-                ))
+                Some(ListedLb {
+                    id: d.load_balancer_name()?.to_string(),
+                    vpc: d.vpc_id().map(str::to_string),
+                    dns: d.dns_name().map(str::to_string),
+                })
             })
             .collect();
         Ok((names, page.next_marker().map(str::to_string)))
@@ -99,29 +128,37 @@ pub(crate) async fn classic_load_balancer_vpcs(
 
 /// Every v2 (application, network, gateway) load balancer ARN, with tags and VPC.
 pub async fn v2_load_balancers(c: &AwsClients) -> Result<Vec<Tagged>, CleanError> {
-    let found = v2_load_balancer_vpcs(c).await?;
-    let vpc_of: std::collections::HashMap<String, Option<String>> = found.iter().cloned().collect();
-    let arns = found.into_iter().map(|(a, _)| a).collect();
-    let mut out = v2_tags(c, arns, "load-balancer").await?;
-    for t in &mut out {
-        t.vpc = vpc_of.get(&t.id).cloned().flatten();
-    }
-    Ok(out)
+    v2_tagged(c, &v2_listing(c).await?).await
 }
 
-/// Every v2 load balancer ARN, without tags.
-pub async fn v2_load_balancer_arns(c: &AwsClients) -> Result<Vec<String>, CleanError> {
-    Ok(v2_load_balancer_vpcs(c)
-        .await?
-        .into_iter()
-        .map(|(arn, _)| arn)
-        .collect())
+/// The tags of `listed` (the region's v2 load balancers, as [`v2_listing`] listed them), with
+/// their VPC.
+pub async fn v2_tagged(c: &AwsClients, listed: &[ListedLb]) -> Result<Vec<Tagged>, CleanError> {
+    let vpc_of: std::collections::HashMap<&str, Option<String>> = listed
+        .iter()
+        .map(|l| (l.id.as_str(), l.vpc.clone()))
+        .collect();
+    let arns = listed.iter().map(|l| l.id.clone()).collect();
+    let mut out = v2_tags(c, arns, "load-balancer").await?;
+    for t in &mut out {
+        t.vpc = vpc_of.get(t.id.as_str()).cloned().flatten();
+    }
+    Ok(out)
 }
 
 /// Every v2 load balancer: (ARN, VPC).
 pub(crate) async fn v2_load_balancer_vpcs(
     c: &AwsClients,
 ) -> Result<Vec<(String, Option<String>)>, CleanError> {
+    Ok(v2_listing(c)
+        .await?
+        .into_iter()
+        .map(|l| (l.id, l.vpc))
+        .collect())
+}
+
+/// Every v2 load balancer of the account/region, all pages.
+pub async fn v2_listing(c: &AwsClients) -> Result<Vec<ListedLb>, CleanError> {
     all_pages(|marker| async move {
         let page = call("elbv2.DescribeLoadBalancers", || {
             c.elbv2
@@ -139,28 +176,16 @@ pub(crate) async fn v2_load_balancer_vpcs(
             .load_balancers()
             .iter()
             .filter_map(|l| {
-                Some((
-                    l.load_balancer_arn()?.to_string(),
-                    l.vpc_id().map(str::to_string),
-                ))
+                Some(ListedLb {
+                    id: l.load_balancer_arn()?.to_string(),
+                    vpc: l.vpc_id().map(str::to_string),
+                    dns: l.dns_name().map(str::to_string),
+                })
             })
             .collect();
         Ok((arns, page.next_marker().map(str::to_string)))
     })
     .await
-}
-
-/// Load balancers of both APIs whose VPC is one of `vpcs`: (classic name or v2 ARN, VPC id).
-pub async fn load_balancers_in(
-    c: &AwsClients,
-    vpcs: &[String],
-) -> Result<Vec<(String, String)>, CleanError> {
-    let mut all = v2_load_balancer_vpcs(c).await?;
-    all.extend(classic_load_balancer_vpcs(c).await?);
-    Ok(all
-        .into_iter()
-        .filter_map(|(id, vpc)| Some((id, vpc.filter(|v| vpcs.contains(v))?)))
-        .collect())
 }
 
 /// A v2 target group: its ARN and the load balancers still using it.

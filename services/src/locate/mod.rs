@@ -11,3 +11,4 @@ pub mod inventory;
 pub mod placement;
 pub mod tagging;
 pub mod tags;
+pub mod view;

@@ -19,6 +19,7 @@ pub use tagged::phase2_pass;
 
 use crate::cleaners::{CleanCtx, CleanError, vpc_blockers, vpcs};
 use crate::locate::inventory::Inventory;
+use crate::locate::view::PassView;
 use runner::{PhaseRun, run_phase};
 use tracing::Instrument;
 
@@ -60,7 +61,9 @@ pub async fn teardown_pass(clients: &AwsClients, req: &PassRequest) -> PassRepor
 
 async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
     let mut phases = Vec::with_capacity(3);
-    let p1 = phase1(clients, req).await;
+    // This pass's shared listings, never the next pass's: each pass asks the world again.
+    let view = PassView::default();
+    let p1 = phase1(clients, req, &view).await;
     // Phase 2 waits for phase 1 except for what phase 2 itself may be holding up (CAPA's
     // security groups, used by the cloud provider's network interfaces); phase 3 waits for all.
     let go_on = req.dry_run || (p1.report.started && !p1.holds_next);
@@ -79,14 +82,14 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
         // Opted out: phase 2 counts as run and empty, so the network phase is not held up.
         phases.push(PhaseReport::started(Phase::Tagged));
     } else {
-        phases.push(tagged::phase2_in(clients, req, &capa_vpcs).await);
+        phases.push(tagged::phase2_in(clients, req, &capa_vpcs, &view).await);
     }
 
     let go_on = req.dry_run || phases.iter().all(PhaseReport::is_clear);
     if !go_on {
         phases.push(PhaseReport::not_started(Phase::Network));
     } else {
-        let mut p3 = phase3(clients, req, &capa_vpcs).await;
+        let mut p3 = phase3(clients, req, &capa_vpcs, &view).await;
         if req.dry_run {
             drop_planned_blockers(&mut p3, &phases);
         }
@@ -106,7 +109,7 @@ async fn pass(clients: &AwsClients, req: &PassRequest) -> PassReport {
 
 /// Phase 1: what CAPA's own tag marks, not network (no inventory, no VPCs: its cleaners ask by
 /// the CAPA tag themselves).
-async fn phase1(clients: &AwsClients, req: &PassRequest) -> PhaseRun {
+async fn phase1(clients: &AwsClients, req: &PassRequest, view: &PassView) -> PhaseRun {
     let empty = Inventory::default();
     let ctx = CleanCtx {
         clients,
@@ -121,6 +124,7 @@ async fn phase1(clients: &AwsClients, req: &PassRequest) -> PhaseRun {
         tasks: &[],
         external_dns_owner: None,
         s3_bucket: None,
+        view,
     };
     let cleaners = registry::of(Phase::CapaOwned);
     run_phase(Phase::CapaOwned, &cleaners, &ctx, req.dry_run).await
@@ -161,6 +165,7 @@ async fn phase3(
     clients: &AwsClients,
     req: &PassRequest,
     capa_vpcs: &Result<Vec<String>, CleanError>,
+    view: &PassView,
 ) -> PhaseReport {
     let dry_run = req.dry_run;
     let empty = Inventory::default();
@@ -175,7 +180,7 @@ async fn phase3(
     let blockers = if vpc_ids.is_empty() {
         Vec::new()
     } else {
-        match vpc_blockers::blockers(clients, &req.capa_name, vpc_ids).await {
+        match vpc_blockers::blockers(clients, view, &req.capa_name, vpc_ids).await {
             Ok(b) => b,
             Err(e) => {
                 p3.errors.push(Failure::of(&e));
@@ -214,6 +219,7 @@ async fn phase3(
             tasks: &[],
             external_dns_owner: None,
             s3_bucket: None,
+            view,
         };
         p3 = run_phase(Phase::Network, &cleaners, &ctx, dry_run)
             .await
@@ -222,6 +228,9 @@ async fn phase3(
     p3.blockers = blockers;
     p3
 }
+
+#[cfg(test)]
+mod view_tests;
 
 #[cfg(test)]
 mod tests {

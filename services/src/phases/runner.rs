@@ -88,8 +88,13 @@ pub(crate) async fn run_cleaner<C: Cleaner>(
         plan(cleaner, &targets, &mut report);
         return report;
     }
+    let sent = targets.iter().any(|t| t.blocked.is_none());
     for (t, res) in delete_all(cleaner, ctx, targets, &span).await {
         record(&mut report, d, &t, res, ctx.inventory);
+    }
+    if sent {
+        // What this kind's deletes changed is described again by the next step that asks.
+        ctx.view.forget(d.service, d.kind).await;
     }
     report
 }

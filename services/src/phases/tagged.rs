@@ -14,6 +14,7 @@ use crate::locate::tagging::{
     MAX_PAGE, TaggedResource, resources_of_types_with_tag, resources_with_tag,
 };
 use crate::locate::tags;
+use crate::locate::view::PassView;
 use crate::model::{AwsClients, Failure, GcTask, Phase, PhaseReport};
 use crate::policy::Ownership;
 use std::collections::HashSet;
@@ -22,7 +23,7 @@ use std::collections::HashSet;
 /// `teardown_pass` and by the benchmark.
 pub async fn phase2_pass(clients: &AwsClients, req: &PassRequest) -> PhaseReport {
     let capa_vpcs = vpcs::capa_vpcs(clients, &req.capa_name).await;
-    phase2_in(clients, req, &capa_vpcs).await
+    phase2_in(clients, req, &capa_vpcs, &PassView::default()).await
 }
 
 /// Phase 2 with the cluster's CAPA-tagged VPCs already looked up (`teardown_pass` looks once
@@ -31,6 +32,7 @@ pub(crate) async fn phase2_in(
     clients: &AwsClients,
     req: &PassRequest,
     capa_vpcs: &Result<Vec<String>, CleanError>,
+    view: &PassView,
 ) -> PhaseReport {
     let cluster = req.cluster_name.as_str();
     let own = match capa_vpcs {
@@ -57,6 +59,7 @@ pub(crate) async fn phase2_in(
         tasks: &tasks,
         external_dns_owner: req.external_dns_owner.as_deref(),
         s3_bucket: req.s3_bucket.as_deref(),
+        view,
     };
     let mut p2 = run_phase(Phase::Tagged, &steps, &ctx, req.dry_run)
         .await

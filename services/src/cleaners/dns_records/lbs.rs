@@ -5,9 +5,10 @@ use super::KIND;
 use crate::cleaners::load_balancers::{self, Api};
 use crate::cleaners::{CleanCtx, CleanError};
 use crate::errors::{ErrorClass, call};
+use crate::locate::describe::ListedLb;
 use crate::policy::dns_records::dns_key;
 use futures::StreamExt;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Load balancers described per call (both ELB APIs take at most 20 names or ARNs).
 const LB_CHUNK: usize = 20;
@@ -16,12 +17,28 @@ const LB_CHUNK: usize = 20;
 /// cleaner deletes in this pass when its task runs (its phase-2 locate step is the inventory
 /// as is: the cluster's ownership rule, `shared` and other clusters' already left out).
 pub async fn lb_dns_names(ctx: &CleanCtx<'_>) -> Result<HashSet<String>, CleanError> {
+    // Phase 1 listed the region's load balancers in this pass, DNS names included: a name is
+    // taken from there (an ARN's DNS name never changes), and only those that listing lacks
+    // (made since, or not listed: a load balancer delete went out) are described here.
+    let (held_classic, held_v2) = ctx.view.held_lbs().await;
+    let dns_of = |held: &Option<std::sync::Arc<Vec<ListedLb>>>| -> HashMap<String, Option<String>> {
+        held.iter()
+            .flat_map(|l| l.iter())
+            .map(|l| (l.id.clone(), l.dns.clone()))
+            .collect()
+    };
+    let (listed_classic, listed_v2) = (dns_of(&held_classic), dns_of(&held_v2));
+    let mut out = HashSet::new();
     let mut classic = Vec::new();
     let mut v2 = Vec::new();
     for t in load_balancers::tagged(ctx.inventory) {
-        match &t.detail {
-            Api::Classic { name } => classic.push(name.clone()),
-            Api::V2 { arn } => v2.push(arn.clone()),
+        let (id, listed, rest) = match &t.detail {
+            Api::Classic { name } => (name, &listed_classic, &mut classic),
+            Api::V2 { arn } => (arn, &listed_v2, &mut v2),
+        };
+        match listed.get(id) {
+            Some(dns) => out.extend(dns.as_deref().map(dns_key)),
+            None => rest.push(id.clone()),
         }
     }
     // The chunks are described a few at once: this cleaner runs before the load balancers go,
@@ -42,7 +59,6 @@ pub async fn lb_dns_names(ctx: &CleanCtx<'_>) -> Result<HashSet<String>, CleanEr
         .buffered(crate::cleaners::READ_CONCURRENCY)
         .collect()
         .await;
-    let mut out = HashSet::new();
     for names in described {
         out.extend(names?.iter().map(|n| dns_key(n)));
     }
@@ -182,6 +198,33 @@ mod tests {
             "the one that exists, made comparable"
         );
         assert_calls(&gone, 1, "the gone one, asked alone");
+    }
+
+    /// Phase 1 listed the region's load balancers in this pass: a DNS name is read from that
+    /// listing, and only a load balancer it lacks is described by ARN.
+    #[tokio::test]
+    async fn a_name_the_passs_listing_holds_is_not_described_again() {
+        let not_found = || DescribeLoadBalancersError::generic(code("LoadBalancerNotFound"));
+        let listing = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| r.load_balancer_arns().is_empty())
+            .then_output(|| described(KEPT, "K8S-A-1.elb.us-east-1.amazonaws.com."));
+        // Not in the listing (made since, or gone): asked by ARN, alone.
+        let gone = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| r.load_balancer_arns() == [GONE])
+            .then_error(not_found);
+        let again = mock!(elbv2::Client::describe_load_balancers)
+            .match_requests(|r| r.load_balancer_arns() == [GONE])
+            .then_error(not_found);
+        let c = mocked::in_order(&[&listing, &gone, &again]);
+        let inv = inventory();
+        let cx = ctx(&c, &inv);
+        cx.view.v2_lbs(&c).await.unwrap();
+        let names = lb_dns_names(&cx).await.unwrap();
+        assert_eq!(
+            names.into_iter().collect::<Vec<_>>(),
+            ["k8s-a-1.elb.us-east-1.amazonaws.com"]
+        );
+        assert_calls(&gone, 1, "only the one the listing lacks, by ARN");
     }
 
     /// Any other failure is the locate step's error: the records cannot be tied to the cluster.
