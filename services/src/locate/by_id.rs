@@ -25,15 +25,16 @@ pub async fn load_balancers(
             tracing::debug!(error = %f, "a load balancer named by discovery is gone: listing the region's instead");
             let mut all = Vec::new();
             if !arns.is_empty() {
-                all.extend(describe::v2_load_balancer_vpcs(c).await?);
+                all.extend(describe::v2_listing(c).await?);
             }
             if !names.is_empty() {
-                all.extend(describe::classic_load_balancer_vpcs(c).await?);
+                all.extend(describe::classic_listing(c).await?);
             }
             let wanted: HashSet<&String> = arns.iter().chain(names).collect();
             Ok(all
                 .into_iter()
-                .filter(|(id, _)| wanted.contains(id))
+                .filter(|l| wanted.contains(&l.id))
+                .map(|l| (l.id, l.vpc))
                 .collect())
         }
         Err(f) => Err(CleanError::discover(

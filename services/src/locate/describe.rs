@@ -84,17 +84,6 @@ pub async fn classic_tagged(
     Ok(out)
 }
 
-/// Every classic load balancer: (name, VPC).
-pub(crate) async fn classic_load_balancer_vpcs(
-    c: &AwsClients,
-) -> Result<Vec<(String, Option<String>)>, CleanError> {
-    Ok(classic_listing(c)
-        .await?
-        .into_iter()
-        .map(|l| (l.id, l.vpc))
-        .collect())
-}
-
 /// Every classic load balancer of the account/region, all pages.
 pub async fn classic_listing(c: &AwsClients) -> Result<Vec<ListedLb>, CleanError> {
     all_pages(|marker| async move {
@@ -144,17 +133,6 @@ pub async fn v2_tagged(c: &AwsClients, listed: &[ListedLb]) -> Result<Vec<Tagged
         t.vpc = vpc_of.get(t.id.as_str()).cloned().flatten();
     }
     Ok(out)
-}
-
-/// Every v2 load balancer: (ARN, VPC).
-pub(crate) async fn v2_load_balancer_vpcs(
-    c: &AwsClients,
-) -> Result<Vec<(String, Option<String>)>, CleanError> {
-    Ok(v2_listing(c)
-        .await?
-        .into_iter()
-        .map(|l| (l.id, l.vpc))
-        .collect())
 }
 
 /// Every v2 load balancer of the account/region, all pages.
