@@ -576,11 +576,13 @@ fn start_collectors(
         state.set_ready("leader-election", true);
     }
     state.expect("discovery");
+    let refresh_discovery = discovery::RefreshNow::default();
     let mut running = vec![tokio::spawn(discovery::refresh_loop(
         conn.discovery.clone(),
         state.health.clone(),
         state.metrics.clone(),
         args.config.discovery_interval,
+        refresh_discovery.clone(),
         disc_tx,
         shutdown.clone(),
     ))];
@@ -603,6 +605,7 @@ fn start_collectors(
     }
     let env = RunEnv {
         discovery: disc_rx,
+        refresh_discovery,
         state: state.health.clone(),
         shutdown: shutdown.clone(),
     };

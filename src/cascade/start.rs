@@ -70,6 +70,7 @@ impl crate::collector::built::Collector for CascadeCollector {
             self.ctx,
             self.absent_rx,
             env.discovery,
+            env.refresh_discovery,
             env.state,
             env.shutdown,
         ))
@@ -81,6 +82,7 @@ pub async fn run(
     ctx: Arc<Ctx>,
     absent_rx: mpsc::UnboundedReceiver<crate::engine::graph::uid::Uid>,
     mut discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
+    refresh_discovery: crate::engine::discovery::RefreshNow,
     state: crate::engine::health::Health,
     shutdown: CancellationToken,
 ) {
@@ -90,7 +92,7 @@ pub async fn run(
     ctx.write().set_initial_sync(true);
     let writer = tokio::spawn(writer::run(ctx.clone(), rx, absent_rx));
     let mut served = Following {
-        watches: WatchSet::new(ctx.client.clone(), tx.clone()),
+        watches: WatchSet::new(ctx.client.clone(), tx.clone(), refresh_discovery),
         kinds: ServedKinds::default(),
         last: None,
         crd_scan_due: None,

@@ -4,7 +4,7 @@
 //! one name) and treats them alike. A collector is built on every replica (a standby serves its
 //! routes) but runs only on the leader: that is why building and running are two steps.
 
-use crate::engine::discovery::DiscoveryReport;
+use crate::engine::discovery::{DiscoveryReport, RefreshNow};
 use crate::engine::health::Health;
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 pub struct RunEnv {
     /// Each discovery refresh (None until the first one).
     pub discovery: watch::Receiver<Option<Arc<DiscoveryReport>>>,
+    /// Asks for a discovery before the next interval (see [`RefreshNow`]).
+    pub refresh_discovery: RefreshNow,
     /// Readiness: each collector reports its components here.
     pub state: Health,
     /// Cancelled on SIGTERM or when the lease is lost.

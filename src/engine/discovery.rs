@@ -119,23 +119,52 @@ pub async fn discover_deletable(client: &Client) -> Result<DiscoveryReport, Disc
     Ok(report)
 }
 
-/// Refreshes discovery every `interval` and publishes each report. Readiness means "connected
-/// and discovered at least once".
+/// Asks the refresh loop for a discovery now instead of at the next interval. A watch whose list
+/// answers 404 (its CRD deleted after the last discovery) asks: otherwise it retries until the
+/// next refresh drops it, and holds the cascade's first sync (so /readyz) for up to a whole
+/// interval. Requests coalesce; refreshes they cause are at least [`REFRESH_NOW_GAP`] apart.
+#[derive(Clone, Default)]
+pub struct RefreshNow(pub(crate) std::sync::Arc<tokio::sync::Notify>);
+
+impl RefreshNow {
+    pub fn request(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// The least time between two refreshes a [`RefreshNow`] asked for: a resource discovery keeps
+/// listing while its list answers 404 (an API server behind the others) asks again at each
+/// retry, and a refresh costs a call per group version on servers without aggregated discovery.
+pub const REFRESH_NOW_GAP: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Refreshes discovery every `interval`, and when `now` asks, and publishes each report.
+/// Readiness means "connected and discovered at least once".
 pub async fn refresh_loop(
     client: kube::Client,
     state: super::health::Health,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     interval: std::time::Duration,
+    now: RefreshNow,
     publish: tokio::sync::watch::Sender<Option<std::sync::Arc<DiscoveryReport>>>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = ticker.tick() => {}
+            _ = now.0.notified() => {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep_until(last + REFRESH_NOW_GAP) => {}
+                }
+                // The interval counts from this refresh.
+                ticker.reset();
+            }
         }
+        last = tokio::time::Instant::now();
         match discover_deletable(&client).await {
             Ok(report) => {
                 record(&metrics.service, &report);

@@ -4,7 +4,7 @@
 //! watch cache and decoded as it streams in ([`list`]), then watched from the list's version. The set of watches follows discovery: new resources (a new CRD) get a
 //! watch, vanished ones lose theirs.
 
-use crate::engine::discovery::DeletableResource;
+use crate::engine::discovery::{DeletableResource, RefreshNow};
 use crate::engine::graph::kinds::KindId;
 use crate::engine::graph::node::MetaLite;
 use crate::engine::graph::uid::Uid;
@@ -101,6 +101,8 @@ pub struct WatchSet {
     tx: mpsc::Sender<WatchEvent>,
     running: HashMap<String, JoinHandle<()>>,
     pub synced: SyncState,
+    /// Asked for when a resource's list or watch answers 404: discovery then drops it at once.
+    refresh_discovery: RefreshNow,
     /// Resources (group/plural) watched earlier in this process (stopped when discovery lost them, or served under another version): their first
     /// list after a restart reads the newest state, since the graph may still hold their objects
     /// and a stale cache's answer would make it forget some that exist.
@@ -108,10 +110,15 @@ pub struct WatchSet {
 }
 
 impl WatchSet {
-    pub fn new(client: Client, tx: mpsc::Sender<WatchEvent>) -> Self {
+    pub fn new(
+        client: Client,
+        tx: mpsc::Sender<WatchEvent>,
+        refresh_discovery: RefreshNow,
+    ) -> Self {
         WatchSet {
             client,
             tx,
+            refresh_discovery,
             running: HashMap::new(),
             synced: SyncState::new(),
             watched_before: HashSet::new(),
@@ -155,9 +162,9 @@ impl WatchSet {
                 self.client.clone(),
                 r.clone(),
                 kind,
-                key.clone(),
                 self.tx.clone(),
                 self.synced.clone(),
+                self.refresh_discovery.clone(),
                 from,
             );
             self.running.insert(
@@ -198,11 +205,12 @@ async fn watch_resource(
     client: Client,
     r: DeletableResource,
     kind: KindId,
-    key: String,
     tx: mpsc::Sender<WatchEvent>,
     synced: SyncState,
+    refresh_discovery: RefreshNow,
     mut from: ListFrom,
 ) {
+    let key = resource_key(&r);
     let url = Api::<DynamicObject>::all_with(client.clone(), &r.resource)
         .resource_url()
         .to_string();
@@ -213,6 +221,9 @@ async fn watch_resource(
             Err(ListError::Closed) => return,
             Err(error) => {
                 tracing::warn!(%error, "list failed; retrying with backoff");
+                if error.is_not_found() {
+                    refresh_discovery.request();
+                }
                 // A relist that failed at a resourceVersion (an API server behind the others)
                 // asks for the newest state next; a first list keeps asking its cache.
                 if matches!(from, ListFrom::NotOlderThan(_)) {
@@ -244,6 +255,9 @@ async fn watch_resource(
                 }
                 Some(error) => {
                     tracing::warn!(%error, "watch failed; retrying with backoff");
+                    if is_not_found(&error) {
+                        refresh_discovery.request();
+                    }
                     backoff.wait().await;
                 }
                 // The server ended the watch (its timeout): resume from the last version seen.
@@ -312,6 +326,11 @@ const WATCH_TIMEOUT_SECS: u32 = 290;
 /// 410 Gone: the resourceVersion is older than what the server keeps; only a list helps.
 fn is_expired(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 410)
+}
+
+/// 404: the resource is not served (any more): discovery should know.
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
 /// client-go's watch backoff: 800 ms doubling to 30 s, with jitter, reset by progress.
@@ -449,9 +468,9 @@ mod tests {
             client,
             resource,
             7,
-            "v1/configmaps".into(),
             tx,
             SyncState::new(),
+            RefreshNow::default(),
             ListFrom::Any,
         ));
         let mut got = Vec::new();
@@ -493,6 +512,42 @@ mod tests {
             (Some("10"), None),
             "the relist is at least as new as the last version seen"
         );
+    }
+
+    /// A list that answers 404 (the CRD went after discovery saw it) asks discovery to refresh,
+    /// which drops the watch; a list failing otherwise (500) does not ask.
+    #[tokio::test]
+    async fn a_list_answering_not_found_asks_discovery_to_refresh() {
+        for (code, asks) in [(404, true), (500, false)] {
+            let (client, server) = MockApi::new();
+            server
+                .expect(Method::GET, "/api/v1/configmaps")
+                .repeatedly()
+                .respond_status(code, "no");
+            let (tx, _rx) = mpsc::channel(16);
+            let refresh = RefreshNow::default();
+            let resource = DeletableResource {
+                resource: kube::discovery::ApiResource::erase::<
+                    k8s_openapi::api::core::v1::ConfigMap,
+                >(&()),
+                namespaced: true,
+            };
+            let task = tokio::spawn(watch_resource(
+                client,
+                resource,
+                7,
+                tx,
+                SyncState::new(),
+                refresh.clone(),
+                ListFrom::Any,
+            ));
+            // The first list fails at once; the backoff's first wait is 800 ms or more.
+            let asked = tokio::time::timeout(Duration::from_millis(600), refresh.0.notified())
+                .await
+                .is_ok();
+            task.abort();
+            assert_eq!(asked, asks, "a list answering {code}");
+        }
     }
 
     #[tokio::test]

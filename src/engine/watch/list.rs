@@ -72,6 +72,13 @@ pub enum ListError {
     Closed,
 }
 
+impl ListError {
+    /// The API server answered 404: the resource is not served (its CRD is gone).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ListError::Request { source: kube::Error::Api(status), .. } if status.code == 404)
+    }
+}
+
 /// What a finished list tells the watch.
 #[derive(Debug)]
 pub struct Listed {
