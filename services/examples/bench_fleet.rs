@@ -32,6 +32,11 @@
 //!   resources deleted (32 per cluster); `listing_pages` is the `Describe*`/`List*`/`Get*`
 //!   requests (every page one request), `sts:GetCallerIdentity` (one per session built) apart in
 //!   `sessions`. Target: per_resource <= 1.1.
+//! - `BENCH external.fleet.requests sweeper=<n> baseline=<n> sweeper_per_s=<r> baseline_per_s=<r>
+//!   ceiling=<c> unit=requests`: every request each side sent, and per second of its run;
+//!   `ceiling` is the ratio the two would reach with sweeper at exactly its budget (accounts x
+//!   qps) and the baseline at exactly one request per `BENCH_LATENCY_MS`: 8 at 5 accounts, 20/s
+//!   and 80 ms when both send as many requests.
 //! - `BENCH external.fleet.iam_listings made=<n> passes=<p> accounts=5 clusters=<n>
 //!   unit=listings`: the IAM listings sweeper's passes made, shared per account (`listings`),
 //!   against the passes that needed one.
@@ -262,8 +267,14 @@ async fn main() -> Res<()> {
             log_.install(with_latency(sdk, latency))
         }))
         .with_account_budget(budget);
-    let unbudgeted = SessionCache::new(base.clone(), None)
-        .with_hook(Arc::new(move |_spec, sdk| with_latency(sdk, latency)));
+    // The baseline's requests are logged too (no throttling is planned on either log): the
+    // ratio's ceiling is set by how many requests each side sends (see the calls line).
+    let b_log = AccountThrottle::new();
+    let b_log_ = b_log.clone();
+    let unbudgeted =
+        SessionCache::new(base.clone(), None).with_hook(Arc::new(move |_spec, sdk| {
+            b_log_.install(with_latency(sdk, latency))
+        }));
 
     let a = fleet(&base, "flt", clusters).await;
     let resources: usize = a.iter().map(|c| c.resources).sum();
@@ -280,7 +291,9 @@ async fn main() -> Res<()> {
     let s = m.secs;
     eprintln!("sweeper: {s:.2}s (concurrency {concurrency})");
     let b_fleet = fleet(&base, "flb", clusters).await;
+    b_log.reset();
     let b = baseline_mode(&unbudgeted, &b_fleet).await;
+    let b_requests = b_log.log().len();
     eprintln!("baseline: {b:.2}s (one cluster at a time)");
     println!(
         "BENCH external.fleet sweeper={s:.2} baseline={b:.2} ratio={:.2} clusters={} accounts={} regions={} unit=s",
@@ -298,6 +311,18 @@ async fn main() -> Res<()> {
         r.others as f64 / resources as f64,
         r.listings,
         r.sessions
+    );
+    // Both sides' requests, all of them (sessions included): the budget lets sweeper send at
+    // most accounts x qps per second, the baseline sends one at a time (80 ms each and
+    // LocalStack's own time), so with as many requests on both sides the ratio cannot pass
+    // accounts x qps x latency (5 x 20 x 0.08 s = 8); it passes that only by sending fewer.
+    let s_requests = r.listings + r.others + r.sessions;
+    println!(
+        "BENCH external.fleet.requests sweeper={s_requests} baseline={b_requests} sweeper_per_s={:.1} baseline_per_s={:.1} ceiling={:.2} unit=requests",
+        s_requests as f64 / s,
+        b_requests as f64 / b,
+        f64::from(budget.qps) * ACCOUNTS.len() as f64 * latency.as_secs_f64() * b_requests as f64
+            / s_requests.max(1) as f64
     );
     // Every pass lists the account's instance profiles (a Karpenter cluster's profiles are found
     // by name); without the sharing, `made` would equal `passes`.
