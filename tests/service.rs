@@ -29,6 +29,18 @@ async fn get(url: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// Whether `base`'s /readyz answers 200 within `timeout`.
+async fn ready_within(base: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some((200, _)) = get(&format!("{base}/readyz")).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn run_serves_health_ready_and_metrics_then_stops_on_sigterm() {
@@ -52,15 +64,7 @@ async fn run_serves_health_ready_and_metrics_then_stops_on_sigterm() {
         .expect("spawn sweeper");
     let base = format!("http://127.0.0.1:{port}");
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut ready = false;
-    while Instant::now() < deadline {
-        if let Some((200, _)) = get(&format!("{base}/readyz")).await {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let ready = ready_within(&base, Duration::from_secs(30)).await;
     let healthz = get(&format!("{base}/healthz")).await;
     let status_out = Command::new(env!("CARGO_BIN_EXE_sweeper"))
         .args(["status", "--server", &base])
@@ -174,18 +178,7 @@ async fn a_deleted_crds_watch_asks_discovery_to_refresh_at_once() {
         false
     };
     // The watch is running once the graph has synced (its list done): then delete the CRD.
-    let synced = {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut ok = false;
-        while Instant::now() < deadline {
-            if let Some((200, _)) = get(&format!("http://127.0.0.1:{port}/readyz")).await {
-                ok = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        ok
-    };
+    let synced = ready_within(&format!("http://127.0.0.1:{port}"), Duration::from_secs(60)).await;
     support::objects::delete_crd(&client, &ar).await;
     // Blocking here is fine: the log is read by its own thread, and nothing else runs.
     let stopped = synced
