@@ -29,6 +29,22 @@ async fn get(url: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// `sweeper run` against the test environment, serving plain HTTP on `port` without
+/// authentication (these tests are about the process; tests/http_auth.rs is about the port's
+/// security), with `extra` flags.
+fn sweeper_run(facts: &support::EnvFacts, port: u16, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sweeper"));
+    c.args([
+        "run",
+        "--http-insecure",
+        "--http-addr",
+        &format!("127.0.0.1:{port}"),
+    ])
+    .args(extra)
+    .env("KUBECONFIG", facts.get("KUBECONFIG"));
+    c
+}
+
 /// Whether `base`'s /readyz answers 200 within `timeout`.
 async fn ready_within(base: &str, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
@@ -48,16 +64,7 @@ async fn run_serves_health_ready_and_metrics_then_stops_on_sigterm() {
     // Fails with instructions if the apiserver is down, rather than timing out below.
     support::kube_client().await;
     let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sweeper"))
-        // Plain HTTP, no authentication: this test is about the process (tests/http_auth.rs is
-        // about the port's security).
-        .args([
-            "run",
-            "--http-insecure",
-            "--http-addr",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .env("KUBECONFIG", facts.get("KUBECONFIG"))
+    let mut child = sweeper_run(&facts, port, &[])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -134,24 +141,22 @@ async fn a_deleted_crds_watch_asks_discovery_to_refresh_at_once() {
     )
     .await;
     let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sweeper"))
-        .args([
-            "run",
-            "--http-insecure",
-            "--http-addr",
-            &format!("127.0.0.1:{port}"),
+    let mut child = sweeper_run(
+        &facts,
+        port,
+        &[
             "--discovery-interval",
             "1h",
             "--feature-gates",
             "CascadeGC=true",
-        ])
-        .env("KUBECONFIG", facts.get("KUBECONFIG"))
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn sweeper");
+        ],
+    )
+    .env("RUST_LOG", "info")
+    .env("NO_COLOR", "1")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn sweeper");
     let key = format!("{group}/v1/gizmos");
     let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
     let stderr = child.stderr.take().unwrap();
