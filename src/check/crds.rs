@@ -4,7 +4,8 @@
 //! and KubeZoo's Tenant at v1alpha1. A CRD that is installed but serves none of those is named with
 //! the versions it does serve: that is an upgrade to make, not a CRD to install.
 
-use super::{Config, Line, kube_message, not_found};
+use super::{Config, Line, kube_message};
+use crate::engine::client::not_found;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 

@@ -331,8 +331,3 @@ pub(crate) fn kube_message(e: &kube::Error) -> String {
 pub(crate) fn forbidden(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 403)
 }
-
-/// Whether `e` is a 404.
-pub(crate) fn not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}

@@ -198,6 +198,11 @@ pub struct Fenced {
     pub why: Refusal,
 }
 
+/// Whether `e` is a 404 from the API server (the object, or the whole resource, is not there).
+pub fn not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
 /// Why `e` was refused before it was sent, if the fence refused it.
 pub fn refusal(e: &kube::Error) -> Option<Refusal> {
     let kube::Error::Service(inner) = e else {

@@ -255,7 +255,7 @@ async fn watch_resource(
                 }
                 Some(error) => {
                     tracing::warn!(%error, "watch failed; retrying with backoff");
-                    if is_not_found(&error) {
+                    if crate::engine::client::not_found(&error) {
                         refresh_discovery.request();
                     }
                     backoff.wait().await;
@@ -326,11 +326,6 @@ const WATCH_TIMEOUT_SECS: u32 = 290;
 /// 410 Gone: the resourceVersion is older than what the server keeps; only a list helps.
 fn is_expired(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 410)
-}
-
-/// 404: the resource is not served (any more): discovery should know.
-fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
 /// client-go's watch backoff: 800 ms doubling to 30 s, with jitter, reset by progress.

@@ -75,7 +75,7 @@ pub enum ListError {
 impl ListError {
     /// The API server answered 404: the resource is not served (its CRD is gone).
     pub fn is_not_found(&self) -> bool {
-        matches!(self, ListError::Request { source: kube::Error::Api(status), .. } if status.code == 404)
+        matches!(self, ListError::Request { source, .. } if crate::engine::client::not_found(source))
     }
 }
 
