@@ -8,6 +8,9 @@ cd "$REPO_ROOT"
 # shellcheck disable=SC1091
 source "$SWEEPER_STATE/env"
 "$REPO_ROOT/scripts/provision-capa-manager.sh" > /dev/null
-# --profile release: the artifacts scripts/build-release.sh builds for the other benches (the
-# bench profile has release's settings but a build of its own, the AWS SDK again).
-cargo bench --locked --profile release --bench capa_delete
+# The release build of every bench target first (scripts/build-release.sh, which includes this
+# bench), then `cargo bench` with the same profile and the same packages (--workspace): cargo
+# unifies features per invocation, so a narrower one (this crate alone, without sweeper-aws's
+# dev-dependencies) was a feature set of its own and rebuilt the AWS SDK crates (about 40 minutes).
+"$REPO_ROOT/scripts/build-release.sh" > /dev/null
+cargo bench --locked --profile release --workspace --bench capa_delete

@@ -20,7 +20,10 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 started=$SECONDS
 
-cargo build --locked --bin sweeper --example demo
+# --workspace: the same packages as `make test`'s build (scripts/test.sh), so the same dependency
+# features; with this crate alone cargo resolved a feature set of its own and rebuilt the AWS SDK
+# crates once more (15 minutes or more on two cores).
+cargo build --locked --workspace --bin sweeper --example demo
 "$REPO_ROOT/scripts/env-up.sh"
 # shellcheck disable=SC1091
 source "$SWEEPER_STATE/env"
