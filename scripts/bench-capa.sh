@@ -8,9 +8,9 @@ cd "$REPO_ROOT"
 # shellcheck disable=SC1091
 source "$SWEEPER_STATE/env"
 "$REPO_ROOT/scripts/provision-capa-manager.sh" > /dev/null
-# The release build of every bench target first (scripts/build-release.sh, which includes this
-# bench), then `cargo bench` with the same profile and the same packages (--workspace): cargo
-# unifies features per invocation, so a narrower one (this crate alone, without sweeper-aws's
-# dev-dependencies) was a feature set of its own and rebuilt the AWS SDK crates (about 40 minutes).
-"$REPO_ROOT/scripts/build-release.sh" > /dev/null
+# --profile release and --workspace: the release artifacts scripts/build-release.sh builds for the
+# other benches. Cargo unifies features per invocation over the packages it selects, and
+# `--workspace` with a bench target (dev-dependencies in) is the same set as build-release.sh's
+# `--workspace --bins --examples`; this crate alone, without sweeper-aws's dev-dependencies, was a
+# set of its own and rebuilt the AWS SDK crates (about 40 minutes on two cores).
 cargo bench --locked --profile release --workspace --bench capa_delete
