@@ -97,9 +97,33 @@ def _patch_vpc_delete_removes_its_default_acl() -> None:
     VPCBackend.delete_vpc = delete_vpc
 
 
+def _patch_classic_load_balancers_are_elasticloadbalancing() -> None:
+    """GetResources with ResourceTypeFilters `elasticloadbalancing:loadbalancer` (or the service
+    alone, `elasticloadbalancing`): AWS files classic load balancers there, as their ARN says
+    (`arn:aws:elasticloadbalancing:<region>:<account>:loadbalancer/<name>`); moto returns only v2
+    load balancers for it and files classic ones under a type of its own, `elb`, which AWS does not
+    know. Sweeper's phase 1 asks for the two load-balancing types (services/src/locate/capa_elb.rs),
+    and CAPA's API-server load balancer is classic by default. The filter then also asks moto for
+    its `elb:loadbalancer`; every other filter is passed as it came.
+    """
+    from moto.resourcegroupstaggingapi.models import ResourceGroupsTaggingAPIBackend
+
+    original = ResourceGroupsTaggingAPIBackend._get_resources_generator
+    asks = {"elasticloadbalancing", "elasticloadbalancing:loadbalancer"}
+
+    def _get_resources_generator(self, tag_filters=None, resource_type_filters=None):
+        if resource_type_filters and asks & set(resource_type_filters):
+            if "elb:loadbalancer" not in resource_type_filters and "elb" not in resource_type_filters:
+                resource_type_filters = [*resource_type_filters, "elb:loadbalancer"]
+        return original(self, tag_filters=tag_filters, resource_type_filters=resource_type_filters)
+
+    ResourceGroupsTaggingAPIBackend._get_resources_generator = _get_resources_generator
+
+
 @hooks.on_infra_start()
 def sweeper_moto_patches() -> None:
     _patch_portless_rules()
     _patch_target_groups_of_a_new_load_balancer()
     _patch_nat_gateway_delete_removes_its_interface()
     _patch_vpc_delete_removes_its_default_acl()
+    _patch_classic_load_balancers_are_elasticloadbalancing()

@@ -91,3 +91,34 @@ pub(crate) const CLOUD_KEY: &str = "kubernetes.io/cluster/c1";
 pub(crate) fn assert_calls(rule: &Rule, n: usize, what: &str) {
     assert_eq!(rule.num_calls(), n, "{what}: calls");
 }
+
+/// Phase 1's one tagging query (`locate::capa_elb`) for [`CAPA_KEY`]=owned, of its two types,
+/// answering `found`: (ARN, tag key, tag value) each, in one page.
+pub(crate) fn capa_elb_query(found: &[(&str, &str, &str)]) -> Rule {
+    use aws_sdk_resourcegroupstagging::operation::get_resources::GetResourcesOutput;
+    use aws_sdk_resourcegroupstagging::types::{ResourceTagMapping, Tag};
+    let found: Vec<(String, String, String)> = found
+        .iter()
+        .map(|(a, k, v)| (a.to_string(), k.to_string(), v.to_string()))
+        .collect();
+    mock!(aws_sdk_resourcegroupstagging::Client::get_resources)
+        .match_requests(|r| {
+            let f = r.tag_filters();
+            f.len() == 1
+                && f[0].key() == Some(CAPA_KEY)
+                && f[0].values() == ["owned"]
+                && r.resource_type_filters() == crate::locate::capa_elb::TYPES
+        })
+        .then_output(move || {
+            let mut out = GetResourcesOutput::builder();
+            for (arn, k, v) in &found {
+                out = out.resource_tag_mapping_list(
+                    ResourceTagMapping::builder()
+                        .resource_arn(arn)
+                        .tags(Tag::builder().key(k).value(v).build().unwrap())
+                        .build(),
+                );
+            }
+            out.build()
+        })
+}

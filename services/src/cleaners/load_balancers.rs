@@ -7,6 +7,7 @@
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::arn::Arn;
 use crate::errors::call;
+use crate::locate::capa_elb::{self, CapaElb};
 use crate::locate::describe;
 use crate::locate::inventory::Inventory;
 use crate::locate::tagging::TaggedResource;
@@ -159,12 +160,16 @@ impl Cleaner for LoadBalancers {
             return Ok(tagged(ctx.inventory).to_vec());
         }
         let capa = ctx.capa_key();
+        if !ctx.alternative_discovery {
+            return capa_tagged(ctx, &capa).await;
+        }
         let capas = |lb: &describe::Tagged| {
             let tags: Vec<_> = lb.pairs().collect();
             policy::capa::decide(&Candidate::tagged(&tags), &capa).is_delete()
         };
-        // The region's listings are the pass's: phase 2's external-dns step reads their DNS
-        // names and phase 3's blocker check their VPCs, unless a load balancer delete went out.
+        // Alternative discovery: the region's listings and every load balancer's tags. The
+        // listings are the pass's: phase 2's external-dns step reads their DNS names and phase
+        // 3's blocker check their VPCs, unless a load balancer delete went out.
         let (c, view) = (ctx.clients, ctx.view);
         let mut out = Vec::new();
         for lb in describe::classic_tagged(c, &view.classic_lbs(c).await?).await? {
@@ -206,6 +211,47 @@ impl Cleaner for LoadBalancers {
             }
         }
     }
+}
+
+/// Phase 1 from the tagging query of CAPA's key (`locate::capa_elb`): its load balancers, CAPA's
+/// rule applied again to the tags returned. An ARN that names no load balancer API sweeper knows,
+/// or does not parse, is held (remaining, never deleted): it may be CAPA's API-server load
+/// balancer, and the network must not go before it.
+async fn capa_tagged(ctx: &CleanCtx<'_>, capa: &str) -> Result<Vec<Target<Api>>, CleanError> {
+    let found = ctx.view.capa_elb(ctx.clients, capa).await?;
+    let mut out = Vec::new();
+    for r in capa_elb::of_type(&found, "loadbalancer") {
+        let tags: Vec<(&str, &str)> = r
+            .tags
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if !policy::capa::decide(&Candidate::tagged(&tags), capa).is_delete() {
+            continue;
+        }
+        let arn = r.arn.to_string();
+        let target = match lb_kind(&r.arn) {
+            Some(LbKind::Classic { name }) => classic(name),
+            Some(LbKind::V2) => v2(arn),
+            None => unrecognised(arn),
+        };
+        out.push(target.with_tags(tags));
+    }
+    for f in found.iter() {
+        if let CapaElb::Malformed(raw) = f {
+            out.push(unrecognised(raw.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// A CAPA-tagged ARN sweeper cannot delete by: reported as remaining, no call made.
+fn unrecognised(arn: String) -> Target<Api> {
+    let mut t = Target::new(arn.clone(), Api::V2 { arn: arn.clone() });
+    t.blocked = Some(format!(
+        "unrecognised load balancer ARN {arn:?} tagged by CAPA for the cluster; not touched"
+    ));
+    t
 }
 
 #[cfg(test)]
@@ -335,13 +381,84 @@ mod calls {
         [classic, classic_tags, v2, v2_tags]
     }
 
+    /// Phase 1 asks the tagging API once for CAPA's key and reads no listing and no tags: the
+    /// region's other load balancers cost nothing. What the answer holds is judged again: a
+    /// `shared` value is not ownership, an ARN of another account is dropped, a target group is
+    /// the target group cleaner's and an instance phase 1's instance cleaner's, and an ARN of no known load balancer API (or none at all) is
+    /// held, never deleted.
     #[tokio::test]
-    async fn phase_one_takes_capas_load_balancers_of_both_apis_and_nobody_elses() {
+    async fn phase_one_takes_capas_load_balancers_from_one_tagging_query() {
+        let p = "arn:aws:elasticloadbalancing:us-east-1:0:";
+        let classic_arn = format!("{p}loadbalancer/c1-apiserver");
+        let shared = format!("{p}loadbalancer/app/c1-shared/3");
+        let foreign = "arn:aws:elasticloadbalancing:us-east-1:999:loadbalancer/app/c1-api/4";
+        let group = format!("{p}targetgroup/c1-apiserver/5");
+        let weird = format!("{p}loadbalancer/weird/x/6");
+        let query = mocked::capa_elb_query(&[
+            (&classic_arn, CAPA_KEY, "owned"),
+            (V2_OURS, CAPA_KEY, "owned"),
+            (&shared, CAPA_KEY, "shared"),
+            (foreign, CAPA_KEY, "owned"),
+            (&group, CAPA_KEY, "owned"),
+            (&weird, CAPA_KEY, "owned"),
+            ("not-an-arn", CAPA_KEY, "owned"),
+            // Judged by its ARN even if the type filter let it through: not a load balancer.
+            ("arn:aws:ec2:us-east-1:0:instance/i-1", CAPA_KEY, "owned"),
+        ]);
+        let mut c = mocked::in_order(&[&query]);
+        c.scope = Some(crate::scope::Scope {
+            partition: "aws".into(),
+            region: "us-east-1".into(),
+            account: "0".into(),
+        });
+        let inv = Inventory::default();
+        let found = LoadBalancers::CAPA_OWNED
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        let seen: Vec<(&Api, Option<&str>)> = found
+            .iter()
+            .map(|t| (&t.detail, t.blocked.as_deref()))
+            .collect();
+        assert_eq!(
+            seen[..2],
+            [
+                (
+                    &Api::Classic {
+                        name: "c1-apiserver".into()
+                    },
+                    None
+                ),
+                (
+                    &Api::V2 {
+                        arn: V2_OURS.into()
+                    },
+                    None
+                ),
+            ]
+        );
+        let held: Vec<&str> = found[2..]
+            .iter()
+            .filter(|t| t.blocked.is_some())
+            .map(|t| t.id.as_str())
+            .collect();
+        assert_eq!(held, [weird.as_str(), "not-an-arn"], "held, not deleted");
+        assert_eq!(found.len(), 4);
+        assert_calls(&query, 1, "GetResources");
+    }
+
+    /// `--alternative-discovery`: the region's listings of both APIs and every load balancer's
+    /// tags, CAPA's rule deciding.
+    #[tokio::test]
+    async fn phase_one_with_alternative_discovery_reads_the_regions_tags() {
         let rules = region_rules();
         let c = mocked::in_order(&rules.iter().collect::<Vec<_>>());
         let inv = Inventory::default();
         let found = LoadBalancers::CAPA_OWNED
-            .discover(&ctx(&c, &inv))
+            .discover(&CleanCtx {
+                alternative_discovery: true,
+                ..ctx(&c, &inv)
+            })
             .await
             .unwrap();
         assert_eq!(

@@ -82,6 +82,9 @@ pub struct CleanCtx<'a> {
     /// The pass's shared listings (one per pass, across its phases): a list several steps ask
     /// alike is described once, until a delete of its kind (see `locate::view`).
     pub view: &'a PassView,
+    /// `--alternative-discovery`: the tagging API is not trusted, so every locate step uses
+    /// Describe calls (phase 1's load balancers and target groups, phase 2's inventory).
+    pub alternative_discovery: bool,
 }
 
 impl CleanCtx<'_> {
@@ -362,6 +365,7 @@ pub(crate) fn test_ctx<'a>(clients: &'a AwsClients, inventory: &'a Inventory) ->
         s3_bucket: None,
         // Leaked: a test's context outlives nothing but the test.
         view: Box::leak(Box::default()),
+        alternative_discovery: false,
     }
 }
 

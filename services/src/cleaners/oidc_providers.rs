@@ -304,6 +304,7 @@ mod tests {
             external_dns_owner: None,
             s3_bucket: None,
             view: &Default::default(),
+            alternative_discovery: false,
         };
         run_cleaner(&OidcProviders, &ctx, false).await
     }

@@ -12,6 +12,7 @@
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
 use crate::errors::call;
+use crate::locate::capa_elb;
 use crate::locate::describe;
 use crate::locate::inventory::Inventory;
 use crate::locate::tagging::TaggedResource;
@@ -122,22 +123,48 @@ impl Cleaner for TargetGroups {
             let groups = describe::target_groups(ctx.clients).await?;
             return judged(ctx, ours, groups).await;
         }
-        // Phase 1: every group of the region, kept where CAPA's tag for this cluster says owned.
-        let groups = describe::target_groups(ctx.clients).await?;
-        let arns = groups.iter().map(|t| t.arn.clone()).collect();
+        // Phase 1: the groups CAPA's tag for this cluster says owned, from the pass's one tagging
+        // query (`locate::capa_elb`; the load balancer cleaner read the same answer), CAPA's
+        // rule applied again to the tags returned. Alternative discovery: every group of the
+        // region and its tags.
         let capa = ctx.capa_key();
-        let ours: Vec<String> = describe::v2_tags(ctx.clients, arns, KIND)
-            .await?
-            .into_iter()
-            .filter(|tg| {
-                let tags: Vec<_> = tg.pairs().collect();
-                policy::capa::decide(&Candidate::tagged(&tags), &capa).is_delete()
-            })
-            .map(|tg| tg.id)
-            .collect();
+        let capas = |tags: &[(&str, &str)]| {
+            policy::capa::decide(&Candidate::tagged(tags), &capa).is_delete()
+        };
+        let (ours, listed): (Vec<String>, _) = if ctx.alternative_discovery {
+            let groups = describe::target_groups(ctx.clients).await?;
+            let arns = groups.iter().map(|t| t.arn.clone()).collect();
+            let ours = describe::v2_tags(ctx.clients, arns, KIND)
+                .await?
+                .into_iter()
+                .filter(|tg| capas(&tg.pairs().collect::<Vec<_>>()))
+                .map(|tg| tg.id)
+                .collect();
+            (ours, Some(groups))
+        } else {
+            let found = ctx.view.capa_elb(ctx.clients, &capa).await?;
+            let ours = capa_elb::of_type(&found, "targetgroup")
+                .filter(|r| {
+                    let tags: Vec<_> = r
+                        .tags
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                    capas(&tags)
+                })
+                .map(|r| r.arn.to_string())
+                .collect();
+            (ours, None)
+        };
         if ours.is_empty() {
             return Ok(Vec::new());
         }
+        // The region's groups, described after this phase's load balancer deletes (the cleaner
+        // runs after theirs): which load balancers still use ours.
+        let groups = match listed {
+            Some(g) => g,
+            None => describe::target_groups(ctx.clients).await?,
+        };
         judged(ctx, &ours, groups).await
     }
 
@@ -253,9 +280,100 @@ mod calls {
         assert_calls(&delete, 1, "DeleteTargetGroup");
     }
 
-    /// Phase 1: CAPA's API-server group, still listing the load balancer phase 1 just deleted,
-    /// is a target by CAPA's tag; another cluster's (a prefix-sharing name), a `shared` one and
-    /// the cloud provider's (`kubernetes.io/cluster/N=owned`, phase 2's) are not.
+    /// Phase 1 from the tagging query: CAPA's API-server group is a target, judged by the
+    /// region's groups described after it (it still lists the load balancer phase 1 just
+    /// deleted, which is gone); a `shared` answer and the query's load balancer are not.
+    #[tokio::test]
+    async fn phase_one_takes_capas_groups_from_the_tagging_query() {
+        let p = "arn:aws:elasticloadbalancing:us-east-1:0:";
+        let (ours, shared) = (
+            format!("{p}targetgroup/c1-apiserver/1"),
+            format!("{p}targetgroup/c1-shared/2"),
+        );
+        let lb = format!("{p}loadbalancer/app/c1-apiserver/3");
+        let query = mocked::capa_elb_query(&[
+            (&ours, mocked::CAPA_KEY, "owned"),
+            (&shared, mocked::CAPA_KEY, "shared"),
+            (&lb, mocked::CAPA_KEY, "owned"),
+        ]);
+        let (o, s) = (ours.clone(), shared.clone());
+        let groups = mock!(Client::describe_target_groups).then_output(move || {
+            DescribeTargetGroupsOutput::builder()
+                .target_groups(tg(&o, &["lb-deleted"]))
+                .target_groups(tg(&s, &[]))
+                .build()
+        });
+        let live = mock!(Client::describe_load_balancers)
+            .then_output(|| DescribeLoadBalancersOutput::builder().build());
+        let c = mocked::in_order(&[&query, &groups, &live]);
+        let inv = Inventory::default();
+        let found = TargetGroups::CAPA_OWNED
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        let seen: Vec<(&str, Option<&str>)> = found
+            .iter()
+            .map(|t| (t.id.as_str(), t.blocked.as_deref()))
+            .collect();
+        assert_eq!(seen, [(ours.as_str(), None)]);
+        assert_calls(&query, 1, "GetResources");
+    }
+
+    /// The load balancer cleaner's query serves the target group cleaner of the same pass, until
+    /// a load balancer delete went out: then it is asked again.
+    #[tokio::test]
+    async fn phase_ones_two_cleaners_share_one_query_until_a_load_balancer_delete() {
+        use crate::cleaners::load_balancers::LoadBalancers;
+        let first = mocked::capa_elb_query(&[]);
+        let again = mocked::capa_elb_query(&[]);
+        let c = mocked::in_order(&[&first, &again]);
+        let inv = Inventory::default();
+        let cx = ctx(&c, &inv);
+        assert!(
+            LoadBalancers::CAPA_OWNED
+                .discover(&cx)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            TargetGroups::CAPA_OWNED
+                .discover(&cx)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_calls(&first, 1, "one query for both cleaners");
+        let (service, kind) = crate::locate::view::LOAD_BALANCERS;
+        cx.view.forget(service, kind).await;
+        assert!(
+            TargetGroups::CAPA_OWNED
+                .discover(&cx)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_calls(&again, 1, "asked again after a load balancer delete");
+    }
+
+    /// A cluster without CAPA groups (every managed cluster's usual case) costs the query alone:
+    /// no listing of the region's groups.
+    #[tokio::test]
+    async fn phase_one_without_capa_groups_lists_nothing() {
+        let query = mocked::capa_elb_query(&[]);
+        let c = mocked::in_order(&[&query]);
+        let inv = Inventory::default();
+        let found = TargetGroups::CAPA_OWNED
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        assert!(found.is_empty());
+        assert_calls(&query, 1, "GetResources");
+    }
+
+    /// `--alternative-discovery`: CAPA's API-server group, still listing the load balancer phase
+    /// 1 just deleted, is a target by CAPA's tag; another cluster's (a prefix-sharing name), a
+    /// `shared` one and the cloud provider's (`kubernetes.io/cluster/N=owned`, phase 2's) are not.
     #[tokio::test]
     async fn capas_api_server_group_is_phase_ones_by_capas_tag_alone() {
         use aws_sdk_elasticloadbalancingv2::operation::describe_tags::DescribeTagsOutput;
@@ -292,7 +410,10 @@ mod calls {
         let c = mocked::in_order(&[&groups, &tags, &live]);
         let inv = Inventory::default();
         let found = TargetGroups::CAPA_OWNED
-            .discover(&ctx(&c, &inv))
+            .discover(&CleanCtx {
+                alternative_discovery: true,
+                ..ctx(&c, &inv)
+            })
             .await
             .unwrap();
         let seen: Vec<(&str, Option<&str>)> = found

@@ -5,7 +5,9 @@
 //! external-dns step described by ARN the load balancers phase 1 had just listed. Here each list
 //! is described once per pass and every step filters the same answer itself, exactly as the
 //! server's filter would (an exact tag pair, name or service name: EC2 matches filter values
-//! exactly and case-sensitively, and none of these values holds a wildcard).
+//! exactly and case-sensitively, and none of these values holds a wildcard). Phase 1's tagging
+//! query of CAPA's load balancers and target groups (`locate::capa_elb`) is held here too, for
+//! its two cleaners.
 //!
 //! Why this is safe: a [`PassView`] lives for one pass only (`phases::teardown_pass` makes a new
 //! one), so every pass still derives its state from the world, and a resource created between
@@ -15,6 +17,7 @@
 //! pass did not do itself (another controller's create in the seconds between two steps) is the
 //! same race a fresh Describe has a moment after it answers. A failed listing is not kept.
 
+use super::capa_elb::{self, CapaElb};
 use super::describe::{self, ListedLb};
 use super::tags;
 use crate::errors::{CleanError, call};
@@ -32,17 +35,19 @@ pub const VPC_ENDPOINTS: (&str, &str) = ("ec2", "vpc-endpoint");
 pub const SUBNETS: (&str, &str) = ("ec2", "subnet");
 pub const SECURITY_GROUPS: (&str, &str) = ("ec2", "security-group");
 pub const LOAD_BALANCERS: (&str, &str) = ("elasticloadbalancing", "load-balancer");
+pub const TARGET_GROUPS: (&str, &str) = ("elasticloadbalancing", "target-group");
 /// Every kind a listing here is forgotten for.
-pub const KINDS: [(&str, &str); 5] = [
+pub const KINDS: [(&str, &str); 6] = [
     NAT_GATEWAYS,
     VPC_ENDPOINTS,
     SUBNETS,
     SECURITY_GROUPS,
     LOAD_BALANCERS,
+    TARGET_GROUPS,
 ];
 
-/// One listing: the VPCs it was described for (none for the region's load balancers) and its
-/// answer. Held across the fetch, so concurrent steps wait for the one Describe in flight.
+/// One listing: the VPCs it was described for (none for the region's load balancers; the CAPA
+/// key for phase 1's tagging query) and its answer. Held across the fetch, so concurrent steps wait for the one Describe in flight.
 type Slot<T> = Mutex<Option<(Vec<String>, Arc<Vec<T>>)>>;
 
 /// The pass's listings, each described at most once until a delete of its kind.
@@ -54,6 +59,9 @@ pub struct PassView {
     security_groups: Slot<SecurityGroup>,
     classic_lbs: Slot<ListedLb>,
     v2_lbs: Slot<ListedLb>,
+    /// Phase 1's tagging query (`locate::capa_elb`), for the CAPA key it holds: the load
+    /// balancer cleaner and the target group cleaner read the one answer.
+    capa_elb: Slot<CapaElb>,
     /// Listings described (not served from the view): what the tests count.
     described: AtomicUsize,
 }
@@ -74,7 +82,9 @@ impl PassView {
             LOAD_BALANCERS => {
                 *self.classic_lbs.lock().await = None;
                 *self.v2_lbs.lock().await = None;
+                *self.capa_elb.lock().await = None;
             }
+            TARGET_GROUPS => *self.capa_elb.lock().await = None,
             _ => {}
         }
     }
@@ -152,6 +162,19 @@ impl PassView {
     pub async fn v2_lbs(&self, c: &AwsClients) -> Result<Arc<Vec<ListedLb>>, CleanError> {
         self.get(&self.v2_lbs, &[], || describe::v2_listing(c))
             .await
+    }
+
+    /// The load balancers and target groups tagged `capa_key=owned` (one tagging query, see
+    /// `locate::capa_elb`).
+    pub async fn capa_elb(
+        &self,
+        c: &AwsClients,
+        capa_key: &str,
+    ) -> Result<Arc<Vec<CapaElb>>, CleanError> {
+        self.get(&self.capa_elb, &[capa_key.to_string()], || {
+            capa_elb::query(c, capa_key)
+        })
+        .await
     }
 
     /// The region's load balancers of both APIs (classic, v2) as far as this pass has listed them

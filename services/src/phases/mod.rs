@@ -125,6 +125,7 @@ async fn phase1(clients: &AwsClients, req: &PassRequest, view: &PassView) -> Pha
         external_dns_owner: None,
         s3_bucket: None,
         view,
+        alternative_discovery: req.alternative_discovery,
     };
     let cleaners = registry::of(Phase::CapaOwned);
     run_phase(Phase::CapaOwned, &cleaners, &ctx, req.dry_run).await
@@ -220,6 +221,7 @@ async fn phase3(
             external_dns_owner: None,
             s3_bucket: None,
             view,
+            alternative_discovery: req.alternative_discovery,
         };
         p3 = run_phase(Phase::Network, &cleaners, &ctx, dry_run)
             .await

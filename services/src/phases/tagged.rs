@@ -60,6 +60,7 @@ pub(crate) async fn phase2_in(
         external_dns_owner: req.external_dns_owner.as_deref(),
         s3_bucket: req.s3_bucket.as_deref(),
         view,
+        alternative_discovery: req.alternative_discovery,
     };
     let mut p2 = run_phase(Phase::Tagged, &steps, &ctx, req.dry_run)
         .await

@@ -5,8 +5,25 @@ use sweeper_aws::sdk::elbv2::types::LoadBalancerTypeEnum;
 #[tokio::test]
 #[ignore = "needs LocalStack: make env-up"]
 async fn phase1_terminates_capa_instances_and_the_api_server_lb() {
+    // Phase 1's load balancers and target groups from one tagging query of CAPA's key.
+    phase1_case("p1", false).await;
+}
+
+#[tokio::test]
+#[ignore = "needs LocalStack: make env-up"]
+async fn phase1_with_alternative_discovery_finds_the_same_by_the_regions_listings() {
+    phase1_case("pa", true).await;
+}
+
+/// `prefix`: two characters, so that CAPA's target group name for the prefix-sharing cluster
+/// (`apiserver-target-<cluster>-b`) stays within ELB's 32.
+async fn phase1_case(prefix: &str, alternative_discovery: bool) {
     let (c, _rec) = env().await;
-    let n = cluster("p1");
+    let n = cluster(prefix);
+    let req = PassRequest {
+        alternative_discovery,
+        ..PassRequest::new(&n)
+    };
     let other = format!("{n}-b");
     let (v, subnets) = byo_network(&c).await;
 
@@ -40,7 +57,7 @@ async fn phase1_terminates_capa_instances_and_the_api_server_lb() {
     classic_lb(&c, &other_lb, &subnets[0], &[capa(&other)]).await;
     let vol = volume(&c, &[capa(&n), cloud(&n, "owned")]).await;
 
-    let reports = until_done(&c, &PassRequest::new(&n), 20).await;
+    let reports = until_done(&c, &req, 20).await;
     let p1_deleted: Vec<_> = reports
         .iter()
         .flat_map(|r| r.phases[0].deleted.iter().map(|d| d.id.clone()))
