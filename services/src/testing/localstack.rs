@@ -84,15 +84,41 @@ pub fn retrying_clients(sdk: &SdkConfig) -> AwsClients {
 }
 
 /// A cluster name no other test (or earlier run) uses: LocalStack keeps what earlier runs left.
+///
+/// The time part is zero-padded to 8 hex digits: callers name load balancers and target groups
+/// after the name's last 6 or 8 characters, and an unpadded time of 6 digits put the `-` among
+/// them, which AWS (and LocalStack) refuse as a name's first character (`bench_fleet` failed on
+/// `-fd13a34-t1` on 2026-12-03).
 pub fn unique_cluster(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    format!(
-        "{prefix}-{:x}{}",
+    cluster_name(
+        prefix,
         nanos % 0xffff_ffff,
-        N.fetch_add(1, Ordering::Relaxed)
+        N.fetch_add(1, Ordering::Relaxed),
     )
+}
+
+/// `<prefix>-<time, 8 hex digits><counter>`: its last 8 characters never hold the `-`.
+fn cluster_name(prefix: &str, time: u128, n: u32) -> String {
+    format!("{prefix}-{time:08x}{n}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cluster_name;
+
+    #[test]
+    fn a_names_last_eight_characters_never_hold_its_dash() {
+        // (time, counter): the time of 2026-12-03's failure (6 hex digits), the smallest, the largest.
+        for (time, n) in [(0xfd13a3, 4), (0, 0), (0xffff_fffe, 199)] {
+            let name = cluster_name("flt", time, n);
+            let tail = &name[name.len() - 8..];
+            assert!(!tail.contains('-'), "{name}: tail {tail}");
+        }
+        assert_eq!(cluster_name("flt", 0xfd13a3, 4), "flt-00fd13a34");
+    }
 }
