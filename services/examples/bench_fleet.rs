@@ -28,9 +28,9 @@
 //!   budget; the bucket bounds the first to `qps + burst`, the second to `qps + burst / 5`.
 //! - `BENCH external.fleet.calls per_resource=<r> listing_pages=<n> sessions=<s> unit=calls`:
 //!   `per_resource` is the requests that are not listings (every operation not named
-//!   `Describe*`, `List*` or `Get*`: deletes, revokes, deregisters, removes), divided by the
-//!   resources deleted (32 per cluster); `listing_pages` is the `Describe*`/`List*`/`Get*`
-//!   requests (every page one request), `sts:GetCallerIdentity` (one per session built) apart in
+//!   `Describe*`, `List*` or `Get*`, nor a REST `GET`: deletes, revokes, deregisters, removes),
+//!   divided by the resources deleted (32 per cluster); `listing_pages` is the
+//!   `Describe*`/`List*`/`Get*`/`GET` requests (every page one request), `sts:GetCallerIdentity` (one per session built) apart in
 //!   `sessions`. Target: per_resource <= 1.1.
 //! - `BENCH external.fleet.requests sweeper=<n> baseline=<n> sweeper_per_s=<r> baseline_per_s=<r>
 //!   at_budget=<r> unit=requests`: every request each side sent, and per second of its run;
@@ -41,6 +41,9 @@
 //! - `BENCH external.fleet.iam_listings made=<n> passes=<p> accounts=5 clusters=<n>
 //!   unit=listings`: the IAM listings sweeper's passes made, shared per account (`listings`),
 //!   against the passes that needed one.
+//!
+//! `BENCH_FLEET_LOG=<file>` also writes every request of sweeper's part there, a line each:
+//! milliseconds from its start, account, region, service, operation (tab-separated).
 //!
 //! Run: `source .state/env && cargo run --release -p sweeper-aws --example bench_fleet`
 
@@ -228,7 +231,7 @@ fn requests(log: &[Sent], start: Instant) -> Requests {
         let op = r.operation.as_str();
         if op == "GetCallerIdentity" {
             sessions += 1;
-        } else if ["Describe", "List", "Get"]
+        } else if ["Describe", "List", "Get", "GET "]
             .iter()
             .any(|p| op.starts_with(p))
         {
@@ -252,6 +255,21 @@ fn requests(log: &[Sent], start: Instant) -> Requests {
         sessions,
         others,
     }
+}
+
+/// The request log as tab-separated lines (see `BENCH_FLEET_LOG`).
+fn write_log(path: &str, log: &[Sent], start: Instant) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for r in log {
+        let ms = r.at.saturating_duration_since(start).as_millis();
+        writeln!(
+            out,
+            "{ms}\t{}\t{}\t{}\t{}",
+            r.key, r.region, r.service, r.operation
+        )?;
+    }
+    out.flush()
 }
 
 #[tokio::main]
@@ -289,6 +307,9 @@ async fn main() -> Res<()> {
     let start = Instant::now();
     let m = sweeper_mode(&sessions, &a, concurrency).await;
     let r = requests(&log.log(), start);
+    if let Ok(path) = std::env::var("BENCH_FLEET_LOG") {
+        write_log(&path, &log.log(), start)?;
+    }
     let s = m.secs;
     eprintln!("sweeper: {s:.2}s (concurrency {concurrency})");
     let b_fleet = fleet(&base, "flb", clusters).await;

@@ -96,6 +96,13 @@ impl AwsClients {
         }
     }
 
+    /// `entry` of the account-wide listing `what` was deleted (`listings::Listings::gone`).
+    pub async fn unlisted(&self, what: &'static str, entry: &str) {
+        if let Some(l) = &self.listings {
+            l.gone(what, entry).await;
+        }
+    }
+
     /// The same clients, checking discovered ARNs against `scope`.
     pub fn with_scope(mut self, scope: crate::scope::Scope) -> Self {
         self.scope = Some(scope);

@@ -26,6 +26,8 @@ pub use crate::policy::instance_profiles::{NODECLASS_TAG, REGION_TAG};
 pub struct InstanceProfiles;
 
 const KIND: &str = "instance-profile";
+/// The account-wide listing of profile names (`session::listings`).
+const LISTING: &str = "iam.ListInstanceProfiles";
 
 /// What the delete needs: the profile's name (the target's id is its ARN) and its roles.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,7 +125,11 @@ impl Cleaner for InstanceProfiles {
                 .send()
         })
         .await;
-        settle(res, KIND, &t.id, "DeleteInstanceProfile")
+        let outcome = settle(res, KIND, &t.id, "DeleteInstanceProfile")?;
+        if matches!(outcome, Outcome::Deleted | Outcome::Gone) {
+            ctx.clients.unlisted(LISTING, &t.detail.name).await;
+        }
+        Ok(outcome)
     }
 }
 
@@ -133,7 +139,7 @@ async fn account_profile_names(
     ctx: &CleanCtx<'_>,
 ) -> Result<std::sync::Arc<Vec<String>>, CleanError> {
     ctx.clients
-        .listed("iam.ListInstanceProfiles", || {
+        .listed(LISTING, || {
             describe::all_pages(|marker| async move {
                 let page = call("iam.ListInstanceProfiles", || {
                     ctx.clients
@@ -367,5 +373,39 @@ mod calls {
         let out = InstanceProfiles.delete(&ctx(&c, &inv), &t).await.unwrap();
         assert_eq!(out, Outcome::Deleted);
         assert_calls(&delete, 1, "DeleteInstanceProfile");
+    }
+    /// The account's listing is shared (`session::listings`): a profile this pass deleted leaves
+    /// it, so the verifying pass served from it reads nothing it knows is gone. Sequential rules:
+    /// a second Get of `c1_x` would have no rule and fail the second discover.
+    #[tokio::test]
+    async fn a_deleted_profile_leaves_the_shared_listing_so_the_next_pass_does_not_read_it() {
+        let list = mock!(Client::list_instance_profiles).then_output(|| listed(&["c1_x"]));
+        let get = mock!(Client::get_instance_profile)
+            .match_requests(|r| r.instance_profile_name() == Some("c1_x"))
+            .then_output(|| {
+                GetInstanceProfileOutput::builder()
+                    .instance_profile(profile("c1_x", "us-east-1"))
+                    .build()
+            });
+        let instances = mock!(aws_sdk_ec2::Client::describe_instances)
+            .then_output(|| DescribeInstancesOutput::builder().build());
+        let remove = mock!(Client::remove_role_from_instance_profile)
+            .then_output(|| RemoveRoleFromInstanceProfileOutput::builder().build());
+        let delete = mock!(Client::delete_instance_profile)
+            .then_output(|| DeleteInstanceProfileOutput::builder().build());
+        let c = mocked::in_order(&[&list, &get, &instances, &remove, &delete])
+            .with_listings(std::sync::Arc::default());
+        let inv = Inventory::default();
+        let found = InstanceProfiles.discover(&ctx(&c, &inv)).await.unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        let out = InstanceProfiles
+            .delete(&ctx(&c, &inv), &found[0])
+            .await
+            .unwrap();
+        assert_eq!(out, Outcome::Deleted);
+        let again = InstanceProfiles.discover(&ctx(&c, &inv)).await.unwrap();
+        assert!(again.is_empty(), "{again:?}");
+        assert_calls(&list, 1, "ListInstanceProfiles");
+        assert_calls(&get, 1, "GetInstanceProfile");
     }
 }

@@ -21,6 +21,8 @@ pub const TASK: GcTask = GcTask::new("oidc-provider");
 pub struct OidcProviders;
 
 const KIND: &str = "oidc-provider";
+/// The account-wide listing of provider ARNs (`session::listings`).
+const LISTING: &str = "iam.ListOpenIDConnectProviders";
 
 /// The issuer an IAM OIDC provider ARN names: `arn:aws:iam::<account>:oidc-provider/<issuer>`
 /// (IAM makes the ARN from the URL, so there is at most one provider per issuer and account).
@@ -58,7 +60,7 @@ impl Cleaner for OidcProviders {
         // The account's listing, shared by its clusters' passes (`session::listings`).
         let listed = ctx
             .clients
-            .listed("iam.ListOpenIDConnectProviders", || async {
+            .listed(LISTING, || async {
                 let out = call("iam.ListOpenIDConnectProviders", || {
                     ctx.clients.iam.list_open_id_connect_providers().send()
                 })
@@ -124,7 +126,11 @@ impl Cleaner for OidcProviders {
                 .send()
         })
         .await;
-        settle(res, KIND, &t.id, "DeleteOpenIDConnectProvider")
+        let outcome = settle(res, KIND, &t.id, "DeleteOpenIDConnectProvider")?;
+        if matches!(outcome, Outcome::Deleted | Outcome::Gone) {
+            ctx.clients.unlisted(LISTING, &t.id).await;
+        }
+        Ok(outcome)
     }
 }
 

@@ -32,8 +32,13 @@ struct State {
 pub struct Sent {
     /// The access key it was signed with (on LocalStack, the account).
     pub key: String,
+    /// The signing service (`ec2`, `iam`, `route53`), empty when the request is unsigned.
+    pub service: String,
+    /// The signing region (`us-east-1`; IAM and Route 53 sign for `us-east-1`).
+    pub region: String,
     /// The operation: `Action=` of a query-protocol body (EC2, ELB, IAM, STS), else the
-    /// `X-Amz-Target` header's operation (the tagging API), else empty.
+    /// `X-Amz-Target` header's operation (the tagging API), else, for a REST-protocol request
+    /// (Route 53, S3), its method and path without the query (`GET /2013-04-01/hostedzone`).
     pub operation: String,
     pub at: Instant,
 }
@@ -94,11 +99,14 @@ impl AccountThrottle {
     }
 
     /// Counts the request; true when it must be answered with throttling.
-    fn inject(&self, key: &str, service: &str, operation: String) -> bool {
+    fn inject(&self, signed: &Signer, operation: String) -> bool {
+        let (key, service) = (signed.key.as_str(), signed.service.as_str());
         let mut st = self.lock();
         *st.sent.entry(key.into()).or_default() += 1;
         st.log.push(Sent {
             key: key.into(),
+            service: service.into(),
+            region: signed.region.clone(),
             operation,
             at: Instant::now(),
         });
@@ -116,14 +124,26 @@ impl AccountThrottle {
     }
 }
 
-/// (access key, signing service) from a SigV4 `Authorization` header.
-fn signer(request: &HttpRequest) -> Option<(String, String)> {
+/// Who signed a request, from its SigV4 `Authorization` header
+/// (`Credential=<key>/<date>/<region>/<service>/aws4_request`).
+struct Signer {
+    key: String,
+    region: String,
+    service: String,
+}
+
+fn signer(request: &HttpRequest) -> Option<Signer> {
     let auth = request.headers().get("authorization")?;
     let cred = auth.split("Credential=").nth(1)?.split(',').next()?;
     let mut parts = cred.split('/');
     let key = parts.next()?.to_string();
-    let service = parts.nth(2)?.to_string();
-    Some((key, service))
+    let region = parts.nth(1)?.to_string();
+    let service = parts.next()?.to_string();
+    Some(Signer {
+        key,
+        region,
+        service,
+    })
 }
 
 /// The operation a request calls (see [`Sent::operation`]).
@@ -137,7 +157,20 @@ fn operation(request: &HttpRequest) -> String {
         let t = request.headers().get("x-amz-target")?;
         Some(t.rsplit('.').next().unwrap_or(t))
     };
-    form.or_else(target).unwrap_or_default().to_string()
+    match form.or_else(target) {
+        Some(op) => op.to_string(),
+        // A REST-protocol request names its operation by method and path.
+        None => rest_operation(request.method(), request.uri()),
+    }
+}
+
+/// `GET /2013-04-01/hostedzone` from a method and a URI, the scheme, host and query left out.
+fn rest_operation(method: &str, uri: &str) -> String {
+    let path = uri
+        .split_once("://")
+        .map_or(uri, |(_, rest)| rest.find('/').map_or("/", |i| &rest[i..]));
+    let path = path.split('?').next().unwrap_or(path);
+    format!("{method} {path}")
 }
 
 #[derive(Clone, Debug)]
@@ -170,8 +203,8 @@ impl HttpConnector for Connector {
         let inner = self.inner.clone();
         let op = operation(&request);
         let inject = signer(&request)
-            .filter(|(k, s)| self.throttle.inject(k, s, op))
-            .map(|(_, s)| s);
+            .filter(|s| self.throttle.inject(s, op))
+            .map(|s| s.service);
         HttpConnectorFuture::new(async move {
             if let Some(service) = inject {
                 // The error in the service's own protocol (see `throttling_response`).
@@ -183,5 +216,31 @@ impl HttpConnector for Connector {
             }
             inner.call(request).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rest_operation;
+
+    #[test]
+    fn a_rest_request_is_named_by_method_and_path_without_host_or_query() {
+        let table = [
+            (
+                "GET",
+                "http://127.0.0.1:4566/2013-04-01/hostedzone?maxitems=100",
+                "GET /2013-04-01/hostedzone",
+            ),
+            (
+                "POST",
+                "https://route53.amazonaws.com/2013-04-01/hostedzone/Z1/rrset",
+                "POST /2013-04-01/hostedzone/Z1/rrset",
+            ),
+            ("GET", "http://127.0.0.1:4566", "GET /"),
+            ("DELETE", "/bucket/key?versionId=1", "DELETE /bucket/key"),
+        ];
+        for (method, uri, want) in table {
+            assert_eq!(rest_operation(method, uri), want, "{uri}");
+        }
     }
 }

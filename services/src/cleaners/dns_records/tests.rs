@@ -86,7 +86,7 @@ fn inventory() -> Inventory {
     inv
 }
 
-/// The three listing calls, in order: the load balancer's DNS name, the zones, the records.
+/// The three listing calls (sent: the zones, the load balancer's DNS name, the records).
 fn listings() -> [Rule; 3] {
     let lb = mock!(elbv2::Client::describe_load_balancers)
         .match_requests(|r| r.load_balancer_arns() == [LB_ARN])
@@ -186,7 +186,7 @@ async fn the_named_owners_record_and_its_txt_go_in_one_change_batch_and_nothing_
     let change = mock!(r53::Client::change_resource_record_sets)
         .match_requests(the_clusters_pair_only)
         .then_output(changed);
-    let c = mocked::in_order(&[&lb, &zones, &records, &change]);
+    let c = mocked::in_order(&[&zones, &lb, &records, &change]);
     let p = pass(&c, Some("c1"), &ALL_TASKS, false).await;
     assert_calls(&change, 1, "ChangeResourceRecordSets");
     assert_eq!(ids(&p.deleted), [format!("{ZONE}/www.example.com. A")]);
@@ -224,7 +224,7 @@ async fn without_the_owner_id_or_the_load_balancers_going_nothing_is_changed() {
         (Some("c1"), &[TASK][..]),
     ] {
         let [lb, zones, records] = listings();
-        let c = mocked::in_order(&[&lb, &zones, &records]);
+        let c = mocked::in_order(&[&zones, &lb, &records]);
         let p = pass(&c, owner, tasks, false).await;
         assert_calls(&records, 1, "ListResourceRecordSets");
         assert!(p.deleted.is_empty(), "{owner:?}: {p:?}");
@@ -236,7 +236,7 @@ async fn without_the_owner_id_or_the_load_balancers_going_nothing_is_changed() {
 #[tokio::test]
 async fn a_dry_run_plans_the_pair_and_changes_nothing() {
     let [lb, zones, records] = listings();
-    let c = mocked::in_order(&[&lb, &zones, &records]);
+    let c = mocked::in_order(&[&zones, &lb, &records]);
     let p = pass(&c, Some("c1"), &ALL_TASKS, true).await;
     assert_eq!(ids(&p.planned), [format!("{ZONE}/www.example.com. A")]);
     assert!(p.deleted.is_empty());
@@ -249,7 +249,7 @@ async fn a_refused_batch_is_an_error_that_holds_the_load_balancers_and_is_retrie
     let change = mock!(r53::Client::change_resource_record_sets)
         .match_requests(the_clusters_pair_only)
         .then_error(|| ChangeResourceRecordSetsError::generic(code("InvalidChangeBatch")));
-    let c = mocked::in_order(&[&lb, &zones, &records, &change]);
+    let c = mocked::in_order(&[&zones, &lb, &records, &change]);
     let p = pass(&c, Some("c1"), &ALL_TASKS, false).await;
     assert_calls(&change, 1, "ChangeResourceRecordSets");
     assert!(p.deleted.is_empty());
@@ -266,7 +266,7 @@ async fn a_refused_batch_is_an_error_that_holds_the_load_balancers_and_is_retrie
     let change = mock!(r53::Client::change_resource_record_sets)
         .match_requests(the_clusters_pair_only)
         .then_output(changed);
-    let c = mocked::in_order(&[&lb, &zones, &records, &change]);
+    let c = mocked::in_order(&[&zones, &lb, &records, &change]);
     let p = pass(&c, Some("c1"), &ALL_TASKS, false).await;
     assert_eq!(p.deleted.len(), 1, "{p:?}");
 }
@@ -280,14 +280,36 @@ async fn a_listing_failure_holds_the_pass_only_while_deleting_is_asked_for() {
             ))
         })
     };
-    let rule = lb();
-    let c = mocked::in_order(&[&rule]);
+    let ([_, zones, _], rule) = (listings(), lb());
+    let c = mocked::in_order(&[&zones, &rule]);
     let p = pass(&c, None, &ALL_TASKS, false).await;
     assert!(p.errors.is_empty() && p.kept.len() == 1, "reported: {p:?}");
-    let rule = lb();
-    let c = mocked::in_order(&[&rule]);
+    let ([_, zones, _], rule) = (listings(), lb());
+    let c = mocked::in_order(&[&zones, &rule]);
     let p = pass(&c, Some("c1"), &ALL_TASKS, false).await;
     assert_eq!(p.errors.len(), 1, "held: {p:?}");
+}
+
+/// An account without a hosted zone: the zones are listed, and nothing else (the load balancers'
+/// names are not read: the mocks have no rule for it, so a Describe would fail the pass).
+#[tokio::test]
+async fn without_a_hosted_zone_the_load_balancers_are_not_described() {
+    let zones = mock!(r53::Client::list_hosted_zones).then_output(|| {
+        ListHostedZonesOutput::builder()
+            .set_hosted_zones(Some(Vec::new()))
+            .marker("")
+            .is_truncated(false)
+            .max_items(100)
+            .build()
+            .unwrap()
+    });
+    let c = mocked::in_order(&[&zones]);
+    let p = pass(&c, Some("c1"), &ALL_TASKS, false).await;
+    assert_calls(&zones, 1, "ListHostedZones");
+    assert!(
+        p.errors.is_empty() && p.kept.is_empty() && p.deleted.is_empty(),
+        "{p:?}"
+    );
 }
 
 #[test]
