@@ -102,7 +102,7 @@ def _patch_classic_load_balancers_are_elasticloadbalancing() -> None:
     alone, `elasticloadbalancing`): AWS files classic load balancers there, as their ARN says
     (`arn:aws:elasticloadbalancing:<region>:<account>:loadbalancer/<name>`); moto returns only v2
     load balancers for it and files classic ones under a type of its own, `elb`, which AWS does not
-    know. Sweeper's phase 1 asks for the two load-balancing types (services/src/locate/capa_elb.rs),
+    know. Sweeper's phase 1 asks for the two load-balancing types (services/src/locate/capa_tagged.rs),
     and CAPA's API-server load balancer is classic by default. The filter then also asks moto for
     its `elb:loadbalancer`; every other filter is passed as it came.
     """

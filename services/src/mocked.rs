@@ -92,9 +92,9 @@ pub(crate) fn assert_calls(rule: &Rule, n: usize, what: &str) {
     assert_eq!(rule.num_calls(), n, "{what}: calls");
 }
 
-/// Phase 1's one tagging query (`locate::capa_elb`) for [`CAPA_KEY`]=owned, of its two types,
+/// Phase 1's one tagging query (`locate::capa_tagged`) for [`CAPA_KEY`]=owned, of its four types,
 /// answering `found`: (ARN, tag key, tag value) each, in one page.
-pub(crate) fn capa_elb_query(found: &[(&str, &str, &str)]) -> Rule {
+pub(crate) fn capa_tagged_query(found: &[(&str, &str, &str)]) -> Rule {
     use aws_sdk_resourcegroupstagging::operation::get_resources::GetResourcesOutput;
     use aws_sdk_resourcegroupstagging::types::{ResourceTagMapping, Tag};
     let found: Vec<(String, String, String)> = found
@@ -107,7 +107,7 @@ pub(crate) fn capa_elb_query(found: &[(&str, &str, &str)]) -> Rule {
             f.len() == 1
                 && f[0].key() == Some(CAPA_KEY)
                 && f[0].values() == ["owned"]
-                && r.resource_type_filters() == crate::locate::capa_elb::TYPES
+                && r.resource_type_filters() == crate::locate::capa_tagged::TYPES
         })
         .then_output(move || {
             let mut out = GetResourcesOutput::builder();

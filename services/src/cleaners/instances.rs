@@ -11,6 +11,7 @@
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
 use crate::errors::call;
+use crate::locate::capa_tagged;
 use crate::locate::describe;
 use crate::locate::inventory::Inventory;
 use crate::locate::tagging::TaggedResource;
@@ -169,7 +170,15 @@ impl Cleaner for Instances {
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         let found = match self.0.phase {
             Phase::CapaOwned => {
-                let capa = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
+                let key = ctx.capa_key();
+                // Described only when phase 1's query says CAPA tagged one (`locate::capa_tagged`).
+                if !ctx.alternative_discovery {
+                    let found = ctx.view.capa_tagged(ctx.clients, &key, KIND).await?;
+                    if !capa_tagged::holds(&found, "ec2", KIND) {
+                        return Ok(Vec::new());
+                    }
+                }
+                let capa = tags::ec2_tag_filter(&key, tags::OWNED);
                 live_instances(ctx.clients, vec![capa]).await?
             }
             // Only the two consts exist: anything not phase 1 is `TAGGED`.
@@ -303,7 +312,13 @@ mod calls {
                     .reservations(running("i-2", InstanceStateName::ShuttingDown))
                     .build()
             });
-        let c = mocked::in_order(&[&describe]);
+        // Phase 1's query found one of CAPA's instances: described, by CAPA's tag.
+        let query = mocked::capa_tagged_query(&[(
+            "arn:aws:ec2:us-east-1:0:instance/i-1",
+            CAPA_KEY,
+            "owned",
+        )]);
+        let c = mocked::in_order(&[&query, &describe]);
         let inv = Inventory::default();
         let found = Instances::CAPA_OWNED
             .discover(&ctx(&c, &inv))
@@ -314,6 +329,60 @@ mod calls {
             .map(|t| (t.id.as_str(), t.blocked.is_some()))
             .collect();
         assert_eq!(seen, [("i-1", false), ("i-2", true)]);
+        assert_calls(&describe, 1, "DescribeInstances");
+    }
+
+    /// Sequential rules: a DescribeInstances would find no rule and fail the discover.
+    #[tokio::test]
+    async fn phase_one_describes_nothing_when_its_query_found_no_instance_of_capas() {
+        for found in [
+            vec![],
+            // A group of CAPA's and a load balancer: not instances.
+            vec![
+                (
+                    "arn:aws:ec2:us-east-1:0:security-group/sg-1",
+                    CAPA_KEY,
+                    "owned",
+                ),
+                (
+                    "arn:aws:elasticloadbalancing:us-east-1:0:loadbalancer/c1-apiserver",
+                    CAPA_KEY,
+                    "owned",
+                ),
+            ],
+        ] {
+            let query = mocked::capa_tagged_query(&found);
+            let c = mocked::in_order(&[&query]);
+            let inv = Inventory::default();
+            let got = Instances::CAPA_OWNED
+                .discover(&ctx(&c, &inv))
+                .await
+                .unwrap();
+            assert!(got.is_empty(), "{found:?}: {got:?}");
+            assert_calls(&query, 1, "GetResources");
+        }
+    }
+
+    /// `--alternative-discovery` does not trust the tagging API: no gate, the Describe decides.
+    #[tokio::test]
+    async fn alternative_discovery_describes_phase_ones_instances_without_the_query() {
+        let describe = mock!(Client::describe_instances)
+            .match_requests(|r| filter_is(r.filters(), &format!("tag:{CAPA_KEY}"), &["owned"]))
+            .then_output(|| DescribeInstancesOutput::builder().build());
+        let c = mocked::in_order(&[&describe]);
+        let inv = Inventory::default();
+        let cx = CleanCtx {
+            alternative_discovery: true,
+            ..ctx(&c, &inv)
+        };
+        assert!(
+            Instances::CAPA_OWNED
+                .discover(&cx)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_calls(&describe, 1, "DescribeInstances");
     }
 
     #[tokio::test]

@@ -7,7 +7,7 @@
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::arn::Arn;
 use crate::errors::call;
-use crate::locate::capa_elb::{self, CapaElb};
+use crate::locate::capa_tagged::{self, CapaTagged};
 use crate::locate::describe;
 use crate::locate::inventory::Inventory;
 use crate::locate::tagging::TaggedResource;
@@ -161,7 +161,7 @@ impl Cleaner for LoadBalancers {
         }
         let capa = ctx.capa_key();
         if !ctx.alternative_discovery {
-            return capa_tagged(ctx, &capa).await;
+            return from_capa_query(ctx, &capa).await;
         }
         let capas = |lb: &describe::Tagged| {
             let tags: Vec<_> = lb.pairs().collect();
@@ -213,14 +213,14 @@ impl Cleaner for LoadBalancers {
     }
 }
 
-/// Phase 1 from the tagging query of CAPA's key (`locate::capa_elb`): its load balancers, CAPA's
+/// Phase 1 from the tagging query of CAPA's key (`locate::capa_tagged`): its load balancers, CAPA's
 /// rule applied again to the tags returned. An ARN that names no load balancer API sweeper knows,
 /// or does not parse, is held (remaining, never deleted): it may be CAPA's API-server load
 /// balancer, and the network must not go before it.
-async fn capa_tagged(ctx: &CleanCtx<'_>, capa: &str) -> Result<Vec<Target<Api>>, CleanError> {
-    let found = ctx.view.capa_elb(ctx.clients, capa).await?;
+async fn from_capa_query(ctx: &CleanCtx<'_>, capa: &str) -> Result<Vec<Target<Api>>, CleanError> {
+    let found = ctx.view.capa_tagged(ctx.clients, capa, KIND).await?;
     let mut out = Vec::new();
-    for r in capa_elb::of_type(&found, "loadbalancer") {
+    for r in capa_tagged::of_type(&found, "elasticloadbalancing", "loadbalancer") {
         let tags: Vec<(&str, &str)> = r
             .tags
             .iter()
@@ -238,7 +238,7 @@ async fn capa_tagged(ctx: &CleanCtx<'_>, capa: &str) -> Result<Vec<Target<Api>>,
         out.push(target.with_tags(tags));
     }
     for f in found.iter() {
-        if let CapaElb::Malformed(raw) = f {
+        if let CapaTagged::Malformed(raw) = f {
             out.push(unrecognised(raw.clone()));
         }
     }
@@ -394,7 +394,7 @@ mod calls {
         let foreign = "arn:aws:elasticloadbalancing:us-east-1:999:loadbalancer/app/c1-api/4";
         let group = format!("{p}targetgroup/c1-apiserver/5");
         let weird = format!("{p}loadbalancer/weird/x/6");
-        let query = mocked::capa_elb_query(&[
+        let query = mocked::capa_tagged_query(&[
             (&classic_arn, CAPA_KEY, "owned"),
             (V2_OURS, CAPA_KEY, "owned"),
             (&shared, CAPA_KEY, "shared"),

@@ -12,7 +12,7 @@
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
 use crate::errors::call;
-use crate::locate::capa_elb;
+use crate::locate::capa_tagged;
 use crate::locate::describe;
 use crate::locate::inventory::Inventory;
 use crate::locate::tagging::TaggedResource;
@@ -124,7 +124,7 @@ impl Cleaner for TargetGroups {
             return judged(ctx, ours, groups).await;
         }
         // Phase 1: the groups CAPA's tag for this cluster says owned, from the pass's one tagging
-        // query (`locate::capa_elb`; the load balancer cleaner read the same answer), CAPA's
+        // query (`locate::capa_tagged`; the load balancer cleaner read the same answer), CAPA's
         // rule applied again to the tags returned. Alternative discovery: every group of the
         // region and its tags.
         let capa = ctx.capa_key();
@@ -142,8 +142,8 @@ impl Cleaner for TargetGroups {
                 .collect();
             (ours, Some(groups))
         } else {
-            let found = ctx.view.capa_elb(ctx.clients, &capa).await?;
-            let ours = capa_elb::of_type(&found, "targetgroup")
+            let found = ctx.view.capa_tagged(ctx.clients, &capa, KIND).await?;
+            let ours = capa_tagged::of_type(&found, "elasticloadbalancing", "targetgroup")
                 .filter(|r| {
                     let tags: Vec<_> = r
                         .tags
@@ -291,7 +291,7 @@ mod calls {
             format!("{p}targetgroup/c1-shared/2"),
         );
         let lb = format!("{p}loadbalancer/app/c1-apiserver/3");
-        let query = mocked::capa_elb_query(&[
+        let query = mocked::capa_tagged_query(&[
             (&ours, mocked::CAPA_KEY, "owned"),
             (&shared, mocked::CAPA_KEY, "shared"),
             (&lb, mocked::CAPA_KEY, "owned"),
@@ -324,8 +324,8 @@ mod calls {
     #[tokio::test]
     async fn phase_ones_two_cleaners_share_one_query_until_a_load_balancer_delete() {
         use crate::cleaners::load_balancers::LoadBalancers;
-        let first = mocked::capa_elb_query(&[]);
-        let again = mocked::capa_elb_query(&[]);
+        let first = mocked::capa_tagged_query(&[]);
+        let again = mocked::capa_tagged_query(&[]);
         let c = mocked::in_order(&[&first, &again]);
         let inv = Inventory::default();
         let cx = ctx(&c, &inv);
@@ -360,7 +360,7 @@ mod calls {
     /// no listing of the region's groups.
     #[tokio::test]
     async fn phase_one_without_capa_groups_lists_nothing() {
-        let query = mocked::capa_elb_query(&[]);
+        let query = mocked::capa_tagged_query(&[]);
         let c = mocked::in_order(&[&query]);
         let inv = Inventory::default();
         let found = TargetGroups::CAPA_OWNED

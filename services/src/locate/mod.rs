@@ -5,7 +5,7 @@
 //! (`sweeper::engine::discovery`), except in the flag name `--alternative-discovery`.
 
 pub mod by_id;
-pub mod capa_elb;
+pub mod capa_tagged;
 pub mod describe;
 pub mod eks;
 pub mod inventory;

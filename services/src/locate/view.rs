@@ -6,8 +6,7 @@
 //! is described once per pass and every step filters the same answer itself, exactly as the
 //! server's filter would (an exact tag pair, name or service name: EC2 matches filter values
 //! exactly and case-sensitively, and none of these values holds a wildcard). Phase 1's tagging
-//! query of CAPA's load balancers and target groups (`locate::capa_elb`) is held here too, for
-//! its two cleaners.
+//! query of what CAPA tagged (`locate::capa_tagged`) is held here too, for its four cleaners.
 //!
 //! Why this is safe: a [`PassView`] lives for one pass only (`phases::teardown_pass` makes a new
 //! one), so every pass still derives its state from the world, and a resource created between
@@ -17,7 +16,7 @@
 //! pass did not do itself (another controller's create in the seconds between two steps) is the
 //! same race a fresh Describe has a moment after it answers. A failed listing is not kept.
 
-use super::capa_elb::{self, CapaElb};
+use super::capa_tagged::{self, CapaTagged};
 use super::describe::{self, ListedLb};
 use super::tags;
 use crate::errors::{CleanError, call};
@@ -36,8 +35,10 @@ pub const SUBNETS: (&str, &str) = ("ec2", "subnet");
 pub const SECURITY_GROUPS: (&str, &str) = ("ec2", "security-group");
 pub const LOAD_BALANCERS: (&str, &str) = ("elasticloadbalancing", "load-balancer");
 pub const TARGET_GROUPS: (&str, &str) = ("elasticloadbalancing", "target-group");
+pub const INSTANCES: (&str, &str) = ("ec2", "instance");
 /// Every kind a listing here is forgotten for.
-pub const KINDS: [(&str, &str); 6] = [
+pub const KINDS: [(&str, &str); 7] = [
+    INSTANCES,
     NAT_GATEWAYS,
     VPC_ENDPOINTS,
     SUBNETS,
@@ -59,9 +60,10 @@ pub struct PassView {
     security_groups: Slot<SecurityGroup>,
     classic_lbs: Slot<ListedLb>,
     v2_lbs: Slot<ListedLb>,
-    /// Phase 1's tagging query (`locate::capa_elb`), for the CAPA key it holds: the load
-    /// balancer cleaner and the target group cleaner read the one answer.
-    capa_elb: Slot<CapaElb>,
+    /// Phase 1's tagging query (`locate::capa_tagged`), for the CAPA key it holds: the load
+    /// balancer and target group cleaners read the one answer, the instance and group cleaners
+    /// their gate.
+    capa_tagged: Slot<CapaTagged>,
     /// Listings described (not served from the view): what the tests count.
     described: AtomicUsize,
 }
@@ -78,13 +80,17 @@ impl PassView {
             NAT_GATEWAYS => *self.nat_gateways.lock().await = None,
             VPC_ENDPOINTS => *self.vpc_endpoints.lock().await = None,
             SUBNETS => *self.subnets.lock().await = None,
-            SECURITY_GROUPS => *self.security_groups.lock().await = None,
+            SECURITY_GROUPS => {
+                *self.security_groups.lock().await = None;
+                *self.capa_tagged.lock().await = None;
+            }
+            INSTANCES => *self.capa_tagged.lock().await = None,
             LOAD_BALANCERS => {
                 *self.classic_lbs.lock().await = None;
                 *self.v2_lbs.lock().await = None;
-                *self.capa_elb.lock().await = None;
+                *self.capa_tagged.lock().await = None;
             }
-            TARGET_GROUPS => *self.capa_elb.lock().await = None,
+            TARGET_GROUPS => *self.capa_tagged.lock().await = None,
             _ => {}
         }
     }
@@ -164,15 +170,16 @@ impl PassView {
             .await
     }
 
-    /// The load balancers and target groups tagged `capa_key=owned` (one tagging query, see
-    /// `locate::capa_elb`).
-    pub async fn capa_elb(
+    /// What CAPA tagged `capa_key=owned` of phase 1's kinds (one tagging query, see
+    /// `locate::capa_tagged`); a failure is reported as `kind`'s, the cleaner asking.
+    pub async fn capa_tagged(
         &self,
         c: &AwsClients,
         capa_key: &str,
-    ) -> Result<Arc<Vec<CapaElb>>, CleanError> {
-        self.get(&self.capa_elb, &[capa_key.to_string()], || {
-            capa_elb::query(c, capa_key)
+        kind: &'static str,
+    ) -> Result<Arc<Vec<CapaTagged>>, CleanError> {
+        self.get(&self.capa_tagged, &[capa_key.to_string()], || {
+            capa_tagged::query(c, capa_key, kind)
         })
         .await
     }

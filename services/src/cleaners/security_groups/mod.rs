@@ -14,6 +14,7 @@ pub mod revoke;
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::errors::call;
+use crate::locate::capa_tagged;
 use crate::locate::describe;
 use crate::locate::inventory::Inventory;
 use crate::locate::placement::VpcSecurityGroups;
@@ -250,6 +251,16 @@ async fn described_by_id(
 /// Phase 1: the groups carrying CAPA's owned tag that CAPA's rule deletes
 /// (`policy::security_groups::decide_capa`), and every group of their VPCs.
 async fn capa_groups(ctx: &CleanCtx<'_>) -> Result<GroupsAndVpcs, CleanError> {
+    // Described only when phase 1's query says CAPA tagged one (`locate::capa_tagged`).
+    if !ctx.alternative_discovery {
+        let found = ctx
+            .view
+            .capa_tagged(ctx.clients, &ctx.capa_key(), KIND)
+            .await?;
+        if !capa_tagged::holds(&found, "ec2", KIND) {
+            return Ok((HashMap::new(), Vec::new()));
+        }
+    }
     let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
     let mut found = HashMap::new();
     let mut vpcs = HashSet::new();
@@ -525,6 +536,24 @@ mod calls {
         b.build()
     }
 
+    /// Sequential rules: a DescribeSecurityGroups would find no rule and fail the discover.
+    #[tokio::test]
+    async fn phase_one_describes_no_group_when_its_query_found_none_of_capas() {
+        let query = mocked::capa_tagged_query(&[(
+            "arn:aws:ec2:us-east-1:0:instance/i-1",
+            CAPA_KEY,
+            "owned",
+        )]);
+        let c = mocked::in_order(&[&query]);
+        let inv = Inventory::default();
+        let found = SecurityGroups::CAPA_OWNED
+            .discover(&ctx(&c, &inv))
+            .await
+            .unwrap();
+        assert!(found.is_empty(), "{found:?}");
+        assert_calls(&query, 1, "GetResources");
+    }
+
     #[tokio::test]
     async fn phase_one_deletes_capas_group_after_revoking_the_rule_a_foreign_group_holds() {
         let capa = mock!(Client::describe_security_groups)
@@ -611,7 +640,13 @@ mod calls {
                     .security_groups(sg("sg-app", "app", None, &[]))
                     .build()
             });
+        let query = mocked::capa_tagged_query(&[(
+            "arn:aws:ec2:us-east-1:0:security-group/sg-node",
+            CAPA_KEY,
+            "owned",
+        )]);
         let c = mocked::in_order(&[
+            &query,
             &capa,
             &vpc,
             &naming_in,
