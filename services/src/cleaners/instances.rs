@@ -11,7 +11,6 @@
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, claim_into, settle};
 use crate::errors::call;
-use crate::locate::capa_tagged;
 use crate::locate::describe;
 use crate::locate::inventory::Inventory;
 use crate::locate::tagging::TaggedResource;
@@ -170,15 +169,10 @@ impl Cleaner for Instances {
     async fn discover(&self, ctx: &CleanCtx<'_>) -> Result<Vec<Target<Self::Detail>>, CleanError> {
         let found = match self.0.phase {
             Phase::CapaOwned => {
-                let key = ctx.capa_key();
-                // Described only when phase 1's query says CAPA tagged one (`locate::capa_tagged`).
-                if !ctx.alternative_discovery {
-                    let found = ctx.view.capa_tagged(ctx.clients, &key, KIND).await?;
-                    if !capa_tagged::holds(&found, "ec2", KIND) {
-                        return Ok(Vec::new());
-                    }
+                if !super::capa_may_hold(ctx, KIND).await? {
+                    return Ok(Vec::new());
                 }
-                let capa = tags::ec2_tag_filter(&key, tags::OWNED);
+                let capa = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
                 live_instances(ctx.clients, vec![capa]).await?
             }
             // Only the two consts exist: anything not phase 1 is `TAGGED`.

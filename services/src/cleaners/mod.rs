@@ -345,6 +345,23 @@ pub trait Cleaner: Send + Sync {
     }
 }
 
+/// Phase 1's gate for an EC2 `kind` CAPA tags (`instance`, `security-group`): whether its
+/// cleaner must describe, as the pass's one tagging query says (`locate::capa_tagged::holds`).
+/// Always with `--alternative-discovery`, which does not trust the tagging API.
+pub(crate) async fn capa_may_hold(
+    ctx: &CleanCtx<'_>,
+    kind: &'static str,
+) -> Result<bool, CleanError> {
+    if ctx.alternative_discovery {
+        return Ok(true);
+    }
+    let found = ctx
+        .view
+        .capa_tagged(ctx.clients, &ctx.capa_key(), kind)
+        .await?;
+    Ok(crate::locate::capa_tagged::holds(&found, "ec2", kind))
+}
+
 #[cfg(test)]
 /// Unit tests' pass context for `mocked::CLUSTER` (here, not in `mocked`, which stays below the
 /// cleaners and locating it serves), nothing else set: tests override fields with

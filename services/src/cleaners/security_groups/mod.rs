@@ -14,7 +14,6 @@ pub mod revoke;
 
 use super::{CleanCtx, CleanError, Cleaner, Descriptor, Outcome, Target, settle};
 use crate::errors::call;
-use crate::locate::capa_tagged;
 use crate::locate::describe;
 use crate::locate::inventory::Inventory;
 use crate::locate::placement::VpcSecurityGroups;
@@ -251,15 +250,8 @@ async fn described_by_id(
 /// Phase 1: the groups carrying CAPA's owned tag that CAPA's rule deletes
 /// (`policy::security_groups::decide_capa`), and every group of their VPCs.
 async fn capa_groups(ctx: &CleanCtx<'_>) -> Result<GroupsAndVpcs, CleanError> {
-    // Described only when phase 1's query says CAPA tagged one (`locate::capa_tagged`).
-    if !ctx.alternative_discovery {
-        let found = ctx
-            .view
-            .capa_tagged(ctx.clients, &ctx.capa_key(), KIND)
-            .await?;
-        if !capa_tagged::holds(&found, "ec2", KIND) {
-            return Ok((HashMap::new(), Vec::new()));
-        }
+    if !super::capa_may_hold(ctx, KIND).await? {
+        return Ok((HashMap::new(), Vec::new()));
     }
     let filter = tags::ec2_tag_filter(&ctx.capa_key(), tags::OWNED);
     let mut found = HashMap::new();
