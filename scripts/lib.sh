@@ -86,18 +86,26 @@ apt_install() {
 # A benchmark measures the API server's requests and CPU: anything else sending to it (a namespace
 # the namespace controller retries for ever, a stray collector) is counted in. Prints the
 # requests/s the server answers while nothing of the benchmark runs (every verb but WATCH, over
-# 10 s), and refuses to go on above 3/s (leases and the probes of the environment send about 1/s).
+# 10 s), and refuses to go on while it stays above 3/s (leases and the environment's probes send about 1/s).
 # BENCH_ALLOW_BUSY_SERVER=1 goes on anyway (the figures are then not of record).
 check_idle_server() {
+  # Up to six 10-s windows: a server still settling after the previous target is waited for, one
+  # busy for a minute is refused. Seen on 2026-12-03: 8 requests/s in the 10 s after `make
+  # bench-capa` ended (what it had left going away), 0/s 15 s later.
   local kubectl=("$SWEEPER_K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG")
   local sum='/^apiserver_request_total/ && $0 !~ /verb="WATCH"/ {s += $NF} END {printf "%d\n", s}'
-  local a b rate
-  a="$("${kubectl[@]}" get --raw /metrics | awk "$sum")"
-  sleep 10
-  b="$("${kubectl[@]}" get --raw /metrics | awk "$sum")"
-  rate=$(( (b - a) / 10 ))
-  log "the API server answers $rate requests/s with no benchmark running"
-  if [ "$rate" -gt 3 ] && [ "${BENCH_ALLOW_BUSY_SERVER:-0}" != 1 ]; then
+  local a b rate window
+  for window in 1 2 3 4 5 6; do
+    a="$("${kubectl[@]}" get --raw /metrics | awk "$sum")"
+    sleep 10
+    b="$("${kubectl[@]}" get --raw /metrics | awk "$sum")"
+    rate=$(( (b - a) / 10 ))
+    log "the API server answers $rate requests/s with no benchmark running (window $window of 6)"
+    if [ "$rate" -le 3 ]; then
+      return 0
+    fi
+  done
+  if [ "${BENCH_ALLOW_BUSY_SERVER:-0}" != 1 ]; then
     log "something else is using the API server (a namespace stuck Terminating? kubectl get ns): its requests and CPU would be counted in the figures; BENCH_ALLOW_BUSY_SERVER=1 to run anyway"
     return 1
   fi
