@@ -9,6 +9,13 @@ if [ -x "$CAPA_WEBHOOKS_DIR/capa-webhooks" ] && [ -f "$CAPA_WEBHOOKS_DIR/capa-ma
   echo "$CAPA_WEBHOOKS_DIR"; exit 0
 fi
 command -v go >/dev/null || { log "go is not installed: the machine's Go toolchain (1.26) builds CAPA's webhooks"; exit 1; }
+# One build at a time (a demo and a test run may start together); the second finds the first's.
+mkdir -p "$(dirname "$CAPA_WEBHOOKS_DIR")"
+exec 9>"$CAPA_WEBHOOKS_DIR.lock"
+flock 9
+if [ -x "$CAPA_WEBHOOKS_DIR/capa-webhooks" ] && [ -f "$CAPA_WEBHOOKS_DIR/capa-manifests.yaml" ]; then
+  echo "$CAPA_WEBHOOKS_DIR"; exit 0
+fi
 cd "$REPO_ROOT/scripts/go/capa-webhooks"
 export CGO_ENABLED=0 GOFLAGS=-mod=readonly
 log "building CAPA $CAPA_VERSION's webhooks (several minutes on first use)"

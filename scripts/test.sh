@@ -24,6 +24,10 @@ cargo build --workspace --all-targets --locked
 # env-up, whose CAPA webhooks fill Go's build cache with most of its packages; a no-op once
 # cached), not inside the first test that needs it, where nextest's 5-minute limit could kill it.
 "$REPO_ROOT/scripts/provision-capa-manager.sh" > /dev/null
+# helm and promtool, which tests/helm.rs runs, likewise before the tests: the first helm test would
+# otherwise build helm inside its own time limit while every other helm test waits on the lock.
+"$REPO_ROOT/scripts/provision-helm.sh" > /dev/null
+"$REPO_ROOT/scripts/provision-promtool.sh" > /dev/null
 # shellcheck disable=SC1091
 source "$SWEEPER_STATE/env"
 log "running unit and integration tests"
