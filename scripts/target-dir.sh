@@ -33,6 +33,11 @@ if [ ! -d "$dir" ]; then
     find "$tmp/debug" -name '*.d' -type f -links +1 -exec sh -c \
       'for f; do cp "$f" "$f.copy" && mv -f "$f.copy" "$f"; done' sh {} +
     rm -f "$tmp/debug/.cargo-lock"
+    # The workspace's own crates are built again here: CI built them from its clone, whose files are
+    # newer than this checkout's, so cargo would judge them fresh and run test binaries that read
+    # CI's clone (env!("CARGO_MANIFEST_DIR")), not this one. Dropping their fingerprints forces that
+    # rebuild (a few minutes) and keeps every dependency's.
+    rm -rf "$tmp"/debug/.fingerprint/sweeper-[0-9a-f]* "$tmp"/debug/.fingerprint/sweeper-aws-[0-9a-f]*
     mv "$tmp" "$dir"
   else
     mkdir -p "$dir"
