@@ -840,8 +840,9 @@ async fn plain_deletes(
 
 /// The API server's own delete ceiling on this machine against sweeper's unthrottled background
 /// cascade of the same 1,000 dependents: `BENCH cascade.limit*` lines. `BENCH_LIMIT_RUNS` rounds
-/// (default 3), each the plain client at every concurrency then one sweeper cascade, so a busy
-/// moment of the host weighs on both alike. The plain client runs with no garbage collector at
+/// (default 5: the host's pace moves more between rounds than the two differ, so fewer rounds
+/// say little; docs/benchmarks.md, 2026-12-03 night), each the plain client at every concurrency
+/// then one sweeper cascade, so a busy moment of the host weighs on both alike. The plain client runs with no garbage collector at
 /// all (kube-controller-manager runs the namespace controller only); sweeper runs as in the
 /// unthrottled comparison (`--archive none`, qps 0), started for its cascade and stopped after it.
 /// Kept: the best rate per concurrency and the best of sweeper's cascades (and their median).
@@ -850,7 +851,7 @@ async fn limit_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
     let runs: usize = std::env::var("BENCH_LIMIT_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
+        .unwrap_or(5)
         .max(1);
     let ns = format!("bench-limit-{run_id}");
     namespace(client, &ns).await;
