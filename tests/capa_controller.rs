@@ -16,7 +16,7 @@ use support::capa_cluster::{
     CAPA_FINALIZER, Running, TEARDOWN, Vpc, assert_no_loop, repeated_errors,
 };
 use support::sweeper::eventually;
-use support::{TestScope, conformance};
+use support::TestScope;
 use sweeper_aws::phases::AwsClients;
 
 /// "Nothing changes for a while": several reconciles of CAPA's controller (it requeues a
@@ -31,9 +31,6 @@ const MOVE: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 /// the one before (but for sweeper's snapshot); CAPA's finalizer, which nobody runs, is then
 /// removed by hand (what a user does after uninstalling CAPA).
 async fn sweeper_alone_removes_what_capa_built(prefix: &str, vpc: Vpc) {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new(prefix).await;
     let mut r = Running::start(&mut scope, vpc, true).await;
     r.capa.stop();
@@ -103,9 +100,6 @@ async fn what_capa_builds_in_a_byo_vpc_sweeper_alone_removes_and_the_vpc_stays()
 /// delete one cluster together: every resource goes (but sweeper's snapshot), both finalizers
 /// go, the AWSCluster is gone, and neither controller repeats an error past [`REPEATS`].
 async fn both_delete_a_cluster(prefix: &str, gc_gate: bool) {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new(prefix).await;
     let r = Running::start(&mut scope, Vpc::Managed, gc_gate).await;
     r.delete_until_gone().await;
@@ -134,9 +128,6 @@ async fn capa_with_its_gate_on_and_sweeper_delete_a_cluster_together() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn a_paused_clusters_deletion_waits_for_both_controllers_until_unpaused() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("capa-pause").await;
     let r = Running::start(&mut scope, Vpc::Managed, false).await;
     r.pause(true).await;
@@ -165,9 +156,6 @@ async fn a_paused_clusters_deletion_waits_for_both_controllers_until_unpaused() 
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn clusterctl_move_with_capa_running_deletes_nothing() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("capa-move").await;
     let r = Running::start(&mut scope, Vpc::Managed, true).await;
     let b = &r.b;

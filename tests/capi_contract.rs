@@ -23,7 +23,6 @@ use support::capa::{
     annotate, api, create, eks_cluster, from_template, gone, has_finalizer, merge,
     owned_by_cluster, strip_finalizers, template_cluster, upstream_crds, vars,
 };
-use support::conformance;
 use support::sweeper::{Sweeper, eventually};
 use support::{EnvFacts, TestScope, unique_name};
 use sweeper_aws::phases::AwsClients;
@@ -233,9 +232,6 @@ async fn v1beta2_cluster(c: &kube::Client, ns: &str, name: &str) -> Api<DynamicO
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn clusterctl_move_keeps_every_aws_resource_of_the_moved_cluster() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("capi-move").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -284,9 +280,6 @@ async fn clusterctl_move_keeps_every_aws_resource_of_the_moved_cluster() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn a_paused_clusters_deletion_waits_until_unpaused_while_its_neighbour_goes() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("capi-pause").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -360,9 +353,6 @@ async fn a_paused_clusters_deletion_waits_until_unpaused_while_its_neighbour_goe
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn the_paused_annotation_holds_an_aws_clusters_deletion() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("capi-pann").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -391,9 +381,6 @@ async fn the_paused_annotation_holds_an_aws_clusters_deletion() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn the_paused_annotation_holds_an_eks_control_planes_deletion() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("capi-peks").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -431,9 +418,6 @@ async fn the_paused_annotation_holds_an_eks_control_planes_deletion() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn an_externally_managed_cluster_is_never_held_nor_torn_down() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("capi-ext").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -486,9 +470,6 @@ async fn an_externally_managed_cluster_is_never_held_nor_torn_down() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn a_finalizer_removed_by_hand_while_paused_is_not_put_back() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("capi-hand").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();

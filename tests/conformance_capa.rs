@@ -158,9 +158,6 @@ impl Bystanders {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn capa_aws_cluster_from_the_template_is_torn_down_and_released() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("conf-capa").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -257,9 +254,6 @@ fn annotation(o: &DynamicObject, key: &str) -> Option<String> {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn capa_eks_cluster_from_the_template_gc_commands_and_teardown() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("conf-eks").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -350,9 +344,6 @@ async fn capa_eks_cluster_from_the_template_gc_commands_and_teardown() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn eks_opt_out_on_the_aws_managed_cluster_keeps_the_external_resources() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("conf-eksopt").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -415,9 +406,6 @@ async fn eks_opt_out_on_the_aws_managed_cluster_keeps_the_external_resources() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn gc_enable_resolves_both_generations_of_the_capi_cluster() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("conf-capi").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -513,9 +501,6 @@ fn adjustments_remove_cel_and_empty_string_defaults_only() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn external_dry_run_plans_and_deletes_nothing() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("conf-dry").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();

@@ -21,7 +21,6 @@ use support::capa::{
     api, capa_conditions, create, eks_cluster, from_template, gone, has_finalizer, identity,
     identity_crds, owned_by_cluster, set_status, static_secret, upstream_crds, vars,
 };
-use support::conformance;
 use support::sweeper::{Sweeper, eventually};
 use support::{EnvFacts, TestScope, unique_name};
 use sweeper_aws::phases::AwsClients;
@@ -166,9 +165,6 @@ async fn audit(c: &Client, ns: &str) -> Vec<Value> {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn each_cluster_is_torn_down_in_its_own_region_account_and_identity() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("sess").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -351,9 +347,6 @@ async fn each_cluster_is_torn_down_in_its_own_region_account_and_identity() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("refuse").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -511,9 +504,6 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn eks_network_goes_by_the_cluster_api_name_after_the_eks_security_group() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("eksnames").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();

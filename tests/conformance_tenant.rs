@@ -93,9 +93,6 @@ fn numeric_ids() -> (String, String) {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn kubezoos_own_tenant_is_torn_down_completely_under_the_default_settings() {
-    let Some(_) = conformance::fixtures() else {
-        return;
-    };
     let scope = TestScope::new("ctenant").await;
     let c = scope.client.clone();
     conformance::install_crd(&c, "kubezoo/tenants.tenant.kubezoo.io.yaml").await;
@@ -200,9 +197,6 @@ async fn kubezoos_own_tenant_is_torn_down_completely_under_the_default_settings(
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn sweepers_tenant_crd_accepts_kubezoos_tenant() {
-    let Some(_) = conformance::fixtures() else {
-        return;
-    };
     let scope = TestScope::new("ctenantcrd").await;
     let c = scope.client.clone();
     support::objects::install_sweeper_crds(&c).await;

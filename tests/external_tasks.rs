@@ -12,7 +12,6 @@ use serde_json::json;
 use std::time::Duration;
 use support::aws::{clients, gc_plan, lb_exists, network, nlb, sg, sg_exists, sweeper_gc, tagged};
 use support::capa::{eks_cluster, gone, has_finalizer, template_cluster, upstream_crds};
-use support::conformance;
 use support::sweeper::{Sweeper, eventually};
 use support::{EnvFacts, TestScope, unique_name};
 use sweeper_aws::testing::leaks::csi_volume;
@@ -58,9 +57,6 @@ async fn task_annotations(
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn configured_opt_in_and_capa_tasks_run_at_the_aws_clusters_teardown() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("tasks-ac").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -138,9 +134,6 @@ async fn configured_opt_in_and_capa_tasks_run_at_the_aws_clusters_teardown() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn each_opt_in_task_turns_on_and_off_through_sweepers_annotation() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("tasks-opt").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -221,9 +214,6 @@ async fn each_opt_in_task_turns_on_and_off_through_sweepers_annotation() {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn configure_moves_a_sweeper_task_out_of_capas_annotation() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("tasks-mv").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();

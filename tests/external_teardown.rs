@@ -15,16 +15,13 @@ use support::aws::{
     clients_as, network_in, sg, sg_exists, sweeper_cli, sweeper_output, tag, tagged, vpc_exists,
 };
 use support::capa::{audit_entries, fresh_static_identity, template_cluster, upstream_crds};
-use support::{TestScope, conformance, unique_name};
+use support::{TestScope, unique_name};
 
 const REGION: &str = "us-west-2";
 
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn a_teardown_refuses_live_names_plans_with_proofs_and_deletes_exactly_the_orphan() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("tdown").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();

@@ -11,7 +11,7 @@ mod support;
 use serde_json::{Value, json};
 use support::aws::{clients_as, network_in, sg, sg_exists, sweeper_cli, sweeper_output, tag};
 use support::capa::{fresh_static_identity, template_cluster, upstream_crds};
-use support::{TestScope, conformance, unique_name};
+use support::{TestScope, unique_name};
 use sweeper_aws::phases::AwsClients;
 use sweeper_aws::testing::build::fallible;
 use sweeper_aws::testing::leaks::csi_volume_tags;
@@ -83,9 +83,6 @@ fn scan_here(account: &str) -> (String, Value) {
 #[tokio::test]
 #[ignore = "needs the test environment: make env-up"]
 async fn a_scanned_orphan_torn_down_with_its_opt_in_leaves_nothing_and_the_look_alikes_stay() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("tdoptin").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();

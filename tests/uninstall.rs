@@ -13,7 +13,6 @@ use kube::api::{Api, ListParams};
 use std::time::Duration;
 use support::aws::{clients, network, sg, sg_exists, tagged};
 use support::capa::{gone, has_finalizer, template_cluster, upstream_crds};
-use support::conformance;
 use support::sweeper::{Sweeper, cli, eventually};
 use support::tenant;
 use support::{TestScope, unique_name};
@@ -32,9 +31,6 @@ async fn archive_records(c: &kube::Client) -> usize {
 #[tokio::test]
 #[ignore = "needs the test environment and acts cluster-wide: run by `make test` on its own"]
 async fn uninstall_releases_sweepers_finalizers_and_deletes_nothing() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     let mut scope = TestScope::new("uninst").await;
     let ns = scope.namespace().await;
     let c = scope.client.clone();
@@ -185,9 +181,6 @@ impl Drop for ResumeOnDrop {
 #[tokio::test]
 #[ignore = "needs the test environment, pauses sweeper-system and acts cluster-wide: run by `make test` on its own"]
 async fn chart_pre_delete_hook_releases_every_cluster_and_deletes_nothing() {
-    let Some(_dir) = conformance::fixtures() else {
-        return;
-    };
     const RELEASE_NAMESPACE: &str = "sweeper-system";
     let rendered = support::chart::render("sweeper", RELEASE_NAMESPACE, &[]);
     let job = rendered

@@ -10,38 +10,27 @@ use std::path::{Path, PathBuf};
 
 const ENV: &str = "SWEEPER_CONFORMANCE_FIXTURES";
 
-/// The fixtures folder. Missing: under `CI=true` the test fails (CI always has the folder, so a
-/// missing one is a broken checkout, never a pass); elsewhere one SKIPPED line on stderr and
-/// `None`, and the test returns early.
-pub fn fixtures() -> Option<PathBuf> {
+/// The fixtures folder. Missing, the test fails naming where it looked and how to point it
+/// elsewhere, wherever it runs: a conformance test without the upstream objects would pass against
+/// nothing, or against sweeper's own laxer CRDs, and prove nothing (a skip here once let them
+/// pass silently outside CI). `scripts/env-up.sh` refuses to start without them for the same reason.
+pub fn fixtures() -> PathBuf {
     let dir = std::env::var_os(ENV).map(PathBuf::from).unwrap_or_else(|| {
         // CARGO_MANIFEST_DIR is the repository root; CI clones the repository with shared/ beside it.
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance")
     });
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!(
-            "upstream conformance fixtures not found at {} (set {ENV}); under CI=true the conformance suite must run",
-            dir.display()
-        );
-    }
-    eprintln!(
-        "SKIPPED: upstream conformance fixtures not found at {} (set {ENV})",
+    assert!(
+        dir.is_dir(),
+        "upstream conformance fixtures not found at {}: check the repository out beside shared/ \
+         (../shared/conformance) or set {ENV} to the folder",
         dir.display()
     );
-    None
-}
-
-/// The folder, for helpers called after a test's own `fixtures()` check.
-fn dir() -> PathBuf {
-    fixtures().expect("conformance fixtures (the test checks conformance::fixtures() first)")
+    dir
 }
 
 /// The documents of a multi-document YAML file under the fixtures folder, empty ones skipped.
 pub fn docs(rel: &str) -> Vec<Value> {
-    let path = dir().join(rel);
+    let path = fixtures().join(rel);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("read fixture {}: {e}", path.display()));
     serde_yaml::Deserializer::from_str(&text)
@@ -99,7 +88,7 @@ pub async fn install_crd(client: &kube::Client, rel: &str) {
 
 /// The fixture file holding the upstream CRD named `name` (`<plural>.<group>`), if there is one.
 pub fn crd_file(name: &str) -> Option<String> {
-    let dir = fixtures()?;
+    let dir = fixtures();
     for sub in ["capa", "capi", "kubezoo"] {
         let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
             continue;

@@ -163,8 +163,8 @@ pub async fn delete_crd(client: &Client, ar: &kube::api::ApiResource) {
 /// applied the upstream CRDs, `SWEEPER_UPSTREAM_CRDS=1`) each kind gets its upstream CRD, as it
 /// is: CAPA's, Cluster API's and KubeZoo's users run those, so no test may pass only because
 /// sweeper's own looser definition stood in. (Installing an upstream CRD over itself changes
-/// nothing; it puts it back after a test swapped in a schemaless one.) Elsewhere (the 1.20
-/// fallback, no fixtures) sweeper's own CRDs (as `sweeper crds` prints them) stand in.
+/// nothing; it puts it back after a test swapped in a schemaless one.) On the 1.20 fallback,
+/// which cannot take them unmodified, sweeper's own CRDs (as `sweeper crds` prints them) stand in.
 pub async fn install_sweeper_crds(client: &Client) {
     let upstream = super::EnvFacts::load()
         .try_get("SWEEPER_UPSTREAM_CRDS")
