@@ -11,12 +11,12 @@
 mod support;
 
 use std::time::Duration;
+use support::TestScope;
 use support::capa::{annotate, audit_entries, has_finalizer, strip_finalizers};
 use support::capa_cluster::{
     CAPA_FINALIZER, Running, TEARDOWN, Vpc, assert_no_loop, repeated_errors,
 };
 use support::sweeper::eventually;
-use support::TestScope;
 use sweeper_aws::phases::AwsClients;
 
 /// "Nothing changes for a while": several reconciles of CAPA's controller (it requeues a
