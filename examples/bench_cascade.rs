@@ -842,9 +842,10 @@ async fn plain_deletes(
 /// cascade of the same 1,000 dependents: `BENCH cascade.limit*` lines. `BENCH_LIMIT_RUNS` rounds
 /// (default 5: the host's pace moves more between rounds than the two differ, so fewer rounds
 /// say little; docs/benchmarks.md, 2026-12-03 night), each the plain client at every concurrency
-/// then one sweeper cascade, so a busy moment of the host weighs on both alike. The plain client runs with no garbage collector at
-/// all (kube-controller-manager runs the namespace controller only); sweeper runs as in the
-/// unthrottled comparison (`--archive none`, qps 0), started for its cascade and stopped after it.
+/// then one sweeper cascade, so a busy moment of the host weighs on both alike. The plain client
+/// runs with no garbage collector at all (kube-controller-manager runs the namespace controller
+/// only); sweeper runs as in the unthrottled comparison (`--archive none`, qps 0), started for
+/// its cascade and stopped after it.
 /// Kept: the best rate per concurrency and the best of sweeper's cascades (and their median).
 async fn limit_part(client: &Client, scale: f64, run_id: u32) -> Vec<String> {
     let n = ((1000.0 * scale) as usize).max(10);

@@ -13,7 +13,8 @@ const ENV: &str = "SWEEPER_CONFORMANCE_FIXTURES";
 /// The fixtures folder. Missing, the test fails naming where it looked and how to point it
 /// elsewhere, wherever it runs: a conformance test without the upstream objects would pass against
 /// nothing, or against sweeper's own laxer CRDs, and prove nothing (a skip here once let them
-/// pass silently outside CI). `scripts/env-up.sh` refuses to start without them for the same reason.
+/// pass silently outside CI). `scripts/env-up.sh` refuses to start without them for the same
+/// reason, except for `make demo` (`SWEEPER_ALLOW_OWN_CRDS=1`).
 pub fn fixtures() -> PathBuf {
     let dir = std::env::var_os(ENV).map(PathBuf::from).unwrap_or_else(|| {
         // CARGO_MANIFEST_DIR is the repository root; CI clones the repository with shared/ beside it.
