@@ -97,3 +97,61 @@ async fn discovery_lists_deletable_resources_ignores_events_and_sees_new_crds() 
     assert!(has(&after, &group, "Widget"), "a new CRD is discovered");
     assert!(!has(&before, &group, "Widget"));
 }
+
+/// The collectors' transport (engine/transport.rs) against the real kube-apiserver: calls go
+/// over HTTP/2 (the first while ALPN decides, the rest on the HTTP/2-only client), a watch stays
+/// on HTTP/1.1, and a client built on it works end to end (authentication and all).
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn collectors_transport_calls_over_http2_watches_over_http1() {
+    use kube::client::Body;
+    use tower::ServiceExt;
+    let config = support::kube_config().await;
+    let transport = sweeper::engine::transport::transport(&config)
+        .expect("transport")
+        .expect("no proxy in the test kubeconfig: sweeper's own transport");
+    let transport = tower::buffer::Buffer::new(transport, 16);
+    let send = |uri: &str| {
+        let req = http::Request::get(uri).body(Body::empty()).unwrap();
+        transport.clone().oneshot(req)
+    };
+    for attempt in ["learns", "learnt"] {
+        let res = send("/version").await.expect("GET /version");
+        assert_eq!(res.status(), 200, "{attempt}");
+        assert_eq!(res.version(), http::Version::HTTP_2, "a call ({attempt})");
+    }
+    // 32 calls at once still all answer (they share the one connection).
+    let burst =
+        futures::future::join_all((0..32).map(|_| send("/api/v1/namespaces?limit=1"))).await;
+    for res in burst {
+        let res = res.expect("GET namespaces");
+        assert_eq!(
+            (res.status().as_u16(), res.version()),
+            (200, http::Version::HTTP_2)
+        );
+    }
+    let watch = send("/api/v1/namespaces?watch=true&timeoutSeconds=1")
+        .await
+        .expect("watch namespaces");
+    assert_eq!(watch.status(), 200);
+    assert_eq!(
+        watch.version(),
+        http::Version::HTTP_11,
+        "a watch has a connection of its own"
+    );
+
+    let client = sweeper::engine::client::build_client(
+        config,
+        &sweeper::engine::client::ClientSettings { qps: 0.0, burst: 1 },
+        Default::default(),
+        sweeper::engine::leader::Fence::open(),
+        Default::default(),
+    )
+    .expect("collectors' client");
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+    let default = namespaces
+        .get("default")
+        .await
+        .expect("get namespace default");
+    assert_eq!(default.metadata.name.as_deref(), Some("default"));
+}

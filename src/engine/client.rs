@@ -288,10 +288,19 @@ pub fn build_client_with(
     refused: Counter,
 ) -> Result<Client, kube::Error> {
     let fence = FenceLayer::new(fence, refused);
-    Ok(ClientBuilder::try_from(config)?
-        .with_layer(limit)
-        .with_layer(&fence)
-        .build())
+    // Calls over one HTTP/2 connection, watches over HTTP/1.1 (engine/transport.rs); kube-rs's
+    // own transport where that is not built (a proxy).
+    let default_ns = config.default_namespace.clone();
+    Ok(match super::transport::transport(&config)? {
+        Some(transport) => ClientBuilder::new(transport, default_ns)
+            .with_layer(limit)
+            .with_layer(&fence)
+            .build(),
+        None => ClientBuilder::try_from(config)?
+            .with_layer(limit)
+            .with_layer(&fence)
+            .build(),
+    })
 }
 
 #[cfg(test)]

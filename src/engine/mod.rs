@@ -19,4 +19,5 @@ pub mod queue;
 pub mod selector;
 pub mod served;
 pub mod teardown_registry;
+pub mod transport;
 pub mod watch;
