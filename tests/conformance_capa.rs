@@ -568,11 +568,11 @@ async fn external_dry_run_plans_and_deletes_nothing() {
         would_delete >= 4.0,
         "would_delete counts the plan: {would_delete}"
     );
+    // The pass writes the condition, then emits its Event, and only then enters its phase in
+    // the status registry: wait for the registry rather than race the Event's write.
+    let shows_plan = eventually(T, || async { gc.get("/status").await.1.contains("DryRun") }).await;
     let (_, status) = gc.get("/status").await;
-    assert!(
-        status.contains("DryRun"),
-        "sweeper status shows the plan: {status}"
-    );
+    assert!(shows_plan, "sweeper status shows the plan: {status}");
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), &ns);
     assert!(
         eventually(T, || async {

@@ -21,7 +21,8 @@
 //!   Afterwards the HTTP/2 client runs HTTP/2 only, so hyper opens a single connection even for a
 //!   burst that finds none (with both offered it lets every request of the burst connect, and
 //!   drops all but one connection after their handshakes). A server without HTTP/2 (plain http,
-//!   an HTTP/1.1 proxy) keeps every call on HTTP/1.1.
+//!   an HTTP/1.1 proxy) keeps every call on HTTP/1.1. A connection the HTTP/2-only client cannot
+//!   make sends the next call back to learning.
 //! - **Flow control** as client-go's: a 4 MiB window per stream and 1 GiB for the connection, so
 //!   one slow reader of a large list never stalls the other calls sharing the connection.
 //! - A kubeconfig with a `proxy-url` keeps kube-rs's own transport (HTTP/1.1 throughout): its
@@ -113,7 +114,19 @@ impl Service<Request<Body>> for Split {
             return Box::pin(self.http1.request(req));
         }
         match self.learnt.load(Ordering::Relaxed) {
-            HTTP2 => Box::pin(self.http2.request(req)),
+            HTTP2 => {
+                // A server that stops speaking HTTP/2 (restarted behind a proxy without it)
+                // fails every connection attempt of the HTTP/2-only client: learn again.
+                let learnt = self.learnt.clone();
+                let fut = self.http2.request(req);
+                Box::pin(async move {
+                    let res = fut.await;
+                    if res.as_ref().is_err_and(|e| e.is_connect()) {
+                        learnt.store(UNKNOWN, Ordering::Relaxed);
+                    }
+                    res
+                })
+            }
             HTTP1 => Box::pin(self.http1.request(req)),
             _ => {
                 let learnt = self.learnt.clone();
