@@ -8,7 +8,7 @@
 //! project's 2-core test machine sweeper's own CPU per deleted object fell from 0.14-0.15 to
 //! 0.08-0.11 ms with it, and its DELETEs' time at the server from 29-44 to 15-29 ms; its delete
 //! rate against a plain client's stayed inside the runs' spread, and its resident memory at
-//! 100,000 objects rose by 3 to 4 MB, not yet explained (docs/benchmarks.md, 2026-12-05).
+//! 100,000 objects rose by about 4 MB, not yet explained (docs/benchmarks.md, 2026-12-05).
 //!
 //! Decided here:
 //! - **Calls** (get, list, create, patch, delete) go over HTTP/2 when the server offers it: one
