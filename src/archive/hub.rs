@@ -25,8 +25,8 @@ pub struct ArchiveHub {
     /// Archivers of collectors that archive what they delete, with their collector's fence.
     archiving: Mutex<Vec<(Arc<Archiver>, Fence)>>,
     /// An archiver that only expires (the external collector's audit records), used when no
-    /// collector archives.
-    expiry_only: Mutex<Option<Arc<Archiver>>>,
+    /// collector archives, with its collector's fence.
+    expiry_only: Mutex<Option<(Arc<Archiver>, Fence)>>,
 }
 
 impl ArchiveHub {
@@ -61,15 +61,19 @@ impl ArchiveHub {
     pub fn expire_records_of(
         &self,
         client: &kube::Client,
+        fence: &Fence,
         collector: &'static str,
         kinds: &'static [RecordKind],
     ) {
         let mut slot = lock(&self.expiry_only);
         if slot.is_none() {
-            *slot = Some(Arc::new(
-                self.make(client, collector)
-                    .expiring_only(kinds)
-                    .expiring_in(self.settings.namespace.clone()),
+            *slot = Some((
+                Arc::new(
+                    self.make(client, collector)
+                        .expiring_only(kinds)
+                        .expiring_in(self.settings.namespace.clone()),
+                ),
+                fence.clone(),
             ));
         }
     }
@@ -87,8 +91,9 @@ impl ArchiveHub {
     /// - per archiving collector, the records other processes left pending are settled once the
     ///   collector may write (so each deleted object keeps exactly one entry), and failed settles
     ///   are retried every [`SETTLE_RETRY`];
-    /// - one expiry loop, on the first archiver (under its collector's pause), every ttl/10 (at
-    ///   most every 5 minutes) and as soon as the next record falls due.
+    /// - one expiry loop, on the first archiver (waiting out its collector's pause, and the first
+    ///   read of the pause switch), every ttl/10 (at most every 5 minutes) and as soon as the
+    ///   next record falls due.
     pub fn start(&self, shutdown: &CancellationToken) -> Vec<JoinHandle<()>> {
         let archiving = lock(&self.archiving).clone();
         let mut tasks = Vec::new();
@@ -118,12 +123,12 @@ impl ArchiveHub {
         }
         let expirer = archiving
             .first()
-            .map(|(a, _)| a.clone())
+            .cloned()
             .or_else(|| lock(&self.expiry_only).clone());
-        if let Some(a) = expirer {
+        if let Some((a, fence)) = expirer {
             let every =
                 (self.settings.ttl / 10).clamp(Duration::from_secs(1), Duration::from_secs(300));
-            tasks.push(tokio::spawn(a.expire_loop(every, shutdown.clone())));
+            tasks.push(tokio::spawn(a.expire_loop(every, fence, shutdown.clone())));
         }
         tasks
     }

@@ -591,3 +591,53 @@ async fn settling_reads_one_by_one_where_a_list_would_cost_more_calls() {
         "a still exists: its entry goes; b's stays"
     );
 }
+
+/// The expiry loop makes no call before the collector's pause switch was first read (its flag
+/// reads paused until then: a pass before it had every delete refused and waited a whole
+/// interval for the next), and runs at once when it is.
+#[tokio::test]
+async fn the_expiry_loop_waits_for_the_pause_switch_and_runs_when_it_is_read() {
+    use crate::engine::leader::Fence;
+    use crate::engine::pause::{Paused, PausedGauge, Switch};
+    let (client, server) = MockApi::new();
+    server.expect(Method::GET, "/api/v1/configmaps").respond(
+        200,
+        meta_list(vec![record_meta(
+            "old-expired",
+            None,
+            Some("2020-01-01T00:00:00Z"),
+        )]),
+    );
+    server
+        .expect(Method::DELETE, &format!("{RECORDS}/old-expired"))
+        .respond(200, record_answer("old-expired", json!({})));
+    let a = std::sync::Arc::new(
+        Archiver::new(
+            client,
+            Settings::default(),
+            "cascade",
+            ArchiveMetrics::default(),
+        )
+        .expiring_only(&[RecordKind::ConfigMap]),
+    );
+    let switch = Switch::new(&["cascade"], PausedGauge::default());
+    let fence = Fence::open().paused_by(switch.flag("cascade").unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let looping = tokio::spawn(a.expire_loop(Duration::from_secs(300), fence, stop.clone()));
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        server.calls().is_empty(),
+        "no call before the switch is read: {:?}",
+        server.calls()
+    );
+
+    switch.apply(Paused::new());
+    server.wait_for_calls(2).await;
+
+    stop.cancel();
+    looping.await.unwrap();
+    let calls = server.finish();
+    assert_eq!(calls[1].method, Method::DELETE, "{calls:?}");
+}

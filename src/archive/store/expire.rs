@@ -2,6 +2,7 @@
 //! older unbucketed record, and a loop that wakes when the next record falls due.
 
 use super::*;
+use crate::engine::leader::Fence;
 
 /// An expiry bucket of one namespace and record kind: (namespace, kind, bucket label).
 type Bucket = (String, RecordKind, String);
@@ -77,16 +78,16 @@ impl Archiver {
 
     /// Deletes every record whose time is up; returns how many.
     pub async fn expire(&self) -> Result<usize, ArchiveError> {
-        self.expire_pass().await.map(|(gone, _)| gone)
+        self.expire_pass().await.map(|p| p.gone)
     }
 
     /// [`Archiver::expire`], also returning when the next record falls due (unix seconds), so
     /// the loop can wake then rather than up to a whole interval later.
-    pub(super) async fn expire_pass(&self) -> Result<(usize, Option<i64>), ArchiveError> {
+    pub(super) async fn expire_pass(&self) -> Result<Pass, ArchiveError> {
         let started = Instant::now();
         let listed = self.list_records().await?;
         let due = Due::of(&listed, Timestamp::now());
-        let gone = self.delete_due(due.buckets, due.singles).await;
+        let (gone, paused) = self.delete_due(due.buckets, due.singles).await;
         self.metrics.expired.inc_by(gone as u64);
         let listed = listed.len();
         self.metrics
@@ -100,7 +101,11 @@ impl Archiver {
                 "expired archive records deleted"
             );
         }
-        Ok((gone, due.next))
+        Ok(Pass {
+            gone,
+            next: due.next,
+            paused,
+        })
     }
 
     /// Every record in the expiry scope (metadata only), of each kind this archive writes.
@@ -120,12 +125,28 @@ impl Archiver {
     }
 
     /// Deletes the ended buckets (one call each, counting the records listed in them) and the
-    /// expired unbucketed records; returns how many records went. A failure is retried next pass.
-    async fn delete_due(&self, buckets: BTreeMap<Bucket, usize>, singles: Vec<RecordRef>) -> usize {
-        let mut gone = 0;
+    /// expired unbucketed records; returns how many records went, and whether the collector's
+    /// pause refused any delete. A failure is retried next pass.
+    async fn delete_due(
+        &self,
+        buckets: BTreeMap<Bucket, usize>,
+        singles: Vec<RecordRef>,
+    ) -> (usize, bool) {
+        let (mut gone, mut paused) = (0, false);
+        let mut refused_by_pause = |e: &kube::Error| {
+            let p = matches!(
+                crate::engine::client::refusal(e),
+                Some(crate::engine::leader::Refusal::Paused(_))
+            );
+            paused |= p;
+            p
+        };
         for ((namespace, kind, bucket), n) in buckets {
             match self.delete_bucket(&namespace, kind, &bucket).await {
                 Ok(()) => gone += n,
+                Err(e) if refused_by_pause(&e) => {
+                    tracing::info!(namespace = %namespace, bucket = %bucket, error = %e, "expired archive bucket kept while paused; deleted on resume")
+                }
                 Err(e) => {
                     tracing::warn!(namespace = %namespace, bucket = %bucket, error = %e, "cannot delete an expired archive bucket; retrying next pass")
                 }
@@ -134,30 +155,46 @@ impl Archiver {
         for r in singles {
             match self.delete_record(&r).await {
                 Ok(()) => gone += 1,
+                Err(e) if refused_by_pause(&e) => {
+                    tracing::info!(record = %format!("{}/{}", r.namespace, r.name), error = %e, "expired archive record kept while paused; deleted on resume")
+                }
                 Err(e) => {
                     tracing::warn!(record = %format!("{}/{}", r.namespace, r.name), error = %e, "cannot delete an expired archive record; retrying next pass")
                 }
             }
         }
-        gone
+        (gone, paused)
     }
 
-    /// Runs [`Archiver::expire`] now and every `every` until `shutdown`, and as soon as the next
-    /// record falls due when that is sooner.
+    /// Runs [`Archiver::expire`] every `every` until `shutdown`, and as soon as the next record
+    /// falls due when that is sooner; never while `fence`'s collector is paused. Its pause flag
+    /// reads paused until the switch is first read, so the first pass waits for that read: a pass
+    /// before it had its deletes refused and waited a whole interval (up to 5 minutes) for the
+    /// next (CI, 2026-12-05). A pass whose deletes a pause refused runs again on resume.
     pub async fn expire_loop(
         self: std::sync::Arc<Self>,
         every: Duration,
+        fence: Fence,
         shutdown: tokio_util::sync::CancellationToken,
     ) {
         loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = fence.resumed() => {}
+            }
             let wait = match self.expire_pass().await {
-                Ok((_, Some(due))) => {
+                // The next loop waits for the resume; the second only keeps a pause this fence
+                // does not see from turning the loop into a spin.
+                Ok(Pass { paused: true, .. }) => PAUSED_RETRY,
+                Ok(Pass {
+                    next: Some(due), ..
+                }) => {
                     let now = Timestamp::now().as_millisecond();
                     // A little past the second it falls due in, so the pass sees it due.
                     let until = due.saturating_mul(1000).saturating_add(50);
                     Duration::from_millis(u64::try_from(until - now).unwrap_or(0)).min(every)
                 }
-                Ok((_, None)) => every,
+                Ok(Pass { next: None, .. }) => every,
                 Err(e) => {
                     tracing::warn!(error = %e, "archive expiry pass failed; retrying next pass");
                     every
@@ -169,6 +206,19 @@ impl Archiver {
             }
         }
     }
+}
+
+/// How soon a pass a pause refused is tried again once the fence lets it.
+const PAUSED_RETRY: Duration = Duration::from_secs(1);
+
+/// What one expiry pass did.
+pub(super) struct Pass {
+    /// Records deleted.
+    gone: usize,
+    /// When the next record falls due (unix seconds).
+    next: Option<i64>,
+    /// Whether the collector's pause refused a delete: the pass runs again on resume.
+    paused: bool,
 }
 
 #[cfg(test)]

@@ -187,6 +187,7 @@ impl Registered for ExternalMetrics {
             // outside CAPA's namespace (deploy/manifests/external-only).
             env.archive_hub.expire_records_of(
                 &env.client,
+                &env.fence,
                 NAME,
                 &[crate::archive::record_kind::RecordKind::ConfigMap],
             );
