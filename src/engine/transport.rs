@@ -6,9 +6,10 @@
 //! beyond the few its pool holds, and each handshake costs the API server an RSA signature.
 //! client-go, and so kube-controller-manager, sends everything over one HTTP/2 connection. On this
 //! project's 2-core test machine sweeper's own CPU per deleted object fell from 0.14-0.15 to
-//! 0.08-0.11 ms with it, and its DELETEs' time at the server from 29-44 to 15-29 ms; its delete
-//! rate against a plain client's stayed inside the runs' spread, and its resident memory at
-//! 100,000 objects rose by about 4 MB, not yet explained (docs/benchmarks.md, 2026-12-05).
+//! 0.08-0.11 ms with it, and its DELETEs' time at the server from 29-44 to 15-29 ms
+//! (docs/benchmarks.md, 2026-12-05). Its delete rate against a plain client's stayed inside the
+//! runs' spread until the connection also set TCP_NODELAY, and its resident memory at 100,000
+//! objects rose until the stream window shrank (both below).
 //!
 //! Decided here:
 //! - **Calls** (get, list, create, patch, delete) go over HTTP/2 when the server offers it: one
@@ -24,8 +25,18 @@
 //!   drops all but one connection after their handshakes). A server without HTTP/2 (plain http,
 //!   an HTTP/1.1 proxy) keeps every call on HTTP/1.1. A connection the HTTP/2-only client cannot
 //!   make sends the next call back to learning.
-//! - **Flow control** as client-go's: a 4 MiB window per stream and 1 GiB for the connection, so
-//!   one slow reader of a large list never stalls the other calls sharing the connection.
+//! - **Flow control**: a 1 MiB window per stream (client-go's is 4 MiB) and 1 GiB for the
+//!   connection, so one slow reader of a large list never stalls the other calls sharing the
+//!   connection. The stream window is memory: the cascade decodes its start-up list while the
+//!   body arrives, and what the server sends ahead of the decoder waits in this process (on
+//!   HTTP/1.1 it waited in the kernel's socket buffer). At 100,000 objects client-go's 4 MiB kept
+//!   sweeper's resident memory about 2 MB above HTTP/1.1's, 1 MiB and 256 KiB did not (same
+//!   sitting, docs/benchmarks.md, 2026-12-05 morning); 1 MiB still lets one list stream at
+//!   20 MB/s over a 50 ms round trip.
+//! - **TCP_NODELAY**, as Go's net package sets on every connection. Without it, a call written
+//!   while an earlier frame on the shared connection waits for its ACK was held by Nagle's
+//!   algorithm until the server's delayed ACK: sweeper's first deletion of a cascade came 50-63 ms
+//!   after the owner's DELETE, 10-28 ms with it (same sitting, same reference).
 //! - A kubeconfig with a `proxy-url` keeps kube-rs's own transport (HTTP/1.1 throughout): its
 //!   proxy support is not rebuilt here.
 
@@ -51,8 +62,8 @@ pub type Transport = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>
 type Connector = TimeoutConnector<hyper_rustls::HttpsConnector<HttpConnector>>;
 type Hyper = HyperClient<Connector, Body>;
 
-/// Per-stream and per-connection HTTP/2 receive windows (client-go's transport defaults).
-const STREAM_WINDOW: u32 = 4 << 20;
+/// Per-stream and per-connection HTTP/2 receive windows (the module doc says why these).
+const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 1 << 30;
 
 /// Which connection a request needs.
@@ -172,6 +183,8 @@ fn hyper_client(config: &Config, offer: Offer) -> Result<Hyper, kube::Error> {
     };
     let mut http = HttpConnector::new();
     http.enforce_http(false);
+    // Nagle's algorithm held calls on the shared HTTP/2 connection (module doc).
+    http.set_nodelay(true);
     let https = match offer {
         Offer::Http1 => builder.enable_http1().wrap_connector(http),
         Offer::Either => builder.enable_http1().enable_http2().wrap_connector(http),
