@@ -96,8 +96,7 @@ impl ActionError {
 
     /// Whether the collector's pause refused the call before it was sent.
     pub fn paused(&self) -> bool {
-        matches!(self, ActionError::Api { source, .. }
-            if matches!(crate::engine::client::refusal(source), Some(crate::engine::leader::Refusal::Paused(_))))
+        matches!(self, ActionError::Api { source, .. } if crate::engine::client::refused_by_pause(source))
     }
 }
 

@@ -203,6 +203,11 @@ pub fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
+/// Whether the collector's pause refused `e` before it was sent (not a failure: wait for resume).
+pub fn refused_by_pause(e: &kube::Error) -> bool {
+    matches!(refusal(e), Some(Refusal::Paused(_)))
+}
+
 /// Why `e` was refused before it was sent, if the fence refused it.
 pub fn refusal(e: &kube::Error) -> Option<Refusal> {
     let kube::Error::Service(inner) = e else {

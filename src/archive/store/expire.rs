@@ -134,10 +134,7 @@ impl Archiver {
     ) -> (usize, bool) {
         let (mut gone, mut paused) = (0, false);
         let mut refused_by_pause = |e: &kube::Error| {
-            let p = matches!(
-                crate::engine::client::refusal(e),
-                Some(crate::engine::leader::Refusal::Paused(_))
-            );
+            let p = crate::engine::client::refused_by_pause(e);
             paused |= p;
             p
         };

@@ -312,12 +312,8 @@ impl ArchiveError {
 
     /// Whether the collector's pause refused the write (see engine::pause).
     pub fn paused(&self) -> bool {
-        self.api_error().is_some_and(|e| {
-            matches!(
-                crate::engine::client::refusal(e),
-                Some(crate::engine::leader::Refusal::Paused(_))
-            )
-        })
+        self.api_error()
+            .is_some_and(crate::engine::client::refused_by_pause)
     }
 }
 
