@@ -24,8 +24,9 @@ started=$SECONDS
 # features; with this crate alone cargo resolved a feature set of its own and rebuilt the AWS SDK
 # crates once more (15 minutes or more on two cores).
 cargo build --locked --workspace --bin sweeper --example demo
-# Without ../shared/conformance (a clone on its own) sweeper's own CRDs stand in; see env-up.sh.
-SWEEPER_ALLOW_OWN_CRDS=1 "$REPO_ROOT/scripts/env-up.sh"
+# The upstream CRDs (scripts/fixtures.sh fetches them from their pinned Go modules), CAPA's
+# webhooks and CAPA's controller identity `default`, as the tests run on.
+"$REPO_ROOT/scripts/env-up.sh"
 # shellcheck disable=SC1091
 source "$SWEEPER_STATE/env"
 TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
@@ -44,7 +45,8 @@ if [ "${SWEEPER_UPSTREAM_CRDS:-0}" = 1 ]; then
   # the demo runs on what a CAPA management cluster runs.
   log "using the upstream CRDs env-up applied (CAPA, Cluster API, KubeZoo) and CAPA's webhooks"
 else
-  log "applying sweeper's CRDs (Tenant, AWSCluster, AWSManagedControlPlane, Cluster)"
+  # Only the 1.20 fallback (SWEEPER_KUBE=1.20): it cannot take the upstream CRDs as they are.
+  log "the 1.20 fallback: applying sweeper's CRDs (Tenant, AWSCluster, AWSManagedControlPlane, Cluster)"
   "$BIN" crds | "$KUBECTL" apply -f - >/dev/null
 fi
 

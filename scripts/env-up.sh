@@ -170,37 +170,27 @@ start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
   --concurrent-namespace-syncs 10 --kube-api-qps 100 --kube-api-burst 200
 
 # --- the upstream CRDs and CAPA's admission (current server only) ---
-# What CAPA's users run: CAPA's, Cluster API's and KubeZoo's CRDs exactly as published
-# (../shared/conformance, CEL rules and defaults included), and CAPA's own validating and
-# defaulting webhooks for its cluster and identity kinds plus Cluster API's for Cluster
-# (scripts/go/capa-webhooks). The 1.20 fallback cannot take the CRDs unmodified: its tests install
-# them adjusted, and it runs no webhook.
+# What CAPA's users run: CAPA's, Cluster API's and KubeZoo's CRDs exactly as published, CEL rules
+# and defaults included (scripts/fixtures.sh resolves them from the pinned Go modules into the
+# cache), and CAPA's own validating and defaulting webhooks for its cluster and identity kinds plus
+# Cluster API's for Cluster (scripts/go/capa-webhooks). There is no stand-in: a test or a demo on
+# sweeper's own, laxer CRDs proves nothing about the clusters our users run. The 1.20 fallback
+# cannot take the CRDs unmodified: its tests install them adjusted, and it runs no webhook.
 UPSTREAM=0
+FIXTURES="$("$REPO_ROOT/scripts/fixtures.sh")"
 if [ "$SWEEPER_KUBE" = current ]; then
-  FIXTURES="${SWEEPER_CONFORMANCE_FIXTURES:-$REPO_ROOT/../shared/conformance}"
-  if [ -d "$FIXTURES" ]; then
-    log "applying the upstream CRDs from $FIXTURES as they are"
-    # Server-side: the largest CRDs are over the 256 KiB a client-side apply's annotation may hold.
-    for f in "$FIXTURES"/capa/*.yaml "$FIXTURES"/capi/*.yaml "$FIXTURES"/kubezoo/tenants.tenant.kubezoo.io.yaml; do
-      grep -q '^kind: CustomResourceDefinition' "$f" || continue
-      "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply --server-side --force-conflicts \
-        --field-manager sweeper-env -f "$f" >/dev/null
-    done
-    "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" wait --for condition=Established --timeout 60s \
-      crd/awsclusters.infrastructure.cluster.x-k8s.io crd/awsmanagedcontrolplanes.controlplane.cluster.x-k8s.io \
-      crd/clusters.cluster.x-k8s.io crd/awsclustercontrolleridentities.infrastructure.cluster.x-k8s.io >/dev/null
-    UPSTREAM=1
-  elif [ "${SWEEPER_ALLOW_OWN_CRDS:-0}" = 1 ]; then
-    # Only the demo asks for this (scripts/demo.sh): a platform team's clone has no shared/ beside
-    # it, and the demo shows sweeper at work, not conformance. The tests fail without the folder
-    # whatever this environment holds (tests/support/conformance.rs).
-    log "upstream conformance fixtures not found at $FIXTURES: sweeper's own CRDs stand in for the demo (SWEEPER_ALLOW_OWN_CRDS=1)"
-  else
-    # No stand-in for tests: one that passes against sweeper's own, laxer CRDs proves nothing
-    # about the clusters our users run, so without the upstream CRDs there is no test environment.
-    log "upstream conformance fixtures not found at $FIXTURES: check the repository out beside shared/ (../shared/conformance) or set SWEEPER_CONFORMANCE_FIXTURES"
-    exit 1
-  fi
+  log "applying the upstream CRDs from $FIXTURES as they are"
+  # Server-side: the largest CRDs are over the 256 KiB a client-side apply's annotation may hold.
+  for f in "$FIXTURES"/capa/*.yaml "$FIXTURES"/capi/*.yaml "$FIXTURES"/kubezoo/tenants.tenant.kubezoo.io.yaml; do
+    grep -q '^kind: CustomResourceDefinition' "$f" || continue
+    "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply --server-side --force-conflicts \
+      --field-manager sweeper-env -f "$f" >/dev/null
+  done
+  "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" wait --for condition=Established --timeout 60s \
+    crd/awsclusters.infrastructure.cluster.x-k8s.io crd/awsmanagedcontrolplanes.controlplane.cluster.x-k8s.io \
+    crd/clusters.cluster.x-k8s.io crd/awsclustercontrolleridentities.infrastructure.cluster.x-k8s.io \
+    crd/tenants.tenant.kubezoo.io >/dev/null
+  UPSTREAM=1
   # The webhook serves the API server's own cert (SANs 127.0.0.1, localhost), signed by the test CA.
   mkdir -p "$PKI/webhook"
   cp "$PKI/serving.crt" "$PKI/webhook/tls.crt" && cp "$PKI/serving.key" "$PKI/webhook/tls.key"
@@ -214,13 +204,11 @@ if [ "$SWEEPER_KUBE" = current ]; then
       grep -q ":$CAPA_WEBHOOK_PORT/" && running capa-webhooks
   }
   wait_for capa-webhooks 60 webhooks_registered
-  if [ "$UPSTREAM" = 1 ]; then
-    # CAPA's defaulting webhook gives every AWSCluster without an identityRef the controller
-    # identity `default`, and CAPA's manager (AutoControllerIdentityCreator, on by default) creates
-    # that identity allowing every namespace. No CAPA manager runs here: make it as CAPA would.
-    printf 'apiVersion: infrastructure.cluster.x-k8s.io/v1beta2\nkind: AWSClusterControllerIdentity\nmetadata:\n  name: default\nspec:\n  allowedNamespaces: {}\n' |
-      "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply -f - >/dev/null
-  fi
+  # CAPA's defaulting webhook gives every AWSCluster without an identityRef the controller
+  # identity `default`, and CAPA's manager (AutoControllerIdentityCreator, on by default) creates
+  # that identity allowing every namespace. No CAPA manager runs all the time here: make it as CAPA would.
+  printf 'apiVersion: infrastructure.cluster.x-k8s.io/v1beta2\nkind: AWSClusterControllerIdentity\nmetadata:\n  name: default\nspec:\n  allowedNamespaces: {}\n' |
+    "$K8S_BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" apply -f - >/dev/null
 fi
 
 # --- LocalStack ---
@@ -259,5 +247,6 @@ export SWEEPER_AUDIT_LOG=$SWEEPER_STATE/logs/audit.log
 export SWEEPER_KUBE=$SWEEPER_KUBE
 export SWEEPER_KUBE_VERSION=$K8S_VERSION
 export SWEEPER_UPSTREAM_CRDS=$UPSTREAM
+export SWEEPER_CONFORMANCE_FIXTURES=$FIXTURES
 ENV
 log "environment up: source $SWEEPER_STATE/env"

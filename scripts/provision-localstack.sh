@@ -13,7 +13,7 @@ if [ ! -x "$LOCALSTACK_VENV/bin/localstack" ]; then
   log "creating the LocalStack $LOCALSTACK_VERSION venv (about 1.5 minutes)"
   rm -rf "$LOCALSTACK_VENV"
   python3 -m venv "$LOCALSTACK_VENV"
-  # The pins keep 4.13.1 working on Python 3.11 (see ../shared/DESIGN.md); one resolve, from clean.
+  # The pins keep 4.13.1 working on Python 3.11 (docs/CONTRIBUTING.md, "LocalStack"); one resolve, from clean.
   "$LOCALSTACK_VENV/bin/pip" install -q --disable-pip-version-check \
     "localstack-core[runtime]==$LOCALSTACK_VERSION" 'cbor2<5.7' 'pyopenssl<24.3' 'cryptography<44' 'service-identity<25' >&2
 fi

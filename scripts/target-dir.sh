@@ -8,7 +8,8 @@
 # cargo judges an artifact fresh by file times, so one checkout can run a test binary built from
 # another's sources (and reading the other's files: env!("CARGO_MANIFEST_DIR") is the building
 # checkout). Why seeded: a new directory would rebuild the AWS SDK crates (15 to 40 minutes on two
-# cores), so the first use hard-links CI's cache ($SWEEPER_CACHE/cargo-target) into it, taking no
+# cores), so the first use hard-links CI's cache ($SWEEPER_CACHE/cargo-target; without one, the
+# most recently built other checkout's) into it, taking no
 # space until a crate is rebuilt. The small files cargo rewrites in place (.fingerprint, build
 # script outputs, dep-info `*.d`) are copied, not linked, and the lock is left for cargo to make, so nothing written
 # here reaches the cache.
@@ -19,6 +20,12 @@ dir="$cache/targets/$(basename "$root")-$(printf '%s' "$root" | sha256sum | cut 
 if [ ! -d "$dir" ]; then
   mkdir -p "$cache/targets"
   shared="$cache/cargo-target"
+  # No CI run on this machine yet: the newest other checkout's directory seeds this one instead
+  # (a second clone would otherwise build the AWS SDK crates again).
+  if [ ! -d "$shared/debug" ]; then
+    newest="$(ls -1dt "$cache"/targets/*/debug 2>/dev/null | grep -v "\.seeding\." | head -n 1 || true)"
+    [ -n "$newest" ] && shared="$(dirname "$newest")"
+  fi
   if [ -d "$shared/debug" ]; then
     tmp="$dir.seeding.$$"
     mkdir -p "$tmp"

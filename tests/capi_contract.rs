@@ -1,5 +1,5 @@
 //! Cluster API's contract (issue 32), against Cluster API's and CAPA's own CRDs (from
-//! `../shared/conformance`, adjusted for the 1.20 test server as support::conformance says),
+//! `scripts/fixtures.sh`, adjusted for the 1.20 test server as support::conformance says),
 //! objects from CAPA's own templates and their AWS resources in LocalStack, with `sweeper run`:
 //! - `clusterctl move`'s sequence (pause, mark, strip finalizers, delete, a few seconds apart)
 //!   keeps every AWS resource of the moved cluster;

@@ -1,5 +1,5 @@
 //! `sweeper check` against the real test environment: every check once passing and once failing,
-//! on the upstream CAPA and Cluster API CRDs (../shared/conformance), the shipped service
+//! on the upstream CAPA and Cluster API CRDs (scripts/fixtures.sh), the shipped service
 //! accounts' real RBAC, and LocalStack's STS. Each test keeps what it reads in its own namespaces
 //! (CAPA's, the control plane's, sweeper's, the clusters'), so what other tests do around it does
 //! not change its answers; the archive's budget is the one cluster-wide count, and its failing

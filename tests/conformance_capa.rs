@@ -1,5 +1,5 @@
 //! The external collector against the real thing: CAPA's and Cluster API's own CRDs (from
-//! `../shared/conformance`, installed in place of sweeper's with the 1.20 adjustments the fixtures'
+//! `scripts/fixtures.sh`, installed in place of sweeper's with the 1.20 adjustments the fixtures'
 //! README states, see support::conformance) and objects shaped from CAPA's own templates, with
 //! their AWS resources in LocalStack and `sweeper run` doing the teardown.
 

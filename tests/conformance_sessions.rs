@@ -1,7 +1,7 @@
 //! Each cluster is torn down where it lives, as CAPA reconciles it: its own region, AWS account
 //! and CAPA identity (issue 23), and, on EKS, CAPA's own resources by the Cluster API name while
 //! the cloud provider's carry the EKS name (issue 22). Against CAPA's and Cluster API's own CRDs
-//! (identities included) from `../shared/conformance`, objects shaped from CAPA's templates, and
+//! (identities included) from `scripts/fixtures.sh`, objects shaped from CAPA's templates, and
 //! LocalStack, which keeps one world per account and region (a 12-digit access key id is the
 //! account; AssumeRole into another account's role acts in that account).
 //!

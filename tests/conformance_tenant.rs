@@ -1,5 +1,5 @@
 //! The tenant collector against KubeZoo's own Tenant CRD and the objects KubeZoo's tenant
-//! controller creates (../shared/conformance/kubezoo), not against sweeper's idea of them.
+//! controller creates (scripts/fixtures/kubezoo), not against sweeper's idea of them.
 //! KubeZoo's Tenant has `spec.id` as an int32, a required `spec.quota`, no status subresource, and
 //! labels none of the objects it creates: the tenant's objects are marked only by `<id>-`.
 

@@ -765,7 +765,7 @@ fn chart_installs_foreign_crds_only_when_asked() {
 }
 
 /// Installing the chart (defaults) on a management cluster that runs CAPA, Cluster API and
-/// KubeZoo changes none of their CRDs: the upstream CRDs from ../shared/conformance are
+/// KubeZoo changes none of their CRDs: the upstream CRDs from scripts/fixtures.sh are
 /// installed, every rendered object is applied (CRDs for real, the rest by server-side dry run),
 /// and each upstream CRD is still the same object at the same resourceVersion. Other tests install
 /// CRDs too, so `make test` runs this one alone (scripts/test.sh).

@@ -237,7 +237,7 @@ fn the_release_tests_first_and_pull_requests_are_checked() {
         "bash .ci/run",
         "GITHUB_REF_NAME#v",
         "actions/cache@",
-        "vars.SHARED_REPO",
+        "actions/setup-go@",
     ] {
         assert!(test.contains(want), "the test job: {want}");
     }

@@ -1,5 +1,5 @@
 //! CAPA and Cluster API objects as the upstream projects define them: their CRDs from
-//! `../shared/conformance` (see support::conformance), objects from CAPA's own templates, and the
+//! `scripts/fixtures.sh` (see support::conformance), objects from CAPA's own templates, and the
 //! reads the conformance tests make of them; and [`aws_cluster`], a minimal AWSCluster of
 //! sweeper's own type for the external collector's tests.
 

@@ -1,32 +1,55 @@
-//! The upstream conformance fixtures (CAPA's and Cluster API's CRDs and templates, KubeZoo's
-//! Tenant), read from `../shared/conformance` beside the repository (or
-//! `SWEEPER_CONFORMANCE_FIXTURES`). They are data of other projects: tests read them in place and
-//! never copy them into this repository.
+//! The upstream conformance fixtures (CAPA's and Cluster API's CRDs and CAPA's templates, from
+//! the Go modules scripts/go/capa-webhooks pins; KubeZoo's Tenant, the project's own
+//! transcription), resolved into the cache outside the clone by `scripts/fixtures.sh`. They are
+//! data of other projects: tests read them in place and never copy them into this repository.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 const ENV: &str = "SWEEPER_CONFORMANCE_FIXTURES";
 
-/// The fixtures folder. Missing, the test fails naming where it looked and how to point it
-/// elsewhere, wherever it runs: a conformance test without the upstream objects would pass against
-/// nothing, or against sweeper's own laxer CRDs, and prove nothing (a skip here once let them
-/// pass silently outside CI). `scripts/env-up.sh` refuses to start without them for the same
-/// reason, except for `make demo` (`SWEEPER_ALLOW_OWN_CRDS=1`).
+/// The fixtures folder: `SWEEPER_CONFORMANCE_FIXTURES` (env-up's env file sets it), else what
+/// `scripts/fixtures.sh` prints (a no-op once the cache holds them; the first run downloads the
+/// modules). Unresolved, the test fails saying why and how to fetch them: a conformance test
+/// without the upstream objects would pass against nothing, or against sweeper's own laxer CRDs,
+/// and prove nothing (a skip here once let them pass silently outside CI).
 pub fn fixtures() -> PathBuf {
-    let dir = std::env::var_os(ENV).map(PathBuf::from).unwrap_or_else(|| {
-        // CARGO_MANIFEST_DIR is the repository root; CI clones the repository with shared/ beside it.
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance")
-    });
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::var_os(ENV)
+            .map(PathBuf::from)
+            .unwrap_or_else(resolve);
+        assert!(
+            dir.join("SOURCES").is_file(),
+            "upstream conformance fixtures not found at {} (no SOURCES file): run \
+             scripts/fixtures.sh, which fetches them from the pinned Go modules, or unset {ENV}",
+            dir.display()
+        );
+        dir
+    })
+    .clone()
+}
+
+/// Runs `scripts/fixtures.sh` (CARGO_MANIFEST_DIR is the repository root) and takes its last line.
+fn resolve() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fixtures.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
     assert!(
-        dir.is_dir(),
-        "upstream conformance fixtures not found at {}: check the repository out beside shared/ \
-         (../shared/conformance) or set {ENV} to the folder",
-        dir.display()
+        out.status.success(),
+        "{} failed ({}): it fetches the upstream CRDs from the Go modules scripts/go/capa-webhooks \
+         pins and needs Go and the module proxy:\n{}",
+        script.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
     );
-    dir
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(stdout.lines().last().unwrap_or_default().trim())
 }
 
 /// The documents of a multi-document YAML file under the fixtures folder, empty ones skipped.

@@ -1,5 +1,6 @@
 //! Phase 2 beyond the cluster tag: what the AWS Load Balancer Controller, Karpenter and the VPC
-//! CNI leave behind (../shared/conformance/aws-tags.md), each beside the twin it must not touch.
+//! CNI leave behind (docs/capa.md, "The three phases": who tags what), each beside the twin it
+//! must not touch.
 
 use crate::fixtures::*;
 use sweeper_aws::phases::{AwsClients, GcTask, PassRequest, teardown_pass};
