@@ -69,17 +69,27 @@ fn no_tracked_file_outside_docs_names_the_folder_beside_the_clone() {
 fn fixtures_come_from_the_modules_the_webhooks_pin() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let script = std::fs::read_to_string(root.join("scripts/fixtures.sh")).unwrap();
-    assert!(script.contains("go mod download -json"), "fixtures.sh downloads the modules");
+    assert!(
+        script.contains("go mod download -json"),
+        "fixtures.sh downloads the modules"
+    );
     assert!(
         script.contains("scripts/go/capa-webhooks"),
         "fixtures.sh reads the webhooks' pins"
     );
     let go_mod = std::fs::read_to_string(root.join("scripts/go/capa-webhooks/go.mod")).unwrap();
-    for module in ["sigs.k8s.io/cluster-api-provider-aws/v2 v", "sigs.k8s.io/cluster-api v"] {
-        assert!(go_mod.contains(module), "the webhooks' go.mod pins {module}…");
+    for module in [
+        "sigs.k8s.io/cluster-api-provider-aws/v2 v",
+        "sigs.k8s.io/cluster-api v",
+    ] {
+        assert!(
+            go_mod.contains(module),
+            "the webhooks' go.mod pins {module}…"
+        );
     }
     for file in ["tenants.tenant.kubezoo.io.yaml", "tenant-111111.yaml"] {
-        let text = std::fs::read_to_string(root.join("scripts/fixtures/kubezoo").join(file)).unwrap();
+        let text =
+            std::fs::read_to_string(root.join("scripts/fixtures/kubezoo").join(file)).unwrap();
         assert!(
             text.starts_with('#') && text.contains("kubewharf/kubezoo at commit"),
             "{file}: its header names the KubeZoo files and commit it describes"

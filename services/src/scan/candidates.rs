@@ -2,11 +2,12 @@
 //! which of the candidates' resources are described, and how a joined name becomes a priced
 //! candidate (or is dropped when all it had is gone).
 
-use super::deleted_by::deleted_by;
+use super::deleted_by::{Seen, Target, deleted_by};
 use super::iam::{self, AccountIam};
 use super::join::{ClaimedResource, Grouped, HeldBack};
 use super::prices::CostTotal;
 use super::sizing::{Ids, Sized};
+use super::targets::Names;
 use super::{CandidateResource, HeldName, OrphanCandidate, Proof, Recovery, claims, prices};
 use crate::locate::tagging::TaggedResource;
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,6 +27,7 @@ pub(super) fn claimed(
                 arn: r.arn.to_string(),
                 kind: prices::kind_of(&r.arn.service, &r.arn.resource),
                 claims: found,
+                tags: r.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             })
         })
         .collect();
@@ -69,14 +71,73 @@ fn resource_id(arn: &str) -> String {
         .unwrap_or_default()
 }
 
+/// What the teardown's rules read beyond one candidate's own listing (`deleted_by`): the
+/// region's live EKS clusters, each claimed resource with every claim it carries (a candidate
+/// holds only its own name's), each candidate's teardown names, and the controller-tagged
+/// resources placement confirmed in their cluster's VPCs (tag name, ARN).
+pub(super) struct Judging<'a> {
+    pub eks_live: &'a BTreeSet<String>,
+    pub claimed: BTreeMap<&'a str, &'a ClaimedResource>,
+    pub names: &'a BTreeMap<String, Names>,
+    pub confirmed: &'a BTreeSet<(String, String)>,
+}
+
+impl Judging<'_> {
+    /// What the teardown of `cluster`'s candidate does with `r`.
+    fn deleted_by(
+        &self,
+        cluster: &str,
+        region: &str,
+        r: &ClaimedResource,
+        state: Option<&str>,
+    ) -> super::deleted_by::DeletedBy {
+        let fallback = Names {
+            tag: cluster.to_string(),
+            capa: cluster.to_string(),
+        };
+        let names = self.names.get(cluster).unwrap_or(&fallback);
+        // Both of the teardown's names decide the step (an EKS cluster's resource tagged by
+        // CAPA with one name and by the cloud provider with the other is phase 1's or 3's).
+        let all = self.claimed.get(r.arn.as_str()).copied().unwrap_or(r);
+        let claims: Vec<claims::Claim> = all
+            .claims
+            .iter()
+            .filter(|c| names.has(&c.cluster))
+            .cloned()
+            .collect();
+        let tags: Vec<(&str, &str)> = r
+            .tags
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let target = Target {
+            cluster: &names.tag,
+            capa_name: &names.capa,
+            region,
+            eks_live: self.eks_live,
+        };
+        let seen = Seen {
+            kind: &r.kind,
+            arn: &r.arn,
+            claims: &claims,
+            tags: &tags,
+            state,
+            in_cluster_vpcs: self.confirmed.contains(&(names.tag.clone(), r.arn.clone())),
+        };
+        deleted_by(&target, &seen)
+    }
+}
+
 /// A joined name as a candidate: its resources the describes found gone dropped (terminated
 /// instances and deleted NAT gateways are still listed for a while: not leaks), the rest
-/// priced, counted by kind and by what recovers them. `None` when nothing is left.
+/// priced, counted by kind and by what recovers them (the teardown's own rules, `judging`).
+/// `None` when nothing is left.
 pub(super) fn priced(
     mut g: Grouped,
     account: &str,
     region: &str,
     sized: &Sized,
+    judging: &Judging<'_>,
 ) -> Option<OrphanCandidate> {
     let is_gone = |arn: &str| sized.by_id.get(&resource_id(arn)).is_some_and(|d| d.gone);
     g.resources.retain(|r| !is_gone(&r.arn));
@@ -98,7 +159,7 @@ pub(super) fn priced(
                 .unwrap_or_default();
             let monthly = prices::monthly(&r.kind, region, &d.sizing);
             cost.add(&monthly);
-            let by = deleted_by(&r.kind, &r.claims);
+            let by = judging.deleted_by(&g.cluster, region, r, d.state.as_deref());
             recovery.add(&by, &monthly);
             *by_kind.entry(r.kind.clone()).or_default() += 1;
             if let Some(t) = d.created {
@@ -156,6 +217,7 @@ mod tests {
             arn: arn.into(),
             kind: kind.into(),
             claims: Vec::new(),
+            tags: Vec::new(),
         }
     }
 
@@ -165,6 +227,17 @@ mod tests {
             resources,
             also: BTreeSet::new(),
         }
+    }
+
+    type Facts = (
+        BTreeSet<String>,
+        BTreeMap<String, Names>,
+        BTreeSet<(String, String)>,
+    );
+
+    /// No live EKS cluster, no pair of names, nothing placement confirmed.
+    fn nothing_else() -> Facts {
+        Default::default()
     }
 
     const I1: &str = "arn:aws:ec2:us-east-1:111111111111:instance/i-1";
@@ -215,7 +288,20 @@ mod tests {
             (vec![resource(V1, "ec2:volume")], Some(vec![V1])),
         ];
         for (resources, kept) in table {
-            let got = priced(group(resources), "111111111111", "us-east-1", &sized);
+            let (eks, names, confirmed) = nothing_else();
+            let judging = Judging {
+                eks_live: &eks,
+                claimed: BTreeMap::new(),
+                names: &names,
+                confirmed: &confirmed,
+            };
+            let got = priced(
+                group(resources),
+                "111111111111",
+                "us-east-1",
+                &sized,
+                &judging,
+            );
             let arns = got.map(|c| c.resources.into_iter().map(|r| r.arn).collect::<Vec<_>>());
             let kept = kept.map(|k| k.into_iter().map(String::from).collect::<Vec<_>>());
             assert_eq!(arns, kept);
@@ -243,6 +329,13 @@ mod tests {
             ]),
             calls: BTreeMap::new(),
         };
+        let (eks, names, confirmed) = nothing_else();
+        let judging = Judging {
+            eks_live: &eks,
+            claimed: BTreeMap::new(),
+            names: &names,
+            confirmed: &confirmed,
+        };
         let c = priced(
             group(vec![
                 resource(I1, "ec2:instance"),
@@ -252,6 +345,7 @@ mod tests {
             "111111111111",
             "us-east-1",
             &sized,
+            &judging,
         )
         .unwrap();
         assert_eq!(c.resources_by_kind["ec2:instance"], 2);

@@ -176,6 +176,7 @@ pub fn claimed_in(iam: &AccountIam, region: &str) -> Vec<ClaimedResource> {
                 arn: p.arn.clone(),
                 kind: "iam:instance-profile".into(),
                 claims: found,
+                tags: p.tags.clone(),
             })
         })
         .collect()

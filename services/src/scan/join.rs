@@ -18,6 +18,8 @@ pub struct ClaimedResource {
     /// `service:type` (`prices::kind_of`).
     pub kind: String,
     pub claims: Vec<Claim>,
+    /// Every tag the listing returned with it: the teardown's rules read them (`deleted_by`).
+    pub tags: Vec<(String, String)>,
 }
 
 /// The names that are alive, and those the operator said are not ours.
@@ -124,6 +126,7 @@ pub fn join(resources: &[ClaimedResource], live: &Liveness<'_>) -> Joined {
                         .filter(|c| c.cluster == *name)
                         .cloned()
                         .collect(),
+                    tags: r.tags.clone(),
                 })
                 .collect(),
             also,
@@ -142,6 +145,10 @@ mod tests {
             arn: format!("arn:aws:ec2:us-east-1:111111111111:security-group/{id}"),
             kind: "ec2:security-group".into(),
             claims: claims(tags.iter().copied()),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 

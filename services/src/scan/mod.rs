@@ -20,8 +20,9 @@ pub mod iam;
 pub mod join;
 pub mod prices;
 pub mod sizing;
+pub mod targets;
 
-use crate::errors::ApiFailure;
+use crate::errors::{ApiFailure, CleanError};
 use crate::locate::{eks, tagging};
 use crate::model::AwsClients;
 use claims::{Claim, ClaimRule};
@@ -74,6 +75,14 @@ pub enum ScanError {
         region: String,
         source: ApiFailure,
     },
+    #[error(
+        "scan of account {account}, region {region}: confirming the controller-tagged resources in their cluster's VPCs failed, so what a teardown deletes of them is unknown: {source}"
+    )]
+    Placement {
+        account: String,
+        region: String,
+        source: CleanError,
+    },
 }
 
 /// One resource of a candidate, with its proof and cost.
@@ -92,8 +101,9 @@ pub struct CandidateResource {
     pub deleted_by: DeletedBy,
 }
 
-/// A candidate's monthly cost by what recovers it: a default teardown, each opt-in task (named
-/// with `--gc-task`), or nothing (report-only tasks, kinds no cleaner deletes).
+/// A candidate's monthly cost by what recovers it: what a teardown recovers (by default, or with
+/// an opt-in task named with `--gc-task`) against what needs a person (report-only tasks, kinds
+/// no cleaner deletes, resources the teardown's rules keep: each resource says why).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Recovery {
     pub default_teardown: CostTotal,
@@ -101,8 +111,12 @@ pub struct Recovery {
     pub opt_in: BTreeMap<String, CostTotal>,
     /// Reported by a task that never deletes (CAPA's S3 bootstrap bucket).
     pub report_only: CostTotal,
-    /// Kinds no teardown step deletes.
+    /// No teardown deletes it: no cleaner takes the kind, or its rule keeps the resource.
     pub not_deleted: CostTotal,
+    /// What a teardown recovers: `default_teardown` and every `opt_in`.
+    pub teardown_recovers: CostTotal,
+    /// What needs a person: `report_only` and `not_deleted`.
+    pub needs_person: CostTotal,
 }
 
 impl Recovery {
@@ -112,6 +126,11 @@ impl Recovery {
             TeardownClass::OptIn => self.opt_in.entry(by.step.clone()).or_default().add(c),
             TeardownClass::ReportOnly => self.report_only.add(c),
             TeardownClass::NotDeleted => self.not_deleted.add(c),
+        }
+        if by.recovers() {
+            self.teardown_recovers.add(c);
+        } else {
+            self.needs_person.add(c);
         }
     }
 }
@@ -209,10 +228,27 @@ pub async fn scan_region(
             source,
         })?;
     calls.extend(sized.calls.iter().map(|(k, v)| (*k, *v)));
+    // What a teardown deletes is its own rules' answer (deleted_by), with the facts it reads:
+    // each candidate's teardown names, and the controller-tagged resources its placement
+    // confirms in the cluster's VPCs.
+    let names = targets::names(&joined.candidates);
+    let confirmed = targets::confirm(c, targets::to_confirm(&claimed, &names), &listed.resources)
+        .await
+        .map_err(|source| ScanError::Placement {
+            account: account.into(),
+            region: region.into(),
+            source,
+        })?;
+    let judging = candidates::Judging {
+        eks_live: &eks_live,
+        claimed: claimed.iter().map(|r| (r.arn.as_str(), r)).collect(),
+        names: &names,
+        confirmed: &confirmed,
+    };
     let candidates = joined
         .candidates
         .into_iter()
-        .filter_map(|g| candidates::priced(g, account, region, &sized))
+        .filter_map(|g| candidates::priced(g, account, region, &sized, &judging))
         .collect();
     Ok(RegionScan {
         account: account.into(),

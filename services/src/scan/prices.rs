@@ -229,6 +229,12 @@ pub struct CostTotal {
 }
 
 impl CostTotal {
+    /// Adds another total to this one.
+    pub fn sum(&mut self, other: &CostTotal) {
+        self.dollars_per_month += other.dollars_per_month;
+        self.unknown += other.unknown;
+    }
+
     pub fn add(&mut self, c: &MonthlyCost) {
         match c {
             MonthlyCost::Free => {}

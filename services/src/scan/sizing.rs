@@ -26,6 +26,9 @@ pub struct Described {
     pub created: Option<i64>,
     /// Terminated (shutting down) or deleted (deleting): still listed, no longer there.
     pub gone: bool,
+    /// The EC2 state the describe read (volumes, instances): the teardown's rules read it too
+    /// (`deleted_by`).
+    pub state: Option<String>,
 }
 
 /// The describes' answers by resource id, and the calls made.
@@ -109,6 +112,7 @@ async fn describe_volumes(
                 },
                 created: v.create_time().map(|t| t.secs()),
                 gone: false,
+                state: v.state().map(|s| s.as_str().to_string()),
             };
             Some((v.volume_id()?.to_string(), described))
         });
@@ -142,6 +146,7 @@ async fn describe_snapshots(
                 },
                 created: s.start_time().map(|t| t.secs()),
                 gone: false,
+                state: None,
             };
             Some((s.snapshot_id()?.to_string(), described))
         });
@@ -178,6 +183,7 @@ async fn describe_endpoints(
                     },
                     created: e.creation_timestamp().map(|t| t.secs()),
                     gone: false,
+                    state: None,
                 };
                 Some((e.vpc_endpoint_id()?.to_string(), described))
             });
@@ -211,6 +217,10 @@ async fn describe_instances(
                     sizing: Sizing::default(),
                     created: i.launch_time().map(|t| t.secs()),
                     gone: instance_gone(i.state().and_then(|s| s.name())),
+                    state: i
+                        .state()
+                        .and_then(|s| s.name())
+                        .map(|n| n.as_str().to_string()),
                 };
                 Some((i.instance_id()?.to_string(), described))
             });
@@ -243,6 +253,7 @@ async fn describe_nat_gateways(
                     sizing: Sizing::default(),
                     created: n.create_time().map(|t| t.secs()),
                     gone: nat_gateway_gone(n.state()),
+                    state: None,
                 };
                 Some((n.nat_gateway_id()?.to_string(), described))
             });

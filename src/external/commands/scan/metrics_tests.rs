@@ -46,6 +46,8 @@ fn report(regions: Vec<RegionScan>) -> LeakReport {
         not_ours: BTreeSet::new(),
         errors: Vec::new(),
         total: CostTotal::default(),
+        teardown_recovers: CostTotal::default(),
+        needs_person: CostTotal::default(),
     }
 }
 

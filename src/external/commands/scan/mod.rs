@@ -207,6 +207,10 @@ pub struct LeakReport {
     /// decoded: each one a part of the accounts this report does not cover.
     pub errors: Vec<String>,
     pub total: CostTotal,
+    /// Of `total`, what `sweeper teardown` recovers (by default or with the opt-ins named).
+    pub teardown_recovers: CostTotal,
+    /// Of `total`, what needs a person: each such resource's `deleted_by.why` says why.
+    pub needs_person: CostTotal,
 }
 
 /// What to scan beyond the live objects' placements.
@@ -333,6 +337,7 @@ pub async fn scan(
     .await;
     let mut regions: Vec<RegionScan> = Vec::new();
     let mut total = CostTotal::default();
+    let (mut teardown_recovers, mut needs_person) = (CostTotal::default(), CostTotal::default());
     for r in scans {
         match r {
             Ok(mut r) => {
@@ -343,8 +348,9 @@ pub async fn scan(
                     r.calls.extend(i.calls.iter().map(|(k, v)| (*k, *v)));
                 }
                 for c in &r.candidates {
-                    total.dollars_per_month += c.cost.dollars_per_month;
-                    total.unknown += c.cost.unknown;
+                    total.sum(&c.cost);
+                    teardown_recovers.sum(&c.recovery.teardown_recovers);
+                    needs_person.sum(&c.recovery.needs_person);
                 }
                 regions.push(r);
             }
@@ -359,6 +365,8 @@ pub async fn scan(
         not_ours: targets.not_ours.clone(),
         errors,
         total,
+        teardown_recovers,
+        needs_person,
     })
 }
 

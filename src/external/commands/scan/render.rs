@@ -26,23 +26,34 @@ fn cost(c: &MonthlyCost) -> String {
     }
 }
 
-/// Which teardown step deletes a resource, as its line ends.
+/// Which teardown step deletes a resource, as its line ends; what it waits for, or why no
+/// teardown deletes it.
 fn step(by: &DeletedBy) -> String {
-    match by.class {
+    let head = match by.class {
         TeardownClass::Default => format!("deleted by {} (default)", by.step),
         TeardownClass::OptIn => format!("deleted by {} (opt-in: --gc-task {})", by.step, by.step),
         TeardownClass::ReportOnly => format!("reported by {}, never deleted", by.step),
-        TeardownClass::NotDeleted => "no teardown step deletes it".into(),
+        TeardownClass::NotDeleted => "NOT deleted by a teardown, needs a person".into(),
+    };
+    match &by.why {
+        Some(why) => format!("{head}: {why}"),
+        None => head,
     }
 }
 
-/// A candidate's cost by what recovers it: a default teardown, each opt-in task, nothing.
+/// A candidate's cost by what recovers it: what a teardown recovers (by default, each opt-in
+/// task) and what needs a person (report-only, kinds no teardown deletes, what its rules keep).
 fn recovery(c: &OrphanCandidate) -> String {
     let r = &c.recovery;
     let mut out = format!(
+        "  teardown recovers {}; needs a person {}\n",
+        r.teardown_recovers.describe(),
+        r.needs_person.describe()
+    );
+    out.push_str(&format!(
         "  a default teardown recovers {}\n",
         r.default_teardown.describe()
-    );
+    ));
     for (task, total) in &r.opt_in {
         out.push_str(&format!(
             "  left for opt-in {task} (--gc-task {task}): {}\n",
@@ -51,7 +62,10 @@ fn recovery(c: &OrphanCandidate) -> String {
     }
     for (what, total) in [
         ("report-only (never deleted)", &r.report_only),
-        ("kinds no teardown deletes", &r.not_deleted),
+        (
+            "not deleted by a teardown (each resource says why)",
+            &r.not_deleted,
+        ),
     ] {
         if *total != CostTotal::default() {
             out.push_str(&format!("  left, {what}: {}\n", total.describe()));
@@ -73,9 +87,11 @@ pub fn table(r: &LeakReport) -> String {
             out.push_str(&candidate_block(c));
         }
         out.push_str(&format!(
-            "\ntotal: {} candidate(s), {}\n",
+            "\ntotal: {} candidate(s), {} (teardown recovers {}; needs a person {})\n",
             candidates.len(),
-            r.total.describe()
+            r.total.describe(),
+            r.teardown_recovers.describe(),
+            r.needs_person.describe()
         ));
     }
     out.push_str(&not_candidates(r));
@@ -268,6 +284,7 @@ mod tests {
                         deleted_by: DeletedBy {
                             step: "phase 3".into(),
                             class: TeardownClass::Default,
+                            why: None,
                         },
                     }],
                 }],
@@ -286,6 +303,8 @@ mod tests {
                 dollars_per_month: 32.85,
                 unknown: 0,
             },
+            teardown_recovers: CostTotal::default(),
+            needs_person: CostTotal::default(),
         };
         let t = table(&report);
         assert!(t.starts_with("A scan deletes nothing."), "{t}");

@@ -217,6 +217,8 @@ mod tests {
             not_ours: Default::default(),
             errors: vec!["region us-east-1: denied".into()],
             total: Default::default(),
+            teardown_recovers: Default::default(),
+            needs_person: Default::default(),
         }
     }
 
