@@ -1,7 +1,8 @@
 //! The tenant collector against KubeZoo's own Tenant CRD and the objects KubeZoo's tenant
 //! controller creates (scripts/fixtures/kubezoo), not against sweeper's idea of them.
 //! KubeZoo's Tenant has `spec.id` as an int32, a required `spec.quota`, no status subresource, and
-//! labels none of the objects it creates: the tenant's objects are marked only by `<id>-`.
+//! labels only the namespaces it creates (`kubezoo.io/tenant`): its ClusterRoles and binding are
+//! marked only by `<id>-`.
 
 mod support;
 
@@ -99,7 +100,8 @@ async fn kubezoos_own_tenant_is_torn_down_completely_under_the_default_settings(
     let (a, b) = numeric_ids();
     let (mut docs_a, mut docs_b) = (kubezoo_tenant(&a), kubezoo_tenant(&b));
     // The test's scope label on each Tenant, for its scoped sweeper: a label on the Tenant says
-    // nothing about its objects (KubeZoo's stay unlabelled), so the defaults are still what runs.
+    // nothing about its objects (KubeZoo's RBAC objects stay unlabelled), so the defaults are still
+    // what runs.
     for docs in [&mut docs_a, &mut docs_b] {
         docs[0]["metadata"]["labels"] = serde_json::json!(scope.tenant_labels());
     }

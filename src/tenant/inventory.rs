@@ -1,5 +1,6 @@
-//! Finding what a tenant owns. The name prefix `<id>-` is the authority (KubeZoo labels none of
-//! the objects it creates), so every strategy finds every listable cluster-scoped `<id>-` object:
+//! Finding what a tenant owns. The name prefix `<id>-` is the authority (KubeZoo labels only the
+//! namespaces it creates, not its ClusterRoles and binding), so every strategy finds every
+//! listable cluster-scoped `<id>-` object:
 //! - `index` (default): answered from the engine's name-ordered index of cluster-scoped objects
 //!   (engine::name_index, kept by metadata watches), with no list call. A kind the index cannot
 //!   answer (not listed yet, watch failing) and the kinds in `--tenant-scan-kinds` are listed
