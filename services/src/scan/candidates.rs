@@ -2,11 +2,11 @@
 //! which of the candidates' resources are described, and how a joined name becomes a priced
 //! candidate (or is dropped when all it had is gone).
 
-use super::deleted_by::{Seen, Target, deleted_by};
+use super::deleted_by::{DeletedBy, Seen, Target, TeardownClass, deleted_by};
 use super::iam::{self, AccountIam};
 use super::join::{ClaimedResource, Grouped, HeldBack};
 use super::prices::CostTotal;
-use super::sizing::{Ids, Sized};
+use super::sizing::{Described, Ids, Sized};
 use super::targets::Names;
 use super::{CandidateResource, HeldName, OrphanCandidate, Proof, Recovery, claims, prices};
 use crate::locate::tagging::TaggedResource;
@@ -148,18 +148,28 @@ pub(super) fn priced(
     let mut cost = CostTotal::default();
     let mut recovery = Recovery::default();
     let mut oldest: Option<i64> = None;
-    let resources = g
+    let described = |r: &ClaimedResource| {
+        sized
+            .by_id
+            .get(&resource_id(&r.arn))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut bys: Vec<_> = g
         .resources
         .iter()
         .map(|r| {
-            let d = sized
-                .by_id
-                .get(&resource_id(&r.arn))
-                .cloned()
-                .unwrap_or_default();
+            let d = described(r);
+            let by = judging.deleted_by(&g.cluster, region, r, d.state.as_deref());
+            (r, d, by)
+        })
+        .collect();
+    hold_network(&mut bys);
+    let resources = bys
+        .into_iter()
+        .map(|(r, d, by)| {
             let monthly = prices::monthly(&r.kind, region, &d.sizing);
             cost.add(&monthly);
-            let by = judging.deleted_by(&g.cluster, region, r, d.state.as_deref());
             recovery.add(&by, &monthly);
             *by_kind.entry(r.kind.clone()).or_default() += 1;
             if let Some(t) = d.created {
@@ -189,6 +199,38 @@ pub(super) fn priced(
     })
 }
 
+/// Phase 3 deletes CAPA's network only once nothing in the VPC blocks it (`policy::network::
+/// blocks_vpc`): an instance the teardown keeps (an Auto Scaling group's) in one of the
+/// candidate's CAPA VPCs holds the whole network, so no phase-3 resource is promised while one
+/// does. (Instances are the one blocker whose VPC the scan reads; the others it cannot place.)
+fn hold_network(bys: &mut [(&ClaimedResource, Described, DeletedBy)]) {
+    let capa_vpcs: BTreeSet<String> = bys
+        .iter()
+        .filter(|(r, _, by)| r.kind == "ec2:vpc" && by.step == "phase 3")
+        .map(|(r, _, _)| resource_id(&r.arn))
+        .collect();
+    let holder = bys.iter().find(|(r, d, by)| {
+        r.kind == "ec2:instance"
+            && !by.recovers()
+            && d.vpc.as_ref().is_some_and(|v| capa_vpcs.contains(v))
+    });
+    let Some(holder) = holder.map(|(r, d, _)| (r.arn.clone(), d.vpc.clone().unwrap_or_default()))
+    else {
+        return;
+    };
+    for (_, _, by) in bys
+        .iter_mut()
+        .filter(|(_, _, by)| by.step == "phase 3" && by.recovers())
+    {
+        by.class = TeardownClass::NotDeleted;
+        by.why = Some(format!(
+            "phase 3 waits: {} in {} is kept by the teardown, and the network stays while it \
+             runs; check it and delete it by hand if it is the cluster's",
+            holder.0, holder.1
+        ));
+    }
+}
+
 /// The names held back, with why and how many resources they have.
 pub(super) fn held_names(held: BTreeMap<String, (HeldBack, usize)>) -> Vec<HeldName> {
     held.into_iter()
@@ -210,7 +252,6 @@ fn rfc3339(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scan::sizing::Described;
 
     fn resource(arn: &str, kind: &str) -> ClaimedResource {
         ClaimedResource {
@@ -355,5 +396,81 @@ mod tests {
             (c.account.as_str(), c.region.as_str()),
             ("111111111111", "us-east-1")
         );
+    }
+
+    fn tagged(arn: &str, kind: &str, tags: &[(&str, &str)]) -> ClaimedResource {
+        ClaimedResource {
+            arn: arn.into(),
+            kind: kind.into(),
+            claims: claims::claims(tags.iter().copied()),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_instance_the_teardown_keeps_in_capas_vpc_holds_the_whole_network() {
+        let capa = ("sigs.k8s.io/cluster-api-provider-aws/cluster/old", "owned");
+        let asg = [
+            ("kubernetes.io/cluster/old", "owned"),
+            ("aws:autoscaling:groupName", "old-nodes"),
+        ];
+        let vpc = "arn:aws:ec2:us-east-1:111111111111:vpc/vpc-1";
+        let subnet = "arn:aws:ec2:us-east-1:111111111111:subnet/subnet-1";
+        let (eks, names, confirmed) = nothing_else();
+        let judging = Judging {
+            eks_live: &eks,
+            claimed: BTreeMap::new(),
+            names: &names,
+            confirmed: &confirmed,
+        };
+        for (in_vpc, held) in [("vpc-1", true), ("vpc-2", false)] {
+            let sized = Sized {
+                by_id: BTreeMap::from([(
+                    "i-1".to_string(),
+                    Described {
+                        state: Some("running".into()),
+                        vpc: Some(in_vpc.into()),
+                        ..Default::default()
+                    },
+                )]),
+                calls: BTreeMap::new(),
+            };
+            let c = priced(
+                group(vec![
+                    tagged(vpc, "ec2:vpc", &[capa]),
+                    tagged(subnet, "ec2:subnet", &[capa]),
+                    tagged(I1, "ec2:instance", &asg),
+                ]),
+                "111111111111",
+                "us-east-1",
+                &sized,
+                &judging,
+            )
+            .unwrap();
+            let by = |arn: &str| {
+                c.resources
+                    .iter()
+                    .find(|r| r.arn == arn)
+                    .map(|r| r.deleted_by.clone())
+                    .unwrap()
+            };
+            assert!(
+                !by(I1).recovers(),
+                "an Auto Scaling group's instance is kept"
+            );
+            for net in [vpc, subnet] {
+                assert_eq!(by(net).recovers(), !held, "{net}, instance in {in_vpc}");
+                if held {
+                    let why = by(net).why.unwrap_or_default();
+                    assert!(
+                        why.contains("phase 3 waits") && why.contains("i-1"),
+                        "{why}"
+                    );
+                }
+            }
+        }
     }
 }

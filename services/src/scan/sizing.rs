@@ -29,6 +29,8 @@ pub struct Described {
     /// The EC2 state the describe read (volumes, instances): the teardown's rules read it too
     /// (`deleted_by`).
     pub state: Option<String>,
+    /// The VPC an instance runs in: one the teardown keeps holds CAPA's network (phase 3 waits).
+    pub vpc: Option<String>,
 }
 
 /// The describes' answers by resource id, and the calls made.
@@ -113,6 +115,7 @@ async fn describe_volumes(
                 created: v.create_time().map(|t| t.secs()),
                 gone: false,
                 state: v.state().map(|s| s.as_str().to_string()),
+                vpc: None,
             };
             Some((v.volume_id()?.to_string(), described))
         });
@@ -147,6 +150,7 @@ async fn describe_snapshots(
                 created: s.start_time().map(|t| t.secs()),
                 gone: false,
                 state: None,
+                vpc: None,
             };
             Some((s.snapshot_id()?.to_string(), described))
         });
@@ -184,6 +188,7 @@ async fn describe_endpoints(
                     created: e.creation_timestamp().map(|t| t.secs()),
                     gone: false,
                     state: None,
+                    vpc: None,
                 };
                 Some((e.vpc_endpoint_id()?.to_string(), described))
             });
@@ -221,6 +226,7 @@ async fn describe_instances(
                         .state()
                         .and_then(|s| s.name())
                         .map(|n| n.as_str().to_string()),
+                    vpc: i.vpc_id().map(str::to_string),
                 };
                 Some((i.instance_id()?.to_string(), described))
             });
@@ -254,6 +260,7 @@ async fn describe_nat_gateways(
                     created: n.create_time().map(|t| t.secs()),
                     gone: nat_gateway_gone(n.state()),
                     state: None,
+                    vpc: None,
                 };
                 Some((n.nat_gateway_id()?.to_string(), described))
             });
