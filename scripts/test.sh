@@ -46,7 +46,11 @@ status=0
 # (tests/external.rs's --external-gc-selector test, which releases the finalizer of every cluster
 # object outside its selector, no longer runs here: its sweeper, like every external and tenant
 # test's, is scoped to the test's own namespace, so other tests' clusters keep theirs.)
-serial='binary(uninstall) or test(chart_install_over_upstream_crds_changes_none)'
+# - tests/external_input.rs and tests/tenant_input.rs swap a schemaless AWSCluster or Tenant CRD in
+#   for the upstream one to store objects sweeper cannot decode; any test beside them that
+#   installs the upstream CRDs (support::objects::install_sweeper_crds, the conformance tests) put
+#   the upstream one back between the swap and the create (a full run on 2026-12-06 saw both fail).
+serial='binary(uninstall) or binary(external_input) or binary(tenant_input) or test(chart_install_over_upstream_crds_changes_none)'
 cargo nextest run --workspace --locked --run-ignored all --no-fail-fast -E "not binary(rbac) and not ($serial)" "$@" || status=$?
 log "running the cluster-wide tests one at a time"
 cargo nextest run --workspace --locked --run-ignored all --test-threads 1 -E "$serial" || status=$?

@@ -2,7 +2,7 @@
 //! which of the candidates' resources are described, and how a joined name becomes a priced
 //! candidate (or is dropped when all it had is gone).
 
-use super::deleted_by::{DeletedBy, Seen, Target, TeardownClass, deleted_by};
+use super::deleted_by::{DeletedBy, Seen, Teardown, TeardownClass, deleted_by};
 use super::iam::{self, AccountIam};
 use super::join::{ClaimedResource, Grouped, HeldBack};
 use super::prices::CostTotal;
@@ -110,7 +110,7 @@ impl Judging<'_> {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let target = Target {
+        let target = Teardown {
             cluster: &names.tag,
             capa_name: &names.capa,
             region,

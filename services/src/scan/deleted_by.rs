@@ -143,7 +143,7 @@ pub fn step_of(kind: &str, claims: &[Claim]) -> Step {
 
 /// The cluster a candidate is torn down as, the way `sweeper teardown --from-scan` names it.
 #[derive(Clone, Copy, Debug)]
-pub struct Target<'a> {
+pub struct Teardown<'a> {
     /// The name the cloud provider's tag carries (an EKS cluster's EKS name).
     pub cluster: &'a str,
     /// The name CAPA's tag carries (the Cluster API name; the same but on EKS).
@@ -172,7 +172,7 @@ pub struct Seen<'a> {
 const CONFIRMED_VPC: &str = "confirmed-by-placement";
 
 /// The teardown's verdict on one resource and the step that gives it (see the module doc).
-pub fn deleted_by(t: &Target<'_>, r: &Seen<'_>) -> DeletedBy {
+pub fn deleted_by(t: &Teardown<'_>, r: &Seen<'_>) -> DeletedBy {
     let step = step_of(r.kind, r.claims);
     let verdict = judge(step, t, r);
     let (class, why) = match (&verdict, step.class()) {
@@ -205,7 +205,7 @@ pub fn deleted_by(t: &Target<'_>, r: &Seen<'_>) -> DeletedBy {
 }
 
 /// The policy function the step's cleaner calls, with the facts the scan read.
-fn judge(step: Step, t: &Target<'_>, r: &Seen<'_>) -> Verdict {
+fn judge(step: Step, t: &Teardown<'_>, r: &Seen<'_>) -> Verdict {
     let capa_key = tags::capa_key(t.capa_name);
     let c = Candidate::tagged(r.tags);
     let own = Ownership::of(t.cluster)
@@ -235,7 +235,7 @@ fn judge(step: Step, t: &Target<'_>, r: &Seen<'_>) -> Verdict {
 /// [`judge`] for a phase-2 task's resource.
 fn judge_task(
     task: GcTask,
-    t: &Target<'_>,
+    t: &Teardown<'_>,
     r: &Seen<'_>,
     own: &Ownership,
     placed: &Candidate<'_>,

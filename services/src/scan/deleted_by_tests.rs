@@ -470,7 +470,7 @@ fn rows() -> Vec<Row> {
 #[test]
 fn scan_and_teardown_agree_on_every_kind_and_verdict() {
     let eks_live = BTreeSet::new();
-    let target = Target {
+    let target = Teardown {
         cluster: C,
         capa_name: C,
         region: REGION,
@@ -531,7 +531,7 @@ fn scan_and_teardown_agree_on_every_kind_and_verdict() {
 #[test]
 fn a_volume_without_the_csi_drivers_mark_is_promised_to_nobody_and_says_why() {
     let eks_live = BTreeSet::new();
-    let target = Target {
+    let target = Teardown {
         cluster: C,
         capa_name: C,
         region: REGION,
