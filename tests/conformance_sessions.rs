@@ -341,7 +341,10 @@ async fn each_cluster_is_torn_down_in_its_own_region_account_and_identity() {
 }
 
 /// A refused identity never falls back: a role identity that does not allow the cluster's
-/// namespace, a static identity whose Secret is missing, and a role chain with a cycle. Nothing
+/// namespace, a role chain whose second hop does not (its `allowedNamespaces` a list, then a
+/// selector; the first hop allows every namespace), as CAPA refuses a chain link by link
+/// (pkg/cloud/scope/session.go, buildProvidersForRef), a static identity whose Secret is missing,
+/// and a role chain with a cycle. Nothing
 /// is deleted anywhere, the finalizers hold, the condition and a Warning Event say why; once each
 /// identity is fixed, the teardown proceeds.
 #[tokio::test]
@@ -377,6 +380,37 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
         json!({"roleARN": format!("arn:aws:iam::{OTHER_ACCOUNT}:role/capa"), "allowedNamespaces": {},
                "sourceIdentityRef": {"kind": "AWSClusterRoleIdentity", "name": source}})
     };
+    // Chains: outer (every namespace) -> inner (not this one) -> the controller identity.
+    let (outer_l, inner_l) = (unique_name("hop-l"), unique_name("inner-l"));
+    let (outer_s, inner_s) = (unique_name("hop-s"), unique_name("inner-s"));
+    let sourced = |allowed: Value, source: &str| {
+        json!({"roleARN": format!("arn:aws:iam::{OTHER_ACCOUNT}:role/capa"), "allowedNamespaces": allowed,
+               "sourceIdentityRef": {"kind": "AWSClusterRoleIdentity", "name": source}})
+    };
+    let inner_sel =
+        json!({"selector": {"matchLabels": {"kubernetes.io/metadata.name": "somewhere-else"}}});
+    identity(
+        &c,
+        "AWSClusterRoleIdentity",
+        &inner_l,
+        role_spec(json!({"list": ["somewhere-else"]})),
+    )
+    .await;
+    identity(
+        &c,
+        "AWSClusterRoleIdentity",
+        &outer_l,
+        sourced(json!({}), &inner_l),
+    )
+    .await;
+    identity(&c, "AWSClusterRoleIdentity", &inner_s, role_spec(inner_sel)).await;
+    identity(
+        &c,
+        "AWSClusterRoleIdentity",
+        &outer_s,
+        sourced(json!({}), &inner_s),
+    )
+    .await;
     identity(&c, "AWSClusterRoleIdentity", &cyc_a, cyclic(&cyc_b)).await;
     identity(&c, "AWSClusterRoleIdentity", &cyc_b, cyclic(&cyc_a)).await;
     identity(
@@ -388,6 +422,8 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
     .await;
 
     let not_allowed = unique_name("na");
+    let hop_list = unique_name("hl");
+    let hop_selector = unique_name("hs");
     let no_secret = unique_name("nosec");
     let cycle = unique_name("cyc");
     // (cluster, identity, account, expected reason)
@@ -395,6 +431,18 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
         (
             not_allowed.clone(),
             json!({"kind": "AWSClusterRoleIdentity", "name": role}),
+            OTHER_ACCOUNT,
+            "IdentityNotAllowed",
+        ),
+        (
+            hop_list.clone(),
+            json!({"kind": "AWSClusterRoleIdentity", "name": outer_l}),
+            OTHER_ACCOUNT,
+            "IdentityNotAllowed",
+        ),
+        (
+            hop_selector.clone(),
+            json!({"kind": "AWSClusterRoleIdentity", "name": outer_s}),
             OTHER_ACCOUNT,
             "IdentityNotAllowed",
         ),
@@ -452,6 +500,14 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
     }
     let msg = condition_message(&infra, &not_allowed).await;
     assert!(msg.contains(&role) && msg.contains(&ns), "{msg}");
+    // The refusal names the hop that refused, not the first one.
+    for (cluster, inner) in [(&hop_list, &inner_l), (&hop_selector, &inner_s)] {
+        let msg = condition_message(&infra, cluster).await;
+        assert!(
+            msg.contains(inner.as_str()) && msg.contains(&ns),
+            "{cluster}: {msg}"
+        );
+    }
     for ((name, ..), (there, own, twin)) in cases.iter().zip(&worlds) {
         assert!(
             has_finalizer(&infra, name).await,
@@ -476,6 +532,15 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
     )
     .await;
     static_secret(&c, capa_ns, &secret, STATIC_ACCOUNT).await;
+    identity(
+        &c,
+        "AWSClusterRoleIdentity",
+        &inner_l,
+        role_spec(json!({"list": [ns]})),
+    )
+    .await;
+    let inner_sel = json!({"selector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}});
+    identity(&c, "AWSClusterRoleIdentity", &inner_s, role_spec(inner_sel)).await;
     identity(&c, "AWSClusterRoleIdentity", &cyc_b, role_spec(json!({}))).await;
     for ((name, ..), (there, own, twin)) in cases.iter().zip(&worlds) {
         assert!(
