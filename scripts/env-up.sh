@@ -194,7 +194,11 @@ if [ "$SWEEPER_KUBE" = current ]; then
   # The webhook serves the API server's own cert (SANs 127.0.0.1, localhost), signed by the test CA.
   mkdir -p "$PKI/webhook"
   cp "$PKI/serving.crt" "$PKI/webhook/tls.crt" && cp "$PKI/serving.key" "$PKI/webhook/tls.key"
+  # BootstrapFormatIgnition as a CAPA install with EXP_BOOTSTRAP_FORMAT_IGNITION=true runs it: without
+  # it CAPA's AWSCluster webhook refuses every spec.s3Bucket, and the bucket cases (a cluster naming
+  # another team's bucket) could not be written at all. The gate only widens what admission accepts.
   start capa-webhooks "$CAPA_WEBHOOKS/capa-webhooks" --kubeconfig "$KUBECONFIG_FILE" \
+    --feature-gates BootstrapFormatIgnition=true \
     --host 127.0.0.1 --port "$CAPA_WEBHOOK_PORT" --cert-dir "$PKI/webhook" --ca-file "$PKI/ca.crt" \
     --capa-manifests "$CAPA_WEBHOOKS/capa-manifests.yaml" --capi-manifests "$CAPA_WEBHOOKS/capi-manifests.yaml"
   # Ready when the configurations point at it: it registers them only once it serves.

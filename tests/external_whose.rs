@@ -8,15 +8,23 @@
 
 mod support;
 
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use std::time::Duration;
-use support::aws::{clients, network, sg, sg_exists, tagged};
-use support::capa::{FINALIZER, aws_cluster, infra_name};
+use support::aws::{
+    clients, instance, instance_state, lb_exists, network, nlb, sg, sg_exists, tagged, vpc_exists,
+};
+use support::capa::{
+    CREATED_BEFORE_WEBHOOK, FINALIZER, aws_cluster, capa_conditions, capa_network, eks_cluster,
+    eks_cluster_with, has_finalizer, infra_name, set_status, template_cluster,
+};
 use support::sweeper::{Sweeper, eventually};
 use support::{TestScope, unique_name};
 use sweeper::api::capa::AWSCluster;
+use sweeper_aws::testing::leaks::{
+    bootstrap_bucket, bootstrap_object, bucket_exists, object_exists,
+};
 
 const T: Duration = Duration::from_secs(90);
 const GATES: &str = "CascadeGC=false,TenantGC=false,ExternalResourceGC=true";
@@ -337,4 +345,257 @@ async fn capas_spellings_of_the_opt_out_mean_what_they_mean_to_capa() {
         assert!(gone(&api, &name).await, "{name} is released");
         assert_eq!(!sg_exists(&aws, &group).await, collect, "{name}");
     }
+}
+
+/// Our condition's reason on an object read through CAPA's CRDs (a template's or an EKS
+/// control plane), if any.
+async fn reason_of(api: &Api<DynamicObject>, name: &str) -> Option<String> {
+    let o = api.get_opt(name).await.unwrap()?;
+    o.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "ExternalResourcesDeleted")
+        .and_then(|c| c["reason"].as_str().map(str::to_string))
+}
+
+/// Removes sweeper's finalizer from an object read through CAPA's CRDs, as an administrator
+/// would (docs/capa.md).
+async fn release_dyn(api: &Api<DynamicObject>, name: &str) {
+    let Some(o) = api.get_opt(name).await.unwrap() else {
+        return;
+    };
+    let kept: Vec<String> = o
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": o.resource_version()}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// An AWSCluster whose spec and status name another team's resources (issue #76 item 3): its
+/// primary and secondary control-plane load balancers by `name` (CAPA's webhook requires the
+/// two to differ in name and scheme, the secondary an NLB), its bootstrap bucket by
+/// `spec.s3Bucket.name` (CAPA admits the field only with its BootstrapFormatIgnition gate on,
+/// as the test environment runs its webhook), a bastion whose `status.bastion.id` is the other
+/// team's instance, `status.networkStatus` naming the other load balancers, and
+/// `spec.network.vpc.id` the other team's CAPA VPC. Every sweeper task is opted in. Deleting it
+/// tears down what carries its own CAPA tag (a group it made, the proof the teardown ran) and
+/// nothing it merely names: sweeper finds what to delete by the cluster's tags, never by a
+/// reference in the object.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn a_cluster_naming_another_teams_load_balancers_bucket_and_bastion_deletes_none_of_them() {
+    let mut scope = TestScope::new("whose-ref").await;
+    let ns = scope.namespace().await;
+    let c = scope.client.clone();
+    support::objects::install_sweeper_crds(&c).await;
+    let aws = clients().await;
+
+    // The other team's cluster, as CAPA made it: its network, two API-server load balancers, a
+    // bastion, a group, and the bucket with a control-plane machine's bootstrap data.
+    let victim = unique_name("victim");
+    let v_short = &victim[victim.len() - 6..];
+    let v_capa = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{victim}");
+    let v_owned = tagged(&v_capa, "owned");
+    let v_net = capa_network(&aws, &victim).await;
+    let (lb_a, lb_b) = (format!("{v_short}-apiserver"), format!("{v_short}-int"));
+    let lb_a_arn = nlb(&aws, &v_net, &lb_a, &v_owned).await;
+    let lb_b_arn = nlb(&aws, &v_net, &lb_b, &v_owned).await;
+    let mut bastion_tags = v_owned.clone();
+    bastion_tags.push((
+        "sigs.k8s.io/cluster-api-provider-aws/role".into(),
+        "bastion".into(),
+    ));
+    let bastion = instance(&aws, &v_net.subnet, &bastion_tags).await;
+    let v_sg = sg(&aws, &v_net.vpc, &format!("{victim}-bastion"), &v_owned).await;
+    let bucket = format!("{victim}-boot");
+    bootstrap_bucket(&aws, &bucket, &[(v_capa.as_str(), "owned")]).await;
+    let key = format!("control-plane/{victim}-control-plane-x7k2p");
+    bootstrap_object(&aws, &bucket, &key).await;
+
+    // Mallory's cluster, pointing at all of it; the one thing of hers is a group in the VPC she
+    // named, tagged as CAPA tags what it makes for her cluster.
+    let mallory = unique_name("mallory");
+    let m_capa = format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{mallory}");
+    let m_sg = sg(
+        &aws,
+        &v_net.vpc,
+        &format!("{mallory}-node"),
+        &tagged(&m_capa, "owned"),
+    )
+    .await;
+    let infra = template_cluster(&c, &ns, &mallory, |ac| {
+        ac["metadata"]["annotations"]["sweeper.dev/gc-tasks"] = json!(
+            "dns-record,load-balancer,target-group,instance,launch-template,instance-profile,\
+             oidc-provider,eks-log-group,instance-state-queue,bootstrap-data,bootstrap-data-s3,\
+             ebs-volume,ebs-snapshot,security-group,eks-security-group,shared-tag"
+        );
+        let spec = &mut ac["spec"];
+        spec["controlPlaneLoadBalancer"]["name"] = json!(lb_a);
+        spec["controlPlaneLoadBalancer"]["scheme"] = json!("internet-facing");
+        spec["secondaryControlPlaneLoadBalancer"] =
+            json!({"name": lb_b, "scheme": "internal", "loadBalancerType": "nlb"});
+        spec["s3Bucket"] = json!({
+            "name": bucket,
+            "controlPlaneIAMInstanceProfile": "control-plane.cluster-api-provider-aws.sigs.k8s.io",
+            "nodesIAMInstanceProfiles": ["nodes.cluster-api-provider-aws.sigs.k8s.io"],
+        });
+        spec["bastion"] = json!({"enabled": true});
+        spec["network"]["vpc"]["id"] = json!(v_net.vpc);
+    })
+    .await;
+    let lb_status = |name: &str, arn: &str, scheme: &str| json!({"name": name, "arn": arn, "scheme": scheme, "loadBalancerType": "nlb"});
+    set_status(
+        &infra,
+        &mallory,
+        json!({
+            "ready": true,
+            "bastion": {"id": bastion, "instanceState": "running"},
+            "networkStatus": {
+                "apiServerElb": lb_status(&lb_a, &lb_a_arn, "internet-facing"),
+                "secondaryAPIServerELB": lb_status(&lb_b, &lb_b_arn, "internal"),
+            },
+            "conditions": capa_conditions(),
+        }),
+    )
+    .await;
+    let stored = infra.get(&mallory).await.unwrap();
+    assert_eq!(
+        (
+            stored.data["spec"]["secondaryControlPlaneLoadBalancer"]["name"].as_str(),
+            stored.data["spec"]["s3Bucket"]["name"].as_str(),
+            stored.data["status"]["bastion"]["id"].as_str(),
+        ),
+        (
+            Some(lb_b.as_str()),
+            Some(bucket.as_str()),
+            Some(bastion.as_str())
+        ),
+        "CAPA's admission kept every reference: {:?}",
+        stored.data
+    );
+
+    let _gc = sweeper(&[&ns], &[]).await;
+    assert!(eventually(T, || has_finalizer(&infra, &mallory)).await);
+    infra.delete(&mallory, &Default::default()).await.unwrap();
+    assert!(
+        eventually(T, || support::capa::gone(&infra, &mallory)).await,
+        "the teardown finishes and releases the object: {:?}",
+        reason_of(&infra, &mallory).await
+    );
+    assert!(
+        !sg_exists(&aws, &m_sg).await,
+        "the teardown ran: the group tagged for Mallory's cluster is gone"
+    );
+    for (what, arn) in [("primary", &lb_a_arn), ("secondary", &lb_b_arn)] {
+        assert!(
+            lb_exists(&aws, arn).await,
+            "the {what} load balancer it named stays"
+        );
+    }
+    let state = instance_state(&aws, &bastion).await;
+    assert!(
+        !matches!(state.as_str(), "terminated" | "shutting-down"),
+        "the bastion instance it named runs on: {state}"
+    );
+    assert!(
+        bucket_exists(&aws, &bucket).await && object_exists(&aws, &bucket, &key).await,
+        "the bucket it named and its bootstrap data stay"
+    );
+    assert!(
+        vpc_exists(&aws, &v_net.vpc).await && sg_exists(&aws, &v_sg).await,
+        "the VPC it named and the other team's group in it stay"
+    );
+}
+
+/// A control plane without `spec.eksClusterName` (created before CAPA's defaulting webhook saw
+/// it: the test environment's bypass label) has the EKS name CAPA's defaulter gives it,
+/// `<namespace>_<name>` (`eks.GenerateEKSName`), and that name is claimed like a stated one: a
+/// second control plane in another namespace stating it holds both, nothing tagged for the
+/// name is deleted; once only the first claims it, its teardown deletes by the derived name.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn an_empty_eks_name_is_capas_default_and_a_collision_on_it_is_refused() {
+    let mut scope_a = TestScope::new("eksdef-a").await;
+    let mut scope_b = TestScope::new("eksdef-b").await;
+    let (ns_a, ns_b) = (scope_a.namespace().await, scope_b.namespace().await);
+    let c = scope_a.client.clone();
+    support::objects::install_sweeper_crds(&c).await;
+    let region = support::EnvFacts::load().get("AWS_REGION");
+    let aws = clients().await;
+    let net = network(&aws).await;
+
+    let name_a = unique_name("eksa");
+    let (cps_a, _managed_a, cp_a) = eks_cluster_with(&c, &ns_a, &name_a, &region, |cp| {
+        cp["metadata"]["labels"][CREATED_BEFORE_WEBHOOK] = json!("true");
+        if let Some(spec) = cp["spec"].as_object_mut() {
+            spec.remove("eksClusterName");
+        }
+    })
+    .await;
+    let stored = cps_a.get(&cp_a).await.unwrap();
+    assert!(
+        stored.data["spec"]["eksClusterName"].is_null(),
+        "stored without an EKS name: {:?}",
+        stored.data["spec"]
+    );
+    // CAPA's GenerateEKSName for a short name: namespace, `_`, the name (dots to `_`).
+    let derived = format!("{ns_a}_{}", cp_a.replace('.', "_"));
+    let eks_key = format!("kubernetes.io/cluster/{derived}");
+    let group = sg(
+        &aws,
+        &net.vpc,
+        &format!("{name_a}-svc"),
+        &tagged(&eks_key, "owned"),
+    )
+    .await;
+    let name_b = unique_name("eksb");
+    let (cps_b, _managed_b, cp_b) = eks_cluster(&c, &ns_b, &name_b, &region, &derived).await;
+
+    let _gc = sweeper(&[&ns_a, &ns_b], &[]).await;
+    assert!(eventually(T, || has_finalizer(&cps_a, &cp_a)).await);
+    assert!(eventually(T, || has_finalizer(&cps_b, &cp_b)).await);
+    cps_a.delete(&cp_a, &Default::default()).await.unwrap();
+    let held = eventually(T, || async {
+        reason_of(&cps_a, &cp_a).await.as_deref() == Some("NameCollision")
+    })
+    .await;
+    assert!(
+        held,
+        "held on the derived name: {:?}",
+        reason_of(&cps_a, &cp_a).await
+    );
+    let told = eventually(T, || async {
+        reason_of(&cps_b, &cp_b).await.as_deref() == Some("NameCollision")
+    })
+    .await;
+    assert!(
+        told,
+        "the other claimant hears of it: {:?}",
+        reason_of(&cps_b, &cp_b).await
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        sg_exists(&aws, &group).await,
+        "nothing tagged for the derived name is deleted while two claim it"
+    );
+
+    // B's team deletes theirs (released by hand: it is held the same way); A then claims the
+    // derived name alone and its teardown deletes by it.
+    cps_b.delete(&cp_b, &Default::default()).await.unwrap();
+    release_dyn(&cps_b, &cp_b).await;
+    assert!(eventually(T, || support::capa::gone(&cps_b, &cp_b)).await);
+    assert!(
+        eventually(T, || support::capa::gone(&cps_a, &cp_a)).await,
+        "one claimant left: the teardown finishes: {:?}",
+        reason_of(&cps_a, &cp_a).await
+    );
+    assert!(
+        !sg_exists(&aws, &group).await,
+        "phase 2 ran on the derived name"
+    );
 }

@@ -101,6 +101,52 @@ pub struct AWSManagedControlPlaneSpec {
     pub network: Option<NetworkSpec>,
 }
 
+impl AWSManagedControlPlane {
+    /// The EKS cluster name CAPA uses for this control plane: `spec.eksClusterName`, or, when it
+    /// is missing or empty, the name CAPA's defaulting webhook gives it ([`default_eks_name`]).
+    /// An object admitted through CAPA's webhook always has it set; one without it was created
+    /// before the webhook was installed (or past it), and gets the default on its next update.
+    pub fn eks_name(&self) -> String {
+        match self.spec.eks_cluster_name.as_deref() {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => default_eks_name(
+                self.metadata.namespace.as_deref().unwrap_or_default(),
+                self.metadata.name.as_deref().unwrap_or_default(),
+            ),
+        }
+    }
+}
+
+/// The EKS name CAPA's defaulting webhook gives an AWSManagedControlPlane with an empty
+/// `spec.eksClusterName`, exactly as CAPA v2.13.0 derives it
+/// (`controlplane/eks/webhooks/awsmanagedcontrolplane_webhook.go` `Default` calls
+/// `pkg/eks/eks.go` `GenerateEKSName(name, namespace, 100)`): `<namespace>_<name>` with every `.`
+/// of the name made `_`; when that is 100 bytes or longer, `capa_` and a 27-character hash of it
+/// (`pkg/hash/base36.go`: the BLAKE2b digest of 27 bytes, each byte taken mod 36 into
+/// `0-9a-z`, which is not an encoding, so two names can share it: the collision rule covers that).
+pub fn default_eks_name(namespace: &str, name: &str) -> String {
+    use blake2::digest::{Update, VariableOutput};
+    const MAX: usize = 100;
+    const PREFIX: &str = "capa_";
+    const BASE36: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let joined = format!("{namespace}_{}", name.replace('.', "_"));
+    if joined.len() < MAX {
+        return joined;
+    }
+    let mut hasher =
+        blake2::Blake2bVar::new(32 - PREFIX.len()).expect("27 bytes is a BLAKE2b output size");
+    hasher.update(joined.as_bytes());
+    let mut digest = [0u8; 32 - PREFIX.len()];
+    hasher
+        .finalize_variable(&mut digest)
+        .expect("the buffer is the output size");
+    let hashed: String = digest
+        .iter()
+        .map(|b| BASE36[usize::from(*b) % 36] as char)
+        .collect();
+    format!("{PREFIX}{hashed}")
+}
+
 /// CAPI `cluster.x-k8s.io/v1beta1` Cluster: only the references sweeper resolves. Refs are
 /// `{apiVersion, kind, name, namespace}` at this version.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
@@ -352,6 +398,49 @@ mod tests {
             trust_policy: Some(policy),
         };
         assert_eq!(st.issuer().as_deref(), Some(ISSUER));
+    }
+
+    /// The expected names are what CAPA v2.13.0's own `eks.GenerateEKSName(name, namespace, 100)`
+    /// returned for these inputs (a Go program against the module scripts/go/capa-webhooks pins).
+    #[test]
+    fn the_default_eks_name_is_capas() {
+        let x96 = "x".repeat(96);
+        let x97 = "x".repeat(97);
+        let long = "long-name".repeat(20);
+        let n63 = "n".repeat(63);
+        let kept = format!("ns_{x96}");
+        for (namespace, name, want) in [
+            ("ns", "cp", "ns_cp"),
+            ("eksns", "ek1-control-plane", "eksns_ek1-control-plane"),
+            ("team-a", "a.b.c", "team-a_a_b_c"),
+            ("ns", x96.as_str(), kept.as_str()),
+            ("ns", x97.as_str(), "capa_b9jqgzvzoigvoeikcy4nqegugcv"),
+            (
+                n63.as_str(),
+                long.as_str(),
+                "capa_0qekuxjprdkcu8vxtdza1y07i62",
+            ),
+        ] {
+            assert_eq!(
+                default_eks_name(namespace, name),
+                want,
+                "{namespace}/{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_eks_cluster_name_is_defaulted_and_a_set_one_kept() {
+        let mut cp = AWSManagedControlPlane::new("cp.1", Default::default());
+        cp.metadata.namespace = Some("team-a".into());
+        assert_eq!(cp.eks_name(), "team-a_cp_1", "missing");
+        cp.spec.eks_cluster_name = Some(String::new());
+        assert_eq!(cp.eks_name(), "team-a_cp_1", "empty, as Go's \"\" is");
+        cp.spec.eks_cluster_name = Some("prod".into());
+        assert_eq!(cp.eks_name(), "prod");
+        // Not empty to CAPA either: kept as it is, for the name check to refuse.
+        cp.spec.eks_cluster_name = Some(" ".into());
+        assert_eq!(cp.eks_name(), " ");
     }
 
     #[test]

@@ -286,6 +286,21 @@ pub async fn eks_cluster(
     region: &str,
     eks_name: &str,
 ) -> (Api<DynamicObject>, Api<DynamicObject>, String) {
+    eks_cluster_with(c, ns, name, region, |cp| {
+        cp["spec"]["eksClusterName"] = json!(eks_name);
+    })
+    .await
+}
+
+/// [`eks_cluster`] with `edit` applied to the control plane (owned by its Cluster already)
+/// instead of setting `spec.eksClusterName`.
+pub async fn eks_cluster_with(
+    c: &Client,
+    ns: &str,
+    name: &str,
+    region: &str,
+    edit: impl FnOnce(&mut Value),
+) -> (Api<DynamicObject>, Api<DynamicObject>, String) {
     let vars = vars(name, region);
     let tpl = "capa/templates/cluster-template-eks.yaml";
     let clusters = api(c, ns, "cluster.x-k8s.io/v1beta1", "Cluster");
@@ -301,7 +316,7 @@ pub async fn eks_cluster(
     create(&managed, mc).await;
     let mut cp = from_template(tpl, "AWSManagedControlPlane", &vars);
     owned_by_cluster(&mut cp, &cluster);
-    cp["spec"]["eksClusterName"] = json!(eks_name);
+    edit(&mut cp);
     let cps = api(
         c,
         ns,

@@ -35,6 +35,7 @@ import (
 	infrav1 "sigs.k8s.io/cluster-api-provider-aws/v2/api/v1beta2"
 	ekscontrolplanev1 "sigs.k8s.io/cluster-api-provider-aws/v2/controlplane/eks/api/v1beta2"
 	ekswebhooks "sigs.k8s.io/cluster-api-provider-aws/v2/controlplane/eks/webhooks"
+	"sigs.k8s.io/cluster-api-provider-aws/v2/feature"
 	capawebhooks "sigs.k8s.io/cluster-api-provider-aws/v2/webhooks"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	capiwebhooks "sigs.k8s.io/cluster-api/webhooks"
@@ -52,8 +53,8 @@ var capaKinds = map[string]func(ctrl.Manager) error{
 
 func main() {
 	var (
-		host, certDir, caFile, capaManifests, capiManifests string
-		port                                                int
+		host, certDir, caFile, capaManifests, capiManifests, gates string
+		port                                                       int
 	)
 	flag.StringVar(&host, "host", "127.0.0.1", "address to serve on")
 	flag.IntVar(&port, "port", 29443, "port to serve on")
@@ -61,7 +62,14 @@ func main() {
 	flag.StringVar(&caFile, "ca-file", "", "the CA that signed tls.crt: the webhook configurations' caBundle")
 	flag.StringVar(&capaManifests, "capa-manifests", "", "CAPA's config/webhook/manifests.yaml")
 	flag.StringVar(&capiManifests, "capi-manifests", "", "Cluster API's config/webhook/manifests.yaml (optional)")
+	// CAPA's manager takes its feature gates with this flag and its webhooks read them (the
+	// AWSCluster webhook forbids spec.s3Bucket unless BootstrapFormatIgnition is on).
+	flag.StringVar(&gates, "feature-gates", "", "CAPA's feature gates, as its manager's --feature-gates (A=true,B=false)")
 	flag.Parse()
+	if err := feature.MutableGates.Set(gates); err != nil {
+		fmt.Fprintln(os.Stderr, "capa-webhooks: --feature-gates:", err)
+		os.Exit(1)
+	}
 	if err := run(host, port, certDir, caFile, capaManifests, capiManifests); err != nil {
 		fmt.Fprintln(os.Stderr, "capa-webhooks:", err)
 		os.Exit(1)

@@ -89,14 +89,14 @@ impl NameClaim {
         if let Ok(typed) = serde_json::from_value::<K>(value.clone()) {
             let mut claim = NameClaim::of(&typed);
             if claim.names.is_empty() {
-                claim.names = loose_names(o, &value);
+                claim.names = loose_names::<K>(o, &value);
             }
             return claim;
         }
         NameClaim::new(
             K::kind(&()).into_owned(),
             o,
-            loose_names(o, &value),
+            loose_names::<K>(o, &value),
             value.pointer("/spec/region").and_then(|r| r.as_str()),
             value
                 .pointer("/spec/identityRef")
@@ -105,15 +105,21 @@ impl NameClaim {
     }
 }
 
-/// Every Cluster an object's owner references name, and its EKS name.
-fn loose_names(o: &DynamicObject, value: &serde_json::Value) -> Vec<String> {
+/// Every Cluster an object's owner references name, and its EKS name: for a control plane
+/// whose `spec.eksClusterName` is empty or not a string, the one CAPA's defaulter derives too.
+fn loose_names<K: GcKind>(o: &DynamicObject, value: &serde_json::Value) -> Vec<String> {
     let mut names = crate::external::core::cluster::owner_clusters(o);
-    names.extend(
-        value
-            .pointer("/spec/eksClusterName")
-            .and_then(|v| v.as_str())
-            .map(str::to_string),
-    );
+    let stated = value
+        .pointer("/spec/eksClusterName")
+        .and_then(|v| v.as_str())
+        .filter(|n| !n.is_empty());
+    names.extend(stated.map(str::to_string));
+    if stated.is_none() && K::kind(&()) == "AWSManagedControlPlane" {
+        names.push(crate::api::capa::default_eks_name(
+            &o.namespace().unwrap_or_default(),
+            &o.name_any(),
+        ));
+    }
     names.sort();
     names.dedup();
     names
@@ -301,6 +307,46 @@ mod tests {
         for (case, other, want) in table {
             let all = vec![me.clone(), other];
             assert_eq!(rivals(&me, &all).len() == 1, want, "{case}");
+        }
+    }
+
+    fn listed_control_plane(spec: serde_json::Value) -> NameClaim {
+        let o: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1beta2",
+            "kind": "AWSManagedControlPlane",
+            "metadata": {"name": "cp", "namespace": "team-a", "uid": "u1", "ownerReferences": [
+                {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c1", "uid": "u0"}
+            ]},
+            "spec": spec,
+        }))
+        .unwrap();
+        NameClaim::listed::<AWSManagedControlPlane>(&o)
+    }
+
+    /// A control plane without `spec.eksClusterName` (created past CAPA's defaulting webhook)
+    /// claims the name CAPA would give it, whether it decodes or not, so that a control plane
+    /// stating that name is held with it.
+    #[test]
+    fn a_control_plane_without_an_eks_name_claims_capas_default() {
+        for (case, spec, want) in [
+            ("decodes", serde_json::json!({}), vec!["c1", "team-a_cp"]),
+            (
+                "empty",
+                serde_json::json!({"eksClusterName": ""}),
+                vec!["c1", "team-a_cp"],
+            ),
+            (
+                "undecodable",
+                serde_json::json!({"eksClusterName": 7, "region": "eu-west-1"}),
+                vec!["c1", "team-a_cp"],
+            ),
+            (
+                "stated",
+                serde_json::json!({"eksClusterName": "prod"}),
+                vec!["c1", "prod"],
+            ),
+        ] {
+            assert_eq!(listed_control_plane(spec).names, want, "{case}");
         }
     }
 

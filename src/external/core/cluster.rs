@@ -5,8 +5,9 @@
 //! (`sigs.k8s.io/cluster-api-provider-aws/cluster/<name>`: network, bastion, its groups); and
 //! `KubernetesClusterName()`, which the cloud provider (and CAPA's gc after it) puts in
 //! `kubernetes.io/cluster/<name>`. For an AWSCluster both are the owning Cluster's name; for an
-//! AWSManagedControlPlane the second is `spec.eksClusterName` (CAPA's default
-//! `<namespace>_<name>`).
+//! AWSManagedControlPlane the second is `spec.eksClusterName`, or where it is empty the name
+//! CAPA's defaulting webhook derives (`<namespace>_<name>`, hashed from 100 bytes on:
+//! [`crate::api::capa::default_eks_name`]).
 //!
 //! **Whose cluster.** The name decides what is deleted, with the controller's credentials, in a
 //! management cluster many teams share, so it comes only from what CAPA itself trusts: the owner
@@ -61,10 +62,6 @@ pub enum ClusterNameError {
         label: String,
         owner: String,
     },
-    #[error(
-        "AWSManagedControlPlane {namespace}/{name}: spec.eksClusterName is not set (CAPA's defaulting webhook fills it)"
-    )]
-    NoEksName { namespace: String, name: String },
     #[error(
         "cluster name {0:?} is not usable in an AWS tag key (1-253 characters, no '/', ',', '=' or whitespace)"
     )]
@@ -155,15 +152,11 @@ pub fn for_aws_cluster(c: &AWSCluster) -> Result<ClusterNames, ClusterNameError>
 /// CAPA made for it, so that is bad input as for an AWSCluster (CAPA itself does nothing for a
 /// control plane whose Cluster has not claimed it).
 pub fn for_control_plane(c: &AWSManagedControlPlane) -> Result<ClusterNames, ClusterNameError> {
-    let tag = match c.spec.eks_cluster_name.as_deref() {
-        Some(n) => validate(n)?,
-        None => {
-            return Err(ClusterNameError::NoEksName {
-                namespace: c.namespace().unwrap_or_default(),
-                name: c.name_any(),
-            });
-        }
-    };
+    // An empty name reads as CAPA's default, derived as its defaulting webhook derives it: the
+    // name CAPA gives the object on its next update through the webhook (CAPA's controller has no
+    // other name to make an EKS cluster with). Another object claiming that name holds both
+    // (the collision rule), as for a name the spec states.
+    let tag = validate(&c.eks_name())?;
     Ok(ClusterNames {
         capi: capi_name(c, "AWSManagedControlPlane")?,
         tag,

@@ -55,12 +55,23 @@ pub struct ObjectPlacement {
 /// decodes, else every name it carries (conservative: a name that might be live is live).
 fn names_of<K: GcKind>(o: &DynamicObject, live: &mut LiveObjects) {
     let value = serde_json::to_value(o).unwrap_or_default();
-    // The EKS name, read from the JSON whether or not the object decodes.
-    if let Some(eks) = value
+    // The EKS name, read from the JSON whether or not the object decodes; where a control plane
+    // states none, the one CAPA's defaulter gives it.
+    match value
         .pointer("/spec/eksClusterName")
         .and_then(|v| v.as_str())
+        .filter(|n| !n.is_empty())
     {
-        live.names.insert(eks.to_string());
+        Some(eks) => {
+            live.names.insert(eks.to_string());
+        }
+        None if K::kind(&()) == "AWSManagedControlPlane" => {
+            live.names.insert(crate::api::capa::default_eks_name(
+                &o.namespace().unwrap_or_default(),
+                &o.name_any(),
+            ));
+        }
+        None => {}
     }
     match serde_json::from_value::<K>(value) {
         Ok(typed) => {

@@ -200,26 +200,34 @@ fn the_owner_cluster_must_reference_the_object() {
 }
 
 #[test]
-fn eks_name_comes_from_the_spec_and_is_validated() {
+fn eks_name_comes_from_the_spec_or_capas_default_and_is_validated() {
     let mut cp = AWSManagedControlPlane::new("cp", Default::default());
+    cp.metadata.namespace = Some("team-a".into());
     cp.metadata.labels = Some([(CLUSTER_NAME_LABEL.to_string(), "ek1".to_string())].into());
-    assert!(matches!(
-        for_control_plane(&cp),
-        Err(ClusterNameError::NoEksName { .. })
-    ));
-    cp.spec.eks_cluster_name = Some("eks-1".into());
     cp.metadata.owner_references = Some(vec![owner("cluster.x-k8s.io/v1beta2", "Cluster", "ek1")]);
+    // No spec.eksClusterName: the name CAPA's defaulting webhook derives.
+    assert_eq!(
+        for_control_plane(&cp).unwrap(),
+        ClusterNames {
+            capi: "ek1".into(),
+            tag: "team-a_cp".into()
+        }
+    );
+    cp.spec.eks_cluster_name = Some("eks-1".into());
     assert_eq!(for_control_plane(&cp).unwrap().tag, "eks-1");
     cp.spec.eks_cluster_name = Some("a/b".into());
     assert!(matches!(
         for_control_plane(&cp),
         Err(ClusterNameError::Invalid(_))
     ));
-    cp.spec.eks_cluster_name = Some(String::new());
+    cp.spec.eks_cluster_name = Some(" ".into());
     assert!(matches!(
         for_control_plane(&cp),
         Err(ClusterNameError::Invalid(_))
     ));
+    // Empty is missing, to CAPA's Go as here.
+    cp.spec.eks_cluster_name = Some(String::new());
+    assert_eq!(for_control_plane(&cp).unwrap().tag, "team-a_cp");
 }
 
 /// CAPA's default EKS name is `<namespace>_<name>`: the cloud provider tags with it, while
