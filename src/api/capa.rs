@@ -125,7 +125,7 @@ impl AWSManagedControlPlane {
 /// (`pkg/hash/base36.go`: the BLAKE2b digest of 27 bytes, each byte taken mod 36 into
 /// `0-9a-z`, which is not an encoding, so two names can share it: the collision rule covers that).
 pub fn default_eks_name(namespace: &str, name: &str) -> String {
-    use blake2::digest::{Update, VariableOutput};
+    use blake2::digest::{Digest, consts::U27};
     const MAX: usize = 100;
     const PREFIX: &str = "capa_";
     const BASE36: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
@@ -133,13 +133,9 @@ pub fn default_eks_name(namespace: &str, name: &str) -> String {
     if joined.len() < MAX {
         return joined;
     }
-    let mut hasher =
-        blake2::Blake2bVar::new(32 - PREFIX.len()).expect("27 bytes is a BLAKE2b output size");
-    hasher.update(joined.as_bytes());
-    let mut digest = [0u8; 32 - PREFIX.len()];
-    hasher
-        .finalize_variable(&mut digest)
-        .expect("the buffer is the output size");
+    // 27 = 32 - len("capa_"), as CAPA computes it: BLAKE2b with that output size (its parameter
+    // block, not a truncation of a longer digest), which is what Go's blake2b.New(27, nil) is.
+    let digest = blake2::Blake2b::<U27>::digest(joined.as_bytes());
     let hashed: String = digest
         .iter()
         .map(|b| BASE36[usize::from(*b) % 36] as char)
