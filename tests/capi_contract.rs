@@ -20,7 +20,7 @@ use support::aws::{
     Net, clients, gc_plan, lb_exists, network, nlb, sg, sg_exists, tag, tagged, vpc_exists,
 };
 use support::capa::{
-    annotate, api, create, eks_cluster, from_template, gone, has_finalizer, merge,
+    annotate, api, create, eks_cluster, from_template, gone, has_finalizer, merge, our_reason,
     owned_by_cluster, strip_finalizers, template_cluster, upstream_crds, vars,
 };
 use support::sweeper::{Sweeper, eventually};
@@ -152,16 +152,6 @@ impl World {
         let present = self.present(aws).await;
         assert!(present.is_empty(), "torn down, yet {present:?} are left");
     }
-}
-
-/// Our condition's reason on the object, if set.
-async fn our_reason(api: &Api<DynamicObject>, name: &str) -> Option<String> {
-    let o = api.get_opt(name).await.ok()??;
-    o.data["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "ExternalResourcesDeleted")
-        .and_then(|c| c["reason"].as_str().map(str::to_string))
 }
 
 /// The deletion waits: our condition says `Paused` (so CAPA's schema accepted it), and a while

@@ -102,16 +102,6 @@ fn infra(c: &Client, ns: &str) -> Api<DynamicObject> {
     )
 }
 
-/// The reason of our condition on the object, once it has one.
-async fn condition_reason(api: &Api<DynamicObject>, name: &str) -> Option<String> {
-    let o = api.get_opt(name).await.ok()??;
-    o.data["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "ExternalResourcesDeleted")
-        .and_then(|c| c["reason"].as_str().map(str::to_string))
-}
-
 async fn condition_message(api: &Api<DynamicObject>, name: &str) -> String {
     let o = api.get(name).await.unwrap();
     o.data["status"]["conditions"]
@@ -480,11 +470,11 @@ async fn a_refused_identity_deletes_nothing_and_proceeds_once_fixed() {
     for (name, _, _, reason) in &cases {
         assert!(
             eventually(T, || async {
-                condition_reason(&infra, name).await.as_deref() == Some(*reason)
+                support::capa::our_reason(&infra, name).await.as_deref() == Some(*reason)
             })
             .await,
             "{name}: condition {reason}; got {:?}",
-            condition_reason(&infra, name).await
+            support::capa::our_reason(&infra, name).await
         );
         let warned = || async {
             support::objects::warnings_about(&c, name)

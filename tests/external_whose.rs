@@ -8,7 +8,7 @@
 
 mod support;
 
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use support::aws::{
 };
 use support::capa::{
     CREATED_BEFORE_WEBHOOK, FINALIZER, aws_cluster, capa_conditions, capa_network, eks_cluster,
-    eks_cluster_with, has_finalizer, infra_name, set_status, template_cluster,
+    eks_cluster_with, has_finalizer, infra_name, our_reason, set_status, template_cluster,
 };
 use support::sweeper::{Sweeper, eventually};
 use support::{TestScope, unique_name};
@@ -66,7 +66,10 @@ async fn reaches_reason(api: &Api<AWSCluster>, name: &str, want: &str) -> bool {
 }
 
 /// What an administrator does to let an object go without a teardown (docs/capa.md).
-async fn release_by_hand(api: &Api<AWSCluster>, name: &str) {
+async fn release_by_hand<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let Some(o) = api.get_opt(name).await.unwrap() else {
         return;
     };
@@ -347,35 +350,6 @@ async fn capas_spellings_of_the_opt_out_mean_what_they_mean_to_capa() {
     }
 }
 
-/// Our condition's reason on an object read through CAPA's CRDs (a template's or an EKS
-/// control plane), if any.
-async fn reason_of(api: &Api<DynamicObject>, name: &str) -> Option<String> {
-    let o = api.get_opt(name).await.unwrap()?;
-    o.data["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "ExternalResourcesDeleted")
-        .and_then(|c| c["reason"].as_str().map(str::to_string))
-}
-
-/// Removes sweeper's finalizer from an object read through CAPA's CRDs, as an administrator
-/// would (docs/capa.md).
-async fn release_dyn(api: &Api<DynamicObject>, name: &str) {
-    let Some(o) = api.get_opt(name).await.unwrap() else {
-        return;
-    };
-    let kept: Vec<String> = o
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .cloned()
-        .collect();
-    let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": o.resource_version()}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-}
-
 /// An AWSCluster whose spec and status name another team's resources (issue #76 item 3): its
 /// primary and secondary control-plane load balancers by `name` (CAPA's webhook requires the
 /// two to differ in name and scheme, the secondary an NLB), its bootstrap bucket by
@@ -485,7 +459,7 @@ async fn a_cluster_naming_another_teams_load_balancers_bucket_and_bastion_delete
     assert!(
         eventually(T, || support::capa::gone(&infra, &mallory)).await,
         "the teardown finishes and releases the object: {:?}",
-        reason_of(&infra, &mallory).await
+        our_reason(&infra, &mallory).await
     );
     assert!(
         !sg_exists(&aws, &m_sg).await,
@@ -561,22 +535,22 @@ async fn an_empty_eks_name_is_capas_default_and_a_collision_on_it_is_refused() {
     assert!(eventually(T, || has_finalizer(&cps_b, &cp_b)).await);
     cps_a.delete(&cp_a, &Default::default()).await.unwrap();
     let held = eventually(T, || async {
-        reason_of(&cps_a, &cp_a).await.as_deref() == Some("NameCollision")
+        our_reason(&cps_a, &cp_a).await.as_deref() == Some("NameCollision")
     })
     .await;
     assert!(
         held,
         "held on the derived name: {:?}",
-        reason_of(&cps_a, &cp_a).await
+        our_reason(&cps_a, &cp_a).await
     );
     let told = eventually(T, || async {
-        reason_of(&cps_b, &cp_b).await.as_deref() == Some("NameCollision")
+        our_reason(&cps_b, &cp_b).await.as_deref() == Some("NameCollision")
     })
     .await;
     assert!(
         told,
         "the other claimant hears of it: {:?}",
-        reason_of(&cps_b, &cp_b).await
+        our_reason(&cps_b, &cp_b).await
     );
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(
@@ -587,12 +561,12 @@ async fn an_empty_eks_name_is_capas_default_and_a_collision_on_it_is_refused() {
     // B's team deletes theirs (released by hand: it is held the same way); A then claims the
     // derived name alone and its teardown deletes by it.
     cps_b.delete(&cp_b, &Default::default()).await.unwrap();
-    release_dyn(&cps_b, &cp_b).await;
+    release_by_hand(&cps_b, &cp_b).await;
     assert!(eventually(T, || support::capa::gone(&cps_b, &cp_b)).await);
     assert!(
         eventually(T, || support::capa::gone(&cps_a, &cp_a)).await,
         "one claimant left: the teardown finishes: {:?}",
-        reason_of(&cps_a, &cp_a).await
+        our_reason(&cps_a, &cp_a).await
     );
     assert!(
         !sg_exists(&aws, &group).await,

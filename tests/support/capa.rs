@@ -18,6 +18,17 @@ pub const FINALIZER: &str = "sweeper.dev/external-resource-gc";
 /// (scripts/go/capa-webhooks, `BypassLabel`). Every other object goes through CAPA's admission.
 pub const CREATED_BEFORE_WEBHOOK: &str = "sweeper.dev/test-created-before-capa-webhook";
 
+/// The reason of sweeper's condition (`ExternalResourcesDeleted`) on an object read through CAPA's
+/// CRDs, once it has one.
+pub async fn our_reason(api: &Api<DynamicObject>, name: &str) -> Option<String> {
+    let o = api.get_opt(name).await.ok()??;
+    o.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "ExternalResourcesDeleted")
+        .and_then(|c| c["reason"].as_str().map(str::to_string))
+}
+
 /// CAPA's and Cluster API's CRDs, replacing sweeper's (the next test's install_sweeper_crds puts
 /// sweeper's back).
 pub async fn upstream_crds(c: &Client) {
