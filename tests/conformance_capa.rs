@@ -606,3 +606,50 @@ async fn external_dry_run_plans_and_deletes_nothing() {
         .unwrap();
     assert!(eventually(T, || gone(&infra, &name)).await);
 }
+
+/// The EKS name sweeper derives for a control plane without `spec.eksClusterName` is the one
+/// CAPA's own defaulting webhook writes (the environment runs CAPA v2.13.0's webhook): a short
+/// name with dots (`<namespace>_<name>`, dots made `_`) and one long enough for CAPA to hash it
+/// (`capa_` and 27 base-36 characters), each created through CAPA's admission with the field
+/// left out and read back. The unit test's golden values pin the same function offline.
+#[tokio::test]
+#[ignore = "needs the test environment: make env-up"]
+async fn capas_defaulting_webhook_names_the_eks_cluster_as_sweeper_derives_it() {
+    let mut scope = TestScope::new("conf-eksname").await;
+    let ns = scope.namespace().await;
+    let c = scope.client.clone();
+    upstream_crds(&c).await;
+    let region = EnvFacts::load().get("AWS_REGION");
+    let cps = api(
+        &c,
+        &ns,
+        "controlplane.cluster.x-k8s.io/v1beta2",
+        "AWSManagedControlPlane",
+    );
+    let short = format!("{}.a.b", unique_name("dots"));
+    let long = format!("{}-{}", unique_name("long"), "x".repeat(90));
+    for (cluster_name, hashed) in [(short, false), (long, true)] {
+        let vars = support::capa::vars(&cluster_name, &region);
+        let mut cp = support::capa::from_template(
+            "capa/templates/cluster-template-eks.yaml",
+            "AWSManagedControlPlane",
+            &vars,
+        );
+        if let Some(spec) = cp["spec"].as_object_mut() {
+            spec.remove("eksClusterName");
+        }
+        let cp = create(&cps, cp).await;
+        let defaulted = cp.data["spec"]["eksClusterName"]
+            .as_str()
+            .map(str::to_string);
+        let ours = sweeper::api::capa::default_eks_name(&ns, &cp.name_any());
+        assert_eq!(
+            defaulted.as_deref(),
+            Some(ours.as_str()),
+            "CAPA's defaulter and sweeper for {ns}/{}",
+            cp.name_any()
+        );
+        // Both paths of GenerateEKSName are taken: the hashed one for the long name.
+        assert_eq!(ours.starts_with("capa_"), hashed, "{ours}");
+    }
+}
