@@ -446,15 +446,28 @@ mod tests {
             ),
             &mut live,
         );
+        // No EKS name stated (created past CAPA's defaulting webhook): the one CAPA derives is
+        // live, so a scan never offers its resources as an orphan's.
+        names_of::<AWSManagedControlPlane>(
+            &object(
+                "AWSManagedControlPlane",
+                "c4.cp",
+                "c4",
+                serde_json::json!({"region": "eu-west-1"}),
+            ),
+            &mut live,
+        );
         // Bad input: a spec that is not an object. Its raw names still count as live.
         names_of::<AWSCluster>(
             &object("AWSCluster", "c3-x", "c3", serde_json::json!("bad")),
             &mut live,
         );
-        let want: BTreeSet<String> = ["c1", "c1-x", "c2", "c2-cp", "ns_c2", "c3", "c3-x"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let want: BTreeSet<String> = [
+            "c1", "c1-x", "c2", "c2-cp", "ns_c2", "c3", "c3-x", "c4", "c4.cp", "ns_c4_cp",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         assert_eq!(live.names, want);
         assert_eq!(live.undecoded.len(), 1, "{:?}", live.undecoded);
         assert!(live.placements.contains(&ObjectPlacement {
