@@ -105,21 +105,28 @@ impl NameClaim {
     }
 }
 
-/// Every Cluster an object's owner references name, and its EKS name: for a control plane
-/// whose `spec.eksClusterName` is empty or not a string, the one CAPA's defaulter derives too.
-fn loose_names<K: GcKind>(o: &DynamicObject, value: &serde_json::Value) -> Vec<String> {
-    let mut names = crate::external::core::cluster::owner_clusters(o);
+/// The EKS name a listed object (`value`, its JSON) may be tagged with, whether or not it
+/// decodes: `spec.eksClusterName` where it is a non-empty string; for a control plane without
+/// one (empty or not a string), the name CAPA's defaulter derives. The claims and the scan's
+/// live names both read it here.
+pub fn listed_eks_name<K: GcKind>(o: &DynamicObject, value: &serde_json::Value) -> Option<String> {
     let stated = value
         .pointer("/spec/eksClusterName")
         .and_then(|v| v.as_str())
         .filter(|n| !n.is_empty());
-    names.extend(stated.map(str::to_string));
-    if stated.is_none() && K::kind(&()) == "AWSManagedControlPlane" {
-        names.push(crate::api::capa::default_eks_name(
-            &o.namespace().unwrap_or_default(),
-            &o.name_any(),
-        ));
+    match stated {
+        Some(n) => Some(n.to_string()),
+        None if K::kind(&()) == "AWSManagedControlPlane" => Some(
+            crate::api::capa::default_eks_name(&o.namespace().unwrap_or_default(), &o.name_any()),
+        ),
+        None => None,
     }
+}
+
+/// Every Cluster an object's owner references name, and its EKS name ([`listed_eks_name`]).
+fn loose_names<K: GcKind>(o: &DynamicObject, value: &serde_json::Value) -> Vec<String> {
+    let mut names = crate::external::core::cluster::owner_clusters(o);
+    names.extend(listed_eks_name::<K>(o, value));
     names.sort();
     names.dedup();
     names

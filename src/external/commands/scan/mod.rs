@@ -55,24 +55,11 @@ pub struct ObjectPlacement {
 /// decodes, else every name it carries (conservative: a name that might be live is live).
 fn names_of<K: GcKind>(o: &DynamicObject, live: &mut LiveObjects) {
     let value = serde_json::to_value(o).unwrap_or_default();
-    // The EKS name, read from the JSON whether or not the object decodes; where a control plane
-    // states none, the one CAPA's defaulter gives it.
-    match value
-        .pointer("/spec/eksClusterName")
-        .and_then(|v| v.as_str())
-        .filter(|n| !n.is_empty())
-    {
-        Some(eks) => {
-            live.names.insert(eks.to_string());
-        }
-        None if K::kind(&()) == "AWSManagedControlPlane" => {
-            live.names.insert(crate::api::capa::default_eks_name(
-                &o.namespace().unwrap_or_default(),
-                &o.name_any(),
-            ));
-        }
-        None => {}
-    }
+    // The EKS name, read from the JSON whether or not the object decodes (the claims' rule).
+    live.names
+        .extend(crate::external::core::claims::listed_eks_name::<K>(
+            o, &value,
+        ));
     match serde_json::from_value::<K>(value) {
         Ok(typed) => {
             // CAPA never tags with the object's own name; it counts as live anyway, as the
